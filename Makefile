@@ -1,0 +1,168 @@
+# dsec - one hand-written GNU Makefile.  `make V=1` shows the commands;
+# local overrides go in config.mak (not tracked).
+
+-include config.mak
+
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+SBINDIR     ?= $(PREFIX)/sbin
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+LIBEXECDIR  ?= $(PREFIX)/libexec/dsec
+BACKENDDIR  ?= $(LIBDIR)/dsec/backends
+MANDIR      ?= $(PREFIX)/share/man
+DESTDIR     ?=
+
+CC          ?= cc
+AR          ?= ar
+PKG_CONFIG  ?= pkg-config
+PROVE       ?= prove
+INSTALL     ?= install
+
+# Debian packages the build and the tests need (make deps installs the missing ones).
+DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
+	libseccomp-dev libnl-3-dev libnl-route-3-dev libzstd-dev mandoc \
+	python3 python3-msgpack perl iproute2 util-linux procps
+
+WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wformat=2
+ifeq ($(WERROR),1)
+WARN       += -Werror
+endif
+OPT        ?= -O2 -g
+# libev and nng ship no .pc file on Debian 12: fall back to plain -l flags.
+PC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags msgpack libseccomp 2>/dev/null)
+PC_LIBS    := $(shell $(PKG_CONFIG) --libs msgpack libseccomp 2>/dev/null || echo -lmsgpackc -lseccomp)
+CPPFLAGS   += -Ilib -D_GNU_SOURCE \
+	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"'
+CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS)
+LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
+LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
+
+ifeq ($(V),1)
+Q =
+q = @:
+else
+Q = @
+q = @printf '  %-7s %s\n'
+endif
+
+LIB_SRC     = $(wildcard lib/*.c)
+LIB_OBJ     = $(LIB_SRC:.c=.o)
+DSECD_SRC   = $(wildcard dsecd/*.c)
+DSECD_OBJ   = $(DSECD_SRC:.c=.o)
+BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/be_%.c,$(wildcard backends/*.c)))
+BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
+BE_COMMON   = $(patsubst %.c,%.o,$(wildcard backends/be_*.c))
+HELPER_SRC  = $(wildcard backends/*-helper.c)
+HELPERS     = $(HELPER_SRC:-helper.c=)
+HELPER_FILES = $(wildcard backends/*.py)
+TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c))
+TEST_C      = $(filter-out t/helper-%.c,$(wildcard t/*.c))
+TEST_BIN    = $(patsubst t/%.c,t/c/%.t,$(TEST_C))
+TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c))
+MANPAGES    = $(wildcard man/*.[1-9])
+
+all: lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
+
+lib/libdsec.a: $(LIB_OBJ)
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+lib/libdsec.so: $(LIB_OBJ)
+	$(q) LD $@
+	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $^ $(LDFLAGS) $(LDLIBS_LIB)
+
+lib/dsec.pc: Makefile
+	$(q) GEN $@
+	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+		'Name: dsec' 'Description: client library of the dsec sandbox platform' \
+		'Version: 0.1.0' 'Requires.private: msgpack' \
+		'Libs: -L$${libdir} -ldsec' 'Libs.private: -lnng -lpthread' \
+		'Cflags: -I$${includedir}/dsec' > $@
+
+dsecd/dsecd: $(DSECD_OBJ) lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $(DSECD_OBJ) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+# Backends: one shared object each; only the ops table is exported.
+backends/%.o: CFLAGS += -fvisibility=hidden
+backends/%.so: backends/%.o $(BE_COMMON) lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -shared -o $@ $< $(BE_COMMON) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
+		-lev -lpthread $(PC_LIBS)
+
+backends/%: backends/%-helper.o lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+tools/%: tools/%.o lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+t/helper-%: t/helper-%.o lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+t/c/%.t: t/%.o lib/libdsec.a
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+%.o: %.c
+	$(q) CC $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+# Install every missing Debian package the build and tests need.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+check: deps
+	$(MAKE) all tests
+	$(PROVE) -f $(PROVE_FLAGS) t/c/ t/
+
+tests: $(TEST_BIN) $(TEST_HELPERS)
+
+lint-man:
+	mandoc -Tlint -Wwarning $(MANPAGES)
+
+# Start one dsecd with embedded defaults, run a demo, serve until ^C.
+run: deps
+	$(MAKE) all
+	@tools/demo.sh
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+		$(DESTDIR)$(INCLUDEDIR)/dsec $(DESTDIR)$(BACKENDDIR) $(DESTDIR)$(LIBEXECDIR)
+	$(INSTALL) -m 755 dsecd/dsecd $(DESTDIR)$(SBINDIR)/dsecd
+	$(INSTALL) -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 644 lib/libdsec.a $(DESTDIR)$(LIBDIR)/libdsec.a
+	$(INSTALL) -m 755 lib/libdsec.so $(DESTDIR)$(LIBDIR)/libdsec.so.0
+	ln -sf libdsec.so.0 $(DESTDIR)$(LIBDIR)/libdsec.so
+	$(INSTALL) -m 644 lib/dsec.pc $(DESTDIR)$(LIBDIR)/pkgconfig/dsec.pc
+	$(INSTALL) -m 644 lib/dsec.h lib/err.h lib/backend.h lib/util.h $(DESTDIR)$(INCLUDEDIR)/dsec/
+	$(INSTALL) -m 755 $(BE_SO) $(DESTDIR)$(BACKENDDIR)/
+	$(if $(HELPERS),$(INSTALL) -m 755 $(HELPERS) $(DESTDIR)$(LIBEXECDIR)/)
+	$(if $(HELPER_FILES),$(INSTALL) -m 644 $(HELPER_FILES) $(DESTDIR)$(LIBEXECDIR)/)
+	for m in $(MANPAGES); do s=$${m##*.}; \
+		$(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
+		$(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+
+clean:
+	rm -f lib/*.o lib/*.d lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/*.o dsecd/*.d dsecd/dsecd \
+		backends/*.o backends/*.d backends/*.so $(HELPERS) tools/*.o tools/*.d $(TOOLS) \
+		t/*.o t/*.d $(TEST_HELPERS)
+	rm -rf t/c
+
+.PHONY: all deps check tests lint-man run install clean
+.SECONDARY:
+.DELETE_ON_ERROR:
+
+-include $(wildcard */*.d)

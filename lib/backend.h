@@ -1,0 +1,161 @@
+/* backend.h - the backend ABI: what a backends/NAME.so exports and what the
+ * daemon gives it.  Installed as <dsec/backend.h> for out-of-tree backends.
+ *
+ * A backend exports one symbol, `dsec_backend`, a const struct dsec_be_ops.
+ * The daemon dlopen()s it (RTLD_NOW|RTLD_LOCAL, absolute path only), checks
+ * abi_version == DSEC_BE_ABI and struct_size >= the size it needs, and
+ * refuses it otherwise with a clear message.  Fields are only ever appended;
+ * each is marked with the ABI version it appeared in.
+ *
+ * Threading: every operation is called on the daemon's event loop thread
+ * and must not block it.  Slow work goes to host->submit() (a worker pool)
+ * or is driven by watchers on host->loop.
+ *
+ * Completion contract, for every asynchronous operation:
+ *   - returns 0: the operation started; `done(arg, rc, err)` will be called
+ *     exactly once, later, from the loop (never from inside the call);
+ *   - returns -errno: it failed at once, *err says why, done is never called.
+ * Output structures passed in (res, out) are owned by the caller and stay
+ * valid until done is called; the backend fills them before calling done.
+ * When rc < 0 in done, err (non-NULL) says why and outputs are undefined.
+ */
+#ifndef DSEC_BACKEND_H
+#define DSEC_BACKEND_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "err.h"
+
+#define DSEC_BE_ABI 1
+#define DSEC_BE_SYMBOL "dsec_backend"
+
+struct ev_loop;
+
+typedef void (*dsec_be_done_fn)(void *arg, int rc, const struct dsec_err *err);
+
+/* Services the daemon offers a backend; valid from init to fini. */
+struct dsec_be_host {
+	uint32_t abi_version;		/* DSEC_BE_ABI of the daemon (ABI 1) */
+	uint32_t struct_size;		/* sizeof(struct dsec_be_host) (ABI 1) */
+	struct ev_loop *loop;		/* the daemon's loop; SIGCHLD is its (ABI 1) */
+	const char *state_dir;		/* a directory of the backend's own, created (ABI 1) */
+	const char *helper_dir;		/* where dsec's helper programs live (ABI 1) */
+	/* Value of config key "NAME.key" (e.g. "fncall.pool_size") or NULL.
+	 * The backend rejects keys or values it does not know in init(). (ABI 1) */
+	const char *(*conf_get)(const char *key);
+	/* Every key under "NAME." that the config sets, NULL-terminated; the
+	 * array is the daemon's. (ABI 1) */
+	const char *const *(*conf_keys)(void);
+	/* Run work(arg) on a pool thread, then done(arg) on the loop.  work must
+	 * not touch loop state.  Returns 0 or -errno. (ABI 1) */
+	int (*submit)(void (*work)(void *arg), void (*done)(void *arg), void *arg);
+	void (*log)(int level, const char *fmt, ...);	/* dsec_log levels (ABI 1) */
+};
+
+/* Resource limits for a sandbox; 0 means the backend's configured default. */
+struct dsec_be_limits {
+	double cpus;			/* CPU quota in cores (0.5 = half a core) */
+	uint64_t memory;		/* bytes of memory, hard limit */
+	uint32_t pids;			/* max processes/threads */
+	uint32_t nofile;		/* max open files per process */
+	uint64_t disk;			/* bytes of writable scratch */
+};
+
+/* What create() is asked to make.  All strings are the caller's and valid
+ * only during the create() call: copy what you keep. */
+struct dsec_be_spec {
+	const char *id;			/* sandbox id, unique on this node */
+	const char *image;		/* image name, NULL = backend default */
+	const char *runtime;		/* fncall runtime ("sh", "python3"), NULL = default */
+	const char *const *env;		/* extra "K=V" strings, NULL-terminated, or NULL */
+	const char *cwd;		/* working directory inside, NULL = default */
+	struct dsec_be_limits limits;	/* resource limits */
+};
+
+/* One command.  Strings and buffers are the caller's and valid until done. */
+struct dsec_exec_req {
+	const char *const *argv;	/* argv, NULL-terminated; or NULL when code is set */
+	const char *code;		/* runtime snippet (sh: "sh -c code"; python3: source) */
+	const char *const *env;		/* extra "K=V" strings, NULL-terminated, or NULL */
+	const char *cwd;		/* working directory, NULL = sandbox default */
+	const void *stdin_data;		/* bytes fed to stdin, then EOF */
+	size_t stdin_len;		/* length of stdin_data */
+	double timeout;			/* seconds; the whole process tree dies at expiry */
+	size_t output_cap;		/* bytes kept of stdout and of stderr, each */
+};
+
+struct dsec_exec_res {
+	int exit_code;			/* exit status, or -1 if killed by a signal */
+	int signal;			/* signal that killed it, 0 if it exited */
+	bool timed_out;			/* killed because timeout expired */
+	bool out_truncated;		/* stdout was longer than output_cap */
+	bool err_truncated;		/* stderr was longer than output_cap */
+	struct dsec_buf out;		/* stdout (caller frees with dsec_buf_free) */
+	struct dsec_buf err;		/* stderr (caller frees with dsec_buf_free) */
+	double duration;		/* seconds from start to exit */
+};
+
+/* Capacity and occupancy, for info, placement and dsec-top. */
+struct dsec_be_stats {
+	uint32_t sandboxes;		/* sandboxes alive */
+	uint32_t capacity;		/* how many more it can take now (admission) */
+	uint32_t running;		/* commands in flight */
+	uint32_t pool_ready;		/* warm units ready to hand out */
+	uint32_t pool_target;		/* warm units it tries to keep ready */
+	uint64_t calls;			/* commands completed since start */
+};
+
+/* The ops table.  Optional operations may be NULL: the daemon then answers
+ * "unsupported".  A backend handle (void *be) comes from init; a sandbox
+ * handle (void *sb) from create. */
+struct dsec_be_ops {
+	uint32_t abi_version;		/* DSEC_BE_ABI (ABI 1) */
+	uint32_t struct_size;		/* sizeof(struct dsec_be_ops) (ABI 1) */
+	const char *name;		/* "fncall", matches the file name (ABI 1) */
+	const char *description;	/* one line for info and logs (ABI 1) */
+
+	/* Set up the backend (pools, helpers).  May block: it runs before the
+	 * daemon serves.  Returns 0 and *be, or -errno with *err. (ABI 1) */
+	int (*init)(const struct dsec_be_host *host, void **be, struct dsec_err *err);
+	/* Tear everything down synchronously: processes, mounts, cgroups.  Any
+	 * sandboxes still alive are destroyed; in-flight done callbacks are NOT
+	 * called after fini starts.  May block. (ABI 1) */
+	void (*fini)(void *be);
+
+	/* Make a sandbox; *sb is set before done(rc=0).  Async. (ABI 1) */
+	int (*create)(void *be, const struct dsec_be_spec *spec, void **sb,
+		      dsec_be_done_fn done, void *arg, struct dsec_err *err);
+	/* Run a command in sb; fills *res.  Several may run at once in one
+	 * sandbox.  A timeout is not an error: rc 0, res->timed_out. Async. (ABI 1) */
+	int (*exec)(void *sb, const struct dsec_exec_req *req, struct dsec_exec_res *res,
+		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+	/* Read up to len bytes at offset of a file inside sb (len 0 = to the
+	 * end, capped by the caller) into *out.  Paths resolve inside the
+	 * sandbox; escapes fail with DSEC_E_PERMISSION.  Async. (ABI 1) */
+	int (*file_read)(void *sb, const char *path, uint64_t offset, uint64_t len,
+			 struct dsec_buf *out, dsec_be_done_fn done, void *arg,
+			 struct dsec_err *err);
+	/* Create or replace a file inside sb with mode.  Async. (ABI 1) */
+	int (*file_write)(void *sb, const char *path, const void *data, size_t len,
+			  uint32_t mode, dsec_be_done_fn done, void *arg,
+			  struct dsec_err *err);
+	/* Freeze / thaw.  Optional.  Async. (ABI 1) */
+	int (*pause)(void *sb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+	int (*resume)(void *sb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+	/* Destroy sb: in-flight execs complete first with rc -ECANCELED; after
+	 * done, sb is freed and must not be used.  Never fails for a live sb
+	 * (cleanup problems are logged).  Async. (ABI 1) */
+	int (*destroy)(void *sb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+	/* Fill *out; cheap, synchronous. (ABI 1) */
+	void (*stats)(void *be, struct dsec_be_stats *out);
+	/* Optional fast path for a one-shot command in a fresh sandbox that is
+	 * gone afterwards (create + exec + destroy in one).  NULL: the daemon
+	 * composes it from the three.  Async. (ABI 1) */
+	int (*call)(void *be, const struct dsec_be_spec *spec, const struct dsec_exec_req *req,
+		    struct dsec_exec_res *res, dsec_be_done_fn done, void *arg,
+		    struct dsec_err *err);
+};
+
+#endif

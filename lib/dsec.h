@@ -1,0 +1,115 @@
+/* dsec.h - libdsec, the C client of dsec.
+ *
+ * Talks to any dsecd over nng REQ/REP with msgpack frames (dsec-protocol(7)).
+ * One struct dsec_client is one connection; calls on it are synchronous and
+ * a client must not be used from two threads at once (open one per thread).
+ * Every call that can fail returns 0 or -errno and fills *err with a stable
+ * code (dsec_code_name) and a message; errors the daemon sent come back with
+ * the daemon's code and message unchanged.
+ */
+#ifndef DSEC_H
+#define DSEC_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include "err.h"
+#include "backend.h"
+
+#define DSEC_VERSION "0.1.0"
+#define DSEC_PROTO_VERSION 1
+/* Where a client connects when given no address and $DSEC_HOST is unset. */
+#define DSEC_DEFAULT_URL "ipc:///run/dsec/dsecd.sock"
+
+struct dsec_client;
+
+/* Connect to url (nng form: ipc:///path, tcp://host:port).  NULL means
+ * $DSEC_HOST, then DSEC_DEFAULT_URL.  Does not wait for the daemon: the
+ * first request fails with "unavailable" if nobody answers in time. */
+int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err);
+void dsec_close(struct dsec_client *c);
+/* Extra seconds a request may wait beyond its own timeout (default 30). */
+void dsec_set_timeout(struct dsec_client *c, double seconds);
+/* The URL actually used. */
+const char *dsec_client_url(const struct dsec_client *c);
+
+/* What create is asked for; zero means default everywhere. */
+struct dsec_create_opts {
+	const char *backend;		/* "fncall", "container", ...; NULL = daemon default */
+	const char *image;		/* image name or NULL */
+	const char *runtime;		/* fncall runtime: "sh", "python3"; NULL = default */
+	double ttl;			/* seconds of life at most; 0 = daemon default */
+	double idle_ttl;		/* seconds without requests before destroy; 0 = default */
+	const char *const *env;		/* "K=V" strings, NULL-terminated, or NULL */
+	const char *cwd;		/* working directory inside, or NULL */
+	struct dsec_be_limits limits;	/* resource limits, 0 = default */
+};
+
+/* Creates a sandbox; *id (caller frees) names it and its owner node. */
+int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **id,
+		struct dsec_err *err);
+/* Runs a command in sandbox id; res is filled (free its buffers with
+ * dsec_exec_res_free).  A non-zero exit is not an error. */
+int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
+	      struct dsec_exec_res *res, struct dsec_err *err);
+/* One-shot: a fresh sandbox of backend/runtime runs req and is gone after. */
+int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
+	      const struct dsec_exec_req *req, struct dsec_exec_res *res,
+	      struct dsec_err *err);
+int dsec_file_write(struct dsec_client *c, const char *id, const char *path,
+		    const void *data, size_t len, uint32_t mode, struct dsec_err *err);
+/* Reads len bytes at offset (len 0 = whole file, up to the frame cap). */
+int dsec_file_read(struct dsec_client *c, const char *id, const char *path,
+		   uint64_t offset, uint64_t len, struct dsec_buf *out, struct dsec_err *err);
+int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err);
+void dsec_exec_res_free(struct dsec_exec_res *res);
+
+/* One sandbox as info and list report it. */
+struct dsec_sandbox_info {
+	char *id;			/* sandbox id */
+	char *backend;			/* backend name */
+	char *runtime;			/* runtime or "" */
+	char *image;			/* image or "" */
+	char *state;			/* "creating", "ready", "destroying" */
+	double created;			/* unix time of creation */
+	double ttl;			/* wall TTL in seconds, 0 = none */
+	double idle_ttl;		/* idle TTL in seconds, 0 = none */
+	double idle;			/* seconds since the last request */
+	uint64_t execs;			/* commands run */
+	uint32_t running;		/* commands running now */
+};
+
+struct dsec_backend_info {
+	char *name;			/* backend name */
+	char *description;		/* one line */
+	struct dsec_be_stats stats;	/* occupancy and capacity */
+};
+
+struct dsec_node_info {
+	char *version;			/* dsecd version */
+	char *node;			/* node name, the prefix of its sandbox ids */
+	uint32_t proto;			/* protocol version spoken */
+	int32_t pid;			/* dsecd's pid */
+	double uptime;			/* seconds since start */
+	uint32_t sandboxes;		/* sandboxes alive */
+	uint32_t inflight;		/* requests being served */
+	size_t nbackends;		/* entries in backends */
+	struct dsec_backend_info *backends;	/* loaded backends */
+};
+
+int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err *err);
+int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox_info *out,
+		      struct dsec_err *err);
+/* *out is an array of *n entries; free with dsec_sandbox_list_free. */
+int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
+	      struct dsec_err *err);
+void dsec_node_info_free(struct dsec_node_info *info);
+void dsec_sandbox_info_free(struct dsec_sandbox_info *info);
+void dsec_sandbox_list_free(struct dsec_sandbox_info *arr, size_t n);
+
+/* Sends a raw frame and returns the raw reply frame (caller frees).  For
+ * tests and tools that speak the protocol directly. */
+int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,
+	     size_t *reply_len, struct dsec_err *err);
+
+#endif

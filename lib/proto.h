@@ -1,0 +1,111 @@
+/* proto.h - the wire protocol: op table, frame limits, msgpack helpers.
+ *
+ * A frame is one msgpack map.  Requests: {v: 1, op: "name", ...args}.
+ * Replies: {ok: true, result: {...}} or
+ *          {ok: false, error: {code: "stable_name", message: "text"}}.
+ * The ops, their fields and the error codes are documented in
+ * dsec-protocol(7); adding an op is adding a row to dsec_ops[].
+ */
+#ifndef DSEC_PROTO_H
+#define DSEC_PROTO_H
+
+#include <msgpack.h>
+#include "util.h"
+#include "err.h"
+
+/* Frames larger than this are refused with "too_large" (configurable in
+ * dsecd with max_frame). */
+#define DSEC_FRAME_MAX_DEFAULT (16u << 20)
+/* Strings (ids, paths, names) longer than this are refused. */
+#define DSEC_STR_MAX 4096
+/* Elements in argv/env arrays. */
+#define DSEC_ARGV_MAX 4096
+
+enum dsec_op {
+	DSEC_OP_PING,
+	DSEC_OP_INFO,
+	DSEC_OP_LIST,
+	DSEC_OP_CREATE,
+	DSEC_OP_EXEC,
+	DSEC_OP_CALL,
+	DSEC_OP_FILE_READ,
+	DSEC_OP_FILE_WRITE,
+	DSEC_OP_DESTROY,
+	DSEC_OP__COUNT
+};
+
+struct dsec_op_desc {
+	enum dsec_op op;		/* enum value */
+	const char *name;		/* name on the wire */
+	const char *summary;		/* one line, for docs and errors */
+};
+
+extern const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT];
+/* NULL if name is not an op. */
+const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len);
+
+/* A parsed frame.  The root object points into zone memory owned by msg. */
+struct dsec_msg {
+	msgpack_unpacked up;		/* owns the zone */
+	const msgpack_object *root;	/* the top-level map */
+};
+
+/* Strictly parse one frame: exactly one msgpack object, a map, no trailing
+ * bytes, at most max bytes.  On failure err has bad_request/too_large. */
+int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
+		   struct dsec_err *err);
+void dsec_msg_free(struct dsec_msg *m);
+
+/* Field access on a map object.  Getters return 0 when the key is present
+ * and well typed, -ENOENT when absent (out untouched), and -EINVAL with a
+ * bad_request err naming the field when it has the wrong type or is too long.
+ * Strings are copied (caller frees). */
+const msgpack_object *dsec_map_get(const msgpack_object *map, const char *key);
+int dsec_get_str(const msgpack_object *map, const char *key, char **out, struct dsec_err *err);
+/* Accepts bin or str; at most max bytes. */
+int dsec_get_bin(const msgpack_object *map, const char *key, size_t max, const void **data,
+		 size_t *len, struct dsec_err *err);
+int dsec_get_u64(const msgpack_object *map, const char *key, uint64_t *out, struct dsec_err *err);
+/* Accepts float or integer; refuses negative values, NaN and infinity. */
+int dsec_get_seconds(const msgpack_object *map, const char *key, double *out, struct dsec_err *err);
+int dsec_get_double(const msgpack_object *map, const char *key, double *out, struct dsec_err *err);
+int dsec_get_bool(const msgpack_object *map, const char *key, bool *out, struct dsec_err *err);
+/* Array of strings -> NULL-terminated vector (free with dsec_strv_free). */
+int dsec_get_strv(const msgpack_object *map, const char *key, char ***out, struct dsec_err *err);
+/* Map of string -> string -> NULL-terminated "K=V" vector. Keys must not
+ * be empty or contain '='. */
+int dsec_get_env(const msgpack_object *map, const char *key, char ***out, struct dsec_err *err);
+void dsec_strv_free(char **v);
+size_t dsec_strv_len(const char *const *v);
+
+/* Writing: an sbuffer with a packer on it. */
+struct dsec_pk {
+	msgpack_sbuffer sb;		/* the bytes */
+	msgpack_packer pk;		/* writes into sb */
+};
+
+void dsec_pk_init(struct dsec_pk *p);
+void dsec_pk_free(struct dsec_pk *p);
+/* Hands the bytes out (caller frees with free()); p is empty after. */
+void *dsec_pk_detach(struct dsec_pk *p, size_t *len);
+void dsec_pk_str(struct dsec_pk *p, const char *s);
+void dsec_pk_strn(struct dsec_pk *p, const char *s, size_t n);
+void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n);
+void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v);	/* NULL v packs nil */
+void dsec_pk_kv_bin(struct dsec_pk *p, const char *k, const void *d, size_t n);
+void dsec_pk_kv_u64(struct dsec_pk *p, const char *k, uint64_t v);
+void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v);
+void dsec_pk_kv_double(struct dsec_pk *p, const char *k, double v);
+void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v);
+/* Packs "K=V" strings as a map {K: V}. */
+void dsec_pk_kv_env(struct dsec_pk *p, const char *k, const char *const *env);
+void dsec_pk_kv_strv(struct dsec_pk *p, const char *k, const char *const *v);
+
+/* Request header: starts the map with n_args + 2 entries and packs v, op. */
+void dsec_pk_request(struct dsec_pk *p, const char *op, size_t n_args);
+/* Reply header for success: {ok: true, result: <map of n entries follows>}. */
+void dsec_pk_reply_ok(struct dsec_pk *p, size_t n);
+/* A whole error reply. */
+void dsec_pk_reply_err(struct dsec_pk *p, const struct dsec_err *err);
+
+#endif

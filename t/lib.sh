@@ -1,0 +1,105 @@
+# t/lib.sh - TAP helpers for shell tests.  Source it first thing:
+#
+#     . "$(dirname "$0")/lib.sh"
+#     plan 3
+#     start_dsecd                 # a private dsecd; DSEC_HOST points at it
+#     is "$(dsec-run -- echo hi)" "hi" "dsec-run echoes"
+#
+# Every test gets a private scratch directory $T, removed at exit, and the
+# daemon it started is stopped (SIGTERM, then SIGKILL after 10 s) at exit.
+# Tests never send to anything but loopback, ipc sockets under $T, or the
+# addresses of network namespaces they made themselves.
+
+set -u
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PATH="$TOP/tools:$TOP/dsecd:$TOP/t:$PATH"
+T=$(mktemp -d "${TMPDIR:-/tmp}/dsec-test.XXXXXX")
+_tap_n=0
+_tap_fail=0
+_tap_planned=
+DSECD_PID=
+
+_tap_cleanup() {
+	stop_dsecd
+	rm -rf "$T"
+	if [ -n "$_tap_planned" ] && [ "$_tap_planned" != "$_tap_n" ]; then
+		echo "# planned $_tap_planned tests but ran $_tap_n"
+	fi
+}
+trap _tap_cleanup EXIT
+
+plan() { _tap_planned=$1; echo "1..$1"; }
+skip_all() { echo "1..0 # SKIP $*"; _tap_planned=; trap - EXIT; rm -rf "$T"; exit 0; }
+diag() { printf '# %s\n' "$@" >&2; }
+
+# ok STATUS DESCRIPTION: STATUS is a command's exit status (0 = pass).
+ok() {
+	_tap_n=$((_tap_n + 1))
+	if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"
+	else echo "not ok $_tap_n - $2"; _tap_fail=$((_tap_fail + 1)); fi
+}
+# is GOT EXPECTED DESCRIPTION
+is() {
+	_tap_n=$((_tap_n + 1))
+	if [ "$1" = "$2" ]; then echo "ok $_tap_n - $3"
+	else
+		echo "not ok $_tap_n - $3"; _tap_fail=$((_tap_fail + 1))
+		printf '#   got:      %s\n#   expected: %s\n' "$1" "$2"
+	fi
+}
+# like GOT REGEX DESCRIPTION (extended regex, grep -E)
+like() {
+	_tap_n=$((_tap_n + 1))
+	if printf '%s' "$1" | grep -Eq -- "$2"; then echo "ok $_tap_n - $3"
+	else
+		echo "not ok $_tap_n - $3"; _tap_fail=$((_tap_fail + 1))
+		printf '#   got:      %s\n#   expected to match: %s\n' "$1" "$2"
+	fi
+}
+skip() { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n # SKIP $*"; }
+# run CMD...: runs a command, keeping its output in $OUT and status in $RC.
+run() { OUT=$("$@" 2>&1); RC=$?; }
+
+# start_dsecd [dsecd flags...]: starts a private daemon on ipc://$T/dsecd.sock
+# with state in $T/state, exports DSEC_HOST, waits until it answers (30 s).
+start_dsecd() {
+	mkdir -p "$T/state"
+	DSEC_HOST="ipc://$T/dsecd.sock"
+	export DSEC_HOST
+	"$TOP/dsecd/dsecd" --foreground --state-dir "$T/state" --listen "$DSEC_HOST" \
+		--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" \
+		--log-level "${DSEC_TEST_LOG_LEVEL:-info}" "$@" 2>"$T/dsecd.log" &
+	DSECD_PID=$!
+	local i
+	for i in $(seq 300); do
+		if "$TOP/t/helper-req" -q "$DSEC_HOST" ping >/dev/null 2>&1; then return 0; fi
+		if ! kill -0 "$DSECD_PID" 2>/dev/null; then
+			diag "dsecd exited at start:"; sed 's/^/# /' "$T/dsecd.log" >&2
+			DSECD_PID=; return 1
+		fi
+		sleep 0.1
+	done
+	diag "dsecd did not answer within 30 s"; return 1
+}
+
+# stop_dsecd: SIGTERM, wait up to 10 s, then SIGKILL.  Returns dsecd's status.
+stop_dsecd() {
+	[ -n "$DSECD_PID" ] || return 0
+	local i rc=0
+	kill -TERM "$DSECD_PID" 2>/dev/null
+	for i in $(seq 100); do kill -0 "$DSECD_PID" 2>/dev/null || break; sleep 0.1; done
+	if kill -0 "$DSECD_PID" 2>/dev/null; then
+		diag "dsecd ignored SIGTERM for 10 s; killing"
+		kill -KILL "$DSECD_PID" 2>/dev/null; rc=137
+	fi
+	wait "$DSECD_PID" 2>/dev/null || rc=$?
+	DSECD_PID=
+	return $rc
+}
+
+# dsecd_log: the private daemon's log so far.
+dsecd_log() { cat "$T/dsecd.log" 2>/dev/null; }
+
+# need_root, need_cmd CMD: skip the whole file when the machine lacks it.
+need_root() { [ "$(id -u)" = 0 ] || skip_all "needs root"; }
+need_cmd() { command -v "$1" >/dev/null 2>&1 || skip_all "needs $1"; }
