@@ -58,9 +58,10 @@ HELPER_SRC  = $(wildcard backends/*-helper.c)
 HELPERS     = $(HELPER_SRC:-helper.c=)
 HELPER_FILES = $(wildcard backends/*.py)
 TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c))
-TEST_C      = $(filter-out t/helper-%.c,$(wildcard t/*.c))
+TEST_C      = $(filter-out t/helper-%.c t/be-%.c,$(wildcard t/*.c))
 TEST_BIN    = $(patsubst t/%.c,t/c/%.t,$(TEST_C))
-TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c))
+TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
+	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
 all: lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
@@ -103,6 +104,11 @@ tools/%: tools/%.o lib/libdsec.a
 t/helper-%: t/helper-%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+t/be-%.o: CFLAGS += -fvisibility=hidden
+t/%.so: t/be-%.o lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -shared -o $@ $< lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) -lev $(PC_LIBS)
 
 t/c/%.t: t/%.o lib/libdsec.a
 	$(q) LD $@

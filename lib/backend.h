@@ -45,8 +45,9 @@ struct dsec_be_host {
 	/* Value of config key "NAME.key" (e.g. "fncall.pool_size") or NULL.
 	 * The backend rejects keys or values it does not know in init(). (ABI 1) */
 	const char *(*conf_get)(const char *key);
-	/* Every key under "NAME." that the config sets, NULL-terminated; the
-	 * array is the daemon's. (ABI 1) */
+	/* Every backend-scoped key ("BACKEND.key", any backend) the config
+	 * sets, NULL-terminated; pick yours by the "NAME." prefix.  The array
+	 * is the daemon's. (ABI 1) */
 	const char *const *(*conf_keys)(void);
 	/* Run work(arg) on a pool thread, then done(arg) on the loop.  work must
 	 * not touch loop state.  Returns 0 or -errno. (ABI 1) */

@@ -75,8 +75,6 @@ int dsec_get_strv(const msgpack_object *map, const char *key, char ***out, struc
 /* Map of string -> string -> NULL-terminated "K=V" vector. Keys must not
  * be empty or contain '='. */
 int dsec_get_env(const msgpack_object *map, const char *key, char ***out, struct dsec_err *err);
-void dsec_strv_free(char **v);
-size_t dsec_strv_len(const char *const *v);
 
 /* Writing: an sbuffer with a packer on it. */
 struct dsec_pk {

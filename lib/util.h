@@ -72,6 +72,10 @@ void dsec_buf_free(struct dsec_buf *b);
 /* Takes the bytes out; the caller frees the result; b is empty after. */
 char *dsec_buf_detach(struct dsec_buf *b, size_t *len);
 
+/* NULL-terminated string vectors: free each string and the array; count. */
+void dsec_strv_free(char **v);
+size_t dsec_strv_len(const char *const *v);
+
 /* Monotonic clock in nanoseconds and seconds. */
 uint64_t dsec_now_ns(void);
 double dsec_now(void);

@@ -1,0 +1,58 @@
+/* config.h - dsecd's settings: embedded defaults, dsecd.conf(5), flags.
+ *
+ * Precedence: embedded defaults < config file < command-line flags.  Keys
+ * are listed once, in the table in config.c; dsecd.conf(5) documents them.
+ * Keys of the form "BACKEND.key" are kept as they are and handed to that
+ * backend, which validates them.
+ */
+#ifndef DSECD_CONFIG_H
+#define DSECD_CONFIG_H
+
+#include "util.h"
+#include "err.h"
+#include "log.h"
+
+#define DSECD_DEFAULT_CONFIG "/etc/dsec/dsecd.conf"
+
+struct dsecd_conf {
+	char *node;			/* node name, prefix of sandbox ids */
+	char **listen;			/* nng URLs, NULL-terminated */
+	char *state_dir;		/* where state lives */
+	char *backend_dir;		/* where backends/NAME.so are */
+	char *helper_dir;		/* where helper programs are */
+	char *backends;			/* comma-separated backends to load */
+	char *default_backend;		/* backend when a request names none */
+	enum dsec_log_level log_level;	/* log verbosity */
+	char *log_file;			/* log file, NULL = stderr */
+	char *pid_file;			/* pid file, NULL = STATE_DIR/dsecd.pid */
+	bool foreground;		/* do not daemonize */
+	uint64_t max_frame;		/* largest request frame accepted */
+	uint64_t max_sandboxes;		/* sandboxes alive at once */
+	uint64_t max_inflight;		/* requests served at once */
+	uint64_t workers;		/* worker pool threads */
+	double ttl;			/* default wall TTL (0 = none) */
+	double idle_ttl;		/* default idle TTL (0 = none) */
+	double max_ttl;			/* the largest TTL a request may ask */
+	double exec_timeout;		/* default per-command timeout */
+	double max_exec_timeout;	/* the largest timeout a request may ask */
+	uint64_t output_cap;		/* default bytes kept of stdout/stderr */
+	double shutdown_grace;		/* seconds SIGTERM waits for requests */
+	char **be_keys;			/* "BACKEND.key" names, NULL-terminated */
+	char **be_vals;			/* their values, parallel to be_keys */
+	char *config_file;		/* file read, or NULL */
+};
+
+/* Fills conf from defaults, the config file (--config, or the default
+ * path if it exists) and argv.  Returns 0; 1 if the process should exit 0
+ * (--help, --version, --check-config printed); -errno with *err. */
+int dsecd_conf_load(struct dsecd_conf *conf, int argc, char **argv, struct dsec_err *err);
+/* Set one key from its string form ("max_frame", "16M"). */
+int dsecd_conf_set(struct dsecd_conf *conf, const char *key, const char *value,
+		   struct dsec_err *err);
+/* Prints the effective configuration in dsecd.conf syntax. */
+void dsecd_conf_dump(const struct dsecd_conf *conf, int fd);
+/* Value of a backend key ("fncall.pool_size") or NULL. */
+const char *dsecd_conf_backend(const struct dsecd_conf *conf, const char *key);
+void dsecd_conf_free(struct dsecd_conf *conf);
+
+#endif

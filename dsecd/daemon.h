@@ -1,0 +1,108 @@
+/* daemon.h - the daemon's state and the modules that share it.
+ *
+ * One struct dsecd, owned by the loop thread: configuration, the API
+ * server, the worker pool, loaded backends and the sandbox table.
+ *   loader.c   backends: dlopen, ABI checks, host services
+ *   sandbox.c  the sandbox table, ids, TTL and idle TTL timers
+ *   ops.c      one handler per protocol op (the table in proto.c)
+ *   main.c     start-up, signals, shutdown
+ */
+#ifndef DSECD_DAEMON_H
+#define DSECD_DAEMON_H
+
+#include <ev.h>
+#include "backend.h"
+#include "config.h"
+#include "pool.h"
+#include "server.h"
+
+struct dsecd_backend {
+	char *name;			/* "fncall" */
+	char *path;			/* absolute path of the .so */
+	void *dl;			/* dlopen handle */
+	const struct dsec_be_ops *ops;	/* its table, checked */
+	void *be;			/* its handle from init */
+	struct dsec_be_host host;	/* services given to it */
+	char *state_dir;		/* STATE_DIR/backends/NAME */
+	uint32_t sandboxes;		/* sandboxes of this backend in the table */
+	struct dsecd_backend *next;	/* list link */
+};
+
+enum dsecd_sb_state { SB_CREATING, SB_READY, SB_DESTROYING };
+
+struct dsecd_sb {
+	char *id;			/* "NODE:SERIAL" */
+	uint64_t serial;		/* the part after the colon */
+	struct dsecd_backend *be;	/* its backend */
+	void *handle;			/* the backend's sandbox handle */
+	enum dsecd_sb_state state;	/* lifecycle */
+	char *runtime;			/* runtime asked for, or NULL */
+	char *image;			/* image asked for, or NULL */
+	double created;			/* unix time */
+	double ttl;			/* wall TTL, 0 = none */
+	double idle_ttl;		/* idle TTL, 0 = none */
+	double last_used;		/* loop time of the last request */
+	uint64_t execs;			/* commands run */
+	uint32_t running;		/* commands running now */
+	unsigned refs;			/* table + in-flight requests */
+	ev_timer ttl_timer;		/* wall TTL */
+	ev_timer idle_timer;		/* idle TTL */
+	struct dsecd_req *waiters;	/* the destroy request waiting for completion */
+	struct dsecd_sb *hnext;		/* hash chain */
+};
+
+struct dsecd {
+	struct ev_loop *loop;		/* the default loop */
+	struct dsecd_conf conf;		/* settings */
+	struct dsecd_server *server;	/* API endpoint */
+	struct dsecd_pool *pool;	/* blocking work */
+	struct dsecd_backend *backends;	/* loaded backends */
+	struct dsecd_sb **buckets;	/* sandbox hash table */
+	size_t nbuckets;		/* power of two */
+	size_t nsandboxes;		/* entries in the table */
+	unsigned creating;		/* creates in flight (count against capacity) */
+	uint64_t next_serial;		/* next sandbox serial */
+	unsigned ops_inflight;		/* backend operations not yet completed */
+	double started;			/* loop time at start */
+	double started_wall;		/* unix time at start */
+	bool shutting_down;		/* SIGTERM seen */
+	ev_signal sigterm, sigint;	/* shutdown */
+	ev_timer shutdown_timer;	/* polls for the end of in-flight work */
+	double shutdown_deadline;	/* loop time when the grace ends */
+	ev_prepare reaper;		/* frees sandboxes outside callbacks */
+	struct dsecd_sb *dead;		/* sandboxes to free at the next prepare */
+};
+
+extern struct dsecd *dsecd_global;
+
+/* loader.c */
+int dsecd_backends_load(struct dsecd *d, struct dsec_err *err);
+struct dsecd_backend *dsecd_backend_find(struct dsecd *d, const char *name);
+void dsecd_backends_unload(struct dsecd *d);
+
+/* sandbox.c */
+void dsecd_sb_table_init(struct dsecd *d);
+/* Makes an entry in SB_CREATING, in the table, with one ref. */
+struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be);
+/* Looks up id; NULL and *err (not_found) if absent or not this node's. */
+struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err *err);
+/* Starts TTL timers; marks ready. */
+void dsecd_sb_ready(struct dsecd *d, struct dsecd_sb *sb);
+/* A request used the sandbox: restart its idle timer. */
+void dsecd_sb_touch(struct dsecd *d, struct dsecd_sb *sb);
+void dsecd_sb_ref(struct dsecd_sb *sb);
+void dsecd_sb_unref(struct dsecd *d, struct dsecd_sb *sb);
+/* Removes from the table, stops timers, asks the backend to destroy it
+ * (when it has a handle), drops the table's ref.  reason is logged. */
+void dsecd_sb_destroy(struct dsecd *d, struct dsecd_sb *sb, const char *reason,
+		      struct dsecd_req *waiter);
+/* Calls fn on every sandbox (safe against removal during the walk). */
+void dsecd_sb_foreach(struct dsecd *d, void (*fn)(struct dsecd *, struct dsecd_sb *, void *),
+		      void *arg);
+
+/* ops.c */
+void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len);
+/* Replies to a destroy waiter once its sandbox is gone. */
+void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r);
+
+#endif

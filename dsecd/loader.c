@@ -1,0 +1,194 @@
+/* loader.c - load backends/NAME.so, check its ABI, give it host services. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+
+static const char *host_conf_get(const char *key)
+{
+	return dsecd_conf_backend(&dsecd_global->conf, key);
+}
+
+static const char *const *host_conf_keys(void)
+{
+	static const char *const none[] = { NULL };
+	char **k = dsecd_global->conf.be_keys;
+
+	return k ? (const char *const *)k : none;
+}
+
+static int host_submit(void (*work)(void *), void (*done)(void *), void *arg)
+{
+	return dsecd_pool_submit(dsecd_global->pool, work, done, arg);
+}
+
+static void host_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	dsec_logv((enum dsec_log_level)level, fmt, ap);
+	va_end(ap);
+}
+
+static bool valid_name(const char *s, size_t n)
+{
+	if (n == 0 || n > 32)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+			return false;
+	return true;
+}
+
+static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err *err)
+{
+	struct dsecd_backend *b;
+	const struct dsec_be_ops *ops;
+	char *path;
+	void *dl;
+	int rc;
+
+	if (!valid_name(name, n))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "invalid backend name '%.*s' in 'backends'", (int)n, name);
+	if (d->conf.backend_dir[0] != '/')
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "backend_dir '%s' is not an absolute path", d->conf.backend_dir);
+	path = xasprintf("%s/%.*s.so", d->conf.backend_dir, (int)n, name);
+	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!dl) {
+		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, ENOENT, "cannot load backend '%s': %s",
+				   path, dlerror());
+		free(path);
+		return rc;
+	}
+	ops = dlsym(dl, DSEC_BE_SYMBOL);
+	if (!ops) {
+		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, ENOENT,
+				   "cannot load backend '%s': no symbol '%s': %s", path,
+				   DSEC_BE_SYMBOL, dlerror());
+		goto fail;
+	}
+	if (ops->abi_version != DSEC_BE_ABI) {
+		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, EPROTO,
+				   "cannot load backend '%s': ABI version %u, this dsecd speaks %d",
+				   path, ops->abi_version, DSEC_BE_ABI);
+		goto fail;
+	}
+	if (ops->struct_size < sizeof(struct dsec_be_ops)) {
+		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, EPROTO,
+				   "cannot load backend '%s': ops table of %u bytes, need %zu", path,
+				   ops->struct_size, sizeof(struct dsec_be_ops));
+		goto fail;
+	}
+	if (!ops->name || strlen(ops->name) != n || memcmp(ops->name, name, n) || !ops->init ||
+	    !ops->fini || !ops->create || !ops->exec || !ops->destroy || !ops->stats) {
+		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, EPROTO,
+				   "cannot load backend '%s': its ops table lacks a name matching the "
+				   "file or a mandatory operation", path);
+		goto fail;
+	}
+	b = xcalloc(1, sizeof(*b));
+	b->name = xstrndup(name, n);
+	b->path = path;
+	b->dl = dl;
+	b->ops = ops;
+	b->state_dir = xasprintf("%s/backends/%s", d->conf.state_dir, b->name);
+	if ((rc = dsec_mkdir_p(b->state_dir, 0700)) < 0) {
+		dsec_err_set(err, -rc, "cannot create '%s': %s", b->state_dir, strerror(-rc));
+		free(b->state_dir);
+		free(b->name);
+		free(b);
+		goto fail;
+	}
+	b->host = (struct dsec_be_host){
+		.abi_version = DSEC_BE_ABI,
+		.struct_size = sizeof(struct dsec_be_host),
+		.loop = d->loop,
+		.state_dir = b->state_dir,
+		.helper_dir = d->conf.helper_dir,
+		.conf_get = host_conf_get,
+		.conf_keys = host_conf_keys,
+		.submit = host_submit,
+		.log = host_log,
+	};
+	if ((rc = ops->init(&b->host, &b->be, err)) < 0) {
+		dsec_err_prefix(err, "cannot start backend '%s'", b->name);
+		free(b->state_dir);
+		free(b->name);
+		free(b);
+		goto fail;
+	}
+	log_info("loaded backend %s from %s: %s", b->name, path,
+		 ops->description ? ops->description : "");
+	b->next = d->backends;
+	d->backends = b;
+	return 0;
+fail:
+	dlclose(dl);
+	free(path);
+	return rc;
+}
+
+int dsecd_backends_load(struct dsecd *d, struct dsec_err *err)
+{
+	const char *s = d->conf.backends ? d->conf.backends : "";
+	int loaded = 0;
+
+	while (*s) {
+		size_t n = strcspn(s, ", ");
+		if (n) {
+			struct dsec_err e;
+			dsec_err_clear(&e);
+			if (load_one(d, s, n, &e) < 0)
+				log_error("%s", e.msg);
+			else
+				loaded++;
+		}
+		s += n;
+		s += strspn(s, ", ");
+	}
+	if (!loaded)
+		return dsec_err_setc(err, DSEC_E_NO_BACKEND, ENOENT,
+				     "no backend could be loaded from '%s' (backends = %s)",
+				     d->conf.backend_dir, d->conf.backends ? d->conf.backends : "");
+	for (size_t i = 0; d->conf.be_keys && d->conf.be_keys[i]; i++) {
+		const char *k = d->conf.be_keys[i];
+		size_t n = strcspn(k, ".");
+		struct dsecd_backend *b;
+		for (b = d->backends; b; b = b->next)
+			if (strlen(b->name) == n && !memcmp(b->name, k, n))
+				break;
+		if (!b)
+			log_warn("config key '%s' is for a backend that is not loaded", k);
+	}
+	return 0;
+}
+
+struct dsecd_backend *dsecd_backend_find(struct dsecd *d, const char *name)
+{
+	for (struct dsecd_backend *b = d->backends; b; b = b->next)
+		if (!strcmp(b->name, name))
+			return b;
+	return NULL;
+}
+
+void dsecd_backends_unload(struct dsecd *d)
+{
+	while (d->backends) {
+		struct dsecd_backend *b = d->backends;
+		d->backends = b->next;
+		b->ops->fini(b->be);
+		dlclose(b->dl);
+		log_info("unloaded backend %s", b->name);
+		free(b->name);
+		free(b->path);
+		free(b->state_dir);
+		free(b);
+	}
+}

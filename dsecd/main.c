@@ -1,0 +1,225 @@
+/* main.c - dsecd: start-up, signals and a clean shutdown.
+ *
+ * Order matters: settings, state directory, daemonize (before any thread
+ * exists), the loop, the worker pool, backends, and only then the API
+ * endpoint.  SIGTERM stops taking new work, destroys every sandbox, waits up
+ * to shutdown_grace for in-flight operations, then tears down in reverse.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "log.h"
+
+struct dsecd *dsecd_global;
+
+static void destroy_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
+{
+	if (sb->state == SB_READY)
+		dsecd_sb_destroy(d, sb, "daemon shutting down", NULL);
+}
+
+static void shutdown_check(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct dsecd *d = dsec_container_of(w, struct dsecd, shutdown_timer);
+
+	if ((d->ops_inflight == 0 && dsecd_pool_pending(d->pool) == 0) ||
+	    ev_now(loop) >= d->shutdown_deadline) {
+		if (d->ops_inflight)
+			log_warn("shutdown: %u operations still running after %.0f s; stopping anyway",
+				 d->ops_inflight, d->conf.shutdown_grace);
+		ev_timer_stop(loop, w);
+		ev_break(loop, EVBREAK_ALL);
+	}
+}
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct dsecd *d = w->data;
+
+	if (d->shutting_down) {
+		log_warn("second signal %d: stopping now", w->signum);
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	log_info("signal %d: shutting down (%zu sandboxes, %u operations in flight)", w->signum,
+		 d->nsandboxes, d->ops_inflight);
+	d->shutting_down = true;
+	dsecd_sb_foreach(d, destroy_one, NULL);
+	d->shutdown_deadline = ev_now(loop) + d->conf.shutdown_grace;
+	ev_timer_init(&d->shutdown_timer, shutdown_check, 0, 0.01);
+	ev_timer_start(loop, &d->shutdown_timer);
+}
+
+/* Makes the parent directory of every ipc:// socket. */
+static int prepare_listen(struct dsecd *d, struct dsec_err *err)
+{
+	for (char **u = d->conf.listen; *u; u++) {
+		if (strncmp(*u, "ipc://", 6))
+			continue;
+		_cleanup_free_ char *dir = xstrdup(*u + 6);
+		char *slash = strrchr(dir, '/');
+		if (!slash || slash == dir)
+			continue;
+		*slash = '\0';
+		int rc = dsec_mkdir_p(dir, 0755);
+		if (rc < 0)
+			return dsec_err_set(err, -rc, "cannot create '%s' for '%s': %s", dir, *u,
+					    strerror(-rc));
+	}
+	return 0;
+}
+
+static int daemonize(void)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(0);
+	setsid();
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid > 0)
+		_exit(0);
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		if (fd > 1)
+			close(fd);
+	}
+	return 0;
+}
+
+static int write_pid_file(const char *path)
+{
+	char buf[32];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return -errno;
+	snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	int rc = dsec_write_all(fd, buf, strlen(buf));
+	close(fd);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static struct dsecd daemon_state;
+	struct dsecd *d = &daemon_state;
+	struct dsec_err err;
+	struct timeval tv;
+	int rc, log_fd = -1;
+	char *pid_file;
+
+	dsecd_global = d;
+	dsec_err_clear(&err);
+	dsec_log_set_ident("dsecd");
+	rc = dsecd_conf_load(&d->conf, argc, argv, &err);
+	if (rc == 1)
+		return 0;
+	if (rc < 0) {
+		fprintf(stderr, "dsecd: %s\n", err.msg);
+		return 2;
+	}
+	dsec_log_set_level(d->conf.log_level);
+	if ((rc = dsec_mkdir_p(d->conf.state_dir, 0700)) < 0) {
+		fprintf(stderr, "dsecd: cannot create state directory '%s': %s\n",
+			d->conf.state_dir, strerror(-rc));
+		return 1;
+	}
+	if (d->conf.log_file || !d->conf.foreground) {
+		_cleanup_free_ char *def = xasprintf("%s/dsecd.log", d->conf.state_dir);
+		const char *path = d->conf.log_file ? d->conf.log_file : def;
+		log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+		if (log_fd < 0) {
+			fprintf(stderr, "dsecd: cannot open log file '%s': %s\n", path,
+				strerror(errno));
+			return 1;
+		}
+	}
+	if (prepare_listen(d, &err) < 0) {
+		fprintf(stderr, "dsecd: %s\n", err.msg);
+		return 1;
+	}
+	if (!d->conf.foreground && daemonize() < 0) {
+		fprintf(stderr, "dsecd: cannot daemonize: %s\n", strerror(errno));
+		return 1;
+	}
+	if (log_fd >= 0) {
+		dsec_log_set_fd(log_fd);
+		if (!d->conf.foreground)
+			dup2(log_fd, 2);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	pid_file = d->conf.pid_file ? xstrdup(d->conf.pid_file)
+				    : xasprintf("%s/dsecd.pid", d->conf.state_dir);
+	if ((rc = write_pid_file(pid_file)) < 0)
+		log_warn("cannot write pid file '%s': %s", pid_file, strerror(-rc));
+
+	d->loop = ev_default_loop(EVFLAG_AUTO);
+	d->started = ev_now(d->loop);
+	gettimeofday(&tv, NULL);
+	d->started_wall = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+	dsecd_sb_table_init(d);
+	if ((rc = dsecd_pool_new(&d->pool, d->loop, (unsigned)d->conf.workers)) < 0) {
+		log_error("cannot start worker pool: %s", strerror(-rc));
+		return 1;
+	}
+	if (dsecd_backends_load(d, &err) < 0) {
+		log_error("%s", err.msg);
+		rc = 1;
+		goto out_pool;
+	}
+	if (dsecd_server_new(&d->server, d->loop, d->conf.listen, (unsigned)d->conf.max_inflight,
+			     d->conf.max_frame * 2 + (64u << 10), dsecd_handle, d, &err) < 0) {
+		log_error("%s", err.msg);
+		rc = 1;
+		goto out_backends;
+	}
+	ev_signal_init(&d->sigterm, signal_cb, SIGTERM);
+	d->sigterm.data = d;
+	ev_signal_start(d->loop, &d->sigterm);
+	ev_signal_init(&d->sigint, signal_cb, SIGINT);
+	d->sigint.data = d;
+	ev_signal_start(d->loop, &d->sigint);
+	log_info("dsecd %s serving as node '%s' (pid %d, state %s)", DSEC_VERSION, d->conf.node,
+		 (int)getpid(), d->conf.state_dir);
+
+	ev_run(d->loop, 0);
+
+	log_info("stopping: closing the API endpoint");
+	dsecd_server_free(d->server);
+	d->server = NULL;
+	rc = 0;
+out_backends:
+	dsecd_backends_unload(d);
+out_pool:
+	dsecd_pool_free(d->pool);
+	/* Run the reaper once more for sandboxes freed during teardown. */
+	ev_invoke(d->loop, &d->reaper, EV_PREPARE);
+	free(d->buckets);
+	for (char **u = d->conf.listen; u && *u; u++)
+		if (!strncmp(*u, "ipc://", 6))
+			unlink(*u + 6);
+	unlink(pid_file);
+	free(pid_file);
+	log_info("stopped");
+	dsecd_conf_free(&d->conf);
+	ev_loop_destroy(d->loop);
+	if (log_fd >= 0)
+		close(log_fd);
+	return rc;
+}

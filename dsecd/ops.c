@@ -1,0 +1,637 @@
+/* ops.c - one handler per protocol op.
+ *
+ * A request is parsed strictly, checked for version and op, then handed to
+ * its handler.  Handlers start backend work and return; the backend's done
+ * callback packs the reply.  Every request ends in exactly one reply, ok or
+ * error, through reply_ok()/reply_err(), which also free it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "log.h"
+#include "proto.h"
+
+/* Room a reply needs besides the bytes it carries. */
+#define REPLY_SLACK (64u << 10)
+
+struct dsecd_req {
+	struct dsecd *d;		/* the daemon */
+	struct dsecd_conn *conn;	/* where the reply goes */
+	struct dsec_msg msg;		/* the parsed request */
+	enum dsec_op op;		/* its op */
+	struct dsecd_backend *be;	/* backend (create, call) */
+	struct dsecd_sb *sb;		/* sandbox it holds a ref on, or NULL */
+	/* exec and call */
+	char **argv;			/* argv or NULL */
+	char *code;			/* code or NULL */
+	char **env;			/* exec env */
+	char *cwd;			/* exec cwd */
+	struct dsec_exec_req ereq;	/* what the backend gets */
+	struct dsec_exec_res eres;	/* what it fills */
+	/* create and call */
+	char *image, *runtime, *ccwd;	/* create fields */
+	char **cenv;			/* create env */
+	struct dsec_be_spec spec;	/* what the backend gets */
+	/* files */
+	char *path;			/* file path */
+	struct dsec_buf data;		/* file_read result */
+	uint64_t t0;			/* receive time, ns */
+};
+
+static void req_free(struct dsecd_req *r)
+{
+	if (r->sb)
+		dsecd_sb_unref(r->d, r->sb);
+	dsec_msg_free(&r->msg);
+	dsec_strv_free(r->argv);
+	free(r->code);
+	dsec_strv_free(r->env);
+	free(r->cwd);
+	dsec_exec_res_free(&r->eres);
+	free(r->image);
+	free(r->runtime);
+	free(r->ccwd);
+	dsec_strv_free(r->cenv);
+	free(r->path);
+	dsec_buf_free(&r->data);
+	free(r);
+}
+
+static void send_pk(struct dsecd_req *r, struct dsec_pk *p)
+{
+	size_t len;
+	void *data = dsec_pk_detach(p, &len);
+
+	log_debug("op %s done in %.3f ms", dsec_ops[r->op].name,
+		  (double)(dsec_now_ns() - r->t0) / 1e6);
+	dsecd_server_reply(r->d->server, r->conn, data, len);
+	req_free(r);
+}
+
+static void reply_err(struct dsecd_req *r, const struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_err(&p, err);
+	send_pk(r, &p);
+}
+
+/* Packs an exec result; caps are already applied by the backend. */
+static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
+{
+	dsec_pk_reply_ok(p, 8);
+	dsec_pk_kv_i64(p, "exit_code", res->exit_code);
+	dsec_pk_kv_u64(p, "signal", (uint64_t)(res->signal > 0 ? res->signal : 0));
+	dsec_pk_kv_bool(p, "timed_out", res->timed_out);
+	dsec_pk_kv_bin(p, "stdout", res->out.data, res->out.len);
+	dsec_pk_kv_bin(p, "stderr", res->err.data, res->err.len);
+	dsec_pk_kv_bool(p, "stdout_truncated", res->out_truncated);
+	dsec_pk_kv_bool(p, "stderr_truncated", res->err_truncated);
+	dsec_pk_kv_double(p, "duration", res->duration);
+}
+
+static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb)
+{
+	static const char *const states[] = { "creating", "ready", "destroying" };
+
+	msgpack_pack_map(&p->pk, 11);
+	dsec_pk_kv_str(p, "id", sb->id);
+	dsec_pk_kv_str(p, "backend", sb->be->name);
+	dsec_pk_kv_str(p, "runtime", sb->runtime ? sb->runtime : "");
+	dsec_pk_kv_str(p, "image", sb->image ? sb->image : "");
+	dsec_pk_kv_str(p, "state", states[sb->state]);
+	dsec_pk_kv_double(p, "created", sb->created);
+	dsec_pk_kv_double(p, "ttl", sb->ttl);
+	dsec_pk_kv_double(p, "idle_ttl", sb->idle_ttl);
+	dsec_pk_kv_double(p, "idle", ev_now(d->loop) - sb->last_used);
+	dsec_pk_kv_u64(p, "execs", sb->execs);
+	dsec_pk_kv_u64(p, "running", sb->running);
+}
+
+/* Fails the request if the node cannot take another sandbox. */
+static int check_capacity(struct dsecd *d, struct dsec_err *err)
+{
+	if (d->nsandboxes + d->creating >= d->conf.max_sandboxes)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
+				     "node '%s' is at its limit of %llu sandboxes", d->conf.node,
+				     (unsigned long long)d->conf.max_sandboxes);
+	return 0;
+}
+
+/* Reads backend, image, runtime, env, cwd and limits (create and call). */
+static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root, *lim;
+	_cleanup_free_ char *backend = NULL;
+	int rc;
+
+	if ((rc = dsec_get_str(m, "backend", &backend, err)) < 0 && rc != -ENOENT)
+		return rc;
+	r->be = dsecd_backend_find(d, backend ? backend : d->conf.default_backend);
+	if (!r->be)
+		return dsec_err_setc(err, DSEC_E_NO_BACKEND, ENOENT,
+				     "backend '%s' is not loaded on node '%s'",
+				     backend ? backend : d->conf.default_backend, d->conf.node);
+	if (((rc = dsec_get_str(m, "image", &r->image, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_str(m, "runtime", &r->runtime, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_env(m, "env", &r->cenv, err)) < 0 && rc != -ENOENT))
+		return rc;
+	if (r->op == DSEC_OP_CREATE &&
+	    (rc = dsec_get_str(m, "cwd", &r->ccwd, err)) < 0 && rc != -ENOENT)
+		return rc;
+	lim = dsec_map_get(m, "limits");
+	if (lim && lim->type != MSGPACK_OBJECT_NIL) {
+		uint64_t v;
+		if (lim->type != MSGPACK_OBJECT_MAP)
+			return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
+					     "field 'limits' must be a map");
+		struct dsec_be_limits *l = &r->spec.limits;
+		if ((rc = dsec_get_double(lim, "cpus", &l->cpus, err)) < 0 && rc != -ENOENT)
+			return rc;
+		if (l->cpus < 0 || l->cpus > 4096)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "limits.cpus must be between 0 and 4096");
+		if ((rc = dsec_get_u64(lim, "memory", &l->memory, err)) < 0 && rc != -ENOENT)
+			return rc;
+		if ((rc = dsec_get_u64(lim, "disk", &l->disk, err)) < 0 && rc != -ENOENT)
+			return rc;
+		v = 0;
+		if ((rc = dsec_get_u64(lim, "pids", &v, err)) < 0 && rc != -ENOENT)
+			return rc;
+		if (v > UINT32_MAX)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "limits.pids is too large");
+		l->pids = (uint32_t)v;
+		v = 0;
+		if ((rc = dsec_get_u64(lim, "nofile", &v, err)) < 0 && rc != -ENOENT)
+			return rc;
+		if (v > UINT32_MAX)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "limits.nofile is too large");
+		l->nofile = (uint32_t)v;
+	}
+	r->spec.image = r->image;
+	r->spec.runtime = r->runtime;
+	r->spec.env = (const char *const *)r->cenv;
+	r->spec.cwd = r->ccwd;
+	return 0;
+}
+
+/* Reads argv/code, stdin, env, cwd, timeout, output_cap (exec and call). */
+static int parse_exec(struct dsecd_req *r, struct dsec_err *err)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root;
+	struct dsec_exec_req *q = &r->ereq;
+	uint64_t cap = d->conf.output_cap, max_cap = (d->conf.max_frame - REPLY_SLACK) / 2;
+	int rc;
+
+	if ((rc = dsec_get_strv(m, "argv", &r->argv, err)) < 0 && rc != -ENOENT)
+		return rc;
+	if ((rc = dsec_get_str(m, "code", &r->code, err)) < 0 && rc != -ENOENT)
+		return rc;
+	if (!r->argv == !r->code)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
+				     "%s needs exactly one of 'argv' or 'code'", dsec_ops[r->op].name);
+	if (r->argv && !r->argv[0])
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "field 'argv' is empty");
+	if ((rc = dsec_get_bin(m, "stdin", d->conf.max_frame, &q->stdin_data, &q->stdin_len,
+			       err)) < 0 && rc != -ENOENT)
+		return rc;
+	if (((rc = dsec_get_env(m, "env", &r->env, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_str(m, "cwd", &r->cwd, err)) < 0 && rc != -ENOENT))
+		return rc;
+	q->timeout = d->conf.exec_timeout;
+	if ((rc = dsec_get_seconds(m, "timeout", &q->timeout, err)) < 0 && rc != -ENOENT)
+		return rc;
+	if (q->timeout <= 0)
+		q->timeout = d->conf.exec_timeout;
+	if (q->timeout > d->conf.max_exec_timeout)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "timeout %.0f s is over this node's max_exec_timeout of %.0f s",
+				     q->timeout, d->conf.max_exec_timeout);
+	if ((rc = dsec_get_u64(m, "output_cap", &cap, err)) < 0 && rc != -ENOENT)
+		return rc;
+	if (cap > max_cap)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "output_cap %llu is over %llu (half of max_frame less slack)",
+				     (unsigned long long)cap, (unsigned long long)max_cap);
+	q->output_cap = cap ? cap : d->conf.output_cap;
+	q->argv = (const char *const *)r->argv;
+	q->code = r->code;
+	q->env = (const char *const *)r->env;
+	q->cwd = r->cwd;
+	return 0;
+}
+
+/* Finds the sandbox named by 'id', ready for work; takes a ref on it. */
+static int get_sandbox(struct dsecd_req *r, struct dsec_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	int rc = dsec_get_str(r->msg.root, "id", &id, err);
+	struct dsecd_sb *sb;
+
+	if (rc == -ENOENT)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'id'",
+				     dsec_ops[r->op].name);
+	if (rc < 0)
+		return rc;
+	if (!(sb = dsecd_sb_find(r->d, id, err)))
+		return -ENOENT;
+	if (sb->state != SB_READY)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY, "sandbox '%s' is still being created",
+				     id);
+	dsecd_sb_ref(sb);
+	r->sb = sb;
+	dsecd_sb_touch(r->d, sb);
+	return 0;
+}
+
+static void op_ping(struct dsecd_req *r)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 4);
+	dsec_pk_kv_bool(&p, "pong", true);
+	dsec_pk_kv_str(&p, "node", r->d->conf.node);
+	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
+	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
+	send_pk(r, &p);
+}
+
+static void op_info(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	struct dsec_err err;
+	struct dsec_pk p;
+	size_t nb = 0;
+
+	dsec_err_clear(&err);
+	if (dsec_map_get(r->msg.root, "id")) {
+		if (get_sandbox(r, &err) < 0 && err.code != DSEC_E_INVALID)
+			return reply_err(r, &err);
+		if (!r->sb) {
+			/* A sandbox being created is still worth describing. */
+			_cleanup_free_ char *id = NULL;
+			dsec_get_str(r->msg.root, "id", &id, NULL);
+			struct dsecd_sb *sb = id ? dsecd_sb_find(d, id, &err) : NULL;
+			if (!sb)
+				return reply_err(r, &err);
+			dsecd_sb_ref(sb);
+			r->sb = sb;
+		}
+		dsec_pk_init(&p);
+		msgpack_pack_map(&p.pk, 2);
+		dsec_pk_kv_bool(&p, "ok", true);
+		dsec_pk_str(&p, "result");
+		pack_sandbox(d, &p, r->sb);
+		return send_pk(r, &p);
+	}
+	for (struct dsecd_backend *b = d->backends; b; b = b->next)
+		nb++;
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 10);
+	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
+	dsec_pk_kv_str(&p, "node", d->conf.node);
+	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
+	dsec_pk_kv_u64(&p, "pid", (uint64_t)getpid());
+	dsec_pk_kv_double(&p, "uptime", ev_now(d->loop) - d->started);
+	dsec_pk_kv_u64(&p, "sandboxes", d->nsandboxes);
+	dsec_pk_kv_u64(&p, "max_sandboxes", d->conf.max_sandboxes);
+	dsec_pk_kv_u64(&p, "inflight", dsecd_server_inflight(d->server));
+	dsec_pk_kv_strv(&p, "listen", (const char *const *)d->conf.listen);
+	dsec_pk_str(&p, "backends");
+	msgpack_pack_array(&p.pk, nb);
+	for (struct dsecd_backend *b = d->backends; b; b = b->next) {
+		struct dsec_be_stats st;
+		memset(&st, 0, sizeof(st));
+		b->ops->stats(b->be, &st);
+		msgpack_pack_map(&p.pk, 8);
+		dsec_pk_kv_str(&p, "name", b->name);
+		dsec_pk_kv_str(&p, "description", b->ops->description ? b->ops->description : "");
+		dsec_pk_kv_u64(&p, "sandboxes", b->sandboxes);
+		dsec_pk_kv_u64(&p, "capacity", st.capacity);
+		dsec_pk_kv_u64(&p, "running", st.running);
+		dsec_pk_kv_u64(&p, "pool_ready", st.pool_ready);
+		dsec_pk_kv_u64(&p, "pool_target", st.pool_target);
+		dsec_pk_kv_u64(&p, "calls", st.calls);
+	}
+	send_pk(r, &p);
+}
+
+static void list_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
+{
+	pack_sandbox(d, arg, sb);
+}
+
+static void op_list(struct dsecd_req *r)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 1);
+	dsec_pk_str(&p, "sandboxes");
+	msgpack_pack_array(&p.pk, r->d->nsandboxes);
+	dsecd_sb_foreach(r->d, list_one, &p);
+	send_pk(r, &p);
+}
+
+static void create_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd *d = r->d;
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err e;
+	struct dsec_pk p;
+
+	d->ops_inflight--;
+	d->creating--;
+	if (rc < 0) {
+		e = *err;
+		dsec_err_prefix(&e, "cannot create %s sandbox", r->be->name);
+		sb->handle = NULL;
+		dsecd_sb_destroy(d, sb, "create failed", NULL);
+		return reply_err(r, &e);
+	}
+	if (d->shutting_down) {
+		dsecd_sb_destroy(d, sb, "daemon shutting down", NULL);
+		dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
+			      d->conf.node);
+		return reply_err(r, &e);
+	}
+	dsecd_sb_ready(d, sb);
+	log_debug("sandbox %s ready", sb->id);
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 3);
+	dsec_pk_kv_str(&p, "id", sb->id);
+	dsec_pk_kv_str(&p, "node", d->conf.node);
+	dsec_pk_kv_str(&p, "backend", r->be->name);
+	send_pk(r, &p);
+}
+
+static void op_create(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root;
+	struct dsec_err err;
+	double ttl = d->conf.ttl, idle = d->conf.idle_ttl;
+	int rc;
+
+	dsec_err_clear(&err);
+	if (parse_spec(r, &err) < 0 ||
+	    ((rc = dsec_get_seconds(m, "ttl", &ttl, &err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_seconds(m, "idle_ttl", &idle, &err)) < 0 && rc != -ENOENT))
+		return reply_err(r, &err);
+	if (ttl <= 0)
+		ttl = d->conf.ttl;
+	if (idle <= 0)
+		idle = d->conf.idle_ttl;
+	if (ttl > d->conf.max_ttl) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "ttl %.0f s is over max_ttl of %.0f s",
+			      ttl, d->conf.max_ttl);
+		return reply_err(r, &err);
+	}
+	if (check_capacity(d, &err) < 0)
+		return reply_err(r, &err);
+	struct dsecd_sb *sb = dsecd_sb_new(d, r->be);
+	sb->ttl = ttl;
+	sb->idle_ttl = idle;
+	sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
+	sb->image = r->image ? xstrdup(r->image) : NULL;
+	dsecd_sb_ref(sb);
+	r->sb = sb;
+	r->spec.id = sb->id;
+	if (r->be->ops->create(r->be->be, &r->spec, &sb->handle, create_done, r, &err) < 0) {
+		sb->handle = NULL;
+		dsecd_sb_destroy(d, sb, "create failed", NULL);
+		dsec_err_prefix(&err, "cannot create %s sandbox", r->be->name);
+		return reply_err(r, &err);
+	}
+	d->ops_inflight++;
+	d->creating++;
+}
+
+static void exec_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (r->sb) {
+		r->sb->running--;
+		dsecd_sb_touch(r->d, r->sb);
+	}
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	pack_exec_res(&p, &r->eres);
+	send_pk(r, &p);
+}
+
+static void op_exec(struct dsecd_req *r)
+{
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0 || parse_exec(r, &err) < 0)
+		return reply_err(r, &err);
+	if (r->sb->be->ops->exec(r->sb->handle, &r->ereq, &r->eres, exec_done, r, &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+	r->sb->running++;
+	r->sb->execs++;
+}
+
+static void op_call(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	if (parse_spec(r, &err) < 0 || parse_exec(r, &err) < 0)
+		return reply_err(r, &err);
+	if (!r->be->ops->call) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
+			      "backend '%s' has no one-shot call: create, exec and destroy instead",
+			      r->be->name);
+		return reply_err(r, &err);
+	}
+	if (check_capacity(d, &err) < 0)
+		return reply_err(r, &err);
+	if (r->be->ops->call(r->be->be, &r->spec, &r->ereq, &r->eres, exec_done, r, &err) < 0)
+		return reply_err(r, &err);
+	d->ops_inflight++;
+}
+
+static void file_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	if (r->op == DSEC_OP_FILE_READ) {
+		dsec_pk_reply_ok(&p, 2);
+		dsec_pk_kv_bin(&p, "data", r->data.data, r->data.len);
+		dsec_pk_kv_u64(&p, "size", r->data.len);
+	} else {
+		dsec_pk_reply_ok(&p, 0);
+	}
+	send_pk(r, &p);
+}
+
+static void op_file(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root;
+	const struct dsec_be_ops *ops;
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	if ((rc = dsec_get_str(m, "path", &r->path, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'path'",
+				      dsec_ops[r->op].name);
+		return reply_err(r, &err);
+	}
+	ops = r->sb->be->ops;
+	if (r->op == DSEC_OP_FILE_READ) {
+		uint64_t off = 0, len = 0, max = d->conf.max_frame - REPLY_SLACK;
+		if (((rc = dsec_get_u64(m, "offset", &off, &err)) < 0 && rc != -ENOENT) ||
+		    ((rc = dsec_get_u64(m, "length", &len, &err)) < 0 && rc != -ENOENT))
+			return reply_err(r, &err);
+		if (len > max) {
+			dsec_err_setc(&err, DSEC_E_TOO_LARGE, E2BIG,
+				      "length %llu is over the %llu bytes a reply can carry: read in parts",
+				      (unsigned long long)len, (unsigned long long)max);
+			return reply_err(r, &err);
+		}
+		if (!ops->file_read)
+			goto unsupported;
+		rc = ops->file_read(r->sb->handle, r->path, off, len ? len : max, &r->data,
+				    file_done, r, &err);
+	} else {
+		const void *data;
+		size_t n;
+		uint64_t mode = 0644;
+		if ((rc = dsec_get_bin(m, "data", d->conf.max_frame, &data, &n, &err)) < 0) {
+			if (rc == -ENOENT)
+				dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
+					      "file_write needs field 'data'");
+			return reply_err(r, &err);
+		}
+		if ((rc = dsec_get_u64(m, "mode", &mode, &err)) < 0 && rc != -ENOENT)
+			return reply_err(r, &err);
+		if (mode > 07777) {
+			dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "mode %llo is not a file mode",
+				      (unsigned long long)mode);
+			return reply_err(r, &err);
+		}
+		if (!ops->file_write)
+			goto unsupported;
+		rc = ops->file_write(r->sb->handle, r->path, data, n, (uint32_t)mode, file_done, r,
+				     &err);
+	}
+	if (rc < 0)
+		return reply_err(r, &err);
+	d->ops_inflight++;
+	return;
+unsupported:
+	dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' cannot %s",
+		      r->sb->be->name, dsec_ops[r->op].summary);
+	reply_err(r, &err);
+}
+
+void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 0);
+	send_pk(r, &p);
+}
+
+static void op_destroy(struct dsecd_req *r)
+{
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	dsecd_sb_destroy(r->d, r->sb, "destroy requested", r);
+}
+
+typedef void (*op_fn)(struct dsecd_req *r);
+
+static const op_fn handlers[DSEC_OP__COUNT] = {
+	[DSEC_OP_PING] = op_ping,
+	[DSEC_OP_INFO] = op_info,
+	[DSEC_OP_LIST] = op_list,
+	[DSEC_OP_CREATE] = op_create,
+	[DSEC_OP_EXEC] = op_exec,
+	[DSEC_OP_CALL] = op_call,
+	[DSEC_OP_FILE_READ] = op_file,
+	[DSEC_OP_FILE_WRITE] = op_file,
+	[DSEC_OP_DESTROY] = op_destroy,
+};
+
+/* Frame in; exactly one reply out, now or when the backend completes. */
+void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len)
+{
+	struct dsecd *d = arg;
+	struct dsecd_req *r = xcalloc(1, sizeof(*r));
+	const struct dsec_op_desc *desc;
+	const msgpack_object *v, *op;
+	struct dsec_err err;
+
+	r->d = d;
+	r->conn = conn;
+	r->t0 = dsec_now_ns();
+	r->op = DSEC_OP_PING;
+	dsec_err_clear(&err);
+	if (dsec_msg_parse(&r->msg, frame, len, d->conf.max_frame, &err) < 0)
+		return reply_err(r, &err);
+	v = dsec_map_get(r->msg.root, "v");
+	if (!v) {
+		dsec_err_setc(&err, DSEC_E_VERSION, EPROTO,
+			      "request has no protocol version 'v'; this daemon speaks %d",
+			      DSEC_PROTO_VERSION);
+		return reply_err(r, &err);
+	}
+	if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 != DSEC_PROTO_VERSION) {
+		dsec_err_setc(&err, DSEC_E_VERSION, EPROTO,
+			      "protocol version %lld is not supported; this daemon speaks %d",
+			      v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (long long)v->via.u64
+			      : v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (long long)v->via.i64 : -1LL,
+			      DSEC_PROTO_VERSION);
+		return reply_err(r, &err);
+	}
+	op = dsec_map_get(r->msg.root, "op");
+	if (!op || op->type != MSGPACK_OBJECT_STR) {
+		dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "field 'op' must be a string");
+		return reply_err(r, &err);
+	}
+	if (!(desc = dsec_op_lookup(op->via.str.ptr, op->via.str.size))) {
+		dsec_err_setc(&err, DSEC_E_UNKNOWN_OP, EINVAL, "unknown op '%.*s'",
+			      op->via.str.size > 64 ? 64 : (int)op->via.str.size, op->via.str.ptr);
+		return reply_err(r, &err);
+	}
+	r->op = desc->op;
+	if (d->shutting_down && r->op != DSEC_OP_PING && r->op != DSEC_OP_INFO &&
+	    r->op != DSEC_OP_LIST) {
+		dsec_err_setc(&err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
+			      d->conf.node);
+		return reply_err(r, &err);
+	}
+	handlers[r->op](r);
+}

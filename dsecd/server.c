@@ -1,0 +1,192 @@
+/* server.c - nng REP with one context per in-flight request.
+ *
+ * Why contexts and not a raw socket: each context is an independent REP
+ * state machine, so replies may go out in any order, and nng queues
+ * requests beyond max_inflight instead of dropping them.  nng runs aio
+ * callbacks on its own threads; they only move the connection to the loop's
+ * queue or restart a receive, never touch loop state.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+
+#include "server.h"
+#include "log.h"
+
+enum conn_state { C_RECV, C_WORK, C_SEND };
+
+struct dsecd_conn {
+	struct dsecd_server *srv;	/* owner */
+	nng_ctx ctx;			/* REP context */
+	nng_aio *aio;			/* its aio, used for recv then send */
+	enum conn_state state;		/* where it is in recv -> work -> send */
+	nng_msg *msg;			/* request while in C_WORK */
+	struct dsecd_conn *next;	/* ready-queue link */
+};
+
+struct dsecd_server {
+	struct ev_loop *loop;		/* owner loop */
+	ev_async wake;			/* nng threads -> loop: frames ready */
+	nng_socket sock;		/* the REP socket */
+	unsigned nconns;		/* contexts */
+	struct dsecd_conn *conns;	/* all contexts */
+	pthread_mutex_t lock;		/* guards ready and closing */
+	struct dsecd_conn *ready, **ready_tail;	/* received, not yet handed over */
+	bool closing;			/* no new receives */
+	unsigned inflight;		/* handed to the handler, not replied (loop only) */
+	dsecd_request_fn fn;		/* the handler */
+	void *arg;			/* its argument */
+};
+
+static void start_recv(struct dsecd_conn *c)
+{
+	c->state = C_RECV;
+	nng_ctx_recv(c->ctx, c->aio);
+}
+
+/* nng thread. */
+static void aio_cb(void *arg)
+{
+	struct dsecd_conn *c = arg;
+	struct dsecd_server *s = c->srv;
+	int rc = nng_aio_result(c->aio);
+
+	if (c->state == C_SEND) {
+		if (rc != 0) {
+			/* The client went away: drop the reply. */
+			nng_msg_free(nng_aio_get_msg(c->aio));
+		}
+		pthread_mutex_lock(&s->lock);
+		bool closing = s->closing;
+		pthread_mutex_unlock(&s->lock);
+		if (!closing)
+			start_recv(c);
+		return;
+	}
+	if (rc == NNG_ECLOSED || rc == NNG_ECANCELED)
+		return;
+	if (rc != 0) {
+		/* e.g. a frame over recv_max: the pipe is dropped; keep going. */
+		start_recv(c);
+		return;
+	}
+	c->msg = nng_aio_get_msg(c->aio);
+	c->state = C_WORK;
+	pthread_mutex_lock(&s->lock);
+	c->next = NULL;
+	*s->ready_tail = c;
+	s->ready_tail = &c->next;
+	pthread_mutex_unlock(&s->lock);
+	ev_async_send(s->loop, &s->wake);
+}
+
+static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct dsecd_server *s = dsec_container_of(w, struct dsecd_server, wake);
+
+	pthread_mutex_lock(&s->lock);
+	struct dsecd_conn *list = s->ready;
+	s->ready = NULL;
+	s->ready_tail = &s->ready;
+	pthread_mutex_unlock(&s->lock);
+	while (list) {
+		struct dsecd_conn *c = list;
+		list = c->next;
+		s->inflight++;
+		s->fn(s->arg, c, nng_msg_body(c->msg), nng_msg_len(c->msg));
+	}
+}
+
+int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *const *urls,
+		     unsigned max_inflight, size_t recv_max, dsecd_request_fn fn, void *arg,
+		     struct dsec_err *err)
+{
+	struct dsecd_server *s = xcalloc(1, sizeof(*s));
+	int rc;
+
+	s->loop = loop;
+	s->fn = fn;
+	s->arg = arg;
+	pthread_mutex_init(&s->lock, NULL);
+	s->ready_tail = &s->ready;
+	if ((rc = nng_rep0_open(&s->sock)) != 0) {
+		free(s);
+		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot open nng socket: %s",
+				     nng_strerror(rc));
+	}
+	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, recv_max);
+	for (char *const *u = urls; u && *u; u++) {
+		if ((rc = nng_listen(s->sock, *u, NULL, 0)) != 0) {
+			nng_close(s->sock);
+			free(s);
+			return dsec_err_setc(err, rc == NNG_EADDRINUSE ? DSEC_E_EXISTS : DSEC_E_INVALID,
+					     EADDRINUSE, "cannot listen on '%s': %s", *u,
+					     nng_strerror(rc));
+		}
+		log_info("listening on %s", *u);
+	}
+	ev_async_init(&s->wake, wake_cb);
+	ev_async_start(loop, &s->wake);
+	ev_unref(loop);
+	s->nconns = max_inflight;
+	s->conns = xcalloc(max_inflight, sizeof(*s->conns));
+	for (unsigned i = 0; i < max_inflight; i++) {
+		struct dsecd_conn *c = &s->conns[i];
+		c->srv = s;
+		if ((rc = nng_ctx_open(&c->ctx, s->sock)) != 0 ||
+		    (rc = nng_aio_alloc(&c->aio, aio_cb, c)) != 0)
+			DSEC_BUG("cannot set up nng context: %s", nng_strerror(rc));
+	}
+	for (unsigned i = 0; i < max_inflight; i++)
+		start_recv(&s->conns[i]);
+	*out = s;
+	return 0;
+}
+
+void dsecd_server_reply(struct dsecd_server *s, struct dsecd_conn *c, void *data, size_t len)
+{
+	nng_msg *m = c->msg;
+
+	DSEC_ASSERT(c->state == C_WORK);
+	s->inflight--;
+	c->msg = NULL;
+	/* Reuse the request message (keeps nng's REP header) for the reply. */
+	nng_msg_clear(m);
+	if (nng_msg_append(m, data, len) != 0)
+		DSEC_BUG("out of memory building a reply");
+	free(data);
+	c->state = C_SEND;
+	nng_aio_set_msg(c->aio, m);
+	nng_ctx_send(c->ctx, c->aio);
+}
+
+unsigned dsecd_server_inflight(const struct dsecd_server *s)
+{
+	return s->inflight;
+}
+
+void dsecd_server_free(struct dsecd_server *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->closing = true;
+	pthread_mutex_unlock(&s->lock);
+	for (unsigned i = 0; i < s->nconns; i++)
+		nng_aio_stop(s->conns[i].aio);
+	nng_close(s->sock);
+	for (unsigned i = 0; i < s->nconns; i++) {
+		struct dsecd_conn *c = &s->conns[i];
+		if (c->msg)
+			nng_msg_free(c->msg);
+		nng_aio_free(c->aio);
+	}
+	ev_ref(s->loop);
+	ev_async_stop(s->loop, &s->wake);
+	pthread_mutex_destroy(&s->lock);
+	free(s->conns);
+	free(s);
+}

@@ -1,0 +1,534 @@
+/* client.c - libdsec: the C client over nng REQ/REP. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
+#include "dsec.h"
+#include "proto.h"
+
+/* Replies may carry a whole file or captured output; allow generously. */
+#define CLIENT_RECV_MAX (256u << 20)
+
+struct dsec_client {
+	nng_socket sock;	/* REQ socket, dialed to url */
+	char *url;		/* address in nng form */
+	double timeout;		/* seconds added to a request's own timeout */
+};
+
+int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err)
+{
+	struct dsec_client *c;
+	int rc;
+
+	if (!url || !*url)
+		url = getenv("DSEC_HOST");
+	if (!url || !*url)
+		url = DSEC_DEFAULT_URL;
+	c = xcalloc(1, sizeof(*c));
+	c->url = xstrdup(url);
+	c->timeout = 30;
+	if ((rc = nng_req0_open(&c->sock)) != 0) {
+		dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot open nng socket: %s",
+			      nng_strerror(rc));
+		goto fail;
+	}
+	nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX);
+	nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 20);
+	nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 500);
+	/* Non-blocking dial: the daemon may come up later; requests wait. */
+	if ((rc = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+		dsec_err_setc(err, rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP ? DSEC_E_INVALID
+									: DSEC_E_UNAVAILABLE,
+			      EINVAL, "cannot connect to '%s': %s", url, nng_strerror(rc));
+		nng_close(c->sock);
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	free(c->url);
+	free(c);
+	return -EINVAL;
+}
+
+void dsec_close(struct dsec_client *c)
+{
+	if (!c)
+		return;
+	nng_close(c->sock);
+	free(c->url);
+	free(c);
+}
+
+void dsec_set_timeout(struct dsec_client *c, double seconds)
+{
+	c->timeout = seconds;
+}
+
+const char *dsec_client_url(const struct dsec_client *c)
+{
+	return c->url;
+}
+
+static int raw_timeout(struct dsec_client *c, const void *req, size_t len, double extra,
+		       void **reply, size_t *reply_len, struct dsec_err *err)
+{
+	nng_msg *msg;
+	int rc;
+	double t = c->timeout + extra;
+
+	nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, (nng_duration)(c->timeout * 1000));
+	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, t > 2e6 ? NNG_DURATION_INFINITE
+							       : (nng_duration)(t * 1000));
+	if ((rc = nng_msg_alloc(&msg, 0)) != 0 || (rc = nng_msg_append(msg, req, len)) != 0)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot build request: %s",
+				     nng_strerror(rc));
+	if ((rc = nng_sendmsg(c->sock, msg, 0)) != 0) {
+		nng_msg_free(msg);
+		return dsec_err_setc(err, DSEC_E_UNAVAILABLE, ECONNREFUSED,
+				     "cannot send request to '%s': %s", c->url, nng_strerror(rc));
+	}
+	if ((rc = nng_recvmsg(c->sock, &msg, 0)) != 0)
+		return dsec_err_setc(err, DSEC_E_UNAVAILABLE,
+				     rc == NNG_ETIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
+				     "no reply from '%s': %s", c->url, nng_strerror(rc));
+	*reply_len = nng_msg_len(msg);
+	*reply = xmemdup(nng_msg_body(msg), *reply_len);
+	nng_msg_free(msg);
+	return 0;
+}
+
+int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,
+	     size_t *reply_len, struct dsec_err *err)
+{
+	return raw_timeout(c, req, len, 0, reply, reply_len, err);
+}
+
+/* A reply being read: the parsed frame and its result map. */
+struct reply {
+	struct dsec_msg msg;		/* owns the decoded objects */
+	void *raw;			/* the frame bytes */
+	const msgpack_object *result;	/* the result map (ok replies) */
+};
+
+static void reply_free(struct reply *r)
+{
+	dsec_msg_free(&r->msg);
+	free(r->raw);
+}
+
+/* Sends the packed request p (consumed) and decodes the reply.  A daemon
+ * error becomes *err with the daemon's code; rc < 0.  extra = seconds the
+ * request itself may take. */
+static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
+		     struct dsec_err *err)
+{
+	size_t len, rlen;
+	void *req = dsec_pk_detach(p, &len);
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	msgpack_unpacked_init(&r->msg.up);
+	rc = raw_timeout(c, req, len, extra, &r->raw, &rlen, err);
+	free(req);
+	if (rc < 0)
+		return rc;
+	dsec_msg_free(&r->msg);
+	if (dsec_msg_parse(&r->msg, r->raw, rlen, CLIENT_RECV_MAX, err) < 0) {
+		dsec_err_prefix(err, "bad reply from '%s'", c->url);
+		err->code = DSEC_E_INTERNAL;
+		return -EPROTO;
+	}
+	bool ok = false;
+	if (dsec_get_bool(r->msg.root, "ok", &ok, err) < 0)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': no 'ok' field", c->url);
+	if (!ok) {
+		const msgpack_object *e = dsec_map_get(r->msg.root, "error");
+		const msgpack_object *code = dsec_map_get(e, "code");
+		const msgpack_object *m = dsec_map_get(e, "message");
+		enum dsec_code cd = DSEC_E_INTERNAL;
+		if (code && code->type == MSGPACK_OBJECT_STR)
+			cd = dsec_code_from_name(code->via.str.ptr, code->via.str.size);
+		return dsec_err_setc(err, cd, EIO, "%.*s",
+				     m && m->type == MSGPACK_OBJECT_STR ? (int)m->via.str.size : 13,
+				     m && m->type == MSGPACK_OBJECT_STR ? m->via.str.ptr : "unknown error");
+	}
+	r->result = dsec_map_get(r->msg.root, "result");
+	if (!r->result || r->result->type != MSGPACK_OBJECT_MAP)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': no result map", c->url);
+	return 0;
+}
+
+static char *get_str_or(const msgpack_object *map, const char *key, const char *dflt)
+{
+	char *s = NULL;
+
+	if (dsec_get_str(map, key, &s, NULL) < 0)
+		return xstrdup(dflt);
+	return s;
+}
+
+static double get_double_or(const msgpack_object *map, const char *key, double dflt)
+{
+	double v = dflt;
+
+	dsec_get_double(map, key, &v, NULL);
+	return v;
+}
+
+static uint64_t get_u64_or(const msgpack_object *map, const char *key, uint64_t dflt)
+{
+	uint64_t v = dflt;
+
+	dsec_get_u64(map, key, &v, NULL);
+	return v;
+}
+
+/* Entries create and call share: backend, image, runtime, ttl, env, limits. */
+static size_t count_create(const struct dsec_create_opts *o)
+{
+	if (!o)
+		return 0;
+	return !!o->backend + !!o->image + !!o->runtime + (o->ttl > 0) + (o->idle_ttl > 0) +
+	       !!o->env + !!o->cwd + 1;
+}
+
+static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l)
+{
+	size_t n = (l->cpus > 0) + !!l->memory + !!l->pids + !!l->nofile + !!l->disk;
+
+	dsec_pk_str(p, "limits");
+	msgpack_pack_map(&p->pk, n);
+	if (l->cpus > 0)
+		dsec_pk_kv_double(p, "cpus", l->cpus);
+	if (l->memory)
+		dsec_pk_kv_u64(p, "memory", l->memory);
+	if (l->pids)
+		dsec_pk_kv_u64(p, "pids", l->pids);
+	if (l->nofile)
+		dsec_pk_kv_u64(p, "nofile", l->nofile);
+	if (l->disk)
+		dsec_pk_kv_u64(p, "disk", l->disk);
+}
+
+static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o)
+{
+	if (!o)
+		return;
+	if (o->backend)
+		dsec_pk_kv_str(p, "backend", o->backend);
+	if (o->image)
+		dsec_pk_kv_str(p, "image", o->image);
+	if (o->runtime)
+		dsec_pk_kv_str(p, "runtime", o->runtime);
+	if (o->ttl > 0)
+		dsec_pk_kv_double(p, "ttl", o->ttl);
+	if (o->idle_ttl > 0)
+		dsec_pk_kv_double(p, "idle_ttl", o->idle_ttl);
+	if (o->env)
+		dsec_pk_kv_env(p, "env", o->env);
+	if (o->cwd)
+		dsec_pk_kv_str(p, "cwd", o->cwd);
+	pack_limits(p, &o->limits);
+}
+
+int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **id,
+		struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "create", count_create(o));
+	pack_create(&p, o);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && dsec_get_str(r.result, "id", id, err) < 0)
+		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "create reply has no id");
+	reply_free(&r);
+	return rc;
+}
+
+/* Exec fields: argv or code, stdin, env, cwd, timeout, output_cap. */
+static size_t count_exec(const struct dsec_exec_req *q)
+{
+	return !!q->argv + !!q->code + !!q->stdin_len + !!q->env + !!q->cwd + (q->timeout > 0) +
+	       !!q->output_cap;
+}
+
+static void pack_exec(struct dsec_pk *p, const struct dsec_exec_req *q)
+{
+	if (q->argv)
+		dsec_pk_kv_strv(p, "argv", q->argv);
+	if (q->code)
+		dsec_pk_kv_str(p, "code", q->code);
+	if (q->stdin_len)
+		dsec_pk_kv_bin(p, "stdin", q->stdin_data, q->stdin_len);
+	if (q->env)
+		dsec_pk_kv_env(p, "env", q->env);
+	if (q->cwd)
+		dsec_pk_kv_str(p, "cwd", q->cwd);
+	if (q->timeout > 0)
+		dsec_pk_kv_double(p, "timeout", q->timeout);
+	if (q->output_cap)
+		dsec_pk_kv_u64(p, "output_cap", q->output_cap);
+}
+
+static int unpack_exec(const msgpack_object *m, struct dsec_exec_res *res, struct dsec_err *err)
+{
+	const void *d;
+	size_t n;
+	const msgpack_object *ec = dsec_map_get(m, "exit_code");
+
+	memset(res, 0, sizeof(*res));
+	if (!ec)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "exec reply has no exit_code");
+	res->exit_code = ec->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (int)ec->via.i64
+								      : (int)ec->via.u64;
+	res->signal = (int)get_u64_or(m, "signal", 0);
+	dsec_get_bool(m, "timed_out", &res->timed_out, NULL);
+	dsec_get_bool(m, "stdout_truncated", &res->out_truncated, NULL);
+	dsec_get_bool(m, "stderr_truncated", &res->err_truncated, NULL);
+	res->duration = get_double_or(m, "duration", 0);
+	if (dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL) == 0)
+		dsec_buf_add(&res->out, d, n);
+	if (dsec_get_bin(m, "stderr", SIZE_MAX, &d, &n, NULL) == 0)
+		dsec_buf_add(&res->err, d, n);
+	return 0;
+}
+
+int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
+	      struct dsec_exec_res *res, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "exec", 1 + count_exec(req));
+	dsec_pk_kv_str(&p, "id", id);
+	pack_exec(&p, req);
+	rc = roundtrip(c, &p, req->timeout > 0 ? req->timeout : 3600, &r, err);
+	if (rc == 0)
+		rc = unpack_exec(r.result, res, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
+	      const struct dsec_exec_req *req, struct dsec_exec_res *res, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "call", count_create(o) + count_exec(req));
+	pack_create(&p, o);
+	pack_exec(&p, req);
+	rc = roundtrip(c, &p, req->timeout > 0 ? req->timeout : 3600, &r, err);
+	if (rc == 0)
+		rc = unpack_exec(r.result, res, err);
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_exec_res_free(struct dsec_exec_res *res)
+{
+	dsec_buf_free(&res->out);
+	dsec_buf_free(&res->err);
+}
+
+int dsec_file_write(struct dsec_client *c, const char *id, const char *path, const void *data,
+		    size_t len, uint32_t mode, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "file_write", 3 + !!mode);
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "path", path);
+	dsec_pk_kv_bin(&p, "data", data, len);
+	if (mode)
+		dsec_pk_kv_u64(&p, "mode", mode);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint64_t offset,
+		   uint64_t len, struct dsec_buf *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	const void *d;
+	size_t n;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "file_read", 2 + !!offset + !!len);
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "path", path);
+	if (offset)
+		dsec_pk_kv_u64(&p, "offset", offset);
+	if (len)
+		dsec_pk_kv_u64(&p, "length", len);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0) {
+		if (dsec_get_bin(r.result, "data", SIZE_MAX, &d, &n, err) < 0)
+			rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "file_read reply has no data");
+		else
+			dsec_buf_add(out, d, n);
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "destroy", 1);
+	dsec_pk_kv_str(&p, "id", id);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+static void unpack_sandbox(const msgpack_object *m, struct dsec_sandbox_info *s)
+{
+	s->id = get_str_or(m, "id", "");
+	s->backend = get_str_or(m, "backend", "");
+	s->runtime = get_str_or(m, "runtime", "");
+	s->image = get_str_or(m, "image", "");
+	s->state = get_str_or(m, "state", "");
+	s->created = get_double_or(m, "created", 0);
+	s->ttl = get_double_or(m, "ttl", 0);
+	s->idle_ttl = get_double_or(m, "idle_ttl", 0);
+	s->idle = get_double_or(m, "idle", 0);
+	s->execs = get_u64_or(m, "execs", 0);
+	s->running = (uint32_t)get_u64_or(m, "running", 0);
+}
+
+int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "info", 0);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0) {
+		const msgpack_object *m = r.result, *b;
+		out->version = get_str_or(m, "version", "");
+		out->node = get_str_or(m, "node", "");
+		out->proto = (uint32_t)get_u64_or(m, "proto", 0);
+		out->pid = (int32_t)get_u64_or(m, "pid", 0);
+		out->uptime = get_double_or(m, "uptime", 0);
+		out->sandboxes = (uint32_t)get_u64_or(m, "sandboxes", 0);
+		out->inflight = (uint32_t)get_u64_or(m, "inflight", 0);
+		b = dsec_map_get(m, "backends");
+		if (b && b->type == MSGPACK_OBJECT_ARRAY) {
+			out->nbackends = b->via.array.size;
+			out->backends = xcalloc(out->nbackends, sizeof(*out->backends));
+			for (size_t i = 0; i < out->nbackends; i++) {
+				const msgpack_object *e = &b->via.array.ptr[i];
+				struct dsec_backend_info *bi = &out->backends[i];
+				bi->name = get_str_or(e, "name", "");
+				bi->description = get_str_or(e, "description", "");
+				bi->stats.sandboxes = (uint32_t)get_u64_or(e, "sandboxes", 0);
+				bi->stats.capacity = (uint32_t)get_u64_or(e, "capacity", 0);
+				bi->stats.running = (uint32_t)get_u64_or(e, "running", 0);
+				bi->stats.pool_ready = (uint32_t)get_u64_or(e, "pool_ready", 0);
+				bi->stats.pool_target = (uint32_t)get_u64_or(e, "pool_target", 0);
+				bi->stats.calls = get_u64_or(e, "calls", 0);
+			}
+		}
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox_info *out,
+		      struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "info", 1);
+	dsec_pk_kv_str(&p, "id", id);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0)
+		unpack_sandbox(r.result, out);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
+	      struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "list", 0);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0) {
+		const msgpack_object *a = dsec_map_get(r.result, "sandboxes");
+		if (a && a->type == MSGPACK_OBJECT_ARRAY) {
+			*n = a->via.array.size;
+			*out = xcalloc(*n ? *n : 1, sizeof(**out));
+			for (size_t i = 0; i < *n; i++)
+				unpack_sandbox(&a->via.array.ptr[i], &(*out)[i]);
+		}
+	}
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_sandbox_info_free(struct dsec_sandbox_info *s)
+{
+	free(s->id);
+	free(s->backend);
+	free(s->runtime);
+	free(s->image);
+	free(s->state);
+	memset(s, 0, sizeof(*s));
+}
+
+void dsec_sandbox_list_free(struct dsec_sandbox_info *arr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dsec_sandbox_info_free(&arr[i]);
+	free(arr);
+}
+
+void dsec_node_info_free(struct dsec_node_info *info)
+{
+	free(info->version);
+	free(info->node);
+	for (size_t i = 0; i < info->nbackends; i++) {
+		free(info->backends[i].name);
+		free(info->backends[i].description);
+	}
+	free(info->backends);
+	memset(info, 0, sizeof(*info));
+}

@@ -1,0 +1,374 @@
+/* proto.c - op table, strict frame parsing, typed field access, packing. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
+	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers" },
+	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information" },
+	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes" },
+	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox" },
+	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox" },
+	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call", "run a command in a fresh one-shot sandbox" },
+	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read", "read a file in a sandbox" },
+	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write", "write a file in a sandbox" },
+	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
+};
+
+const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
+{
+	for (size_t i = 0; i < DSEC_OP__COUNT; i++)
+		if (strlen(dsec_ops[i].name) == len && !memcmp(dsec_ops[i].name, name, len))
+			return &dsec_ops[i];
+	return NULL;
+}
+
+int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
+		   struct dsec_err *err)
+{
+	size_t off = 0;
+
+	msgpack_unpacked_init(&m->up);
+	m->root = NULL;
+	if (len > max)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, EMSGSIZE,
+				     "frame of %zu bytes is over the limit of %zu", len, max);
+	if (len == 0)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG, "empty frame");
+	msgpack_unpack_return r = msgpack_unpack_next(&m->up, data, len, &off);
+	if (r == MSGPACK_UNPACK_CONTINUE)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+				     "truncated msgpack frame (%zu bytes)", len);
+	if (r == MSGPACK_UNPACK_NOMEM_ERROR)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, ENOMEM,
+				     "msgpack frame needs too much memory to decode");
+	if (r != MSGPACK_UNPACK_SUCCESS)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG, "malformed msgpack frame");
+	if (off != len)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+				     "%zu trailing bytes after the msgpack object", len - off);
+	if (m->up.data.type != MSGPACK_OBJECT_MAP)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+				     "frame is not a msgpack map");
+	m->root = &m->up.data;
+	return 0;
+}
+
+void dsec_msg_free(struct dsec_msg *m)
+{
+	msgpack_unpacked_destroy(&m->up);
+	m->root = NULL;
+}
+
+const msgpack_object *dsec_map_get(const msgpack_object *map, const char *key)
+{
+	size_t klen = strlen(key);
+
+	if (!map || map->type != MSGPACK_OBJECT_MAP)
+		return NULL;
+	for (uint32_t i = 0; i < map->via.map.size; i++) {
+		const msgpack_object *k = &map->via.map.ptr[i].key;
+		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
+		    !memcmp(k->via.str.ptr, key, klen))
+			return &map->via.map.ptr[i].val;
+	}
+	return NULL;
+}
+
+static int bad_type(struct dsec_err *err, const char *key, const char *want)
+{
+	return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "field '%s' must be %s", key, want);
+}
+
+/* Present and not nil: nil counts as absent so clients may send defaults. */
+static const msgpack_object *field(const msgpack_object *map, const char *key)
+{
+	const msgpack_object *o = dsec_map_get(map, key);
+
+	return o && o->type != MSGPACK_OBJECT_NIL ? o : NULL;
+}
+
+int dsec_get_str(const msgpack_object *map, const char *key, char **out, struct dsec_err *err)
+{
+	const msgpack_object *o = field(map, key);
+
+	if (!o)
+		return -ENOENT;
+	if (o->type != MSGPACK_OBJECT_STR)
+		return bad_type(err, key, "a string");
+	if (o->via.str.size > DSEC_STR_MAX)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
+				     "field '%s' is longer than %d bytes", key, DSEC_STR_MAX);
+	if (memchr(o->via.str.ptr, '\0', o->via.str.size))
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
+				     "field '%s' contains a NUL byte", key);
+	*out = xstrndup(o->via.str.ptr, o->via.str.size);
+	return 0;
+}
+
+int dsec_get_bin(const msgpack_object *map, const char *key, size_t max, const void **data,
+		 size_t *len, struct dsec_err *err)
+{
+	const msgpack_object *o = field(map, key);
+
+	if (!o)
+		return -ENOENT;
+	if (o->type == MSGPACK_OBJECT_BIN) {
+		*data = o->via.bin.ptr;
+		*len = o->via.bin.size;
+	} else if (o->type == MSGPACK_OBJECT_STR) {
+		*data = o->via.str.ptr;
+		*len = o->via.str.size;
+	} else {
+		return bad_type(err, key, "bytes (bin or str)");
+	}
+	if (*len > max)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
+				     "field '%s' is longer than %zu bytes", key, max);
+	return 0;
+}
+
+int dsec_get_u64(const msgpack_object *map, const char *key, uint64_t *out, struct dsec_err *err)
+{
+	const msgpack_object *o = field(map, key);
+
+	if (!o)
+		return -ENOENT;
+	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+		return bad_type(err, key, "a non-negative integer");
+	*out = o->via.u64;
+	return 0;
+}
+
+int dsec_get_double(const msgpack_object *map, const char *key, double *out, struct dsec_err *err)
+{
+	const msgpack_object *o = field(map, key);
+
+	if (!o)
+		return -ENOENT;
+	switch (o->type) {
+	case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double)o->via.u64; break;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double)o->via.i64; break;
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64: *out = o->via.f64; break;
+	default: return bad_type(err, key, "a number");
+	}
+	if (!isfinite(*out))
+		return bad_type(err, key, "a finite number");
+	return 0;
+}
+
+int dsec_get_seconds(const msgpack_object *map, const char *key, double *out, struct dsec_err *err)
+{
+	double v;
+	int rc = dsec_get_double(map, key, &v, err);
+
+	if (rc < 0)
+		return rc;
+	if (v < 0 || v > 1e9)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "field '%s' must be seconds between 0 and 1e9", key);
+	*out = v;
+	return 0;
+}
+
+int dsec_get_bool(const msgpack_object *map, const char *key, bool *out, struct dsec_err *err)
+{
+	const msgpack_object *o = field(map, key);
+
+	if (!o)
+		return -ENOENT;
+	if (o->type != MSGPACK_OBJECT_BOOLEAN)
+		return bad_type(err, key, "a boolean");
+	*out = o->via.boolean;
+	return 0;
+}
+
+static bool str_ok(const msgpack_object *o)
+{
+	return o->type == MSGPACK_OBJECT_STR && o->via.str.size <= DSEC_STR_MAX * 16 &&
+	       !memchr(o->via.str.ptr, '\0', o->via.str.size);
+}
+
+int dsec_get_strv(const msgpack_object *map, const char *key, char ***out, struct dsec_err *err)
+{
+	const msgpack_object *o = field(map, key);
+
+	if (!o)
+		return -ENOENT;
+	if (o->type != MSGPACK_OBJECT_ARRAY)
+		return bad_type(err, key, "an array of strings");
+	if (o->via.array.size > DSEC_ARGV_MAX)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
+				     "field '%s' has more than %d elements", key, DSEC_ARGV_MAX);
+	for (uint32_t i = 0; i < o->via.array.size; i++)
+		if (!str_ok(&o->via.array.ptr[i]))
+			return bad_type(err, key, "an array of strings without NUL bytes");
+	char **v = xcalloc(o->via.array.size + 1, sizeof(char *));
+	for (uint32_t i = 0; i < o->via.array.size; i++)
+		v[i] = xstrndup(o->via.array.ptr[i].via.str.ptr, o->via.array.ptr[i].via.str.size);
+	*out = v;
+	return 0;
+}
+
+int dsec_get_env(const msgpack_object *map, const char *key, char ***out, struct dsec_err *err)
+{
+	const msgpack_object *o = field(map, key);
+
+	if (!o)
+		return -ENOENT;
+	if (o->type != MSGPACK_OBJECT_MAP)
+		return bad_type(err, key, "a map of strings to strings");
+	if (o->via.map.size > DSEC_ARGV_MAX)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
+				     "field '%s' has more than %d entries", key, DSEC_ARGV_MAX);
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
+		if (!str_ok(k) || !str_ok(v))
+			return bad_type(err, key, "a map of strings to strings");
+		if (k->via.str.size == 0 || memchr(k->via.str.ptr, '=', k->via.str.size))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "field '%s' has a name that is empty or contains '='", key);
+	}
+	char **v = xcalloc(o->via.map.size + 1, sizeof(char *));
+	for (uint32_t i = 0; i < o->via.map.size; i++) {
+		const msgpack_object *k = &o->via.map.ptr[i].key, *val = &o->via.map.ptr[i].val;
+		v[i] = xasprintf("%.*s=%.*s", (int)k->via.str.size, k->via.str.ptr,
+				 (int)val->via.str.size, val->via.str.ptr);
+	}
+	*out = v;
+	return 0;
+}
+
+void dsec_pk_init(struct dsec_pk *p)
+{
+	msgpack_sbuffer_init(&p->sb);
+	msgpack_packer_init(&p->pk, &p->sb, msgpack_sbuffer_write);
+}
+
+void dsec_pk_free(struct dsec_pk *p)
+{
+	msgpack_sbuffer_destroy(&p->sb);
+}
+
+void *dsec_pk_detach(struct dsec_pk *p, size_t *len)
+{
+	*len = p->sb.size;
+	void *d = msgpack_sbuffer_release(&p->sb);
+	return d ? d : xmalloc(1);
+}
+
+void dsec_pk_strn(struct dsec_pk *p, const char *s, size_t n)
+{
+	msgpack_pack_str(&p->pk, n);
+	msgpack_pack_str_body(&p->pk, s, n);
+}
+
+void dsec_pk_str(struct dsec_pk *p, const char *s)
+{
+	if (!s)
+		msgpack_pack_nil(&p->pk);
+	else
+		dsec_pk_strn(p, s, strlen(s));
+}
+
+void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n)
+{
+	msgpack_pack_bin(&p->pk, n);
+	msgpack_pack_bin_body(&p->pk, d, n);
+}
+
+void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v)
+{
+	dsec_pk_str(p, k);
+	dsec_pk_str(p, v);
+}
+
+void dsec_pk_kv_bin(struct dsec_pk *p, const char *k, const void *d, size_t n)
+{
+	dsec_pk_str(p, k);
+	dsec_pk_bin(p, d, n);
+}
+
+void dsec_pk_kv_u64(struct dsec_pk *p, const char *k, uint64_t v)
+{
+	dsec_pk_str(p, k);
+	msgpack_pack_uint64(&p->pk, v);
+}
+
+void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v)
+{
+	dsec_pk_str(p, k);
+	msgpack_pack_int64(&p->pk, v);
+}
+
+void dsec_pk_kv_double(struct dsec_pk *p, const char *k, double v)
+{
+	dsec_pk_str(p, k);
+	msgpack_pack_double(&p->pk, v);
+}
+
+void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v)
+{
+	dsec_pk_str(p, k);
+	if (v)
+		msgpack_pack_true(&p->pk);
+	else
+		msgpack_pack_false(&p->pk);
+}
+
+void dsec_pk_kv_env(struct dsec_pk *p, const char *k, const char *const *env)
+{
+	size_t n = dsec_strv_len(env);
+
+	dsec_pk_str(p, k);
+	msgpack_pack_map(&p->pk, n);
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(env[i], '=');
+		if (!eq) {
+			dsec_pk_str(p, env[i]);
+			dsec_pk_str(p, "");
+		} else {
+			dsec_pk_strn(p, env[i], (size_t)(eq - env[i]));
+			dsec_pk_str(p, eq + 1);
+		}
+	}
+}
+
+void dsec_pk_kv_strv(struct dsec_pk *p, const char *k, const char *const *v)
+{
+	size_t n = dsec_strv_len(v);
+
+	dsec_pk_str(p, k);
+	msgpack_pack_array(&p->pk, n);
+	for (size_t i = 0; i < n; i++)
+		dsec_pk_str(p, v[i]);
+}
+
+void dsec_pk_request(struct dsec_pk *p, const char *op, size_t n_args)
+{
+	msgpack_pack_map(&p->pk, n_args + 2);
+	dsec_pk_kv_u64(p, "v", 1);
+	dsec_pk_kv_str(p, "op", op);
+}
+
+void dsec_pk_reply_ok(struct dsec_pk *p, size_t n)
+{
+	msgpack_pack_map(&p->pk, 2);
+	dsec_pk_kv_bool(p, "ok", true);
+	dsec_pk_str(p, "result");
+	msgpack_pack_map(&p->pk, n);
+}
+
+void dsec_pk_reply_err(struct dsec_pk *p, const struct dsec_err *err)
+{
+	msgpack_pack_map(&p->pk, 2);
+	dsec_pk_kv_bool(p, "ok", false);
+	dsec_pk_str(p, "error");
+	msgpack_pack_map(&p->pk, 2);
+	dsec_pk_kv_str(p, "code", dsec_code_name(err->code ? err->code : DSEC_E_INTERNAL));
+	dsec_pk_kv_str(p, "message", err->msg[0] ? err->msg : "unknown error");
+}
