@@ -234,6 +234,51 @@ static void usage(FILE *f)
 	      "see dsecd(8) and dsecd.conf(5)\n", f);
 }
 
+/* Cross-key rules, checked once everything is read. */
+static int check_conf(struct dsecd_conf *conf, struct dsec_err *err)
+{
+	/* Paths become absolute: the daemon changes to / when it detaches. */
+	char **paths[] = { &conf->state_dir, &conf->backend_dir, &conf->helper_dir,
+			   &conf->log_file, &conf->pid_file };
+	char cwd[4096];
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(paths); i++) {
+		char *p = *paths[i];
+		if (!p || p[0] == '/')
+			continue;
+		if (!getcwd(cwd, sizeof(cwd)))
+			return dsec_err_set(err, errno, "cannot resolve '%s': %s", p, strerror(errno));
+		*paths[i] = xasprintf("%s/%s", cwd, p);
+		free(p);
+	}
+	static const char *const required[] = { "state_dir", "backend_dir", "helper_dir",
+						"backends", "default_backend" };
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(required); i++) {
+		const struct key_desc *k = find_key(required[i]);
+		if (!*(char *const *)((const char *)conf + k->off))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "'%s' must not be empty",
+					     required[i]);
+	}
+	if (conf->max_frame < (256u << 10) || conf->max_frame > (64u << 20))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "max_frame must be between 256K and 64M, not %llu",
+				     (unsigned long long)conf->max_frame);
+	if (conf->output_cap > (conf->max_frame - DSECD_REPLY_SLACK) / 2)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "output_cap %llu does not fit twice in max_frame %llu "
+				     "(less %u bytes of slack)",
+				     (unsigned long long)conf->output_cap,
+				     (unsigned long long)conf->max_frame, DSECD_REPLY_SLACK);
+	if (conf->ttl > conf->max_ttl || conf->idle_ttl > conf->max_ttl)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "ttl and idle_ttl must not be over max_ttl");
+	if (conf->exec_timeout > conf->max_exec_timeout)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "exec_timeout must not be over max_exec_timeout");
+	return 0;
+}
+
 /* Flags are collected as "key=value" and applied after the config file. */
 static void push_kv(char ***v, const char *key, const char *value)
 {
@@ -327,12 +372,8 @@ int dsecd_conf_load(struct dsecd_conf *conf, int argc, char **argv, struct dsec_
 		host[strcspn(host, ".")] = '\0';
 		conf->node = xstrdup(valid_node(host) ? host : "node");
 	}
-	if (conf->max_frame < 4096 || conf->max_frame > (1ull << 30)) {
-		rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				   "max_frame must be between 4K and 1G, not %llu",
-				   (unsigned long long)conf->max_frame);
+	if ((rc = check_conf(conf, err)) < 0)
 		goto out;
-	}
 	if (conf->max_inflight < 1 || conf->max_inflight > 65536 || conf->workers < 1 ||
 	    conf->workers > 256) {
 		rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,

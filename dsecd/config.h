@@ -13,6 +13,8 @@
 #include "log.h"
 
 #define DSECD_DEFAULT_CONFIG "/etc/dsec/dsecd.conf"
+/* Room a reply needs besides the bytes it carries (output, file data). */
+#define DSECD_REPLY_SLACK (64u << 10)
 
 struct dsecd_conf {
 	char *node;			/* node name, prefix of sandbox ids */

@@ -60,7 +60,7 @@ struct dsecd {
 	struct dsecd_sb **buckets;	/* sandbox hash table */
 	size_t nbuckets;		/* power of two */
 	size_t nsandboxes;		/* entries in the table */
-	unsigned creating;		/* creates in flight (count against capacity) */
+	unsigned calls;			/* one-shot calls in flight (count against capacity) */
 	uint64_t next_serial;		/* next sandbox serial */
 	unsigned ops_inflight;		/* backend operations not yet completed */
 	double started;			/* loop time at start */

@@ -92,6 +92,8 @@ static int daemonize(void)
 		return -errno;
 	if (pid > 0)
 		_exit(0);
+	if (chdir("/") < 0)
+		return -errno;
 	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (fd >= 0) {
 		dup2(fd, 0);
@@ -122,6 +124,7 @@ int main(int argc, char **argv)
 	struct dsec_err err;
 	struct timeval tv;
 	int rc, log_fd = -1;
+	bool serving = false;
 	char *pid_file;
 
 	dsecd_global = d;
@@ -164,10 +167,9 @@ int main(int argc, char **argv)
 			dup2(log_fd, 2);
 	}
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
 	pid_file = d->conf.pid_file ? xstrdup(d->conf.pid_file)
 				    : xasprintf("%s/dsecd.pid", d->conf.state_dir);
-	if ((rc = write_pid_file(pid_file)) < 0)
-		log_warn("cannot write pid file '%s': %s", pid_file, strerror(-rc));
 
 	d->loop = ev_default_loop(EVFLAG_AUTO);
 	d->started = ev_now(d->loop);
@@ -189,6 +191,11 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out_backends;
 	}
+	/* Only now is the endpoint ours: a second dsecd that failed to listen
+	 * must not touch the first one's pid file or socket. */
+	serving = true;
+	if ((rc = write_pid_file(pid_file)) < 0)
+		log_warn("cannot write pid file '%s': %s", pid_file, strerror(-rc));
 	ev_signal_init(&d->sigterm, signal_cb, SIGTERM);
 	d->sigterm.data = d;
 	ev_signal_start(d->loop, &d->sigterm);
@@ -211,10 +218,12 @@ out_pool:
 	/* Run the reaper once more for sandboxes freed during teardown. */
 	ev_invoke(d->loop, &d->reaper, EV_PREPARE);
 	free(d->buckets);
-	for (char **u = d->conf.listen; u && *u; u++)
-		if (!strncmp(*u, "ipc://", 6))
-			unlink(*u + 6);
-	unlink(pid_file);
+	if (serving) {
+		for (char **u = d->conf.listen; u && *u; u++)
+			if (!strncmp(*u, "ipc://", 6))
+				unlink(*u + 6);
+		unlink(pid_file);
+	}
 	free(pid_file);
 	log_info("stopped");
 	dsecd_conf_free(&d->conf);

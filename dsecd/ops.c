@@ -6,6 +6,7 @@
  * error, through reply_ok()/reply_err(), which also free it.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,8 +16,7 @@
 #include "log.h"
 #include "proto.h"
 
-/* Room a reply needs besides the bytes it carries. */
-#define REPLY_SLACK (64u << 10)
+#define REPLY_SLACK DSECD_REPLY_SLACK
 
 struct dsecd_req {
 	struct dsecd *d;		/* the daemon */
@@ -37,6 +37,7 @@ struct dsecd_req {
 	char **cenv;			/* create env */
 	struct dsec_be_spec spec;	/* what the backend gets */
 	/* files */
+	char *call_id;			/* id given to a one-shot call */
 	char *path;			/* file path */
 	struct dsec_buf data;		/* file_read result */
 	uint64_t t0;			/* receive time, ns */
@@ -56,6 +57,7 @@ static void req_free(struct dsecd_req *r)
 	free(r->runtime);
 	free(r->ccwd);
 	dsec_strv_free(r->cenv);
+	free(r->call_id);
 	free(r->path);
 	dsec_buf_free(&r->data);
 	free(r);
@@ -116,7 +118,9 @@ static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_
 /* Fails the request if the node cannot take another sandbox. */
 static int check_capacity(struct dsecd *d, struct dsec_err *err)
 {
-	if (d->nsandboxes + d->creating >= d->conf.max_sandboxes)
+	/* Sandboxes being created are in the table already; one-shot calls
+	 * hold a sandbox for their duration too. */
+	if (d->nsandboxes + d->calls >= d->conf.max_sandboxes)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 				     "node '%s' is at its limit of %llu sandboxes", d->conf.node,
 				     (unsigned long long)d->conf.max_sandboxes);
@@ -192,7 +196,7 @@ static int parse_exec(struct dsecd_req *r, struct dsec_err *err)
 
 	if ((rc = dsec_get_strv(m, "argv", &r->argv, err)) < 0 && rc != -ENOENT)
 		return rc;
-	if ((rc = dsec_get_str(m, "code", &r->code, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_text(m, "code", d->conf.max_frame, &r->code, err)) < 0 && rc != -ENOENT)
 		return rc;
 	if (!r->argv == !r->code)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
@@ -272,7 +276,7 @@ static void op_info(struct dsecd_req *r)
 	size_t nb = 0;
 
 	dsec_err_clear(&err);
-	if (dsec_map_get(r->msg.root, "id")) {
+	if (dsec_has(r->msg.root, "id")) {
 		if (get_sandbox(r, &err) < 0 && err.code != DSEC_E_INVALID)
 			return reply_err(r, &err);
 		if (!r->sb) {
@@ -350,7 +354,6 @@ static void create_done(void *arg, int rc, const struct dsec_err *err)
 	struct dsec_pk p;
 
 	d->ops_inflight--;
-	d->creating--;
 	if (rc < 0) {
 		e = *err;
 		dsec_err_prefix(&e, "cannot create %s sandbox", r->be->name);
@@ -413,7 +416,6 @@ static void op_create(struct dsecd_req *r)
 		return reply_err(r, &err);
 	}
 	d->ops_inflight++;
-	d->creating++;
 }
 
 static void exec_done(void *arg, int rc, const struct dsec_err *err)
@@ -447,25 +449,84 @@ static void op_exec(struct dsecd_req *r)
 	r->sb->execs++;
 }
 
+/* One-shot call through the backend's own fast path. */
+static void call_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+
+	r->d->calls--;
+	exec_done(arg, rc, err);
+}
+
+/* One-shot call composed of exec and destroy, once create is done. */
+static void call_execd(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+
+	if (r->sb->state == SB_READY)
+		dsecd_sb_destroy(r->d, r->sb, "call finished", NULL);
+	exec_done(arg, rc, err);
+}
+
+static void call_created(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd *d = r->d;
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err e;
+
+	d->ops_inflight--;
+	dsec_err_clear(&e);
+	if (rc < 0) {
+		e = *err;
+		dsec_err_prefix(&e, "cannot create %s sandbox", r->be->name);
+		sb->handle = NULL;
+	} else if (d->shutting_down) {
+		dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
+			      d->conf.node);
+	} else {
+		dsecd_sb_ready(d, sb);
+		if (sb->be->ops->exec(sb->handle, &r->ereq, &r->eres, call_execd, r, &e) == 0) {
+			d->ops_inflight++;
+			sb->running++;
+			sb->execs++;
+			return;
+		}
+	}
+	dsecd_sb_destroy(d, sb, rc < 0 ? "create failed" : "call not started", NULL);
+	reply_err(r, &e);
+}
+
 static void op_call(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
 	struct dsec_err err;
 
 	dsec_err_clear(&err);
-	if (parse_spec(r, &err) < 0 || parse_exec(r, &err) < 0)
+	if (parse_spec(r, &err) < 0 || parse_exec(r, &err) < 0 || check_capacity(d, &err) < 0)
 		return reply_err(r, &err);
 	if (!r->be->ops->call) {
-		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
-			      "backend '%s' has no one-shot call: create, exec and destroy instead",
-			      r->be->name);
-		return reply_err(r, &err);
+		struct dsecd_sb *sb = dsecd_sb_new(d, r->be);
+		sb->ttl = r->ereq.timeout + 60;
+		sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
+		sb->image = r->image ? xstrdup(r->image) : NULL;
+		dsecd_sb_ref(sb);
+		r->sb = sb;
+		r->spec.id = sb->id;
+		if (r->be->ops->create(r->be->be, &r->spec, &sb->handle, call_created, r, &err) < 0) {
+			sb->handle = NULL;
+			dsecd_sb_destroy(d, sb, "create failed", NULL);
+			return reply_err(r, &err);
+		}
+		d->ops_inflight++;
+		return;
 	}
-	if (check_capacity(d, &err) < 0)
-		return reply_err(r, &err);
-	if (r->be->ops->call(r->be->be, &r->spec, &r->ereq, &r->eres, exec_done, r, &err) < 0)
+	r->call_id = xasprintf("%s:%016" PRIx64, d->conf.node, d->next_serial++);
+	r->spec.id = r->call_id;
+	if (r->be->ops->call(r->be->be, &r->spec, &r->ereq, &r->eres, call_done, r, &err) < 0)
 		return reply_err(r, &err);
 	d->ops_inflight++;
+	d->calls++;
 }
 
 static void file_done(void *arg, int rc, const struct dsec_err *err)
@@ -602,7 +663,7 @@ void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t 
 	if (dsec_msg_parse(&r->msg, frame, len, d->conf.max_frame, &err) < 0)
 		return reply_err(r, &err);
 	v = dsec_map_get(r->msg.root, "v");
-	if (!v) {
+	if (!v || v->type == MSGPACK_OBJECT_NIL) {
 		dsec_err_setc(&err, DSEC_E_VERSION, EPROTO,
 			      "request has no protocol version 'v'; this daemon speaks %d",
 			      DSEC_PROTO_VERSION);

@@ -133,7 +133,8 @@ struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err 
 	size_t nlen = strlen(d->conf.node);
 	char *end;
 
-	if (!colon || strlen(colon + 1) != 16) {
+	if (!colon || strlen(colon + 1) != 16 ||
+	    strspn(colon + 1, "0123456789abcdef") != 16) {
 		dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 			      "invalid sandbox id '%.64s': expected NODE:SERIAL", id);
 		return NULL;

@@ -152,8 +152,9 @@ struct dsec_be_ops {
 	/* Fill *out; cheap, synchronous. (ABI 1) */
 	void (*stats)(void *be, struct dsec_be_stats *out);
 	/* Optional fast path for a one-shot command in a fresh sandbox that is
-	 * gone afterwards (create + exec + destroy in one).  NULL: the daemon
-	 * composes it from the three.  Async. (ABI 1) */
+	 * gone afterwards (create + exec + destroy in one).  spec->id is a
+	 * fresh id for logs.  NULL: the daemon composes it from create, exec
+	 * and destroy.  Async. (ABI 1) */
 	int (*call)(void *be, const struct dsec_be_spec *spec, const struct dsec_exec_req *req,
 		    struct dsec_exec_res *res, dsec_be_done_fn done, void *arg,
 		    struct dsec_err *err);

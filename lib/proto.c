@@ -91,7 +91,18 @@ static const msgpack_object *field(const msgpack_object *map, const char *key)
 	return o && o->type != MSGPACK_OBJECT_NIL ? o : NULL;
 }
 
+bool dsec_has(const msgpack_object *map, const char *key)
+{
+	return field(map, key) != NULL;
+}
+
 int dsec_get_str(const msgpack_object *map, const char *key, char **out, struct dsec_err *err)
+{
+	return dsec_get_text(map, key, DSEC_STR_MAX, out, err);
+}
+
+int dsec_get_text(const msgpack_object *map, const char *key, size_t max, char **out,
+		  struct dsec_err *err)
 {
 	const msgpack_object *o = field(map, key);
 
@@ -99,9 +110,9 @@ int dsec_get_str(const msgpack_object *map, const char *key, char **out, struct 
 		return -ENOENT;
 	if (o->type != MSGPACK_OBJECT_STR)
 		return bad_type(err, key, "a string");
-	if (o->via.str.size > DSEC_STR_MAX)
+	if (o->via.str.size > max)
 		return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
-				     "field '%s' is longer than %d bytes", key, DSEC_STR_MAX);
+				     "field '%s' is longer than %zu bytes", key, max);
 	if (memchr(o->via.str.ptr, '\0', o->via.str.size))
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
 				     "field '%s' contains a NUL byte", key);
@@ -187,10 +198,17 @@ int dsec_get_bool(const msgpack_object *map, const char *key, bool *out, struct 
 	return 0;
 }
 
-static bool str_ok(const msgpack_object *o)
+/* Checks one element of an argv array or env map. */
+static int elem_ok(const msgpack_object *o, const char *key, const char *want,
+		   struct dsec_err *err)
 {
-	return o->type == MSGPACK_OBJECT_STR && o->via.str.size <= DSEC_STR_MAX * 16 &&
-	       !memchr(o->via.str.ptr, '\0', o->via.str.size);
+	if (o->type != MSGPACK_OBJECT_STR || memchr(o->via.str.ptr, '\0', o->via.str.size))
+		return bad_type(err, key, want);
+	if (o->via.str.size > DSEC_ARG_MAX)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
+				     "an element of field '%s' is longer than %u bytes", key,
+				     DSEC_ARG_MAX);
+	return 0;
 }
 
 int dsec_get_strv(const msgpack_object *map, const char *key, char ***out, struct dsec_err *err)
@@ -204,9 +222,11 @@ int dsec_get_strv(const msgpack_object *map, const char *key, char ***out, struc
 	if (o->via.array.size > DSEC_ARGV_MAX)
 		return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
 				     "field '%s' has more than %d elements", key, DSEC_ARGV_MAX);
-	for (uint32_t i = 0; i < o->via.array.size; i++)
-		if (!str_ok(&o->via.array.ptr[i]))
-			return bad_type(err, key, "an array of strings without NUL bytes");
+	for (uint32_t i = 0; i < o->via.array.size; i++) {
+		int rc = elem_ok(&o->via.array.ptr[i], key, "an array of strings without NUL bytes", err);
+		if (rc < 0)
+			return rc;
+	}
 	char **v = xcalloc(o->via.array.size + 1, sizeof(char *));
 	for (uint32_t i = 0; i < o->via.array.size; i++)
 		v[i] = xstrndup(o->via.array.ptr[i].via.str.ptr, o->via.array.ptr[i].via.str.size);
@@ -227,8 +247,10 @@ int dsec_get_env(const msgpack_object *map, const char *key, char ***out, struct
 				     "field '%s' has more than %d entries", key, DSEC_ARGV_MAX);
 	for (uint32_t i = 0; i < o->via.map.size; i++) {
 		const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
-		if (!str_ok(k) || !str_ok(v))
-			return bad_type(err, key, "a map of strings to strings");
+		int rc;
+		if ((rc = elem_ok(k, key, "a map of strings to strings", err)) < 0 ||
+		    (rc = elem_ok(v, key, "a map of strings to strings", err)) < 0)
+			return rc;
 		if (k->via.str.size == 0 || memchr(k->via.str.ptr, '=', k->via.str.size))
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 					     "field '%s' has a name that is empty or contains '='", key);

@@ -20,6 +20,8 @@
 #define DSEC_STR_MAX 4096
 /* Elements in argv/env arrays. */
 #define DSEC_ARGV_MAX 4096
+/* Bytes in one argv or env element (Linux's MAX_ARG_STRLEN). */
+#define DSEC_ARG_MAX (128u << 10)
 
 enum dsec_op {
 	DSEC_OP_PING,
@@ -62,6 +64,11 @@ void dsec_msg_free(struct dsec_msg *m);
  * Strings are copied (caller frees). */
 const msgpack_object *dsec_map_get(const msgpack_object *map, const char *key);
 int dsec_get_str(const msgpack_object *map, const char *key, char **out, struct dsec_err *err);
+/* A string of at most max bytes (dsec_get_str uses DSEC_STR_MAX). */
+int dsec_get_text(const msgpack_object *map, const char *key, size_t max, char **out,
+		  struct dsec_err *err);
+/* True if key is present and not nil. */
+bool dsec_has(const msgpack_object *map, const char *key);
 /* Accepts bin or str; at most max bytes. */
 int dsec_get_bin(const msgpack_object *map, const char *key, size_t max, const void **data,
 		 size_t *len, struct dsec_err *err);
