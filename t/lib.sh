@@ -75,12 +75,15 @@ start_dsecd() {
 		if "$TOP/t/helper-req" -q "$DSEC_HOST" ping >/dev/null 2>&1; then return 0; fi
 		if ! kill -0 "$DSECD_PID" 2>/dev/null; then
 			diag "dsecd exited at start:"; sed 's/^/# /' "$T/dsecd.log" >&2
-			DSECD_PID=; return 1
+			DSECD_PID=; bail "dsecd did not start"
 		fi
 		sleep 0.1
 	done
-	diag "dsecd did not answer within 30 s"; return 1
+	bail "dsecd did not answer within 30 s"
 }
+
+# bail REASON: stop the whole test file (TAP "Bail out!" stops prove too).
+bail() { echo "Bail out! $*"; exit 1; }
 
 # stop_dsecd: SIGTERM, wait up to 10 s, then SIGKILL.  Returns dsecd's status.
 stop_dsecd() {

@@ -1,0 +1,54 @@
+#!/bin/bash
+# dsecd's configuration: embedded defaults, dsecd.conf, flags, and the
+# errors a user sees for bad settings.
+. "$(dirname "$0")/lib.sh"
+plan 20
+
+D="$TOP/dsecd/dsecd"
+run "$D" --check-config --config /dev/null
+is "$RC" 0 "--check-config runs with no config file"
+like "$OUT" 'listen = ipc:///run/dsec/dsecd.sock' "the default listen address is the local socket"
+like "$OUT" 'max_frame = 16777216' "the default max_frame is 16M"
+like "$OUT" 'backends = fncall' "fncall is loaded by default"
+
+cat > "$T/a.conf" <<'CONF'
+# a comment
+node = alpha
+listen = tcp://127.0.0.1:7001
+listen = ipc:///tmp/x.sock
+idle_ttl = 90s
+fncall.pool_size = 3
+CONF
+run "$D" --check-config --config "$T/a.conf"
+like "$OUT" 'node = alpha' "the config file sets keys"
+like "$OUT" 'listen = tcp://127.0.0.1:7001' "listen is repeatable (1)"
+like "$OUT" 'listen = ipc:///tmp/x.sock' "listen is repeatable (2)"
+like "$OUT" 'idle_ttl = 90s' "durations are parsed"
+like "$OUT" 'fncall.pool_size = 3' "backend keys are kept for the backend"
+run "$D" --check-config --config "$T/a.conf" --node beta --listen tcp://127.0.0.1:7002 --set idle_ttl=2m
+like "$OUT" 'node = beta' "a flag overrides the file"
+ok "$(echo "$OUT" | grep -c '^listen' | grep -qx 1; echo $?)" "--listen replaces the file's list"
+like "$OUT" 'idle_ttl = 120s' "--set overrides the file"
+
+printf 'node = a\nbogus line\n' > "$T/b.conf"
+run "$D" --check-config --config "$T/b.conf"
+like "$RC:$OUT" "^2:.*b.conf:2: expected 'key = value'" "a malformed line is reported with file and line, status 2"
+run "$D" --check-config --config /dev/null --set nosuchkey=1
+like "$RC:$OUT" "^2:.*unknown key 'nosuchkey'" "an unknown key is refused"
+run "$D" --check-config --config /dev/null --set max_frame=lots
+like "$RC:$OUT" "^2:.*invalid value 'lots' for 'max_frame'" "a bad size is refused"
+run "$D" --check-config --config /dev/null --node 'bad name'
+like "$RC:$OUT" "^2:.*invalid node name" "a bad node name is refused"
+run "$D" --check-config --config /dev/null --set default_backend=
+like "$RC:$OUT" "^2:.*'default_backend' must not be empty" "an empty required key is refused"
+run "$D" --check-config --config "$T/missing.conf"
+like "$RC:$OUT" "^2:.*cannot read config" "a missing --config file is an error"
+
+# Loading: a backend that is not there, and capacity.
+run "$D" --foreground --config /dev/null --state-dir "$T/s1" --listen "ipc://$T/s1.sock" \
+	--backend-dir "$TOP/t" --set backends=nosuch
+like "$RC:$(echo "$OUT" | tr '\n' ' ')" "^1:.*cannot load backend '$TOP/t/nosuch.so'.*no backend could be loaded" \
+	"a missing backend is named with dlerror, and no backend is fatal"
+start_dsecd --backend-dir "$TOP/t" --set backends=test,nosuch --set default_backend=test --set max_sandboxes=2
+helper-req "$DSEC_HOST" create >/dev/null; helper-req "$DSEC_HOST" create >/dev/null
+like "$(helper-req "$DSEC_HOST" create)" '"code":"capacity"' "max_sandboxes is enforced with capacity"
