@@ -93,9 +93,9 @@ backends/%.so: backends/%.o $(BE_COMMON) lib/libdsec.a
 	$(Q)$(CC) -shared -o $@ $< $(BE_COMMON) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
 		-lev -lpthread $(PC_LIBS)
 
-backends/%: backends/%-helper.o lib/libdsec.a
+backends/%: backends/%-helper.o $(BE_COMMON) lib/libdsec.a
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -o $@ $< $(BE_COMMON) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 tools/%: tools/%.o lib/libdsec.a
 	$(q) LD $@

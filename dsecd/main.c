@@ -207,6 +207,10 @@ int main(int argc, char **argv)
 
 	ev_run(d->loop, 0);
 
+	/* Blocking work finishes first, while its replies can still go out and
+	 * the backends it calls back into are still loaded. */
+	dsecd_pool_free(d->pool);
+	d->pool = NULL;
 	log_info("stopping: closing the API endpoint");
 	dsecd_server_free(d->server);
 	d->server = NULL;

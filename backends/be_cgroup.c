@@ -1,0 +1,659 @@
+/* be_cgroup.c - the cgroup driver (see be_cgroup.h).
+ *
+ * Why directory descriptors everywhere: the fncall zygote pivots into a
+ * minimal root where /sys does not exist, yet must still create and fill
+ * per-call groups; *at() calls on descriptors opened before the pivot keep
+ * working.  The same code serves the daemon side (the backend .so) and the
+ * helper (which compiles this file in, see fncall-zygote-helper.c).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "be_cgroup.h"
+#include "util.h"
+
+#define CG_ROOT "/sys/fs/cgroup"
+#ifndef CGROUP_SUPER_MAGIC
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#endif
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* v1 hierarchies the driver uses, in this order, when they are mounted. */
+static const char *const v1_names[] = { "memory", "cpu", "pids", "freezer" };
+/* v2 controllers a group delegates to its children. */
+static const char *const v2_ctls[] = { "memory", "pids", "cpu" };
+
+static void nap_ms(int ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int write_at(int dirfd, const char *file, const char *val)
+{
+	int fd = openat(dirfd, file, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, val, strlen(val));
+	if (n < 0)
+		rc = -errno;
+	else if ((size_t)n != strlen(val))
+		rc = -EIO;
+	close(fd);
+	return rc;
+}
+
+/* Read a small cgroupfs file into buf (NUL-terminated). */
+static int read_at(int dirfd, const char *file, char *buf, size_t len)
+{
+	int fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	while (got + 1 < len && (n = read(fd, buf + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fd);
+	return 0;
+}
+
+static bool word_in(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = list; (p = strstr(p, word)); p += n)
+		if ((p == list || p[-1] == ' ' || p[-1] == '+') &&
+		    (p[n] == '\0' || p[n] == ' ' || p[n] == '\n'))
+			return true;
+	return false;
+}
+
+/* "cpu,cpuacct" has "cpu". */
+static bool csv_has(const char *csv, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = csv; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+static struct be_cg *cg_alloc(enum be_cg_mode mode, const char *path)
+{
+	struct be_cg *cg = xcalloc(1, sizeof(*cg));
+
+	cg->mode = mode;
+	for (int i = 0; i < BE_CG_MAXH; i++)
+		cg->dirfd[i] = -1;
+	cg->path = xstrdup(path);
+	return cg;
+}
+
+void be_cg_free(struct be_cg *cg)
+{
+	if (!cg)
+		return;
+	for (int i = 0; i < cg->n; i++)
+		if (cg->dirfd[i] >= 0)
+			close(cg->dirfd[i]);
+	free(cg->path);
+	free(cg);
+}
+
+/* Our own cgroup path in hierarchy `h` ("" for the v2 one) from
+ * /proc/self/cgroup; "/" when unknown. */
+static char *own_path(const char *h)
+{
+	_cleanup_free_ char *data = NULL;
+	size_t len;
+
+	if (dsec_read_file("/proc/self/cgroup", &data, &len) < 0)
+		return xstrdup("/");
+	for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		if (!*h ? c1[1] == '\0' : csv_has(c1 + 1, h))
+			return xstrdup(c2 + 1);
+	}
+	return xstrdup("/");
+}
+
+/* Enable the v2 controllers listed in dirfd's cgroup.controllers for its
+ * children.  Returns -errno when a wanted one (memory, pids) cannot be. */
+static int v2_delegate(int dirfd)
+{
+	char have[512], on[512];
+	int rc = 0;
+
+	if (read_at(dirfd, "cgroup.controllers", have, sizeof(have)) < 0)
+		return -ENOENT;
+	read_at(dirfd, "cgroup.subtree_control", on, sizeof(on));
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(v2_ctls); i++) {
+		char plus[32];
+		int r;
+
+		if (word_in(on, v2_ctls[i]))
+			continue;
+		if (!word_in(have, v2_ctls[i])) {
+			if (i < 2)
+				rc = -EOPNOTSUPP;
+			continue;
+		}
+		snprintf(plus, sizeof(plus), "+%s", v2_ctls[i]);
+		if ((r = write_at(dirfd, "cgroup.subtree_control", plus)) < 0 && i < 2)
+			rc = r;
+	}
+	return rc;
+}
+
+static int open_dir(int at, const char *path)
+{
+	int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* mkdir (EEXIST is fine) and open. */
+static int make_dir(int at, const char *name, bool create)
+{
+	if (create && mkdirat(at, name, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return open_dir(at, name);
+}
+
+static int open_root_v2(struct be_cg **out, const char *name, struct dsec_err *err)
+{
+	_cleanup_free_ char *own = own_path("");
+	const char *cands[2] = { own, "/" };
+	int last = 0;
+
+	for (int i = 0; i < 2; i++) {
+		_cleanup_free_ char *dir = xasprintf(CG_ROOT "%s", cands[i]);
+		_cleanup_close_ int base = open_dir(AT_FDCWD, dir);
+		struct be_cg *cg;
+		int fd, rc;
+
+		if (i == 1 && !strcmp(cands[0], "/"))
+			break;
+		if (base < 0) {
+			last = base;
+			continue;
+		}
+		if ((rc = v2_delegate(base)) < 0) {
+			last = rc;
+			continue;
+		}
+		if ((fd = make_dir(base, name, true)) < 0) {
+			last = fd;
+			continue;
+		}
+		cg = cg_alloc(BE_CG_V2, "");
+		free(cg->path);
+		cg->path = xasprintf("%s%s%s", strcmp(cands[i], "/") ? cands[i] : "", "/", name);
+		cg->n = 1;
+		snprintf(cg->hname[0], sizeof(cg->hname[0]), "unified");
+		cg->dirfd[0] = fd;
+		cg->has_kill = faccessat(fd, "cgroup.kill", F_OK, 0) == 0;
+		v2_delegate(fd);
+		*out = cg;
+		return 0;
+	}
+	return dsec_err_set(err, last ? -last : EACCES,
+			    "cannot create cgroup '%s' in " CG_ROOT ": %s", name,
+			    strerror(last ? -last : EACCES));
+}
+
+static int open_root_v1(struct be_cg **out, const char *name, struct dsec_err *err)
+{
+	struct be_cg *cg = cg_alloc(BE_CG_V1, "");
+	char path[512];
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(v1_names); i++) {
+		struct statfs sf;
+		_cleanup_free_ char *own = NULL;
+		int fd = -1;
+
+		snprintf(path, sizeof(path), CG_ROOT "/%s", v1_names[i]);
+		if (statfs(path, &sf) < 0 || sf.f_type != CGROUP_SUPER_MAGIC)
+			continue;
+		own = own_path(v1_names[i]);
+		/* Below our own group first (respects where the daemon was put),
+		 * then below the root of the hierarchy. */
+		for (int k = 0; k < 2 && fd < 0; k++) {
+			_cleanup_close_ int base = -1;
+
+			snprintf(path, sizeof(path), CG_ROOT "/%s%s", v1_names[i], k ? "" : own);
+			if ((base = open_dir(AT_FDCWD, path)) < 0)
+				continue;
+			fd = make_dir(base, name, true);
+			if (fd >= 0 && !cg->path[0]) {
+				free(cg->path);
+				cg->path = xasprintf("%s/%s", k || !strcmp(own, "/") ? "" : own, name);
+			}
+		}
+		if (fd < 0)
+			continue;
+		snprintf(cg->hname[cg->n], sizeof(cg->hname[0]), "%s", v1_names[i]);
+		cg->dirfd[cg->n++] = fd;
+	}
+	if (cg->n == 0) {
+		be_cg_free(cg);
+		return dsec_err_set(err, EACCES, "cannot create cgroup '%s' in any v1 hierarchy",
+				    name);
+	}
+	*out = cg;
+	return 0;
+}
+
+int be_cg_open_root(struct be_cg **out, const char *name, struct dsec_err *err)
+{
+	struct statfs sf;
+	bool v1 = false;
+
+	if (statfs(CG_ROOT, &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC)
+		return open_root_v2(out, name, err);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(v1_names); i++) {
+		char path[128];
+
+		snprintf(path, sizeof(path), CG_ROOT "/%s", v1_names[i]);
+		if (statfs(path, &sf) == 0 && sf.f_type == CGROUP_SUPER_MAGIC)
+			v1 = true;
+	}
+	if (v1)
+		return open_root_v1(out, name, err);
+	*out = cg_alloc(BE_CG_NONE, "");
+	return 0;
+}
+
+int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delegate,
+		struct be_cg **out, struct dsec_err *err)
+{
+	struct be_cg *cg = cg_alloc(parent->mode, "");
+
+	free(cg->path);
+	cg->path = xasprintf("%s/%s", parent->path, name);
+	cg->has_kill = parent->has_kill;
+	for (int i = 0; i < parent->n; i++) {
+		int fd = make_dir(parent->dirfd[i], name, create);
+
+		if (fd < 0) {
+			int rc = dsec_err_set(err, -fd, "cannot %s cgroup '%s' (%s): %s",
+					      create ? "create" : "open", cg->path, parent->hname[i],
+					      strerror(-fd));
+			be_cg_free(cg);
+			return rc;
+		}
+		memcpy(cg->hname[i], parent->hname[i], sizeof(cg->hname[i]));
+		cg->dirfd[i] = fd;
+		cg->n = i + 1;
+	}
+	if (delegate && cg->mode == BE_CG_V2)
+		v2_delegate(cg->dirfd[0]);
+	*out = cg;
+	return 0;
+}
+
+static int hier(const struct be_cg *cg, const char *name)
+{
+	for (int i = 0; i < cg->n; i++)
+		if (!strcmp(cg->hname[i], name))
+			return cg->dirfd[i];
+	return -1;
+}
+
+int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
+{
+	char v[64];
+	int rc = 0, r, fd;
+
+	if (cg->mode == BE_CG_V2) {
+		fd = cg->dirfd[0];
+		if (lim->memory)
+			snprintf(v, sizeof(v), "%" PRIu64, lim->memory);
+		else
+			snprintf(v, sizeof(v), "max");
+		if ((r = write_at(fd, "memory.max", v)) < 0 && r != -ENOENT)
+			rc = r;
+		write_at(fd, "memory.swap.max", lim->memory ? "0" : "max");
+		if (lim->pids)
+			snprintf(v, sizeof(v), "%" PRIu32, lim->pids);
+		else
+			snprintf(v, sizeof(v), "max");
+		if ((r = write_at(fd, "pids.max", v)) < 0 && r != -ENOENT)
+			rc = r;
+		if (lim->cpus > 0)
+			snprintf(v, sizeof(v), "%" PRIu64 " 100000",
+				 (uint64_t)(lim->cpus * 100000.0 + 0.5));
+		else
+			snprintf(v, sizeof(v), "max 100000");
+		if ((r = write_at(fd, "cpu.max", v)) < 0 && r != -ENOENT)
+			rc = r;
+		return rc;
+	}
+	if (cg->mode != BE_CG_V1)
+		return 0;
+	if ((fd = hier(cg, "memory")) >= 0) {
+		snprintf(v, sizeof(v), "%" PRId64, lim->memory ? (int64_t)lim->memory : (int64_t)-1);
+		/* memsw must stay >= the memory limit: lift it first, then set both. */
+		write_at(fd, "memory.memsw.limit_in_bytes", "-1");
+		if ((r = write_at(fd, "memory.limit_in_bytes", v)) < 0)
+			rc = r;
+		if (lim->memory)
+			write_at(fd, "memory.memsw.limit_in_bytes", v);
+	}
+	if ((fd = hier(cg, "pids")) >= 0) {
+		if (lim->pids)
+			snprintf(v, sizeof(v), "%" PRIu32, lim->pids);
+		else
+			snprintf(v, sizeof(v), "max");
+		if ((r = write_at(fd, "pids.max", v)) < 0)
+			rc = r;
+	}
+	if ((fd = hier(cg, "cpu")) >= 0) {
+		write_at(fd, "cpu.cfs_period_us", "100000");
+		if (lim->cpus > 0)
+			snprintf(v, sizeof(v), "%" PRId64, (int64_t)(lim->cpus * 100000.0 + 0.5));
+		else
+			snprintf(v, sizeof(v), "-1");
+		if ((r = write_at(fd, "cpu.cfs_quota_us", v)) < 0)
+			rc = r;
+	}
+	return rc;
+}
+
+int be_cg_attach(struct be_cg *cg, pid_t pid)
+{
+	char v[24];
+	int rc = 0, r;
+
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	for (int i = 0; i < cg->n; i++)
+		if ((r = write_at(cg->dirfd[i], "cgroup.procs", v)) < 0)
+			rc = r;
+	return rc;
+}
+
+/* Call fn(pid) for every process in dirfd's group and below; returns how
+ * many were seen. */
+static int each_proc(int dirfd, void (*fn)(pid_t))
+{
+	char buf[8192];
+	int count = 0;
+	DIR *d;
+	struct dirent *de;
+	int dfd;
+
+	if (read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) == 0) {
+		for (char *p = buf; *p; ) {
+			char *end;
+			long pid = strtol(p, &end, 10);
+
+			if (end == p)
+				break;
+			if (pid > 0) {
+				count++;
+				if (fn)
+					fn((pid_t)pid);
+			}
+			p = end + (*end != '\0');
+		}
+	}
+	if ((dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return count;
+	if (!(d = fdopendir(dfd))) {
+		close(dfd);
+		return count;
+	}
+	while ((de = readdir(d))) {
+		int sub;
+
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		if ((sub = open_dir(dirfd, de->d_name)) < 0)
+			continue;
+		count += each_proc(sub, fn);
+		close(sub);
+	}
+	closedir(d);
+	return count;
+}
+
+static void kill9(pid_t pid)
+{
+	kill(pid, SIGKILL);
+}
+
+bool be_cg_populated(struct be_cg *cg)
+{
+	char buf[256];
+
+	if (cg->mode == BE_CG_NONE || cg->n == 0)
+		return false;
+	if (cg->mode == BE_CG_V2 && read_at(cg->dirfd[0], "cgroup.events", buf, sizeof(buf)) == 0)
+		return strstr(buf, "populated 1") != NULL;
+	return each_proc(cg->dirfd[0], NULL) > 0;
+}
+
+int be_cg_kill(struct be_cg *cg)
+{
+	int frz = hier(cg, "freezer");
+
+	if (cg->mode == BE_CG_NONE || cg->n == 0)
+		return 0;
+	for (int round = 0; round < 400; round++) {
+		if (!be_cg_populated(cg))
+			return 0;
+		if (cg->mode == BE_CG_V2 && cg->has_kill) {
+			if (round % 20 == 0)
+				write_at(cg->dirfd[0], "cgroup.kill", "1");
+		} else if (round % 4 == 0) {
+			/* Freeze so nothing forks while we collect pids, kill, thaw. */
+			if (frz >= 0)
+				write_at(frz, "freezer.state", "FROZEN");
+			each_proc(frz >= 0 ? frz : cg->dirfd[0], kill9);
+			if (frz >= 0)
+				write_at(frz, "freezer.state", "THAWED");
+		}
+		nap_ms(5);
+	}
+	return be_cg_populated(cg) ? -EBUSY : 0;
+}
+
+/* rmdir every group below dirfd, deepest first. */
+static int rm_children(int dirfd)
+{
+	int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (dfd < 0)
+		return -errno;
+	if (!(d = fdopendir(dfd))) {
+		close(dfd);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		int sub;
+
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		if ((sub = open_dir(dirfd, de->d_name)) >= 0) {
+			int r = rm_children(sub);
+
+			if (r < 0)
+				rc = r;
+			close(sub);
+		}
+		for (int i = 0; i < 200; i++) {
+			if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+				break;
+			if (errno != EBUSY || i == 199) {
+				rc = -errno;
+				break;
+			}
+			nap_ms(10);
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+int be_cg_remove_children(struct be_cg *cg)
+{
+	int rc = 0, r;
+
+	for (int i = 0; i < cg->n; i++)
+		if ((r = rm_children(cg->dirfd[i])) < 0)
+			rc = r;
+	return rc;
+}
+
+int be_cg_remove(struct be_cg *cg)
+{
+	const char *base = strrchr(cg->path, '/');
+	int rc = be_cg_remove_children(cg);
+
+	base = base ? base + 1 : cg->path;
+	if (!*base)
+		return rc;
+	for (int i = 0; i < cg->n; i++) {
+		_cleanup_close_ int up = open_dir(cg->dirfd[i], "..");
+
+		if (up < 0) {
+			rc = up;
+			continue;
+		}
+		for (int k = 0; k < 200; k++) {
+			if (unlinkat(up, base, AT_REMOVEDIR) == 0 || errno == ENOENT)
+				break;
+			if (errno != EBUSY || k == 199) {
+				rc = -errno;
+				break;
+			}
+			nap_ms(10);
+		}
+	}
+	return rc;
+}
+
+int be_cg_remove_stale(struct be_cg *cg, const char *prefix)
+{
+	size_t plen = strlen(prefix);
+	int removed = 0;
+
+	for (int i = 0; i < cg->n; i++) {
+		int up = open_dir(cg->dirfd[i], ".."), dfd;
+		struct dirent *de;
+		DIR *d;
+
+		if (up < 0)
+			continue;
+		if ((dfd = dup(up)) < 0 || !(d = fdopendir(dfd))) {
+			if (dfd >= 0)
+				close(dfd);
+			close(up);
+			continue;
+		}
+		while ((de = readdir(d))) {
+			char *end;
+			long pid;
+			int fd;
+
+			if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, plen))
+				continue;
+			pid = strtol(de->d_name + plen, &end, 10);
+			if (*end || pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+				continue;
+			if ((fd = open_dir(up, de->d_name)) < 0)
+				continue;
+			/* Kill through the freezer or cgroup.kill of a throwaway
+			 * group object, then remove the tree. */
+			{
+				struct be_cg tmp = { .mode = cg->mode, .n = 1, .dirfd = { fd },
+						     .has_kill = cg->has_kill };
+
+				memcpy(tmp.hname[0], cg->hname[i], sizeof(tmp.hname[0]));
+				tmp.path = de->d_name;
+				be_cg_kill(&tmp);
+				rm_children(fd);
+			}
+			close(fd);
+			if (unlinkat(up, de->d_name, AT_REMOVEDIR) == 0)
+				removed++;
+		}
+		closedir(d);
+		close(up);
+	}
+	return removed;
+}
+
+int be_cg_export(const struct be_cg *cg, char *desc, size_t desclen, int fds[BE_CG_MAXH])
+{
+	size_t off;
+
+	if (cg->mode == BE_CG_NONE || cg->n == 0) {
+		snprintf(desc, desclen, "none");
+		return 0;
+	}
+	off = (size_t)snprintf(desc, desclen, "%s:", cg->mode == BE_CG_V2 ? "v2" : "v1");
+	for (int i = 0; i < cg->n && off < desclen; i++) {
+		off += (size_t)snprintf(desc + off, desclen - off, "%s%s", i ? "," : "", cg->hname[i]);
+		fds[i] = cg->dirfd[i];
+	}
+	if (off < desclen)
+		snprintf(desc + off, desclen - off, "@%s%s", cg->path, cg->has_kill ? "@kill" : "");
+	return cg->n;
+}
+
+int be_cg_import(struct be_cg **out, const char *desc, int firstfd, struct dsec_err *err)
+{
+	_cleanup_free_ char *d = xstrdup(desc);
+	char *names, *path, *save = NULL;
+	struct be_cg *cg;
+
+	if (!strcmp(d, "none")) {
+		*out = cg_alloc(BE_CG_NONE, "");
+		return 0;
+	}
+	if (strncmp(d, "v1:", 3) && strncmp(d, "v2:", 3))
+		return dsec_err_set(err, EINVAL, "bad cgroup description '%s'", desc);
+	names = d + 3;
+	if (!(path = strchr(names, '@')))
+		return dsec_err_set(err, EINVAL, "bad cgroup description '%s'", desc);
+	*path++ = '\0';
+	cg = cg_alloc(d[1] == '2' ? BE_CG_V2 : BE_CG_V1, path);
+	if ((path = strchr(cg->path, '@'))) {
+		cg->has_kill = !strcmp(path, "@kill");
+		*path = '\0';
+	}
+	for (char *n = strtok_r(names, ",", &save); n && cg->n < BE_CG_MAXH;
+	     n = strtok_r(NULL, ",", &save)) {
+		snprintf(cg->hname[cg->n], sizeof(cg->hname[0]), "%s", n);
+		cg->dirfd[cg->n] = firstfd + cg->n;
+		cg->n++;
+	}
+	*out = cg;
+	return 0;
+}

@@ -1,0 +1,48 @@
+/* be_fncall.h - the protocol between the fncall backend, its zygotes and
+ * their units.  Header only: constants shared by fncall.c and
+ * fncall-zygote-helper.c (fncall_zygote.py repeats them; keep in step).
+ *
+ * Transport: AF_UNIX SOCK_SEQPACKET, one msgpack map per datagram, file
+ * descriptors as SCM_RIGHTS.  Keys are short strings.
+ *
+ * backend -> zygote
+ *   {t:"job", id, fds:[names], memory, cpus, pids, nofile, disk,
+ *    argv:[..] | code:"..", env:["K=V"..], cwd:"/path"}
+ *      fds names, in the order of the passed descriptors: "in" (stdin, a
+ *      sealed memfd; absent = /dev/null), "out", "err" (pipe write ends),
+ *      "tree" (an open_tree() clone of the sandbox scratch, attached at
+ *      /work), "body" (a memfd holding argv/code/env/cwd as a msgpack map
+ *      when they do not fit in one datagram).  Limits of 0 = the runtime's
+ *      defaults; cpus is in thousandths of a core.
+ *   {t:"kill", id}              SIGKILL the job's unit (its pid namespace)
+ * zygote -> backend
+ *   {t:"ready", pool}           set up; sent once
+ *   {t:"done", id, status, ready}   the job's main process ended: raw wait
+ *                                   status; ready = warm units left
+ *   {t:"done", id, errno, msg, ready}  it could not be started
+ * zygote -> unit: {t:"go"} once placed in its cgroup, then the job as sent
+ * by the backend.
+ * unit -> zygote: {t:"err", errno, msg} (pid 2, cannot start), then
+ *   {t:"st", status} (pid 1, after pid 2 ended).
+ * python template <-> zygote: {t:"hello"} (template up), {t:"spawn"} +
+ *   the unit's socket (zygote asks), {t:"pid", pid} (template answers).
+ */
+#ifndef DSEC_BE_FNCALL_H
+#define DSEC_BE_FNCALL_H
+
+/* Descriptors of a freshly exec'd zygote. */
+#define FC_FD_SOCK 3		/* the backend's socket */
+#define FC_FD_CG 4		/* first cgroup directory (be_cg_import) */
+
+/* Largest datagram; jobs bigger than FC_INLINE_MAX move argv/code/env/cwd
+ * into a "body" memfd. */
+#define FC_MSG_MAX (64 * 1024)
+#define FC_INLINE_MAX (56 * 1024)
+/* Descriptors one job may carry. */
+#define FC_MAX_FDS 5
+
+/* Name of the helper program and the python zygote in helper_dir. */
+#define FC_HELPER "fncall-zygote"
+#define FC_PY_ZYGOTE "fncall_zygote.py"
+
+#endif

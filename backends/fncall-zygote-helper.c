@@ -1,0 +1,1429 @@
+/* fncall-zygote - the warm pool behind one fncall runtime.
+ *
+ * Started by backends/fncall.so (fork + exec, nothing else in the daemon),
+ * one per runtime.  After exec it builds the isolation once: private mount,
+ * net (loopback only), ipc and uts namespaces, a minimal read-only root made
+ * of a tmpfs with /usr, /etc bits and a few device nodes bound in, and a
+ * seccomp filter compiled to BPF.  Then it keeps `pool` units ready.
+ *
+ * A unit is two processes.  Pid 1 is cloned with new pid, mount, net, ipc
+ * and uts namespaces; it mounts its own /proc and a private tmpfs on /tmp,
+ * brings up lo, waits until the zygote has put it into its per-call cgroup
+ * ("go"), then vfork()s pid 2, which blocks on the unit socket for a job.
+ * The critical path of a call is therefore: the job arrives here, is
+ * forwarded (with its descriptors) to a ready unit, pid 2 dup2()s the
+ * pipes, attaches the sandbox scratch if any, drops to the unprivileged
+ * uid, loads seccomp and execve()s.  When pid 2 ends, pid 1 reports its
+ * wait status and exits, and the kernel kills whatever else is left in the
+ * pid namespace: no process outlives its call.  A timeout is a SIGKILL to
+ * pid 1, with the same effect on the whole tree.
+ *
+ * For the python3 runtime the units are not forked from this program but
+ * from a warm python process (fncall_zygote.py, the "template") that this
+ * program starts inside the same isolation; the template clones units
+ * with CLONE_PARENT so they are still our children, and everything else
+ * (jobs, cgroups, reaping, reporting) stays here.
+ *
+ * The cgroup driver is compiled in (see the include below) because the
+ * Makefile links helpers with libdsec only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <unistd.h>
+
+#include "be_cgroup.h"
+#include "be_fncall.h"
+#include "err.h"
+#include "proto.h"
+#include "util.h"
+
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+
+#define NEWROOT "/tmp/.dsec-root"
+#define UNIT_FD 3		/* the unit socket inside a unit */
+
+/* Configuration from the command line. */
+static struct {
+	const char *runtime;	/* "sh", "python3" */
+	const char *kind;	/* "c" (exec per call) or "py" (python template) */
+	const char *exe;	/* /bin/sh, /usr/bin/python3 */
+	const char *py;		/* path of fncall_zygote.py (kind py) */
+	const char *cgdesc;	/* be_cg_export() description */
+	unsigned pool;		/* warm units to keep */
+	unsigned max_units;	/* units alive at most */
+	uid_t uid;		/* unprivileged uid of calls */
+	gid_t gid;		/* and gid */
+	uint64_t scratch;	/* bytes of the per-unit /tmp */
+	uint64_t nofile;	/* RLIMIT_NOFILE of calls */
+	struct be_cg_limits lim;	/* default per-call cgroup limits */
+} cfg = {
+	.kind = "c", .pool = 4, .max_units = 260, .uid = 65534, .gid = 65534,
+	.scratch = 64 << 20, .nofile = 256,
+	.lim = { .memory = 256 << 20, .cpus = 1, .pids = 64 },
+};
+
+/* Our argv area, overwritten in units so that /proc/1/cmdline inside a
+ * call tells nothing about the host (paths, config). */
+static char *argv_area;
+static size_t argv_area_len;
+
+/* The compiled seccomp filter, loaded by pid 2 just before exec. */
+static struct sock_fprog seccomp_prog;
+static int seccomp_memfd = -1;
+
+static void die(const char *fmt, ...) DSEC_PRINTF(1, 2);
+static void die(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "fncall-zygote[%s]: ", cfg.runtime ? cfg.runtime : "?");
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	(void)!write(2, buf, (size_t)n);
+	_exit(1);
+}
+
+static void warnx_(const char *fmt, ...) DSEC_PRINTF(1, 2);
+static void warnx_(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	n = snprintf(buf, sizeof(buf), "fncall-zygote[%s]: warning: ", cfg.runtime);
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	(void)!write(2, buf, (size_t)n);
+}
+
+/* ---- isolation set up once -------------------------------------------- */
+
+static void lo_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+}
+
+static void xmount(const char *src, const char *dst, const char *type, unsigned long fl,
+		   const char *data)
+{
+	if (mount(src, dst, type, fl, data) < 0)
+		die("cannot mount '%s' on '%s': %s", src ? src : type ? type : "(remount)", dst, strerror(errno));
+}
+
+static void put_file(const char *path, const char *data, size_t len, int mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+	if (fd < 0 || dsec_write_all(fd, data, len) < 0)
+		die("cannot write '%s': %s", path, strerror(errno));
+	close(fd);
+}
+
+/* Copy a small host file or symlink into the new root if it exists. */
+static void copy_in(const char *host)
+{
+	char dst[PATH_MAX], lnk[PATH_MAX];
+	_cleanup_free_ char *data = NULL;
+	struct stat st;
+	size_t len;
+	ssize_t n;
+
+	if (lstat(host, &st) < 0)
+		return;
+	snprintf(dst, sizeof(dst), NEWROOT "%s", host);
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
+			lnk[n] = '\0';
+			(void)!symlink(lnk, dst);
+		}
+	} else if (S_ISREG(st.st_mode) && dsec_read_file(host, &data, &len) == 0) {
+		put_file(dst, data, len, 0644);
+	}
+}
+
+/* Bind a host directory read-only (or mirror a top-level symlink such as
+ * /bin -> usr/bin on merged-/usr systems). */
+static void bind_ro(const char *host, bool dev)
+{
+	char dst[PATH_MAX], lnk[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	if (lstat(host, &st) < 0)
+		return;
+	snprintf(dst, sizeof(dst), NEWROOT "%s", host);
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
+			lnk[n] = '\0';
+			(void)!symlink(lnk, dst);
+		}
+		return;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+			die("cannot mkdir '%s': %s", dst, strerror(errno));
+	} else {
+		put_file(dst, "", 0, 0644);
+	}
+	xmount(host, dst, NULL, MS_BIND | MS_REC, NULL);
+	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID |
+	       (dev ? 0 : MS_NODEV), NULL);
+}
+
+/* The root every unit sees: a tmpfs, read-only once built. */
+static void build_root(const char *py_src, size_t py_len)
+{
+	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+					   "/libx32" };
+	static const char *const etc_dirs[] = { "/etc/alternatives", "/etc/ssl",
+						"/etc/ld.so.conf.d", "/etc/ca-certificates" };
+	static const char *const etc_files[] = { "/etc/ld.so.cache", "/etc/ld.so.conf",
+						 "/etc/localtime", "/etc/os-release",
+						 "/etc/debian_version", "/etc/nsswitch.conf",
+						 "/etc/mime.types", "/etc/protocols",
+						 "/etc/services" };
+	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/full",
+					    "/dev/random", "/dev/urandom" };
+	char buf[1024];
+	int n;
+
+	xmount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0700");
+	if (mkdir(NEWROOT, 0755) < 0)
+		die("cannot mkdir '%s': %s", NEWROOT, strerror(errno));
+	xmount("tmpfs", NEWROOT, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755");
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
+		bind_ro(top[i], false);
+	mkdir(NEWROOT "/etc", 0755);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_dirs); i++)
+		bind_ro(etc_dirs[i], false);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_files); i++)
+		copy_in(etc_files[i]);
+	n = snprintf(buf, sizeof(buf),
+		     "root:x:0:0:root:/root:/bin/sh\n"
+		     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	if (cfg.uid != 0 && cfg.uid != 65534)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:%u:sandbox:/tmp:/bin/sh\n",
+			      (unsigned)cfg.uid, (unsigned)cfg.gid);
+	put_file(NEWROOT "/etc/passwd", buf, (size_t)n, 0644);
+	n = snprintf(buf, sizeof(buf), "root:x:0:\nnogroup:x:65534:\n");
+	if (cfg.gid != 0 && cfg.gid != 65534)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:\n", (unsigned)cfg.gid);
+	put_file(NEWROOT "/etc/group", buf, (size_t)n, 0644);
+	n = snprintf(buf, sizeof(buf), "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n");
+	put_file(NEWROOT "/etc/hosts", buf, (size_t)n, 0644);
+	put_file(NEWROOT "/etc/hostname", "sandbox\n", 8, 0644);
+	put_file(NEWROOT "/etc/resolv.conf", "", 0, 0644);
+	mkdir(NEWROOT "/dev", 0755);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(devs); i++)
+		bind_ro(devs[i], true);
+	/* bind_ro made them read-only; the nodes must stay writable. */
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(devs); i++) {
+		char dst[64];
+
+		snprintf(dst, sizeof(dst), NEWROOT "%s", devs[i]);
+		mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NOEXEC, NULL);
+	}
+	(void)!symlink("/proc/self/fd", NEWROOT "/dev/fd");
+	(void)!symlink("/proc/self/fd/0", NEWROOT "/dev/stdin");
+	(void)!symlink("/proc/self/fd/1", NEWROOT "/dev/stdout");
+	(void)!symlink("/proc/self/fd/2", NEWROOT "/dev/stderr");
+	(void)!symlink("/tmp", NEWROOT "/dev/shm");
+	mkdir(NEWROOT "/proc", 0555);
+	mkdir(NEWROOT "/tmp", 01777);
+	chmod(NEWROOT "/tmp", 01777);
+	mkdir(NEWROOT "/work", 0755);
+	mkdir(NEWROOT "/root", 0700);
+	mkdir(NEWROOT "/.dsec", 0755);
+	if (py_src)
+		put_file(NEWROOT "/.dsec/" FC_PY_ZYGOTE, py_src, py_len, 0644);
+	xmount(NULL, NEWROOT, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+
+	if (chdir(NEWROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+		die("cannot pivot into the new root: %s", strerror(errno));
+	if (umount2(".", MNT_DETACH) < 0)
+		die("cannot detach the old root: %s", strerror(errno));
+	if (chdir("/") < 0)
+		die("cannot chdir to the new root: %s", strerror(errno));
+}
+
+static void setup_namespaces(void)
+{
+	if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+		die("cannot unshare namespaces: %s", strerror(errno));
+	xmount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+	if (sethostname("sandbox", 7) < 0)
+		warnx_("cannot set hostname: %s", strerror(errno));
+	lo_up();
+}
+
+/* Deny what a call never needs and what widens the kernel's attack
+ * surface; EPERM rather than a kill so programs can fall back. */
+static void build_seccomp(void)
+{
+	static const char *const deny[] = {
+		"mount", "umount2", "pivot_root", "chroot", "kexec_load", "kexec_file_load",
+		"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "ptrace",
+		"process_vm_readv", "process_vm_writev", "userfaultfd", "open_by_handle_at",
+		"name_to_handle_at", "init_module", "finit_module", "delete_module", "reboot",
+		"swapon", "swapoff", "setns", "unshare", "acct", "quotactl", "quotactl_fd",
+		"sethostname", "setdomainname", "settimeofday", "clock_settime",
+		"clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog", "vhangup",
+		"lookup_dcookie", "fanotify_init", "open_tree", "move_mount", "fsopen",
+		"fsconfig", "fsmount", "fspick", "mount_setattr", "io_uring_setup",
+		"io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd", "nfsservctl",
+		"uselib", "ustat", "sysfs", "_sysctl", "create_module", "get_kernel_syms",
+		"query_module", "lsm_set_self_attr", "landlock_create_ruleset",
+	};
+	static const unsigned long ns_flags[] = {
+		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+		CLONE_NEWNET, CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
+	};
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	char path[] = "/fncall-seccomp";
+	struct stat st;
+	int fd, rc = 0;
+
+	if (!ctx)
+		die("cannot initialise seccomp");
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(deny); i++) {
+		int nr = seccomp_syscall_resolve_name(deny[i]);
+
+		if (nr == __NR_SCMP_ERROR)
+			continue;
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	}
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(ns_flags); i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	/* clone3 hides its flags in memory: make libc fall back to clone. */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* personality(): only the harmless values pass (PER_LINUX, with
+	 * UNAME26 and/or ADDR_NO_RANDOMIZE, as Docker's profile); libseccomp
+	 * cannot also except the 0xffffffff query, which fails too. */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+			       SCMP_A0(SCMP_CMP_GT, 0x20008));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			       SCMP_A1(SCMP_CMP_EQ, TIOCSTI));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			       SCMP_A1(SCMP_CMP_EQ, TIOCLINUX));
+	/* vsock is not namespaced: it would reach the hypervisor's host. */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+			       SCMP_A0(SCMP_CMP_EQ, 40 /* AF_VSOCK */));
+	if (rc)
+		die("cannot build the seccomp filter: %s", strerror(-rc));
+	if ((fd = memfd_create(path + 1, MFD_CLOEXEC)) < 0)
+		die("cannot create a memfd: %s", strerror(errno));
+	if ((rc = seccomp_export_bpf(ctx, fd)) < 0)
+		die("cannot export the seccomp filter: %s", strerror(-rc));
+	seccomp_release(ctx);
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter))
+		die("bad seccomp filter size");
+	seccomp_prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	seccomp_prog.filter = xmalloc((size_t)st.st_size);
+	if (pread(fd, seccomp_prog.filter, (size_t)st.st_size, 0) != st.st_size)
+		die("cannot read back the seccomp filter");
+	seccomp_memfd = fd;
+}
+
+/* ---- pid 2: the call itself -------------------------------------------- */
+
+/* A job as pid 2 reads it. */
+struct job {
+	struct dsec_msg msg;		/* parsed datagram */
+	struct dsec_msg body;		/* parsed body memfd, if any */
+	const msgpack_object *m;	/* map holding argv/code/env/cwd */
+	int fd_in, fd_out, fd_err, fd_tree;	/* received descriptors or -1 */
+	uint64_t nofile, disk, memory;	/* limits, 0 = default */
+};
+
+static void unit_send(const char *t, int64_t status, int errnum, const char *msg)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	msgpack_pack_map(&p.pk, msg ? 3 : 2);
+	dsec_pk_kv_str(&p, "t", t);
+	if (msg) {
+		dsec_pk_kv_i64(&p, "errno", errnum);
+		dsec_pk_kv_str(&p, "msg", msg);
+	} else {
+		dsec_pk_kv_i64(&p, "status", status);
+	}
+	(void)!send(UNIT_FD, p.sb.data, p.sb.size, MSG_NOSIGNAL);
+	dsec_pk_free(&p);
+}
+
+static _Noreturn void job_fail(int errnum, const char *fmt, ...) DSEC_PRINTF(2, 3);
+static _Noreturn void job_fail(int errnum, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	unit_send("err", 0, errnum, msg);
+	_exit(127);
+}
+
+static int recv_fds(int sock, void *buf, size_t len, int *fds, int *nfds, int flags)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * FC_MAX_FDS)];
+		struct cmsghdr h;
+	} cbuf;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
+			     .msg_controllen = sizeof(cbuf.b) };
+	ssize_t n;
+
+	*nfds = 0;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+		for (int i = 0; i < k; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*nfds < FC_MAX_FDS)
+				fds[(*nfds)++] = fd;
+			else
+				close(fd);
+		}
+	}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		for (int i = 0; i < *nfds; i++)
+			close(fds[i]);
+		*nfds = 0;
+		return -EMSGSIZE;
+	}
+	return (int)n;
+}
+
+static void parse_job(struct job *j, const void *buf, size_t len, const int *fds, int nfds)
+{
+	const msgpack_object *names;
+	struct dsec_err err;
+	int fd_body = -1;
+
+	j->fd_in = j->fd_out = j->fd_err = j->fd_tree = -1;
+	if (dsec_msg_parse(&j->msg, buf, len, FC_MSG_MAX, &err) < 0)
+		job_fail(EINVAL, "bad job: %s", err.msg);
+	names = dsec_map_get(j->msg.root, "fds");
+	if (names && names->type == MSGPACK_OBJECT_ARRAY) {
+		for (uint32_t i = 0; i < names->via.array.size && (int)i < nfds; i++) {
+			const msgpack_object *o = &names->via.array.ptr[i];
+			const char *s = o->type == MSGPACK_OBJECT_STR ? o->via.str.ptr : "";
+			size_t n = o->type == MSGPACK_OBJECT_STR ? o->via.str.size : 0;
+
+			if (n == 2 && !memcmp(s, "in", 2))
+				j->fd_in = fds[i];
+			else if (n == 3 && !memcmp(s, "out", 3))
+				j->fd_out = fds[i];
+			else if (n == 3 && !memcmp(s, "err", 3))
+				j->fd_err = fds[i];
+			else if (n == 4 && !memcmp(s, "tree", 4))
+				j->fd_tree = fds[i];
+			else if (n == 4 && !memcmp(s, "body", 4))
+				fd_body = fds[i];
+		}
+	}
+	dsec_get_u64(j->msg.root, "nofile", &j->nofile, NULL);
+	dsec_get_u64(j->msg.root, "disk", &j->disk, NULL);
+	dsec_get_u64(j->msg.root, "memory", &j->memory, NULL);
+	j->m = j->msg.root;
+	if (fd_body >= 0) {
+		struct stat st;
+		char *b;
+
+		if (fstat(fd_body, &st) < 0 || st.st_size <= 0 || st.st_size > (64 << 20))
+			job_fail(EINVAL, "bad job body");
+		b = xmalloc((size_t)st.st_size);
+		if (pread(fd_body, b, (size_t)st.st_size, 0) != st.st_size)
+			job_fail(EIO, "cannot read the job body");
+		if (dsec_msg_parse(&j->body, b, (size_t)st.st_size, (size_t)st.st_size, &err) < 0)
+			job_fail(EINVAL, "bad job body: %s", err.msg);
+		j->m = j->body.root;
+		close(fd_body);
+	}
+}
+
+/* execve() argv[0] along PATH from envp, as execvpe would with PATH taken
+ * from the job's environment rather than ours. */
+static int exec_path(char **argv, char **envp)
+{
+	const char *path = "/usr/local/bin:/usr/bin:/bin";
+	int saved = ENOENT;
+
+	if (strchr(argv[0], '/')) {
+		execve(argv[0], argv, envp);
+		return -errno;
+	}
+	for (char **e = envp; *e; e++)
+		if (!strncmp(*e, "PATH=", 5))
+			path = *e + 5;
+	for (const char *p = path; ; ) {
+		const char *c = strchr(p, ':');
+		size_t n = c ? (size_t)(c - p) : strlen(p);
+		char full[PATH_MAX];
+
+		if (snprintf(full, sizeof(full), "%.*s%s%s", (int)n, p, n ? "/" : "",
+			     argv[0]) < (int)sizeof(full)) {
+			execve(full, argv, envp);
+			if (errno == EACCES)
+				saved = EACCES;
+			else if (errno != ENOENT && errno != ENOTDIR)
+				saved = errno;
+		}
+		if (!c)
+			break;
+		p = c + 1;
+	}
+	return -saved;
+}
+
+/* Pid 2: wait for a job and become it.  Runs in a vfork() child of pid 1
+ * (shared memory, pid 1 suspended until the execve), so it may use libc
+ * freely but must never return. */
+static char job_buf[FC_MSG_MAX];
+
+/* Write, before the job arrives, the pages pid 2 will write: they are
+ * copy-on-write from the zygote, and where page faults are slow (shadow
+ * paging) taking them on the critical path costs more than the exec. */
+static __attribute__((noinline)) void prefault(void)
+{
+	volatile char stack[48 * 1024];
+	struct dsec_msg m;
+	struct dsec_pk p;
+	const char *env[] = { "PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", NULL };
+	char **v = NULL;
+
+	for (size_t i = 0; i < sizeof(stack); i += 4096)
+		stack[i] = 0;
+	memset(job_buf, 0, sizeof(job_buf));
+	dsec_pk_init(&p);
+	msgpack_pack_map(&p.pk, 4);
+	dsec_pk_kv_str(&p, "t", "job");
+	dsec_pk_kv_strv(&p, "env", env);
+	dsec_pk_kv_str(&p, "code", "echo warm");
+	dsec_pk_kv_str(&p, "cwd", "/tmp");
+	if (dsec_msg_parse(&m, p.sb.data, p.sb.size, FC_MSG_MAX, NULL) == 0) {
+		dsec_get_strv(m.root, "env", &v, NULL);
+		dsec_strv_free(v);
+		dsec_msg_free(&m);
+	}
+	dsec_pk_free(&p);
+}
+
+static _Noreturn void job_main(void)
+{
+	char *buf = job_buf;
+	struct job j = { 0 };
+	int fds[FC_MAX_FDS], nfds, n, nullfd = -1;
+	char **argv = NULL, **envp = NULL, *code = NULL, *cwd = NULL;
+	struct rlimit rl;
+	sigset_t none;
+
+	n = recv_fds(UNIT_FD, buf, sizeof(job_buf), fds, &nfds, 0);
+	if (n <= 0)
+		_exit(0);	/* the zygote went away */
+	parse_job(&j, buf, (size_t)n, fds, nfds);
+	if (dsec_get_strv(j.m, "argv", &argv, NULL) < 0 || !argv || !argv[0]) {
+		if (dsec_get_str(j.m, "code", &code, NULL) < 0 || !code)
+			job_fail(EINVAL, "job has neither argv nor code");
+		dsec_strv_free(argv);
+		argv = xcalloc(4, sizeof(*argv));
+		argv[0] = (char *)cfg.exe;
+		argv[1] = (char *)"-c";
+		argv[2] = code;
+	}
+	if (dsec_get_strv(j.m, "env", &envp, NULL) < 0 || !envp)
+		envp = xcalloc(1, sizeof(*envp));
+	if (dsec_get_str(j.m, "cwd", &cwd, NULL) < 0 || !cwd)
+		cwd = xstrdup(j.fd_tree >= 0 ? "/work" : "/tmp");
+
+	if (j.disk && j.disk != cfg.scratch) {
+		char opt[64];
+
+		snprintf(opt, sizeof(opt), "size=%llu", (unsigned long long)j.disk);
+		if (mount(NULL, "/tmp", NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, opt) < 0)
+			job_fail(errno, "cannot resize /tmp: %s", strerror(errno));
+	}
+	if (j.fd_tree >= 0 &&
+	    syscall(SYS_move_mount, j.fd_tree, "", AT_FDCWD, "/work", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		job_fail(errno, "cannot attach the sandbox scratch: %s", strerror(errno));
+	if (j.fd_in < 0 && (j.fd_in = nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+		job_fail(errno, "cannot open /dev/null: %s", strerror(errno));
+	if (j.fd_out < 0 || j.fd_err < 0)
+		job_fail(EINVAL, "job without stdout or stderr");
+	if (dup2(j.fd_in, 0) < 0 || dup2(j.fd_out, 1) < 0 || dup2(j.fd_err, 2) < 0)
+		job_fail(errno, "cannot set up stdio: %s", strerror(errno));
+
+	rl.rlim_cur = rl.rlim_max = j.nofile ? j.nofile : cfg.nofile;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		job_fail(errno, "cannot set the open files limit: %s", strerror(errno));
+	rl.rlim_cur = rl.rlim_max = 0;
+	setrlimit(RLIMIT_CORE, &rl);
+	if (!strcmp(cfg.cgdesc, "none")) {
+		/* No cgroup: the address-space limit is the next best thing. */
+		rl.rlim_cur = rl.rlim_max = j.memory ? j.memory : cfg.lim.memory;
+		if (rl.rlim_cur)
+			setrlimit(RLIMIT_AS, &rl);
+	}
+	if (setgroups(0, NULL) < 0 || setresgid(cfg.gid, cfg.gid, cfg.gid) < 0 ||
+	    setresuid(cfg.uid, cfg.uid, cfg.uid) < 0)
+		job_fail(errno, "cannot drop privileges: %s", strerror(errno));
+	if (chdir(cwd) < 0)
+		job_fail(errno, "cannot change directory to '%s': %s", cwd, strerror(errno));
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &seccomp_prog, 0, 0) < 0)
+		job_fail(errno, "cannot load the seccomp filter: %s", strerror(errno));
+	/* Handlers do not survive exec; ignored signals do, and the zygote
+	 * ignores only SIGPIPE. */
+	signal(SIGPIPE, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	n = -exec_path(argv, envp);
+	job_fail(n, "cannot execute '%s': %s", argv[0], strerror(n));
+}
+
+/* ---- pid 1 of a unit ---------------------------------------------------- */
+
+/* Runs right after clone() in the new namespaces; never returns. */
+static _Noreturn void unit_main(int sock)
+{
+	char buf[256], opt[64];
+	pid_t child;
+	int st;
+	ssize_t n;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (dup3(sock, UNIT_FD, O_CLOEXEC) < 0)
+		_exit(1);
+	if (argv_area) {
+		static const char title[] = "fncall-unit";
+
+		memset(argv_area, 0, argv_area_len);
+		memcpy(argv_area, title, sizeof(title) <= argv_area_len ? sizeof(title) : 0);
+		prctl(PR_SET_MM, PR_SET_MM_ARG_END, (unsigned long)(argv_area + sizeof(title)), 0, 0);
+		prctl(PR_SET_NAME, (unsigned long)title, 0, 0, 0);
+	}
+	syscall(SYS_close_range, UNIT_FD + 1, ~0U, 0);
+	if (seccomp_memfd >= 0)
+		seccomp_memfd = -1;	/* closed above; the BPF is in memory */
+	prctl(PR_SET_DUMPABLE, 0);
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		die("unit: cannot mount /proc: %s", strerror(errno));
+	snprintf(opt, sizeof(opt), "size=%llu,mode=1777", (unsigned long long)cfg.scratch);
+	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opt) < 0)
+		die("unit: cannot mount /tmp: %s", strerror(errno));
+	lo_up();
+	prefault();
+	/* Wait until the zygote has put us into our cgroup. */
+	do
+		n = recv(UNIT_FD, buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0)
+		_exit(0);
+	child = vfork();
+	if (child == 0)
+		job_main();
+	if (child < 0) {
+		unit_send("err", 0, errno, "cannot fork");
+		_exit(1);
+	}
+	for (;;) {
+		pid_t p = waitpid(-1, &st, __WALL);
+
+		if (p == child)
+			break;
+		if (p < 0 && errno != EINTR)
+			_exit(1);
+	}
+	unit_send("st", st, 0, NULL);
+	_exit(0);
+}
+
+/* ---- the zygote's loop -------------------------------------------------- */
+
+enum ustate {
+	U_SPAWNING,	/* python template asked, pid not known yet */
+	U_READY,	/* placed and told "go": can take a job */
+	U_BUSY,		/* running a job */
+	U_DONE,		/* job reported, waiting to be reaped */
+};
+
+struct slot {
+	struct be_cg *cg;		/* per-call group "u<N>", NULL without cgroups */
+	struct be_cg_limits cur;	/* limits written to it */
+	bool used;			/* taken by a live unit */
+};
+
+struct unit {
+	pid_t pid;			/* pid 1 of the unit, in our namespace */
+	int sock;			/* our end of the unit socket */
+	int slot;			/* index into slots */
+	enum ustate st;			/* lifecycle */
+	uint64_t job;			/* job id while busy */
+	bool reported;			/* done sent to the backend */
+	int err_no;			/* pid 2 could not start: errno */
+	char *err_msg;			/* and why (owned) */
+	struct unit *next;		/* all units */
+};
+
+/* A job waiting for a unit. */
+struct pending {
+	uint64_t id;			/* job id */
+	void *data;			/* datagram (owned) */
+	size_t len;			/* its length */
+	int fds[FC_MAX_FDS];		/* descriptors (owned) */
+	int nfds;			/* how many */
+	struct be_cg_limits lim;	/* requested limits, 0 = default */
+	struct pending *next;		/* FIFO link */
+};
+
+static struct {
+	int sock;			/* backend socket */
+	int ep;				/* epoll */
+	int sfd;			/* signalfd for SIGCHLD */
+	struct be_cg *cg;		/* runtime group (children: zygote, u<N>) */
+	struct slot *slots;		/* per-call groups */
+	int nslots;			/* allocated */
+	struct unit *units;		/* every live unit */
+	unsigned nunits;		/* how many */
+	unsigned nready;		/* in U_READY or U_SPAWNING */
+	struct pending *pq, **pq_tail;	/* jobs waiting for a unit */
+	pid_t tpid;			/* python template, 0 for kind c */
+	int tsock;			/* its control socket */
+	bool thello;			/* template said hello */
+	bool spawn_backoff;		/* the last clone failed: refill slowly */
+} z = { .sock = FC_FD_SOCK, .tsock = -1 };
+
+#define EV_SOCK 1
+#define EV_SIG 2
+#define EV_TMPL 3
+
+static void ep_add(int fd, uint64_t tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = tag };
+
+	if (epoll_ctl(z.ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		die("epoll_ctl: %s", strerror(errno));
+}
+
+static void send_backend(struct dsec_pk *p)
+{
+	ssize_t n;
+
+	do
+		n = send(z.sock, p->sb.data, p->sb.size, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		die("cannot write to the backend: %s", strerror(errno));
+	dsec_pk_free(p);
+}
+
+static unsigned count_ready(void)
+{
+	return z.nready;
+}
+
+static void report(struct unit *u, uint64_t id, int status, int errnum, const char *msg)
+{
+	struct dsec_pk p;
+
+	if (u) {
+		if (u->reported)
+			return;
+		u->reported = true;
+	}
+	dsec_pk_init(&p);
+	msgpack_pack_map(&p.pk, msg ? 5 : 4);
+	dsec_pk_kv_str(&p, "t", "done");
+	dsec_pk_kv_u64(&p, "id", id);
+	if (msg) {
+		dsec_pk_kv_i64(&p, "errno", errnum);
+		dsec_pk_kv_str(&p, "msg", msg);
+	} else {
+		dsec_pk_kv_i64(&p, "status", status);
+	}
+	dsec_pk_kv_u64(&p, "ready", count_ready());
+	send_backend(&p);
+}
+
+static int get_slot(void)
+{
+	struct dsec_err err;
+	char name[32];
+	int i;
+
+	for (i = 0; i < z.nslots; i++)
+		if (!z.slots[i].used)
+			break;
+	if (i == z.nslots) {
+		z.slots = xrealloc(z.slots, sizeof(*z.slots) * (size_t)(z.nslots + 1));
+		memset(&z.slots[i], 0, sizeof(z.slots[i]));
+		z.nslots++;
+		if (z.cg->mode != BE_CG_NONE) {
+			snprintf(name, sizeof(name), "u%d", i);
+			if (be_cg_child(z.cg, name, true, false, &z.slots[i].cg, &err) < 0)
+				die("%s", err.msg);
+			if (be_cg_set_limits(z.slots[i].cg, &cfg.lim) < 0)
+				warnx_("cannot set limits on cgroup '%s'", z.slots[i].cg->path);
+			z.slots[i].cur = cfg.lim;
+		}
+	}
+	z.slots[i].used = true;
+	return i;
+}
+
+/* Put the slot's limits to what a job asks (0 fields = defaults). */
+static void slot_limits(int i, const struct be_cg_limits *want)
+{
+	struct slot *s = &z.slots[i];
+	struct be_cg_limits l = {
+		.memory = want && want->memory ? want->memory : cfg.lim.memory,
+		.cpus = want && want->cpus > 0 ? want->cpus : cfg.lim.cpus,
+		.pids = want && want->pids ? want->pids : cfg.lim.pids,
+	};
+
+	if (!s->cg || (l.memory == s->cur.memory && l.cpus == s->cur.cpus && l.pids == s->cur.pids))
+		return;
+	if (be_cg_set_limits(s->cg, &l) < 0)
+		warnx_("cannot set limits on cgroup '%s'", s->cg->path);
+	s->cur = l;
+}
+
+static void send_small(int sock, const char *t)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	msgpack_pack_map(&p.pk, 1);
+	dsec_pk_kv_str(&p, "t", t);
+	(void)!send(sock, p.sb.data, p.sb.size, MSG_NOSIGNAL | MSG_DONTWAIT);
+	dsec_pk_free(&p);
+}
+
+/* The unit's pid is known: place it and let it go. */
+static void unit_place(struct unit *u)
+{
+	struct slot *s = &z.slots[u->slot];
+
+	if (s->cg && be_cg_attach(s->cg, u->pid) < 0)
+		warnx_("cannot move unit %d into cgroup '%s'", (int)u->pid, s->cg->path);
+	if (s->cg && (s->cur.memory != cfg.lim.memory || s->cur.pids != cfg.lim.pids ||
+		      s->cur.cpus != cfg.lim.cpus))
+		slot_limits(u->slot, NULL);
+	send_small(u->sock, "go");
+	u->st = U_READY;
+}
+
+static void spawn_unit(void)
+{
+	int sv[2];
+	struct unit *u;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		warnx_("cannot make a unit socket: %s", strerror(errno));
+		return;
+	}
+	u = xcalloc(1, sizeof(*u));
+	u->sock = sv[0];
+	u->slot = get_slot();
+	u->st = U_SPAWNING;
+	if (z.tpid) {
+		/* Ask the python template; its answer carries the pid. */
+		union {
+			char b[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr h;
+		} cbuf;
+		struct dsec_pk p;
+		struct iovec iov;
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
+				     .msg_controllen = sizeof(cbuf.b) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+		dsec_pk_init(&p);
+		msgpack_pack_map(&p.pk, 1);
+		dsec_pk_kv_str(&p, "t", "spawn");
+		iov.iov_base = p.sb.data;
+		iov.iov_len = p.sb.size;
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &sv[1], sizeof(int));
+		if (sendmsg(z.tsock, &mh, MSG_NOSIGNAL) < 0)
+			die("cannot talk to the python template: %s", strerror(errno));
+		dsec_pk_free(&p);
+		close(sv[1]);
+	} else {
+		pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+					   CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD, 0, 0, 0, 0);
+
+		if (pid == 0) {
+			close(sv[0]);
+			unit_main(sv[1]);
+		}
+		close(sv[1]);
+		if (pid < 0) {
+			if (!z.spawn_backoff)
+				warnx_("cannot clone a unit: %s", strerror(errno));
+			z.spawn_backoff = true;
+			z.slots[u->slot].used = false;
+			close(sv[0]);
+			free(u);
+			return;
+		}
+		u->pid = pid;
+		z.spawn_backoff = false;
+	}
+	u->next = z.units;
+	z.units = u;
+	z.nunits++;
+	z.nready++;
+	ep_add(u->sock, (uint64_t)(uintptr_t)u);
+	if (u->pid)
+		unit_place(u);
+}
+
+static void unit_free(struct unit *u)
+{
+	for (struct unit **pp = &z.units; *pp; pp = &(*pp)->next)
+		if (*pp == u) {
+			*pp = u->next;
+			break;
+		}
+	if (u->st == U_READY || u->st == U_SPAWNING)
+		z.nready--;
+	z.nunits--;
+	z.slots[u->slot].used = false;
+	close(u->sock);
+	free(u->err_msg);
+	free(u);
+}
+
+/* Read what a unit said: pid 2's start failure, pid 1's final status. */
+static void unit_read(struct unit *u)
+{
+	char buf[1024];
+	struct dsec_msg m;
+	ssize_t n;
+
+	while ((n = recv(u->sock, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		_cleanup_free_ char *t = NULL, *msg = NULL;
+		uint64_t st = 0;
+		int64_t v = 0;
+
+		if (dsec_msg_parse(&m, buf, (size_t)n, sizeof(buf), NULL) < 0)
+			continue;
+		dsec_get_str(m.root, "t", &t, NULL);
+		if (t && !strcmp(t, "err")) {
+			const msgpack_object *o = dsec_map_get(m.root, "errno");
+
+			if (o && (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER))
+				v = (int64_t)o->via.u64;
+			dsec_get_str(m.root, "msg", &msg, NULL);
+			u->err_no = (int)v ? (int)v : EIO;
+			free(u->err_msg);
+			u->err_msg = msg ? dsec_steal_pointer(&msg) : xstrdup("cannot start");
+		} else if (t && !strcmp(t, "st") && u->st == U_BUSY) {
+			const msgpack_object *o = dsec_map_get(m.root, "status");
+
+			if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+				st = o->via.u64;
+			u->st = U_DONE;
+			if (u->err_msg)
+				report(u, u->job, 0, u->err_no, u->err_msg);
+			else
+				report(u, u->job, (int)st, 0, NULL);
+		}
+		dsec_msg_free(&m);
+	}
+	if (n == 0) {
+		/* Both processes are gone; stop polling until the reap. */
+		epoll_ctl(z.ep, EPOLL_CTL_DEL, u->sock, NULL);
+	}
+}
+
+static void pending_free(struct pending *p)
+{
+	for (int i = 0; i < p->nfds; i++)
+		close(p->fds[i]);
+	free(p->data);
+	free(p);
+}
+
+/* Hand a job to a ready unit; false if none could take it. */
+static bool dispatch(struct pending *p)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * FC_MAX_FDS)];
+		struct cmsghdr h;
+	} cbuf;
+	struct iovec iov = { .iov_base = p->data, .iov_len = p->len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct unit *u, *best;
+
+	for (;;) {
+		best = NULL;
+		/* The oldest ready unit is the most likely to be set up. */
+		for (u = z.units; u; u = u->next)
+			if (u->st == U_READY)
+				best = u;
+		if (!best)
+			return false;
+		u = best;
+		slot_limits(u->slot, &p->lim);
+		if (p->nfds) {
+			struct cmsghdr *c;
+
+			mh.msg_control = cbuf.b;
+			mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)p->nfds);
+			c = CMSG_FIRSTHDR(&mh);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)p->nfds);
+			memcpy(CMSG_DATA(c), p->fds, sizeof(int) * (size_t)p->nfds);
+		}
+		u->st = U_BUSY;
+		z.nready--;
+		u->job = p->id;
+		if (sendmsg(u->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+			return true;
+		/* The unit died under us; it will be reaped.  Try another. */
+		u->st = U_DONE;
+		u->reported = true;
+	}
+}
+
+static void drain_pending(void)
+{
+	while (z.pq && dispatch(z.pq)) {
+		struct pending *p = z.pq;
+
+		if (!(z.pq = p->next))
+			z.pq_tail = &z.pq;
+		pending_free(p);
+	}
+}
+
+static void kill_job(uint64_t id)
+{
+	for (struct unit *u = z.units; u; u = u->next)
+		if (u->st == U_BUSY && u->job == id) {
+			kill(u->pid, SIGKILL);
+			return;
+		}
+	for (struct pending **pp = &z.pq; *pp; pp = &(*pp)->next) {
+		struct pending *p = *pp;
+
+		if (p->id != id)
+			continue;
+		if (!(*pp = p->next))
+			z.pq_tail = pp;
+		pending_free(p);
+		report(NULL, id, SIGKILL, 0, NULL);
+		return;
+	}
+}
+
+static void backend_read(void)
+{
+	static char buf[FC_MSG_MAX];
+	int fds[FC_MAX_FDS], nfds, n;
+
+	for (;;) {
+		struct dsec_msg m;
+		_cleanup_free_ char *t = NULL;
+		uint64_t id = 0, v;
+
+		n = recv_fds(z.sock, buf, sizeof(buf), fds, &nfds, MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			return;
+		if (n == 0)
+			exit(0);	/* the backend closed: leave (units die with us) */
+		if (n < 0)
+			die("cannot read from the backend: %s", strerror(-n));
+		if (dsec_msg_parse(&m, buf, (size_t)n, FC_MSG_MAX, NULL) < 0) {
+			warnx_("bad message from the backend");
+			for (int i = 0; i < nfds; i++)
+				close(fds[i]);
+			continue;
+		}
+		dsec_get_str(m.root, "t", &t, NULL);
+		dsec_get_u64(m.root, "id", &id, NULL);
+		if (t && !strcmp(t, "job")) {
+			struct pending *p = xcalloc(1, sizeof(*p));
+
+			p->id = id;
+			p->data = xmemdup(buf, (size_t)n);
+			p->len = (size_t)n;
+			memcpy(p->fds, fds, sizeof(int) * (size_t)nfds);
+			p->nfds = nfds;
+			if (dsec_get_u64(m.root, "memory", &v, NULL) == 0)
+				p->lim.memory = v;
+			if (dsec_get_u64(m.root, "pids", &v, NULL) == 0)
+				p->lim.pids = (uint32_t)v;
+			if (dsec_get_u64(m.root, "cpus", &v, NULL) == 0)
+				p->lim.cpus = (double)v / 1000.0;
+			*z.pq_tail = p;
+			z.pq_tail = &p->next;
+			nfds = 0;
+		} else if (t && !strcmp(t, "kill")) {
+			kill_job(id);
+		}
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		dsec_msg_free(&m);
+	}
+}
+
+static struct unit *unit_by_pid(pid_t pid)
+{
+	for (struct unit *u = z.units; u; u = u->next)
+		if (u->pid == pid)
+			return u;
+	return NULL;
+}
+
+/* Pids the template reported after they already died. */
+static struct { pid_t pid; int st; } early[64];
+static int nearly;
+
+static void template_read(void);
+
+static void reap(void)
+{
+	struct signalfd_siginfo si;
+	pid_t pid;
+	int st;
+
+	while (read(z.sfd, &si, sizeof(si)) == sizeof(si))
+		;
+	if (z.tpid)
+		template_read();
+	while ((pid = waitpid(-1, &st, WNOHANG | __WALL)) > 0) {
+		struct unit *u = unit_by_pid(pid);
+
+		if (pid == z.tpid)
+			die("the python template exited (status %d)", st);
+		if (!u) {
+			if (nearly < (int)DSEC_ARRAY_LEN(early)) {
+				early[nearly].pid = pid;
+				early[nearly++].st = st;
+			}
+			continue;
+		}
+		unit_read(u);
+		if (u->st == U_BUSY) {
+			/* Killed (timeout) or died before reporting. */
+			if (u->err_msg)
+				report(u, u->job, 0, u->err_no, u->err_msg);
+			else
+				report(u, u->job, st, 0, NULL);
+		}
+		unit_free(u);
+	}
+}
+
+static void template_read(void)
+{
+	char buf[256];
+	ssize_t n;
+
+	while ((n = recv(z.tsock, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		struct dsec_msg m;
+		_cleanup_free_ char *t = NULL;
+		uint64_t pid = 0;
+
+		if (dsec_msg_parse(&m, buf, (size_t)n, sizeof(buf), NULL) < 0)
+			continue;
+		dsec_get_str(m.root, "t", &t, NULL);
+		dsec_get_u64(m.root, "pid", &pid, NULL);
+		if (t && !strcmp(t, "hello")) {
+			z.thello = true;
+		} else if (t && !strcmp(t, "pid")) {
+			/* Answers come in the order of the requests. */
+			struct unit *u, *first = NULL;
+
+			for (u = z.units; u; u = u->next)
+				if (u->st == U_SPAWNING && !u->pid)
+					first = u;
+			if (first) {
+				first->pid = (pid_t)pid;
+				if (pid == 0) {
+					/* The template could not clone. */
+					first->st = U_DONE;
+					first->reported = true;
+					z.nready--;
+					unit_free(first);
+				} else {
+					unit_place(first);
+					for (int i = 0; i < nearly; i++)
+						if (early[i].pid == (pid_t)pid) {
+							early[i] = early[--nearly];
+							unit_free(first);
+							break;
+						}
+				}
+			}
+		}
+		dsec_msg_free(&m);
+	}
+	if (n == 0)
+		die("the python template closed its socket");
+}
+
+static void start_template(void)
+{
+	int sv[2];
+	pid_t pid;
+	char uid[16], gid[16], scratch[32], nofile[32], memory[32];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		die("cannot make the template socket: %s", strerror(errno));
+	snprintf(uid, sizeof(uid), "%u", (unsigned)cfg.uid);
+	snprintf(gid, sizeof(gid), "%u", (unsigned)cfg.gid);
+	snprintf(scratch, sizeof(scratch), "%llu", (unsigned long long)cfg.scratch);
+	snprintf(nofile, sizeof(nofile), "%llu", (unsigned long long)cfg.nofile);
+	snprintf(memory, sizeof(memory), "%llu",
+		 !strcmp(cfg.cgdesc, "none") ? (unsigned long long)cfg.lim.memory : 0ULL);
+	pid = fork();
+	if (pid < 0)
+		die("cannot fork the python template: %s", strerror(errno));
+	if (pid == 0) {
+		sigset_t none;
+		char *const argv[] = { (char *)cfg.exe, (char *)"-I", (char *)"-S",
+				       (char *)"/.dsec/" FC_PY_ZYGOTE, (char *)"--uid", uid,
+				       (char *)"--gid", gid, (char *)"--scratch", scratch,
+				       (char *)"--nofile", nofile, (char *)"--memory", memory,
+				       NULL };
+		char *const envp[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
+				       (char *)"LANG=C.UTF-8", NULL };
+
+		/* Park both above the target numbers first: either may already
+		 * sit on 3 or 4. */
+		int a = fcntl(sv[1], F_DUPFD, 16), b = fcntl(seccomp_memfd, F_DUPFD, 16);
+
+		if (a < 0 || b < 0 || dup2(a, 3) < 0 || dup2(b, 4) < 0)
+			_exit(127);
+		syscall(SYS_close_range, 5, ~0U, 0);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execve(cfg.exe, argv, envp);
+		_exit(127);
+	}
+	close(sv[1]);
+	z.tpid = pid;
+	z.tsock = sv[0];
+	/* Wait (bounded) for the template's hello so a broken runtime is
+	 * reported at start rather than on the first call. */
+	for (int i = 0; i < 300 && !z.thello; i++) {
+		struct pollfd pfd = { .fd = z.tsock, .events = POLLIN };
+		int st;
+
+		if (poll(&pfd, 1, 100) > 0)
+			template_read();
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			die("the python template exited at start (status %d)", st);
+	}
+	if (!z.thello)
+		die("the python template did not start within 30 s");
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: fncall-zygote --runtime NAME --kind c|py --exe PATH --cg DESC "
+		"[--py FILE] [--pool N] [--max-units N] [--uid U] [--gid G] [--scratch BYTES] "
+		"[--nofile N] [--memory BYTES] [--cpus N] [--pids N]\n"
+		"Started by the fncall backend of dsecd; not meant to be run by hand.\n");
+	exit(2);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "runtime", 1, NULL, 'r' }, { "kind", 1, NULL, 'k' }, { "exe", 1, NULL, 'e' },
+		{ "py", 1, NULL, 'y' }, { "cg", 1, NULL, 'c' }, { "pool", 1, NULL, 'p' },
+		{ "max-units", 1, NULL, 'M' }, { "uid", 1, NULL, 'u' }, { "gid", 1, NULL, 'g' },
+		{ "scratch", 1, NULL, 's' }, { "nofile", 1, NULL, 'n' },
+		{ "memory", 1, NULL, 'm' }, { "cpus", 1, NULL, 'C' }, { "pids", 1, NULL, 'P' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r': cfg.runtime = xstrdup(optarg); break;
+		case 'k': cfg.kind = xstrdup(optarg); break;
+		case 'e': cfg.exe = xstrdup(optarg); break;
+		case 'y': cfg.py = xstrdup(optarg); break;
+		case 'c': cfg.cgdesc = xstrdup(optarg); break;
+		case 'p': cfg.pool = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'M': cfg.max_units = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'u': cfg.uid = (uid_t)strtoul(optarg, NULL, 10); break;
+		case 'g': cfg.gid = (gid_t)strtoul(optarg, NULL, 10); break;
+		case 's': cfg.scratch = strtoull(optarg, NULL, 10); break;
+		case 'n': cfg.nofile = strtoull(optarg, NULL, 10); break;
+		case 'm': cfg.lim.memory = strtoull(optarg, NULL, 10); break;
+		case 'C': cfg.lim.cpus = strtod(optarg, NULL); break;
+		case 'P': cfg.lim.pids = (uint32_t)strtoul(optarg, NULL, 10); break;
+		default: usage();
+		}
+	}
+	if (!cfg.runtime || !cfg.exe || !cfg.cgdesc || optind != argc ||
+	    (strcmp(cfg.kind, "c") && strcmp(cfg.kind, "py")) ||
+	    (!strcmp(cfg.kind, "py") && !cfg.py))
+		usage();
+	if (cfg.max_units < cfg.pool + 1)
+		cfg.max_units = cfg.pool + 1;
+}
+
+int main(int argc, char **argv)
+{
+	_cleanup_free_ char *py_src = NULL;
+	struct dsec_err err;
+	struct be_cg *zcg;
+	sigset_t mask;
+	size_t py_len = 0;
+	struct dsec_pk p;
+
+	parse_args(argc, argv);
+	argv_area = argv[0];
+	argv_area_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
+	if (fcntl(FC_FD_SOCK, F_GETFD) < 0)
+		die("no backend socket on fd %d", FC_FD_SOCK);
+	dsec_set_cloexec(FC_FD_SOCK, true);
+	if (be_cg_import(&z.cg, cfg.cgdesc, FC_FD_CG, &err) < 0)
+		die("%s", err.msg);
+	for (int i = 0; i < z.cg->n; i++)
+		dsec_set_cloexec(z.cg->dirfd[i], true);
+	if (z.cg->mode != BE_CG_NONE) {
+		if (be_cg_child(z.cg, "zygote", true, false, &zcg, &err) < 0)
+			die("%s", err.msg);
+		if (be_cg_attach(zcg, 0) < 0)
+			warnx_("cannot enter cgroup '%s'", zcg->path);
+		be_cg_free(zcg);
+	}
+	if (!strcmp(cfg.kind, "py") && dsec_read_file(cfg.py, &py_src, &py_len) < 0)
+		die("cannot read '%s': %s", cfg.py, strerror(errno));
+	if (access(cfg.exe, X_OK) < 0)
+		die("runtime '%s' needs '%s': %s", cfg.runtime, cfg.exe, strerror(errno));
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	build_seccomp();
+	setup_namespaces();
+	build_root(py_src, py_len);
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if ((z.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
+		die("signalfd: %s", strerror(errno));
+	if ((z.ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
+		die("epoll: %s", strerror(errno));
+	z.pq_tail = &z.pq;
+	dsec_set_nonblock(z.sock, false);
+	if (!strcmp(cfg.kind, "py")) {
+		start_template();
+		ep_add(z.tsock, EV_TMPL);
+	}
+	ep_add(z.sock, EV_SOCK);
+	ep_add(z.sfd, EV_SIG);
+
+	dsec_pk_init(&p);
+	msgpack_pack_map(&p.pk, 2);
+	dsec_pk_kv_str(&p, "t", "ready");
+	dsec_pk_kv_u64(&p, "pool", cfg.pool);
+	send_backend(&p);
+
+	for (;;) {
+		struct epoll_event evs[64];
+		unsigned want;
+		int n;
+
+		/* Refill one unit per turn so jobs are never held up behind a
+		 * burst of forks; poll without sleeping while short. */
+		want = cfg.pool;
+		for (struct pending *q = z.pq; q; q = q->next)
+			want++;
+		n = epoll_wait(z.ep, evs, DSEC_ARRAY_LEN(evs),
+			       count_ready() < want && z.nunits < cfg.max_units ?
+			       (z.spawn_backoff ? 100 : 0) : -1);
+		if (n < 0 && errno != EINTR)
+			die("epoll_wait: %s", strerror(errno));
+		for (int i = 0; i < n; i++) {
+			uint64_t tag = evs[i].data.u64;
+
+			if (tag == EV_SOCK)
+				backend_read();
+			else if (tag == EV_SIG)
+				reap();
+			else if (tag == EV_TMPL)
+				template_read();
+			else
+				unit_read((struct unit *)(uintptr_t)tag);
+		}
+		drain_pending();
+		if (count_ready() < want && z.nunits < cfg.max_units) {
+			spawn_unit();
+			drain_pending();
+		}
+	}
+}

@@ -1,0 +1,314 @@
+# fncall_zygote.py - the warm python3 template of the fncall backend.
+#
+# Started by fncall-zygote (the C helper) inside the runtime's isolation:
+# private mount/net/ipc/uts namespaces, the minimal read-only root, as root.
+# Python takes ~20 ms to start, so calls cannot exec it: this process warms
+# up once, then, for every {t:"spawn"} from the helper on fd 3, clones a
+# unit with CLONE_PARENT (so the unit is the helper's child) in new pid,
+# mount, net, ipc and uts namespaces and answers {t:"pid", pid}.
+#
+# A unit is pid 1 of its namespace: it mounts /proc and a private /tmp,
+# brings up lo, waits for {t:"go"} (the helper has placed it in its
+# cgroup), then forks pid 2, which waits for the job, drops to the call's
+# uid, loads the seccomp filter (BPF from fd 4) and runs `code` with exec()
+# in a fresh namespace, or execs argv.  Pid 1 reports pid 2's wait status
+# as {t:"st", status} and exits, which kills anything left in the
+# namespace.  Messages are those of be_fncall.h.
+import sys
+sys.path.append('/usr/lib/python3/dist-packages')
+
+import builtins
+import ctypes
+import fcntl
+import io
+import os
+import resource
+import signal
+import socket
+import struct
+import traceback
+
+import msgpack
+
+# Modules most snippets use, loaded once here so calls do not pay for them.
+import collections, functools, itertools, json, math, random, re, string, time  # noqa: E401,F401
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_PARENT = 0x00008000
+SIGCHLD = 17
+SYS_clone = {'x86_64': 56, 'aarch64': 220}.get(os.uname().machine, 56)
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 2, 4, 8, 32
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
+SECCOMP_MODE_FILTER = 2
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x8914, 0x1, 0x40
+MAX_MSG = 64 * 1024
+UNIT_FD = 3
+
+libc = ctypes.PyDLL(None, use_errno=True)   # PyDLL: keeps the GIL across calls
+libc.syscall.restype = ctypes.c_long
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                       ctypes.c_char_p]
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                       ctypes.c_ulong]
+pyapi = ctypes.pythonapi
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
+
+
+def parse_args(argv):
+    cfg = {'uid': 65534, 'gid': 65534, 'scratch': 64 << 20, 'nofile': 256, 'memory': 0}
+    it = iter(argv)
+    for a in it:
+        if a.startswith('--') and a[2:] in cfg:
+            cfg[a[2:]] = int(next(it))
+        else:
+            raise SystemExit('fncall_zygote.py: unknown argument %r' % a)
+    return cfg
+
+
+CFG = parse_args(sys.argv[1:])
+BPF = os.pread(4, 1 << 20, 0)
+os.close(4)
+BPF_BUF = ctypes.create_string_buffer(BPF, len(BPF))
+FPROG = SockFprog(len(BPF) // 8, ctypes.cast(BPF_BUF, ctypes.c_void_p))
+
+
+def send(sock, t, **kw):
+    kw['t'] = t
+    try:
+        sock.send(msgpack.packb(kw))
+    except OSError:
+        pass
+
+
+def fail(sock, err, msg):
+    send(sock, 'err', errno=err, msg=msg)
+    os._exit(127)
+
+
+def lo_up():
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            req = struct.pack('16sH14x', b'lo', 0)
+            flags = struct.unpack('16sH14x', fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
+            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack('16sH14x', b'lo', flags | IFF_UP | IFF_RUNNING))
+    except OSError:
+        pass
+
+
+def mount(src, dst, typ, flags, data):
+    if libc.mount(src, dst, typ, flags, data) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, 'cannot mount %s: %s' % (dst.decode(), os.strerror(e)))
+
+
+def run_job(sock, msg, fds):
+    """Pid 2: become the call.  Never returns."""
+    job = msgpack.unpackb(msg, raw=False)
+    names = job.get('fds') or []
+    got = dict(zip(names, fds))
+    body = job
+    if 'body' in got:
+        with os.fdopen(got['body'], 'rb') as f:
+            body = msgpack.unpackb(f.read(), raw=False)
+    argv, code = body.get('argv'), body.get('code')
+    env = body.get('env') or []
+    cwd = body.get('cwd') or ('/work' if 'tree' in got else '/tmp')
+    disk = job.get('disk') or 0
+    if disk and disk != CFG['scratch']:
+        try:
+            mount(None, b'/tmp', None, MS_REMOUNT | MS_NOSUID | MS_NODEV,
+                  b'size=%d' % disk)
+        except OSError as e:
+            fail(sock, e.errno, str(e))
+    if 'tree' in got:
+        L = ctypes.c_long
+        if libc.syscall(L(429), L(got['tree']), b'', L(-100), b'/work', L(4)) != 0:  # move_mount
+            e = ctypes.get_errno()
+            fail(sock, e, 'cannot attach the sandbox scratch: %s' % os.strerror(e))
+    if 'out' not in got or 'err' not in got:
+        fail(sock, 22, 'job without stdout or stderr')
+    fin = got.get('in')
+    if fin is None:
+        fin = os.open('/dev/null', os.O_RDONLY)
+    os.dup2(fin, 0)
+    os.dup2(got['out'], 1)
+    os.dup2(got['err'], 2)
+    for fd in set(fds) | {fin}:
+        if fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    try:
+        n = job.get('nofile') or CFG['nofile']
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if CFG['memory']:
+            m = job.get('memory') or CFG['memory']
+            resource.setrlimit(resource.RLIMIT_AS, (m, m))
+        os.setgroups([])
+        os.setresgid(CFG['gid'], CFG['gid'], CFG['gid'])
+        os.setresuid(CFG['uid'], CFG['uid'], CFG['uid'])
+        # The uid change made us non-dumpable (no exec follows to undo it):
+        # give the call its own /proc/self back.
+        libc.prctl(PR_SET_DUMPABLE, 1, None, 0, 0)
+        os.chdir(cwd)
+    except OSError as e:
+        fail(sock, e.errno or 5, 'cannot set up the call: %s' % e)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(FPROG), 0, 0) != 0:
+        e = ctypes.get_errno()
+        fail(sock, e, 'cannot load the seccomp filter: %s' % os.strerror(e))
+    environ = {}
+    for kv in env:
+        k, _, v = kv.partition('=')
+        environ[k] = v
+    os.environ.clear()
+    os.environ.update(environ)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    if argv:
+        try:
+            os.execvpe(argv[0], argv, environ)
+        except OSError as e:
+            fail(sock, e.errno or 2, "cannot execute '%s': %s" % (argv[0], e.strerror))
+    sock.close()
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, 'r', closefd=False)),
+                                 encoding='utf-8', errors='surrogateescape')
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)),
+                                  encoding='utf-8', errors='surrogateescape')
+    sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, 'w', closefd=False)),
+                                  encoding='utf-8', errors='backslashreplace',
+                                  line_buffering=True)
+    sys.argv = ['-c']
+    rc = 0
+    try:
+        glob = {'__name__': '__main__', '__builtins__': builtins}
+        exec(compile(code or '', '<code>', 'exec'), glob)
+    except SystemExit as e:
+        if e.code is None:
+            rc = 0
+        elif isinstance(e.code, int):
+            rc = e.code & 0xff
+        else:
+            print(e.code, file=sys.stderr)
+            rc = 1
+    except BaseException:
+        traceback.print_exc()
+        rc = 1
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    os._exit(rc)
+
+
+def prewarm():
+    """Touch, before the job arrives, the pages a typical call writes.
+
+    Every page pid 2 writes is copied on first write (copy-on-write from
+    the template); on hosts where page faults are slow (shadow paging) that
+    dominates a call, so pay for it while nobody waits."""
+    out = io.StringIO()
+    old = sys.stdout
+    sys.stdout = out
+    try:
+        exec(compile('import os, sys\nx = [i * 2 for i in range(100)]\nprint(sum(x), "ok")\n',
+                     '<warm>', 'exec'), {'__name__': '__main__', '__builtins__': builtins})
+        msgpack.unpackb(msgpack.packb({'t': 'job', 'id': 1, 'fds': ['out', 'err'],
+                                       'code': 'x' * 64, 'env': ['A=B'] * 8, 'cwd': '/tmp'}),
+                        raw=False)
+        io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)),
+                         encoding='utf-8', errors='surrogateescape').detach()
+        traceback.format_exception_only(ValueError, ValueError('x'))
+        dict(os.environ)
+    except Exception:
+        pass
+    finally:
+        sys.stdout = old
+
+
+def unit_main(sock):
+    """Pid 1 of a unit.  Never returns."""
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, None, 0, 0)
+    os.dup2(sock.fileno(), UNIT_FD, inheritable=False)
+    sock.close()
+    os.closerange(UNIT_FD + 1, 1 << 16)
+    sock = socket.socket(fileno=UNIT_FD)
+    libc.prctl(PR_SET_DUMPABLE, 0, None, 0, 0)
+    try:
+        mount(b'proc', b'/proc', b'proc', MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        mount(b'tmpfs', b'/tmp', b'tmpfs', MS_NOSUID | MS_NODEV,
+              b'size=%d,mode=1777' % CFG['scratch'])
+    except OSError as e:
+        print('fncall_zygote.py: unit: %s' % e, file=sys.stderr)
+        os._exit(1)
+    lo_up()
+    try:
+        if not sock.recv(256):
+            os._exit(0)
+        # Warm the pages pid 2 will write, while nobody waits.
+        msgpack.unpackb(msgpack.packb({'t': 'job', 'argv': ['x'] * 8, 'env': ['K=V'] * 8}))
+        pid = os.fork()
+        if pid == 0:
+            prewarm()
+            msg, fds, _, _ = socket.recv_fds(sock, MAX_MSG, 8)
+            if not msg:
+                os._exit(0)
+            try:
+                run_job(sock, msg, fds)
+            except BaseException as e:   # a bug here must not hang the call
+                fail(sock, 5, 'cannot start: %s' % e)
+        while True:
+            p, st = os.waitpid(-1, 0)
+            if p == pid:
+                break
+        send(sock, 'st', status=st)
+    except BaseException:
+        pass
+    os._exit(0)
+
+
+def spawn(ctl):
+    """Clone one unit as the helper's child; answer with its pid."""
+    msg, fds, _, _ = socket.recv_fds(ctl, 256, 1)
+    if not msg:
+        os._exit(0)   # the helper went away
+    if not fds:
+        return
+    usock = socket.socket(fileno=fds[0])
+    pyapi.PyOS_BeforeFork()
+    L = ctypes.c_long
+    pid = libc.syscall(L(SYS_clone), L(CLONE_PARENT | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                                       CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD),
+                       L(0), L(0), L(0), L(0))
+    if pid == 0:
+        pyapi.PyOS_AfterFork_Child()
+        ctl.close()
+        unit_main(usock)
+    pyapi.PyOS_AfterFork_Parent()
+    usock.close()
+    send(ctl, 'pid', pid=max(pid, 0))
+
+
+def main():
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, None, 0, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    ctl = socket.socket(fileno=3)
+    import gc
+    gc.collect()
+    gc.freeze()   # keep the collector off the shared pages in units
+    send(ctl, 'hello')
+    while True:
+        spawn(ctl)
+
+
+if __name__ == '__main__':
+    main()

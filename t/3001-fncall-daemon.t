@@ -1,0 +1,58 @@
+#!/bin/bash
+# fncall through dsecd and dsec-run: isolation and cleanup seen end to end.
+. "$(dirname "$0")/lib.sh"
+
+need_root
+need_cmd dsec-run
+need_cmd dsecd
+need_cmd helper-req
+[ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
+
+plan 14
+
+if ! start_dsecd; then
+	echo "Bail out! dsecd did not start"
+	exit 1
+fi
+
+run dsec-run -c 'echo hi; exit 3'
+is "$RC:$OUT" "3:hi" "sh code: output and exit status"
+run dsec-run --runtime python3 -c 'import os; print(os.getuid(), len([p for p in os.listdir("/proc") if p.isdigit()]) <= 3)'
+is "$RC:$OUT" "0:65534 True" "python3 code runs unprivileged in its own pid namespace"
+run dsec-run -c 'ls /proc | grep -c "^[0-9]"'
+ok $(( OUT <= 4 ? 0 : 1 )) "only the call's own processes are visible ($OUT)"
+run dsec-run -c 'grep -c : /proc/net/dev'
+is "$OUT" "1" "only the loopback interface"
+run dsec-run -c 'touch /etc/x /usr/x /x 2>/dev/null; echo $?'
+is "$OUT" "1" "the root is read-only"
+printf 'from-stdin' > "$T/in"
+run dsec-run --stdin "$T/in" -- cat
+is "$OUT" "from-stdin" "stdin is delivered"
+run dsec-run --env FOO=bar -c 'echo $FOO'
+is "$OUT" "bar" "env is delivered"
+
+# The whole tree dies at the timeout, setsid and double fork included.
+run dsec-run --timeout 1 -c 'setsid sleep 9871 & (setsid sh -c "sleep 9872 &" &); sleep 9873'
+is "$RC" 124 "timeout: dsec-run exits 124"
+sleep 0.5
+run pgrep -f 'sleep 987[123]'
+is "$RC" 1 "no process of the timed-out call is left on the host"
+
+# Nothing passes between calls.
+dsec-run -c 'echo x > /tmp/left; sleep 9874 >/dev/null 2>&1 &' >/dev/null 2>&1
+run dsec-run -c 'ls -A /tmp; pgrep sleep | wc -l'
+is "$OUT" "0" "a later call sees no file and no process of an earlier one"
+
+# A sandbox keeps its files, not its processes.
+id=$(dsec-run --keep -c 'echo kept > /work/f' 2>&1 >/dev/null | head -1)
+id=${id##* }
+run dsec-run --id "$id" -c 'cat f'
+is "$OUT" "kept" "sandbox files persist between execs"
+
+# Shutdown leaves nothing behind.
+stop_dsecd
+ok $? "dsecd stops cleanly"
+run pgrep -f "fncall-zygote.*$T"
+is "$RC" 1 "no zygote or unit left"
+left=$(grep -c "$T/state" /proc/self/mountinfo)
+is "$left" "0" "no scratch mount left"

@@ -1,0 +1,733 @@
+/* dsec-bench - load a running dsecd and measure it.
+ *
+ * N threads, one dsec_client each (clients are not thread-safe), take
+ * requests from a shared counter (-n) or until a deadline (-d) and time each
+ * one.  Every reply is checked, not just counted: with the default command
+ * each request carries a unique X in its environment and stdout must be
+ * exactly X and a newline with exit 0, so a daemon that mixes up replies,
+ * drops output or answers from the wrong sandbox shows as mismatches.
+ *
+ * Modes:
+ *   call     one-shot dsec_call per request;
+ *   exec     one sandbox per thread, created before the clock starts, then
+ *            dsec_exec in it per request;
+ *   create   create + destroy pairs; the latency is the create's.
+ *
+ * Exit status: 0 when every request succeeded and matched, 1 when any
+ * failed or mismatched, 2 on a usage error or when the run could not start.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsec.h"
+#include "util.h"
+
+#define EXIT_BAD 1		/* some request failed or mismatched */
+#define EXIT_USAGE 2		/* usage error, or the run could not start */
+#define MAX_THREADS 4096
+#define ERR_SHOWN 5		/* errors printed in full; the rest only counted */
+
+enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE };
+
+static const char *const mode_names[] = {
+	[MODE_CALL] = "call",
+	[MODE_EXEC] = "exec",
+	[MODE_CREATE] = "create",
+};
+
+/* Settings from the command line, read-only once threads start. */
+struct bench_opts {
+	const char *url;		/* -H, NULL = $DSEC_HOST, then default */
+	enum mode mode;			/* --mode */
+	unsigned threads;		/* -c */
+	uint64_t requests;		/* -n, 0 when -d is used */
+	double duration;		/* -d seconds, 0 when -n is used */
+	uint64_t warmup;		/* --warmup requests before the clock starts */
+	const char *backend;		/* --backend or NULL */
+	const char *runtime;		/* --runtime or NULL */
+	const char *cmd;		/* --cmd: a shell command line */
+	const char *code;		/* --code: a snippet for the runtime */
+	bool check_output;		/* stdout must be X\n (default command only) */
+	bool json;			/* --json */
+	int pid;			/* --pid of the daemon for VmRSS, 0 = none */
+	double timeout;			/* --timeout per command, 0 = daemon default */
+};
+
+/* One worker thread. */
+struct worker {
+	pthread_t thread;		/* the thread */
+	unsigned index;			/* 0.. threads-1 */
+	struct dsec_client *client;	/* its own connection */
+	char *sandbox;			/* exec mode: its sandbox id */
+	double *lat;			/* latencies in seconds of measured requests */
+	size_t nlat, caplat;		/* used and allocated entries of lat */
+	uint64_t requests;		/* measured requests done */
+	uint64_t errors;		/* measured requests that failed */
+	uint64_t mismatches;		/* measured replies that were wrong */
+};
+
+static struct bench_opts opt = {
+	.mode = MODE_CALL,
+	.threads = 4,
+};
+
+/* Shared between workers. */
+static atomic_uint_fast64_t warmup_left;	/* warmup tokens left */
+static atomic_uint_fast64_t measured_left;	/* -n tokens left */
+static atomic_uint_fast64_t seq;		/* unique X values */
+static atomic_uint_fast64_t errors_shown;	/* errors printed so far */
+static pthread_barrier_t barrier;		/* warmup done / clock started */
+static double deadline;				/* -d: dsec_now() to stop at */
+
+enum {
+	OPT_MODE = 256,
+	OPT_BACKEND,
+	OPT_RUNTIME,
+	OPT_CMD,
+	OPT_CODE,
+	OPT_WARMUP,
+	OPT_JSON,
+	OPT_PID,
+	OPT_TIMEOUT,
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{ .name = "host",	.has_arg = required_argument,	.val = 'H' },
+	{ .name = "concurrency", .has_arg = required_argument,	.val = 'c' },
+	{ .name = "requests",	.has_arg = required_argument,	.val = 'n' },
+	{ .name = "duration",	.has_arg = required_argument,	.val = 'd' },
+	{ .name = "mode",	.has_arg = required_argument,	.val = OPT_MODE },
+	{ .name = "backend",	.has_arg = required_argument,	.val = OPT_BACKEND },
+	{ .name = "runtime",	.has_arg = required_argument,	.val = OPT_RUNTIME },
+	{ .name = "cmd",	.has_arg = required_argument,	.val = OPT_CMD },
+	{ .name = "code",	.has_arg = required_argument,	.val = OPT_CODE },
+	{ .name = "warmup",	.has_arg = required_argument,	.val = OPT_WARMUP },
+	{ .name = "json",	.has_arg = no_argument,		.val = OPT_JSON },
+	{ .name = "pid",	.has_arg = required_argument,	.val = OPT_PID },
+	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
+	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
+	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
+	{ 0 }
+};
+
+static const char usage_text[] =
+	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS] [--mode call|exec|create]\n"
+	"                  [--backend B] [--runtime R] [--cmd CMD | --code CODE]\n"
+	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
+	"\n"
+	"Load a running dsecd and report rate and latency.\n"
+	"\n"
+	"  -H, --host ADDR        daemon address (default $DSEC_HOST, then " DSEC_DEFAULT_URL ")\n"
+	"  -c, --concurrency N    threads, one connection each (default 4)\n"
+	"  -n, --requests N       measured requests in all (default 1000)\n"
+	"  -d, --duration S       run for S (10, 1.5, 2m) instead of -n\n"
+	"      --mode M           call (one-shot, default), exec (one sandbox per\n"
+	"                         thread), create (create + destroy pairs)\n"
+	"      --backend B        backend to ask for\n"
+	"      --runtime R        fncall runtime (sh, python3)\n"
+	"      --cmd CMD          shell command to run instead of the checked default\n"
+	"      --code CODE        runtime snippet to run instead of the checked default\n"
+	"      --warmup N         requests before the clock starts (default 0)\n"
+	"      --timeout S        per-command timeout (default: the daemon's)\n"
+	"      --pid PID          report VmRSS of the daemon PID before and after\n"
+	"      --json             print one JSON object instead of the table\n"
+	"\n"
+	"Exit status: 0 if every request succeeded and matched, 1 if not, 2 on error.\n";
+
+static _Noreturn DSEC_PRINTF(1, 2) void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("dsec-bench: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'dsec-bench --help' for more information.\n", stderr);
+	exit(EXIT_USAGE);
+}
+
+static uint64_t parse_count(const char *what, const char *s, uint64_t min)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < min)
+		usage_error("invalid %s '%s'", what, s);
+	return v;
+}
+
+/* Shell command or snippet to run for request X; the checked default needs a
+ * snippet per runtime that prints $X and a newline. */
+static const char *default_code(const char *runtime)
+{
+	if (!runtime || strcmp(runtime, "sh") == 0)
+		return "echo \"$X\"";
+	if (strcmp(runtime, "python3") == 0 || strcmp(runtime, "python") == 0)
+		return "import os\nprint(os.environ['X'])";
+	return NULL;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	int c;
+	size_t i;
+	bool have_n = false;
+
+	while ((c = getopt_long(argc, argv, "H:c:n:d:", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			opt.url = optarg;
+			break;
+		case 'c':
+			opt.threads = (unsigned)parse_count("concurrency", optarg, 1);
+			if (opt.threads > MAX_THREADS)
+				usage_error("concurrency %u is over %d", opt.threads, MAX_THREADS);
+			break;
+		case 'n':
+			opt.requests = parse_count("request count", optarg, 1);
+			have_n = true;
+			break;
+		case 'd':
+			if (dsec_parse_duration(optarg, &opt.duration) < 0 || opt.duration <= 0)
+				usage_error("invalid duration '%s'", optarg);
+			break;
+		case OPT_MODE:
+			for (i = 0; i < DSEC_ARRAY_LEN(mode_names); i++)
+				if (strcmp(optarg, mode_names[i]) == 0)
+					break;
+			if (i == DSEC_ARRAY_LEN(mode_names))
+				usage_error("unknown mode '%s': expected call, exec or create", optarg);
+			opt.mode = (enum mode)i;
+			break;
+		case OPT_BACKEND:
+			opt.backend = optarg;
+			break;
+		case OPT_RUNTIME:
+			opt.runtime = optarg;
+			break;
+		case OPT_CMD:
+			opt.cmd = optarg;
+			break;
+		case OPT_CODE:
+			opt.code = optarg;
+			break;
+		case OPT_WARMUP:
+			opt.warmup = parse_count("warmup count", optarg, 0);
+			break;
+		case OPT_JSON:
+			opt.json = true;
+			break;
+		case OPT_PID:
+			opt.pid = (int)parse_count("pid", optarg, 1);
+			break;
+		case OPT_TIMEOUT:
+			if (dsec_parse_duration(optarg, &opt.timeout) < 0 || opt.timeout <= 0)
+				usage_error("invalid timeout '%s'", optarg);
+			break;
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			exit(fflush(stdout) == 0 ? 0 : EXIT_USAGE);
+		case OPT_VERSION:
+			printf("dsec-bench %s (protocol %d)\n", DSEC_VERSION, DSEC_PROTO_VERSION);
+			exit(fflush(stdout) == 0 ? 0 : EXIT_USAGE);
+		default:
+			fputs("Try 'dsec-bench --help' for more information.\n", stderr);
+			exit(EXIT_USAGE);
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (have_n && opt.duration > 0)
+		usage_error("-n and -d are exclusive");
+	if (!have_n && opt.duration == 0)
+		opt.requests = 1000;
+	if (opt.cmd && opt.code)
+		usage_error("--cmd and --code are exclusive");
+	if (opt.mode == MODE_CREATE && (opt.cmd || opt.code))
+		usage_error("--cmd and --code do not apply to --mode create");
+	opt.check_output = !opt.cmd && !opt.code;
+	if (opt.check_output && opt.mode != MODE_CREATE && !default_code(opt.runtime))
+		usage_error("no default snippet for runtime '%s': give --cmd or --code",
+			    opt.runtime);
+}
+
+/* VmRSS of pid in KiB, or -1 if it cannot be read. */
+static long read_rss_kb(int pid)
+{
+	char path[64], line[256];
+	FILE *f;
+	long kb = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+static void note_error(struct worker *w, const char *fmt, ...) DSEC_PRINTF(2, 3);
+
+/* Print the first few failures in full so a broken run explains itself. */
+static void note_error(struct worker *w, const char *fmt, ...)
+{
+	char msg[DSEC_ERR_MSG_MAX + 256];
+	va_list ap;
+
+	if (atomic_fetch_add(&errors_shown, 1) >= ERR_SHOWN)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "dsec-bench: thread %u: %s\n", w->index, msg);
+}
+
+static void fill_create_opts(struct dsec_create_opts *co)
+{
+	memset(co, 0, sizeof(*co));
+	co->backend = opt.backend;
+	co->runtime = opt.runtime;
+}
+
+/* The command of one request: env holds "X=<value>", sh_argv runs --cmd
+ * through sh when the runtime is not sh. */
+static void fill_req(struct dsec_exec_req *req, const char *const env[2],
+		     const char *const sh_argv[4])
+{
+	memset(req, 0, sizeof(*req));
+	req->env = env;
+	req->timeout = opt.timeout;
+	req->output_cap = 4096;
+	if (opt.cmd && opt.runtime && strcmp(opt.runtime, "sh") != 0)
+		req->argv = sh_argv;	/* --cmd always goes through sh */
+	else if (opt.cmd)
+		req->code = opt.cmd;
+	else if (opt.code)
+		req->code = opt.code;
+	else
+		req->code = default_code(opt.runtime);
+}
+
+/* Up to 120 bytes of b for a message: newlines shown as \n, other control
+ * bytes as '?'. */
+static void excerpt(char *out, size_t size, const struct dsec_buf *b)
+{
+	size_t i, o = 0;
+
+	DSEC_ASSERT(size >= 8);
+	for (i = 0; i < b->len && i < 120 && o + 4 < size; i++) {
+		unsigned char ch = (unsigned char)b->data[i];
+
+		if (ch == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else {
+			out[o++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+		}
+	}
+	if (i < b->len && o + 3 < size)
+		out[o++] = '.', out[o++] = '.', out[o++] = '.';
+	out[o] = '\0';
+}
+
+/* Check one reply; returns true when it is right. */
+static bool check_reply(struct worker *w, const struct dsec_exec_res *res, const char *x)
+{
+	size_t xlen = strlen(x);
+	char text[256];
+
+	if (res->timed_out || res->signal || res->exit_code != 0) {
+		excerpt(text, sizeof(text), &res->err);
+		note_error(w, "mismatch: request %s: exit %d, signal %d%s; stderr: '%s'", x,
+			   res->exit_code, res->signal, res->timed_out ? ", timed out" : "", text);
+		return false;
+	}
+	if (!opt.check_output)
+		return true;
+	if (res->out.len != xlen + 1 || memcmp(res->out.data, x, xlen) != 0 ||
+	    res->out.data[xlen] != '\n') {
+		excerpt(text, sizeof(text), &res->out);
+		note_error(w, "mismatch: request %s: stdout was '%s', expected '%s\\n'", x, text, x);
+		return false;
+	}
+	return true;
+}
+
+/* One request of the chosen mode.  Returns 0 ok, 1 mismatch, -1 error; *lat
+ * is its latency in seconds. */
+static int one_request(struct worker *w, double *lat)
+{
+	struct dsec_create_opts co;
+	struct dsec_exec_req req;
+	struct dsec_exec_res res = { 0 };
+	struct dsec_err err;
+	char x[64], envx[80];
+	const char *env[2] = { envx, NULL };
+	const char *sh_argv[4] = { "/bin/sh", "-c", opt.cmd, NULL };
+	char *id = NULL;
+	double t0;
+	int rc, ret;
+
+	dsec_err_clear(&err);
+	snprintf(x, sizeof(x), "b%d-%" PRIuFAST64, (int)getpid(), atomic_fetch_add(&seq, 1));
+	snprintf(envx, sizeof(envx), "X=%s", x);
+	fill_create_opts(&co);
+	fill_req(&req, env, sh_argv);
+
+	t0 = dsec_now();
+	switch (opt.mode) {
+	case MODE_CALL:
+		rc = dsec_call(w->client, &co, &req, &res, &err);
+		break;
+	case MODE_EXEC:
+		rc = dsec_exec(w->client, w->sandbox, &req, &res, &err);
+		break;
+	case MODE_CREATE:
+		rc = dsec_create(w->client, &co, &id, &err);
+		*lat = dsec_now() - t0;
+		if (rc < 0) {
+			note_error(w, "cannot create sandbox: %s (%s)", err.msg,
+				   dsec_code_name(err.code));
+			return -1;
+		}
+		rc = dsec_destroy(w->client, id, &err);
+		if (rc < 0)
+			note_error(w, "cannot destroy sandbox '%s': %s (%s)", id, err.msg,
+				   dsec_code_name(err.code));
+		free(id);
+		return rc < 0 ? -1 : 0;
+	default:
+		DSEC_BUG("mode %d", (int)opt.mode);
+	}
+	*lat = dsec_now() - t0;
+	if (rc < 0) {
+		note_error(w, "request %s failed: %s (%s)", x, err.msg, dsec_code_name(err.code));
+		return -1;
+	}
+	ret = check_reply(w, &res, x) ? 0 : 1;
+	dsec_exec_res_free(&res);
+	return ret;
+}
+
+static bool take_token(atomic_uint_fast64_t *left)
+{
+	uint_fast64_t n = atomic_load(left);
+
+	while (n > 0)
+		if (atomic_compare_exchange_weak(left, &n, n - 1))
+			return true;
+	return false;
+}
+
+static void record(struct worker *w, int r, double lat)
+{
+	w->requests++;
+	if (r < 0) {
+		w->errors++;
+		return;
+	}
+	if (r > 0)
+		w->mismatches++;
+	if (w->nlat == w->caplat) {
+		w->caplat = w->caplat ? 2 * w->caplat : 1024;
+		w->lat = xrealloc(w->lat, w->caplat * sizeof(*w->lat));
+	}
+	w->lat[w->nlat++] = lat;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	double lat = 0;
+	int r;
+
+	while (take_token(&warmup_left))
+		(void)one_request(w, &lat);
+	pthread_barrier_wait(&barrier);	/* warmup done everywhere */
+	pthread_barrier_wait(&barrier);	/* main started the clock */
+
+	for (;;) {
+		if (opt.duration > 0 ? dsec_now() >= deadline : !take_token(&measured_left))
+			break;
+		r = one_request(w, &lat);	/* sets lat: not in record()'s argument list */
+		record(w, r, lat);
+	}
+	return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of sorted v (n > 0), in milliseconds. */
+static double pct_ms(const double *v, size_t n, double p)
+{
+	size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return v[rank - 1] * 1000.0;
+}
+
+/* Result of the whole run. */
+struct summary {
+	uint64_t requests;		/* measured requests */
+	uint64_t errors;		/* failed */
+	uint64_t mismatches;		/* wrong replies */
+	double seconds;			/* wall time of the measured phase */
+	double rate;			/* requests per second */
+	double p50, p90, p99, max;	/* latency in ms, NAN when nothing succeeded */
+	long rss_before, rss_after;	/* daemon VmRSS KiB, -1 unknown */
+};
+
+static void json_str(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+	putchar('"');
+}
+
+static void json_num(const char *key, double v, bool last)
+{
+	printf("\"%s\": ", key);
+	if (isnan(v))
+		fputs("null", stdout);
+	else
+		printf("%.3f", v);
+	fputs(last ? "" : ", ", stdout);
+}
+
+/* A VmRSS value, or unknown when it could not be read. */
+static void print_kb(long kb, const char *unknown)
+{
+	if (kb < 0)
+		fputs(unknown, stdout);
+	else
+		printf("%ld", kb);
+}
+
+static void print_json(const struct summary *s)
+{
+	printf("{\"mode\": \"%s\", \"backend\": ", mode_names[opt.mode]);
+	if (opt.backend)
+		json_str(opt.backend);
+	else
+		fputs("null", stdout);
+	fputs(", \"runtime\": ", stdout);
+	if (opt.runtime)
+		json_str(opt.runtime);
+	else
+		fputs("null", stdout);
+	printf(", \"concurrency\": %u, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
+	       ", \"mismatches\": %" PRIu64 ", ", opt.threads, s->requests, s->errors,
+	       s->mismatches);
+	json_num("seconds", s->seconds, false);
+	json_num("rate", s->rate, false);
+	json_num("p50_ms", s->p50, false);
+	json_num("p90_ms", s->p90, false);
+	json_num("p99_ms", s->p99, false);
+	json_num("max_ms", s->max, opt.pid == 0);
+	if (opt.pid) {
+		printf("\"pid\": %d, \"rss_before_kb\": ", opt.pid);
+		print_kb(s->rss_before, "null");
+		fputs(", \"rss_after_kb\": ", stdout);
+		print_kb(s->rss_after, "null");
+	}
+	fputs("}\n", stdout);
+}
+
+static void fmt_ms(char *buf, size_t n, double v)
+{
+	if (isnan(v))
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.2f", v);
+}
+
+static void print_table(const struct summary *s)
+{
+	char p50[32], p90[32], p99[32], max[32];
+
+	fmt_ms(p50, sizeof(p50), s->p50);
+	fmt_ms(p90, sizeof(p90), s->p90);
+	fmt_ms(p99, sizeof(p99), s->p99);
+	fmt_ms(max, sizeof(max), s->max);
+	printf("%-6s  %-9s  %-7s  %11s  %8s  %6s  %10s  %7s  %8s  %7s  %7s  %7s  %7s\n",
+	       "mode", "backend", "runtime", "concurrency", "requests", "errors", "mismatches",
+	       "seconds", "rate/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
+	printf("%-6s  %-9s  %-7s  %11u  %8" PRIu64 "  %6" PRIu64 "  %10" PRIu64
+	       "  %7.3f  %8.1f  %7s  %7s  %7s  %7s\n",
+	       mode_names[opt.mode], opt.backend ? opt.backend : "default",
+	       opt.runtime ? opt.runtime : "default", opt.threads, s->requests, s->errors,
+	       s->mismatches, s->seconds, s->rate, p50, p90, p99, max);
+	if (opt.pid) {
+		printf("daemon pid %d VmRSS: ", opt.pid);
+		print_kb(s->rss_before, "?");
+		fputs(" kB before, ", stdout);
+		print_kb(s->rss_after, "?");
+		fputs(" kB after", stdout);
+		if (s->rss_before >= 0 && s->rss_after >= 0)
+			printf(" (%+ld kB)", s->rss_after - s->rss_before);
+		putchar('\n');
+	}
+}
+
+/* Connect every worker and, in exec mode, give each its sandbox.  Returns
+ * 0, or -1 after printing why (the caller cleans up). */
+static int setup_workers(struct worker *ws)
+{
+	struct dsec_create_opts co;
+	struct dsec_err err;
+	unsigned i;
+
+	fill_create_opts(&co);
+	for (i = 0; i < opt.threads; i++) {
+		ws[i].index = i;
+		dsec_err_clear(&err);
+		if (dsec_connect(&ws[i].client, opt.url, &err) < 0) {
+			fprintf(stderr, "dsec-bench: %s (%s)\n", err.msg, dsec_code_name(err.code));
+			return -1;
+		}
+		if (opt.mode == MODE_EXEC &&
+		    dsec_create(ws[i].client, &co, &ws[i].sandbox, &err) < 0) {
+			fprintf(stderr, "dsec-bench: cannot create the sandbox of thread %u: %s (%s)\n",
+				i, err.msg, dsec_code_name(err.code));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void teardown_workers(struct worker *ws)
+{
+	struct dsec_err err;
+	unsigned i;
+
+	for (i = 0; i < opt.threads; i++) {
+		if (ws[i].sandbox && ws[i].client) {
+			dsec_err_clear(&err);
+			if (dsec_destroy(ws[i].client, ws[i].sandbox, &err) < 0)
+				fprintf(stderr, "dsec-bench: cannot destroy sandbox '%s': %s (%s)\n",
+					ws[i].sandbox, err.msg, dsec_code_name(err.code));
+		}
+		free(ws[i].sandbox);
+		free(ws[i].lat);
+		if (ws[i].client)
+			dsec_close(ws[i].client);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct worker *ws;
+	struct summary s = { .rss_before = -1, .rss_after = -1 };
+	double *all, t0;
+	size_t nall = 0;
+	unsigned i, started = 0;
+	int rc;
+
+	parse_args(argc, argv);
+	ws = xcalloc(opt.threads, sizeof(*ws));
+	if (setup_workers(ws) < 0) {
+		teardown_workers(ws);
+		free(ws);
+		return EXIT_USAGE;
+	}
+
+	atomic_store(&warmup_left, opt.warmup);
+	atomic_store(&measured_left, opt.requests);
+	rc = pthread_barrier_init(&barrier, NULL, opt.threads + 1);
+	DSEC_ASSERT(rc == 0);
+	for (i = 0; i < opt.threads; i++) {
+		rc = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
+		if (rc != 0) {
+			fprintf(stderr, "dsec-bench: cannot start thread %u: %s\n", i, strerror(rc));
+			/* The barrier counts on every thread: nothing sane is left to do. */
+			exit(EXIT_USAGE);
+		}
+		started++;
+	}
+
+	pthread_barrier_wait(&barrier);		/* warmup over */
+	if (opt.pid)
+		s.rss_before = read_rss_kb(opt.pid);
+	t0 = dsec_now();
+	deadline = t0 + opt.duration;
+	pthread_barrier_wait(&barrier);		/* go */
+	for (i = 0; i < started; i++)
+		pthread_join(ws[i].thread, NULL);
+	s.seconds = dsec_now() - t0;
+	pthread_barrier_destroy(&barrier);
+
+	for (i = 0; i < opt.threads; i++) {
+		s.requests += ws[i].requests;
+		s.errors += ws[i].errors;
+		s.mismatches += ws[i].mismatches;
+		nall += ws[i].nlat;
+	}
+	all = xmalloc((nall ? nall : 1) * sizeof(*all));
+	nall = 0;
+	for (i = 0; i < opt.threads; i++) {
+		memcpy(all + nall, ws[i].lat, ws[i].nlat * sizeof(*all));
+		nall += ws[i].nlat;
+	}
+	qsort(all, nall, sizeof(*all), cmp_double);
+	s.rate = s.seconds > 0 ? (double)s.requests / s.seconds : 0;
+	s.p50 = s.p90 = s.p99 = s.max = NAN;
+	if (nall) {
+		s.p50 = pct_ms(all, nall, 50);
+		s.p90 = pct_ms(all, nall, 90);
+		s.p99 = pct_ms(all, nall, 99);
+		s.max = all[nall - 1] * 1000.0;
+	}
+	free(all);
+
+	teardown_workers(ws);
+	free(ws);
+	/* After the exec-mode sandboxes are gone, so a leak would show. */
+	if (opt.pid)
+		s.rss_after = read_rss_kb(opt.pid);
+
+	if (opt.json)
+		print_json(&s);
+	else
+		print_table(&s);
+	if (fflush(stdout) != 0) {
+		fprintf(stderr, "dsec-bench: cannot write the report: %s\n", strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (s.errors || s.mismatches) {
+		fprintf(stderr, "dsec-bench: %" PRIu64 " errors and %" PRIu64 " mismatches in %"
+			PRIu64 " requests\n", s.errors, s.mismatches, s.requests);
+		return EXIT_BAD;
+	}
+	return 0;
+}

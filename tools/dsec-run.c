@@ -1,0 +1,344 @@
+/* dsec-run - run one command in a dsec sandbox, as if it ran here.
+ *
+ * The command's stdout goes to our stdout, its stderr to our stderr, and we
+ * exit with its status (128+signal when a signal killed it, 124 when its
+ * timeout expired, as timeout(1) does).  Our own failures, a dsec error
+ * included, exit 125 so that a script can tell them from the command's.
+ *
+ * Three ways to reach a sandbox:
+ *   default   one-shot dsec_call: a fresh sandbox runs the command and is gone;
+ *   --keep    dsec_create, print the id on stderr, dsec_exec, leave it alive;
+ *   --id ID   dsec_exec in an existing sandbox.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsec.h"
+#include "util.h"
+
+/* Exit statuses of our own, after env(1) and timeout(1). */
+#define EXIT_TIMEOUT 124	/* the command's timeout expired */
+#define EXIT_FAILED 125		/* dsec-run itself failed (usage, dsec error) */
+
+/* Everything the command line says. */
+struct run_opts {
+	const char *url;		/* -H; NULL = $DSEC_HOST, then the default */
+	struct dsec_create_opts create;	/* backend, image, runtime for new sandboxes */
+	const char **env;		/* --env K=V strings, NULL-terminated */
+	size_t nenv;			/* entries in env */
+	const char *cwd;		/* --cwd */
+	const char *stdin_path;		/* --stdin FILE or "-", NULL = empty stdin */
+	double timeout;			/* --timeout seconds, 0 = daemon default */
+	uint64_t output_cap;		/* --output-cap bytes, 0 = daemon default */
+	double client_timeout;		/* --client-timeout seconds, 0 = libdsec's */
+	bool keep;			/* --keep: create, exec, leave it alive */
+	const char *id;			/* --id: run in this existing sandbox */
+	const char *code;		/* -c: a snippet for the runtime */
+	char **argv;			/* the command, NULL-terminated, or NULL */
+};
+
+enum {
+	OPT_BACKEND = 256,
+	OPT_IMAGE,
+	OPT_RUNTIME,
+	OPT_TIMEOUT,
+	OPT_ENV,
+	OPT_CWD,
+	OPT_STDIN,
+	OPT_OUTPUT_CAP,
+	OPT_KEEP,
+	OPT_ID,
+	OPT_CLIENT_TIMEOUT,
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{ .name = "host",	.has_arg = required_argument,	.val = 'H' },
+	{ .name = "backend",	.has_arg = required_argument,	.val = OPT_BACKEND },
+	{ .name = "image",	.has_arg = required_argument,	.val = OPT_IMAGE },
+	{ .name = "runtime",	.has_arg = required_argument,	.val = OPT_RUNTIME },
+	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
+	{ .name = "env",	.has_arg = required_argument,	.val = OPT_ENV },
+	{ .name = "cwd",	.has_arg = required_argument,	.val = OPT_CWD },
+	{ .name = "stdin",	.has_arg = required_argument,	.val = OPT_STDIN },
+	{ .name = "output-cap",	.has_arg = required_argument,	.val = OPT_OUTPUT_CAP },
+	{ .name = "keep",	.has_arg = no_argument,		.val = OPT_KEEP },
+	{ .name = "id",		.has_arg = required_argument,	.val = OPT_ID },
+	{ .name = "client-timeout", .has_arg = required_argument, .val = OPT_CLIENT_TIMEOUT },
+	{ .name = "code",	.has_arg = required_argument,	.val = 'c' },
+	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
+	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
+	{ 0 }
+};
+
+static const char usage_text[] =
+	"usage: dsec-run [-H ADDR] [--backend B] [--image I] [--runtime R] [--timeout S]\n"
+	"                [--env K=V]... [--cwd DIR] [--stdin FILE|-] [--output-cap BYTES]\n"
+	"                [--keep | --id ID] [--client-timeout S] (-c CODE | [--] CMD [ARG]...)\n"
+	"\n"
+	"Run a command in a fresh dsec sandbox; its stdout and stderr come out here and\n"
+	"its exit status is ours.\n"
+	"\n"
+	"  -H, --host ADDR          daemon address (default $DSEC_HOST,\n"
+	"                           then " DSEC_DEFAULT_URL ")\n"
+	"      --backend B          backend of the new sandbox (fncall, container, ...)\n"
+	"      --image I            image of the new sandbox\n"
+	"      --runtime R          fncall runtime (sh, python3)\n"
+	"      --timeout S          kill the command after S (30, 1.5, 250ms, 2m); exit 124\n"
+	"      --env K=V            set a variable for the command (repeatable)\n"
+	"      --cwd DIR            working directory inside the sandbox\n"
+	"      --stdin FILE|-       feed FILE (- = our stdin) to the command; default: empty\n"
+	"      --output-cap N       keep at most N bytes (64k, 1M) of stdout and of stderr\n"
+	"      --keep               keep the sandbox; its id is printed on stderr first\n"
+	"      --id ID              run in the existing sandbox ID\n"
+	"      --client-timeout S   wait at most S for the daemon to take the request,\n"
+	"                           and as long beyond the command's timeout (default 30)\n"
+	"  -c, --code CODE          run a snippet (sh: sh -c CODE; python3: source)\n"
+	"      --help               show this help\n"
+	"      --version            show the version\n"
+	"\n"
+	"Exit status: the command's; 128+N if signal N killed it; 124 on timeout;\n"
+	"125 if dsec-run failed.  See dsec-run(1).\n";
+
+static _Noreturn DSEC_PRINTF(1, 2) void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("dsec-run: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(EXIT_FAILED);
+}
+
+static _Noreturn DSEC_PRINTF(1, 2) void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("dsec-run: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'dsec-run --help' for more information.\n", stderr);
+	exit(EXIT_FAILED);
+}
+
+/* Read everything from fd into b.  0 or -errno. */
+static int read_all(int fd, struct dsec_buf *b)
+{
+	for (;;) {
+		ssize_t n;
+
+		dsec_buf_grow(b, 65536);
+		n = read(fd, b->data + b->len, b->cap - b->len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		b->len += (size_t)n;
+		b->data[b->len] = '\0';
+	}
+	return 0;
+}
+
+static void load_stdin(const char *path, struct dsec_buf *b)
+{
+	int fd = 0, rc;
+
+	if (strcmp(path, "-") != 0) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			die("cannot open stdin file '%s': %s", path, strerror(errno));
+	}
+	rc = read_all(fd, b);
+	if (fd != 0)
+		close(fd);
+	if (rc < 0)
+		die("cannot read stdin file '%s': %s", path, strerror(-rc));
+}
+
+static void parse_args(int argc, char **argv, struct run_opts *o)
+{
+	int c;
+
+	/* "+": stop at the first non-option so the command's own flags stay its. */
+	while ((c = getopt_long(argc, argv, "+H:c:", long_opts, NULL)) != -1) {
+		switch (c) {
+		case 'H':
+			o->url = optarg;
+			break;
+		case OPT_BACKEND:
+			o->create.backend = optarg;
+			break;
+		case OPT_IMAGE:
+			o->create.image = optarg;
+			break;
+		case OPT_RUNTIME:
+			o->create.runtime = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if (dsec_parse_duration(optarg, &o->timeout) < 0 || o->timeout <= 0)
+				usage_error("invalid timeout '%s'", optarg);
+			break;
+		case OPT_ENV: {
+			const char *eq = strchr(optarg, '=');
+
+			if (!eq || eq == optarg)
+				usage_error("invalid --env '%s': expected K=V", optarg);
+			o->env = xrealloc(o->env, (o->nenv + 2) * sizeof(*o->env));
+			o->env[o->nenv++] = optarg;
+			o->env[o->nenv] = NULL;
+			break;
+		}
+		case OPT_CWD:
+			o->cwd = optarg;
+			break;
+		case OPT_STDIN:
+			o->stdin_path = optarg;
+			break;
+		case OPT_OUTPUT_CAP:
+			if (dsec_parse_size(optarg, &o->output_cap) < 0 || o->output_cap == 0 ||
+			    o->output_cap > SIZE_MAX)
+				usage_error("invalid output cap '%s'", optarg);
+			break;
+		case OPT_KEEP:
+			o->keep = true;
+			break;
+		case OPT_ID:
+			if (!*optarg)
+				usage_error("empty sandbox id");
+			o->id = optarg;
+			break;
+		case OPT_CLIENT_TIMEOUT:
+			if (dsec_parse_duration(optarg, &o->client_timeout) < 0 ||
+			    o->client_timeout <= 0)
+				usage_error("invalid client timeout '%s'", optarg);
+			break;
+		case 'c':
+			o->code = optarg;
+			break;
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			exit(fflush(stdout) == 0 ? 0 : EXIT_FAILED);
+		case OPT_VERSION:
+			printf("dsec-run %s (protocol %d)\n", DSEC_VERSION, DSEC_PROTO_VERSION);
+			exit(fflush(stdout) == 0 ? 0 : EXIT_FAILED);
+		default:
+			fputs("Try 'dsec-run --help' for more information.\n", stderr);
+			exit(EXIT_FAILED);
+		}
+	}
+	if (optind < argc)
+		o->argv = argv + optind;
+
+	if (o->code && o->argv)
+		usage_error("-c and a command are exclusive: give one");
+	if (!o->code && !o->argv && !o->keep)
+		usage_error("no command given");
+	if (o->keep && o->id)
+		usage_error("--keep and --id are exclusive");
+	if (o->id && (o->create.backend || o->create.image || o->create.runtime))
+		usage_error("--backend, --image and --runtime apply to new sandboxes, not to --id");
+}
+
+/* Write what the command printed, then map its status to ours. */
+static int report(const struct dsec_exec_res *res)
+{
+	int rc;
+
+	rc = dsec_write_all(1, res->out.data, res->out.len);
+	if (rc < 0 && rc != -EPIPE)
+		fprintf(stderr, "dsec-run: cannot write stdout: %s\n", strerror(-rc));
+	rc = dsec_write_all(2, res->err.data, res->err.len);
+	(void)rc;	/* nowhere left to complain to */
+
+	if (res->out_truncated)
+		fprintf(stderr, "dsec-run: warning: stdout truncated to %zu bytes "
+			"(raise --output-cap)\n", res->out.len);
+	if (res->err_truncated)
+		fprintf(stderr, "dsec-run: warning: stderr truncated to %zu bytes "
+			"(raise --output-cap)\n", res->err.len);
+
+	if (res->timed_out) {
+		fprintf(stderr, "dsec-run: command timed out after %.3g s\n", res->duration);
+		return EXIT_TIMEOUT;
+	}
+	if (res->signal > 0)
+		return 128 + res->signal;
+	if (res->exit_code < 0 || res->exit_code > 255)
+		return EXIT_FAILED;
+	return res->exit_code;
+}
+
+static _Noreturn void die_dsec(const struct dsec_err *err)
+{
+	die("%s (%s)", err->msg[0] ? err->msg : "unknown error", dsec_code_name(err->code));
+}
+
+int main(int argc, char **argv)
+{
+	struct run_opts o = { 0 };
+	struct dsec_exec_req req = { 0 };
+	struct dsec_exec_res res = { 0 };
+	struct dsec_err err;
+	struct dsec_client *c = NULL;
+	struct dsec_buf in;
+	char *id = NULL;
+	int rc, status;
+
+	dsec_err_clear(&err);
+	dsec_buf_init(&in);
+	parse_args(argc, argv, &o);
+
+	if (o.stdin_path)
+		load_stdin(o.stdin_path, &in);
+
+	req.argv = (const char *const *)o.argv;
+	req.code = o.code;
+	req.env = o.env;
+	req.cwd = o.cwd;
+	req.stdin_data = in.data;
+	req.stdin_len = in.len;
+	req.timeout = o.timeout;
+	req.output_cap = (size_t)o.output_cap;
+
+	if (dsec_connect(&c, o.url, &err) < 0)
+		die_dsec(&err);
+	if (o.client_timeout > 0)
+		dsec_set_timeout(c, o.client_timeout);
+
+	if (o.keep) {
+		if (dsec_create(c, &o.create, &id, &err) < 0)
+			die_dsec(&err);
+		/* First, so that the caller knows what to destroy even if exec fails. */
+		fprintf(stderr, "%s\n", id);
+		fflush(stderr);
+		if (!o.argv && !o.code) {
+			status = 0;
+			goto out;
+		}
+		rc = dsec_exec(c, id, &req, &res, &err);
+	} else if (o.id) {
+		rc = dsec_exec(c, o.id, &req, &res, &err);
+	} else {
+		rc = dsec_call(c, &o.create, &req, &res, &err);
+	}
+	if (rc < 0)
+		die_dsec(&err);
+	status = report(&res);
+	dsec_exec_res_free(&res);
+out:
+	free(id);
+	dsec_close(c);
+	dsec_buf_free(&in);
+	free(o.env);
+	return status;
+}
