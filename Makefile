@@ -80,7 +80,7 @@ lib/dsec.pc: Makefile
 		'Name: dsec' 'Description: client library of the dsec sandbox platform' \
 		'Version: 0.1.0' 'Requires.private: msgpack' \
 		'Libs: -L$${libdir} -ldsec' 'Libs.private: -lnng -lpthread' \
-		'Cflags: -I$${includedir}/dsec' > $@
+		'Cflags: -I$${includedir}' > $@
 
 dsecd/dsecd: $(DSECD_OBJ) lib/libdsec.a
 	$(q) LD $@
@@ -136,6 +136,10 @@ check: deps
 
 tests: $(TEST_BIN) $(TEST_HELPERS)
 
+# Figures, not pass/fail: see tools/bench.sh.  Not part of `make check`.
+bench: all
+	tools/bench.sh
+
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
@@ -167,7 +171,7 @@ clean:
 		t/*.o t/*.d $(TEST_HELPERS)
 	rm -rf t/c
 
-.PHONY: all deps check tests lint-man run install clean
+.PHONY: all deps check tests bench lint-man run install clean
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -3,17 +3,18 @@
  * Started by backends/fncall.so (fork + exec, nothing else in the daemon),
  * one per runtime.  After exec it builds the isolation once: private mount,
  * net (loopback only), ipc and uts namespaces, a minimal read-only root made
- * of a tmpfs with /usr, /etc bits and a few device nodes bound in, and a
- * seccomp filter compiled to BPF.  Then it keeps `pool` units ready.
+ * of a tmpfs with /usr, /etc bits and a few device nodes bound in, and the
+ * seccomp filter, loaded here with no_new_privs and inherited by every unit
+ * (see build_seccomp).  Then it keeps `pool` units ready.
  *
- * A unit is two processes.  Pid 1 is cloned with new pid, mount, net, ipc
- * and uts namespaces; it mounts its own /proc and a private tmpfs on /tmp,
- * brings up lo, waits until the zygote has put it into its per-call cgroup
- * ("go"), then vfork()s pid 2, which blocks on the unit socket for a job.
- * The critical path of a call is therefore: the job arrives here, is
- * forwarded (with its descriptors) to a ready unit, pid 2 dup2()s the
- * pipes, attaches the sandbox scratch if any, drops to the unprivileged
- * uid, loads seccomp and execve()s.  When pid 2 ends, pid 1 reports its
+ * A unit is two processes.  Pid 1 is cloned with new pid and mount
+ * namespaces (net, ipc and uts are the zygote's); it mounts its own /proc
+ * and a private tmpfs on /tmp, waits until the zygote has put it into its
+ * per-call cgroup ("go"), then vfork()s pid 2, which blocks on the unit
+ * socket for a job.  The critical path of a call is therefore: the job
+ * arrives here, is forwarded (with its descriptors) to a ready unit, pid 2
+ * dup2()s the pipes, attaches the sandbox scratch if any, drops to the
+ * unprivileged uid and execve()s.  When pid 2 ends, pid 1 reports its
  * wait status and exits, and the kernel kills whatever else is left in the
  * pid namespace: no process outlives its call.  A timeout is a SIGKILL to
  * pid 1, with the same effect on the whole tree.
@@ -94,7 +95,7 @@ static struct {
 static char *argv_area;
 static size_t argv_area_len;
 
-/* The compiled seccomp filter, loaded by pid 2 just before exec. */
+/* The compiled seccomp filter, loaded by the zygote once set-up is done. */
 static struct sock_fprog seccomp_prog;
 static int seccomp_memfd = -1;
 
@@ -167,22 +168,30 @@ static void put_file(const char *path, const char *data, size_t len, int mode)
 }
 
 /* Copy a small host file or symlink into the new root if it exists. */
+/* Recreates the symlink host at dst inside the new root. */
+static void mirror_link(const char *host, const char *dst)
+{
+	char lnk[PATH_MAX];
+	ssize_t n = readlink(host, lnk, sizeof(lnk) - 1);
+
+	if (n > 0) {
+		lnk[n] = '\0';
+		(void)!symlink(lnk, dst);
+	}
+}
+
 static void copy_in(const char *host)
 {
-	char dst[PATH_MAX], lnk[PATH_MAX];
+	char dst[PATH_MAX];
 	_cleanup_free_ char *data = NULL;
 	struct stat st;
 	size_t len;
-	ssize_t n;
 
 	if (lstat(host, &st) < 0)
 		return;
 	snprintf(dst, sizeof(dst), NEWROOT "%s", host);
 	if (S_ISLNK(st.st_mode)) {
-		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
-			lnk[n] = '\0';
-			(void)!symlink(lnk, dst);
-		}
+		mirror_link(host, dst);
 	} else if (S_ISREG(st.st_mode) && dsec_read_file(host, &data, &len) == 0) {
 		put_file(dst, data, len, 0644);
 	}
@@ -192,18 +201,14 @@ static void copy_in(const char *host)
  * /bin -> usr/bin on merged-/usr systems). */
 static void bind_ro(const char *host, bool dev)
 {
-	char dst[PATH_MAX], lnk[PATH_MAX];
+	char dst[PATH_MAX];
 	struct stat st;
-	ssize_t n;
 
 	if (lstat(host, &st) < 0)
 		return;
 	snprintf(dst, sizeof(dst), NEWROOT "%s", host);
 	if (S_ISLNK(st.st_mode)) {
-		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
-			lnk[n] = '\0';
-			(void)!symlink(lnk, dst);
-		}
+		mirror_link(host, dst);
 		return;
 	}
 	if (S_ISDIR(st.st_mode)) {

@@ -2,8 +2,9 @@
  *
  * One zygote per runtime (backends/fncall-zygote, started here with fork +
  * exec and nothing else in between, since the daemon has threads) keeps
- * pool_size units ready, each already inside its own pid, mount, net, ipc
- * and uts namespaces and its per-call cgroup (see fncall-zygote-helper.c).
+ * pool_size units ready, each already inside its own pid and mount
+ * namespaces (net, ipc and uts are the zygote's), under the zygote's
+ * seccomp filter, and in its per-call cgroup (see fncall-zygote-helper.c).
  * A call on the loop is: make the stdout/stderr pipes (and a sealed memfd
  * for stdin), send the job and the descriptors over the runtime's
  * SOCK_SEQPACKET socket, watch the pipes with ev_io and a timeout with

@@ -4,13 +4,14 @@
 # private mount/net/ipc/uts namespaces, the minimal read-only root, as root.
 # Python takes ~20 ms to start, so calls cannot exec it: this process warms
 # up once, then, for every {t:"spawn"} from the helper on fd 3, clones a
-# unit with CLONE_PARENT (so the unit is the helper's child) in new pid,
-# mount, net, ipc and uts namespaces and answers {t:"pid", pid}.
+# unit with CLONE_PARENT (so the unit is the helper's child) in new pid and
+# mount namespaces (net, ipc and uts are the helper's) and answers
+# {t:"pid", pid}.  The seccomp filter and no_new_privs are the helper's,
+# inherited through exec.
 #
 # A unit is pid 1 of its namespace: it mounts /proc and a private /tmp,
-# brings up lo, waits for {t:"go"} (the helper has placed it in its
-# cgroup), then forks pid 2, which waits for the job, drops to the call's
-# uid, loads the seccomp filter (BPF from fd 4) and runs `code` with exec()
+# waits for {t:"go"} (the helper has placed it in its cgroup), then forks
+# pid 2, which waits for the job, drops to the call's uid and runs `code` with exec()
 # in a fresh namespace, or execs argv.  Pid 1 reports pid 2's wait status
 # as {t:"st", status} and exits, which kills anything left in the
 # namespace.  Messages are those of be_fncall.h.
@@ -19,13 +20,11 @@ sys.path.append('/usr/lib/python3/dist-packages')
 
 import builtins
 import ctypes
-import fcntl
 import io
 import os
 import resource
 import signal
 import socket
-import struct
 import traceback
 
 import msgpack
@@ -44,7 +43,6 @@ SYS_clone = {'x86_64': 56, 'aarch64': 220}.get(os.uname().machine, 56)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 2, 4, 8, 32
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
 SECCOMP_MODE_FILTER = 2
-SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x8914, 0x1, 0x40
 MAX_MSG = 64 * 1024
 UNIT_FD = 3
 
@@ -83,16 +81,6 @@ def send(sock, t, **kw):
 def fail(sock, err, msg):
     send(sock, 'err', errno=err, msg=msg)
     os._exit(127)
-
-
-def lo_up():
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            req = struct.pack('16sH14x', b'lo', 0)
-            flags = struct.unpack('16sH14x', fcntl.ioctl(s, SIOCGIFFLAGS, req))[1]
-            fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack('16sH14x', b'lo', flags | IFF_UP | IFF_RUNNING))
-    except OSError:
-        pass
 
 
 def mount(src, dst, typ, flags, data):
@@ -240,7 +228,6 @@ def unit_main(sock):
     except OSError as e:
         print('fncall_zygote.py: unit: %s' % e, file=sys.stderr)
         os._exit(1)
-    lo_up()
     try:
         if not sock.recv(256):
             os._exit(0)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -104,6 +105,26 @@ static int daemonize(void)
 	return 0;
 }
 
+/* One daemon per state directory: a second one would clean up the first
+ * one's sandboxes as leftovers.  The lock lives as long as the process. */
+static int lock_state_dir(const char *dir, struct dsec_err *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/dsecd.lock", dir);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return dsec_err_set(err, errno, "cannot open '%s': %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		close(fd);
+		if (e == EWOULDBLOCK)
+			return dsec_err_setc(err, DSEC_E_EXISTS, EEXIST,
+					     "another dsecd is using state directory '%s'", dir);
+		return dsec_err_set(err, e, "cannot lock '%s': %s", path, strerror(e));
+	}
+	return fd;
+}
+
 static int write_pid_file(const char *path)
 {
 	char buf[32];
@@ -152,6 +173,10 @@ int main(int argc, char **argv)
 				strerror(errno));
 			return 1;
 		}
+	}
+	if (lock_state_dir(d->conf.state_dir, &err) < 0) {
+		fprintf(stderr, "dsecd: %s\n", err.msg);
+		return 1;
 	}
 	if (prepare_listen(d, &err) < 0) {
 		fprintf(stderr, "dsecd: %s\n", err.msg);

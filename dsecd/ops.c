@@ -507,7 +507,8 @@ static void op_call(struct dsecd_req *r)
 		return reply_err(r, &err);
 	if (!r->be->ops->call) {
 		struct dsecd_sb *sb = dsecd_sb_new(d, r->be);
-		sb->ttl = r->ereq.timeout + 60;
+		/* Long enough for the command; 0 leaves the timeout to the backend. */
+		sb->ttl = (r->ereq.timeout > 0 ? r->ereq.timeout : d->conf.max_exec_timeout) + 60;
 		sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
 		sb->image = r->image ? xstrdup(r->image) : NULL;
 		dsecd_sb_ref(sb);

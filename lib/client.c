@@ -1,5 +1,6 @@
 /* client.c - libdsec: the C client over nng REQ/REP. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <nng/nng.h>
@@ -11,6 +12,15 @@
 /* Replies may carry a whole file or captured output; allow generously. */
 #define CLIENT_RECV_MAX (256u << 20)
 
+/* nng's message with a lowercase first letter, as our messages are. */
+static const char *nng_why(int rc, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", nng_strerror(rc));
+	if (buf[0] >= 'A' && buf[0] <= 'Z')
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
+}
+
 struct dsec_client {
 	nng_socket sock;	/* REQ socket, dialed to url */
 	char *url;		/* address in nng form */
@@ -20,6 +30,7 @@ struct dsec_client {
 int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err)
 {
 	struct dsec_client *c;
+	char why[128];
 	int rc;
 
 	if (!url || !*url)
@@ -31,7 +42,7 @@ int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err
 	c->timeout = 30;
 	if ((rc = nng_req0_open(&c->sock)) != 0) {
 		dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot open nng socket: %s",
-			      nng_strerror(rc));
+			      nng_why(rc, why, sizeof(why)));
 		goto fail;
 	}
 	nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
@@ -42,7 +53,7 @@ int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err
 	if ((rc = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
 		dsec_err_setc(err, rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP ? DSEC_E_INVALID
 									: DSEC_E_UNAVAILABLE,
-			      EINVAL, "cannot connect to '%s': %s", url, nng_strerror(rc));
+			      EINVAL, "cannot connect to '%s': %s", url, nng_why(rc, why, sizeof(why)));
 		nng_close(c->sock);
 		goto fail;
 	}
@@ -77,6 +88,7 @@ static int raw_timeout(struct dsec_client *c, const void *req, size_t len, doubl
 		       void **reply, size_t *reply_len, struct dsec_err *err)
 {
 	nng_msg *msg;
+	char why[128];
 	int rc;
 	double t = c->timeout + extra;
 
@@ -85,16 +97,16 @@ static int raw_timeout(struct dsec_client *c, const void *req, size_t len, doubl
 							       : (nng_duration)(t * 1000));
 	if ((rc = nng_msg_alloc(&msg, 0)) != 0 || (rc = nng_msg_append(msg, req, len)) != 0)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot build request: %s",
-				     nng_strerror(rc));
+				     nng_why(rc, why, sizeof(why)));
 	if ((rc = nng_sendmsg(c->sock, msg, 0)) != 0) {
 		nng_msg_free(msg);
 		return dsec_err_setc(err, DSEC_E_UNAVAILABLE, ECONNREFUSED,
-				     "cannot send request to '%s': %s", c->url, nng_strerror(rc));
+				     "cannot send request to '%s': %s", c->url, nng_why(rc, why, sizeof(why)));
 	}
 	if ((rc = nng_recvmsg(c->sock, &msg, 0)) != 0)
 		return dsec_err_setc(err, DSEC_E_UNAVAILABLE,
 				     rc == NNG_ETIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
-				     "no reply from '%s': %s", c->url, nng_strerror(rc));
+				     "no reply from '%s': %s", c->url, nng_why(rc, why, sizeof(why)));
 	*reply_len = nng_msg_len(msg);
 	*reply = xmemdup(nng_msg_body(msg), *reply_len);
 	nng_msg_free(msg);
@@ -189,13 +201,14 @@ static uint64_t get_u64_or(const msgpack_object *map, const char *key, uint64_t 
 	return v;
 }
 
-/* Entries create and call share: backend, image, runtime, ttl, env, limits. */
-static size_t count_create(const struct dsec_create_opts *o)
+/* Entries create and call share: backend, image, runtime, ttl, env, cwd,
+ * limits.  A call carries env and cwd once, in the exec part. */
+static size_t count_create(const struct dsec_create_opts *o, bool call)
 {
 	if (!o)
 		return 0;
 	return !!o->backend + !!o->image + !!o->runtime + (o->ttl > 0) + (o->idle_ttl > 0) +
-	       !!o->env + !!o->cwd + 1;
+	       (!call && o->env) + (!call && o->cwd) + 1;
 }
 
 static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l)
@@ -216,7 +229,7 @@ static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l)
 		dsec_pk_kv_u64(p, "disk", l->disk);
 }
 
-static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o)
+static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, bool call)
 {
 	if (!o)
 		return;
@@ -230,9 +243,9 @@ static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o)
 		dsec_pk_kv_double(p, "ttl", o->ttl);
 	if (o->idle_ttl > 0)
 		dsec_pk_kv_double(p, "idle_ttl", o->idle_ttl);
-	if (o->env)
+	if (o->env && !call)
 		dsec_pk_kv_env(p, "env", o->env);
-	if (o->cwd)
+	if (o->cwd && !call)
 		dsec_pk_kv_str(p, "cwd", o->cwd);
 	pack_limits(p, &o->limits);
 }
@@ -245,9 +258,10 @@ int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "create", count_create(o));
-	pack_create(&p, o);
-	rc = roundtrip(c, &p, 0, &r, err);
+	dsec_pk_request(&p, "create", count_create(o, false));
+	pack_create(&p, o, false);
+	/* Creating may take long (a VM boots): wait beyond the client timeout. */
+	rc = roundtrip(c, &p, 300, &r, err);
 	if (rc == 0 && dsec_get_str(r.result, "id", id, err) < 0)
 		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "create reply has no id");
 	reply_free(&r);
@@ -313,7 +327,7 @@ int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req 
 	dsec_pk_request(&p, "exec", 1 + count_exec(req));
 	dsec_pk_kv_str(&p, "id", id);
 	pack_exec(&p, req);
-	rc = roundtrip(c, &p, req->timeout > 0 ? req->timeout : 3600, &r, err);
+	rc = roundtrip(c, &p, 300 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
 	if (rc == 0)
 		rc = unpack_exec(r.result, res, err);
 	reply_free(&r);
@@ -323,15 +337,21 @@ int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req 
 int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	      const struct dsec_exec_req *req, struct dsec_exec_res *res, struct dsec_err *err)
 {
+	struct dsec_exec_req q = *req;
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
 
+	/* The command's env and cwd win; the sandbox's fill in. */
+	if (o && !q.env)
+		q.env = o->env;
+	if (o && !q.cwd)
+		q.cwd = o->cwd;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "call", count_create(o) + count_exec(req));
-	pack_create(&p, o);
-	pack_exec(&p, req);
-	rc = roundtrip(c, &p, req->timeout > 0 ? req->timeout : 3600, &r, err);
+	dsec_pk_request(&p, "call", count_create(o, true) + count_exec(&q));
+	pack_create(&p, o, true);
+	pack_exec(&p, &q);
+	rc = roundtrip(c, &p, 300 + (q.timeout > 0 ? q.timeout : 3600), &r, err);
 	if (rc == 0)
 		rc = unpack_exec(r.result, res, err);
 	reply_free(&r);

@@ -2,7 +2,7 @@
 # dsecd's configuration: embedded defaults, dsecd.conf, flags, and the
 # errors a user sees for bad settings.
 . "$(dirname "$0")/lib.sh"
-plan 20
+plan 22
 
 D="$TOP/dsecd/dsecd"
 run "$D" --check-config --config /dev/null
@@ -52,3 +52,7 @@ like "$RC:$(echo "$OUT" | tr '\n' ' ')" "^1:.*cannot load backend '$TOP/t/nosuch
 start_dsecd --backend-dir "$TOP/t" --set backends=test,nosuch --set default_backend=test --set max_sandboxes=2
 helper-req "$DSEC_HOST" create >/dev/null; helper-req "$DSEC_HOST" create >/dev/null
 like "$(helper-req "$DSEC_HOST" create)" '"code":"capacity"' "max_sandboxes is enforced with capacity"
+run "$D" --foreground --config /dev/null --state-dir "$T/state" --listen "ipc://$T/other.sock" \
+	--backend-dir "$TOP/t" --set backends=test
+like "$RC:$OUT" "^1:.*another dsecd is using state directory" "a second dsecd on the same state directory is refused"
+like "$(helper-req "$DSEC_HOST" ping)" '"pong":true' "... and the first one keeps serving"

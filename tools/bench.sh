@@ -1,0 +1,48 @@
+#!/bin/bash
+# bench.sh - `make bench`: the standard measurements of a fresh dsecd.
+#
+# Starts a private dsecd (state in a temporary folder, fncall backend),
+# runs dsec-bench for the figures the foundation issue names and prints
+# each command with its table.  Nothing here asserts a time: these
+# machines are shared and noisy; read the figures, compare them side by
+# side with a baseline run on the same machine.
+#
+#   BENCH_N      requests per latency run        (default 1000)
+#   BENCH_LOAD   requests per client in the 64-client run (default 200)
+set -u
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+N=${BENCH_N:-1000}
+LOAD=${BENCH_LOAD:-200}
+S=$(mktemp -d "${TMPDIR:-/tmp}/dsec-bench.XXXXXX")
+export DSEC_HOST="ipc://$S/dsecd.sock"
+"$TOP/dsecd/dsecd" --foreground --state-dir "$S/state" --listen "$DSEC_HOST" \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --log-level warn 2>"$S/log" &
+PID=$!
+trap 'kill -TERM $PID 2>/dev/null; wait $PID; rm -rf "$S"' EXIT
+for _ in $(seq 100); do
+	"$TOP/tools/dsec-run" --client-timeout 0.5 -- true >/dev/null 2>&1 && break
+	sleep 0.2
+done
+bench() {
+	printf '\n$ dsec-bench %s\n' "$*"
+	"$TOP/tools/dsec-bench" "$@"
+}
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r)"
+bench -c 1 -n "$N" --warmup 50 --backend fncall --runtime sh
+bench -c 4 -n "$N" --warmup 50 --backend fncall --runtime sh
+bench -c 1 -n "$((N / 4))" --warmup 20 --backend fncall --runtime python3
+bench -c 4 -n "$N" --mode exec --backend fncall --runtime sh
+bench -c 4 -n "$N" --mode create --backend fncall
+bench -c 64 -n "$((64 * LOAD))" --backend fncall --runtime sh --pid "$PID"
+printf '\nbaseline on this machine, same command outside dsec (fork + exec of sh):\n'
+/usr/bin/python3 - <<'PY'
+import subprocess, time
+n = 300
+t = []
+for i in range(n):
+    a = time.perf_counter()
+    subprocess.run(["/bin/sh", "-c", 'echo "$X"'], env={"X": str(i)}, stdout=subprocess.DEVNULL)
+    t.append((time.perf_counter() - a) * 1000)
+t.sort()
+print("sh -c 'echo $X' x%d: p50 %.2f ms, p99 %.2f ms" % (n, t[n // 2], t[int(n * .99)]))
+PY
