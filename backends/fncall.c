@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,9 @@
 
 /* ---- configuration ------------------------------------------------------ */
 
+/* Zygotes per runtime when fncall.zygotes is 0 (auto). */
+#define FC_AUTO_ZYGOTES 8
+
 struct fc_conf {
 	char *runtimes;		/* "sh,python3" */
 	uint64_t pool_size;	/* warm units per runtime */
@@ -71,6 +75,7 @@ struct fc_conf {
 	uint64_t gid;		/* gid calls run as */
 	uint64_t max_running;	/* calls in flight before "capacity" */
 	double timeout;		/* seconds when a request gives none */
+	uint64_t zygotes;	/* zygotes per runtime, each pinned to a CPU; 0 = auto */
 };
 
 enum kind { K_STR, K_COUNT, K_SIZE, K_CPUS, K_SECS };
@@ -94,6 +99,7 @@ static const struct {
 	{ "gid", K_COUNT, F(gid), "65534" },
 	{ "max_running", K_COUNT, F(max_running), "256" },
 	{ "timeout", K_SECS, F(timeout), "300" },
+	{ "zygotes", K_COUNT, F(zygotes), "0" },
 #undef F
 };
 
@@ -136,6 +142,8 @@ struct fc_rt {
 	double backoff;			/* current backoff */
 	struct fc_out *out, **out_tail;	/* queued datagrams */
 	uint32_t ready;			/* warm units, as last reported */
+	uint32_t inflight;		/* calls running on this zygote */
+	int cpu;			/* CPU it and its units are pinned to, -1 = none */
 	struct fc_rt *next;		/* be->rts */
 };
 
@@ -193,6 +201,7 @@ struct fc_be {
 	ev_check check;			/* the reaper */
 	uint64_t next_id;		/* job ids */
 	uint64_t next_sb;		/* scratch dir names */
+	unsigned nshards;		/* zygotes per runtime */
 	uint32_t running;		/* calls in flight */
 	uint32_t nsbs;			/* sandboxes */
 	uint64_t ncalls;		/* completed */
@@ -416,6 +425,7 @@ static void call_finish(struct fc_call *c, int rc)
 			}
 	}
 	be->running--;
+	c->rt->inflight--;
 	be->ncalls++;
 	list_add(&be->reap, c);
 	ev_idle_start(be->host->loop, &be->idle);
@@ -709,6 +719,14 @@ static void rt_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 }
 
 /* Fork + exec the zygote.  After fork only async-signal-safe calls. */
+/* Warm units each zygote keeps: pool_size is per runtime, shared out. */
+static uint64_t rt_pool(const struct fc_be *be)
+{
+	uint64_t n = be->nshards ? be->nshards : 1;
+
+	return (be->conf.pool_size + n - 1) / n;
+}
+
 static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 {
 	struct fc_be *be = rt->be;
@@ -725,7 +743,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	ncg = rt->cg ? be_cg_export(rt->cg, desc, sizeof(desc), cgfds) : 0;
 	if (!rt->cg)
 		snprintf(desc, sizeof(desc), "none");
-	snprintf(a_pool, sizeof(a_pool), "%" PRIu64, c->pool_size);
+	snprintf(a_pool, sizeof(a_pool), "%" PRIu64, rt_pool(be));
 	snprintf(a_max, sizeof(a_max), "%" PRIu64, c->pool_size + c->max_running + 4);
 	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, c->uid);
 	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, c->gid);
@@ -767,6 +785,13 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 			sigaction(s, &sa, NULL);
 		setsid();
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (rt->cpu >= 0) {
+			cpu_set_t one;
+
+			CPU_ZERO(&one);
+			CPU_SET(rt->cpu, &one);
+			sched_setaffinity(0, sizeof(one), &one);
+		}
 		/* Park everything above the target numbers, then place it. */
 		high[0] = fcntl(sv[1], F_DUPFD, 64);
 		for (int i = 0; i < ncg; i++)
@@ -909,14 +934,22 @@ static int rt_wait_ready(struct fc_rt *rt, struct dsec_err *err)
 			     "the '%s' zygote did not start within 30 s", rt->desc->name);
 }
 
+/* The zygote of runtime name (NULL: the default runtime) with the fewest
+ * calls in flight, preferring live ones; NULL if the runtime is unknown. */
 static struct fc_rt *rt_find(struct fc_be *be, const char *name)
 {
+	struct fc_rt *best = NULL;
+
 	if (!name || !*name)
-		return be->rts;
-	for (struct fc_rt *rt = be->rts; rt; rt = rt->next)
-		if (!strcmp(rt->desc->name, name))
-			return rt;
-	return NULL;
+		name = be->rts->desc->name;
+	for (struct fc_rt *rt = be->rts; rt; rt = rt->next) {
+		if (strcmp(rt->desc->name, name))
+			continue;
+		if (!best || (!best->pid && rt->pid) ||
+		    (!best->pid == !rt->pid && rt->inflight < best->inflight))
+			best = rt;
+	}
+	return best;
 }
 
 /* ---- starting a command ------------------------------------------------ */
@@ -1117,6 +1150,7 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 		sb->calls = c;
 	}
 	be->running++;
+	rt->inflight++;
 	rt_send(rt, &p, fds, nfds);	/* takes the child ends */
 	return 0;
 
@@ -1620,7 +1654,7 @@ static void fc_stats(void *vbe, struct dsec_be_stats *out)
 	out->calls = be->ncalls;
 	for (struct fc_rt *rt = be->rts; rt; rt = rt->next) {
 		out->pool_ready += rt->ready;
-		out->pool_target += (uint32_t)be->conf.pool_size;
+		out->pool_target += (uint32_t)rt_pool(be);
 	}
 }
 
@@ -1735,6 +1769,12 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	}
 	if ((rc = conf_load(be, err)) < 0)
 		goto fail;
+	if (be->conf.zygotes > 256) {
+		rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				   "fncall.zygotes must be 0 (auto) to 256, not %" PRIu64,
+				   be->conf.zygotes);
+		goto fail;
+	}
 	if (geteuid() != 0) {
 		rc = dsec_err_setc(err, DSEC_E_UNSUPPORTED, EPERM,
 				   "fncall needs root (namespaces, mounts, cgroups)");
@@ -1764,6 +1804,24 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	}
 	remove_stale_scratch(be);
 
+	/* Zygotes per runtime, each pinned with all its units to one CPU: a
+	 * call whose processes stay on the CPU of the zygote that forked them
+	 * avoids cross-CPU TLB shootdowns and wake-ups, which on a VM with
+	 * shadow paging cost more than the fork itself.  Calls go to the
+	 * zygote with the fewest in flight.  Auto: one per usable CPU, at most
+	 * FC_AUTO_ZYGOTES (python3 zygotes cost memory). */
+	cpu_set_t set;
+	int cpus[CPU_SETSIZE], ncpus = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		for (int i = 0; i < CPU_SETSIZE; i++)
+			if (CPU_ISSET(i, &set))
+				cpus[ncpus++] = i;
+	if (ncpus == 0)
+		cpus[ncpus++] = 0;
+	be->nshards = be->conf.zygotes ? (unsigned)be->conf.zygotes
+				       : (unsigned)(ncpus < FC_AUTO_ZYGOTES ? ncpus : FC_AUTO_ZYGOTES);
+
 	list = xstrdup(be->conf.runtimes);
 	for (char *r = strtok_r(list, ", ", &save); r; r = strtok_r(NULL, ", ", &save)) {
 		const struct fc_rtdesc *d = NULL;
@@ -1789,23 +1847,32 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 			    d->exe);
 			continue;
 		}
-		rt = xcalloc(1, sizeof(*rt));
-		rt->be = be;
-		rt->desc = d;
-		rt->sock = -1;
-		rt->out_tail = &rt->out;
-		ev_timer_init(&rt->respawn, respawn_cb, 0, 0);
-		if (be->cg && be_cg_child(be->cg, d->name, true, true, &rt->cg, &e2) < 0) {
-			LOG(be, DSEC_LOG_WARN, "fncall: %s", e2.msg);
-			rt->cg = NULL;
+		for (unsigned k = 0; k < be->nshards; k++) {
+			char cgname[80];
+
+			rt = xcalloc(1, sizeof(*rt));
+			rt->be = be;
+			rt->desc = d;
+			rt->sock = -1;
+			rt->cpu = be->nshards > 1 ? cpus[k % ncpus] : -1;
+			rt->out_tail = &rt->out;
+			ev_timer_init(&rt->respawn, respawn_cb, 0, 0);
+			if (be->nshards > 1)
+				snprintf(cgname, sizeof(cgname), "%s.%u", d->name, k);
+			else
+				snprintf(cgname, sizeof(cgname), "%s", d->name);
+			if (be->cg && be_cg_child(be->cg, cgname, true, true, &rt->cg, &e2) < 0) {
+				LOG(be, DSEC_LOG_WARN, "fncall: %s", e2.msg);
+				rt->cg = NULL;
+			}
+			if (rt_spawn(rt, &e2) < 0 || rt_wait_ready(rt, &e2) < 0) {
+				LOG(be, DSEC_LOG_WARN, "fncall: runtime '%s' skipped: %s", r, e2.msg);
+				rt_free(rt);
+				continue;
+			}
+			*tail = rt;
+			tail = &rt->next;
 		}
-		if (rt_spawn(rt, &e2) < 0 || rt_wait_ready(rt, &e2) < 0) {
-			LOG(be, DSEC_LOG_WARN, "fncall: runtime '%s' skipped: %s", r, e2.msg);
-			rt_free(rt);
-			continue;
-		}
-		*tail = rt;
-		tail = &rt->next;
 	}
 	if (!be->rts) {
 		rc = dsec_err_setc(err, DSEC_E_BACKEND, ENOENT,
