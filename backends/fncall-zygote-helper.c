@@ -596,6 +596,9 @@ static _Noreturn void job_main(void)
 	n = recv_fds(UNIT_FD, buf, sizeof(job_buf), fds, &nfds, 0);
 	if (n <= 0)
 		_exit(0);	/* the zygote went away */
+	/* The unit warmed up at idle priority; the call itself runs as usual. */
+	struct sched_param sp = { 0 };
+	sched_setscheduler(0, SCHED_OTHER, &sp);
 	parse_job(&j, buf, (size_t)n, fds, nfds);
 	if (dsec_get_strv(j.m, "argv", &argv, NULL) < 0 || !argv || !argv[0]) {
 		if (dsec_get_str(j.m, "code", &code, NULL) < 0 || !code)
@@ -665,6 +668,10 @@ static _Noreturn void unit_main(int sock)
 	ssize_t n;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* Warming up (mounts, page faults) must not take the CPU from calls
+	 * that are running: it happens at idle priority until a job comes. */
+	struct sched_param sp = { 0 };
+	sched_setscheduler(0, SCHED_IDLE, &sp);
 	if (dup3(sock, UNIT_FD, O_CLOEXEC) < 0)
 		_exit(1);
 	if (argv_area) {
