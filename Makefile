@@ -48,12 +48,12 @@ q = @printf '  %-7s %s\n'
 endif
 
 LIB_SRC     = $(wildcard lib/*.c)
-LIB_OBJ     = $(LIB_SRC:.c=.o)
+LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
 DSECD_SRC   = $(wildcard dsecd/*.c)
-DSECD_OBJ   = $(DSECD_SRC:.c=.o)
+DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/be_%.c,$(wildcard backends/*.c)))
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
-BE_COMMON   = $(patsubst %.c,%.o,$(wildcard backends/be_*.c))
+BE_COMMON   = $(patsubst %.c,build/%.o,$(wildcard backends/be_*.c))
 HELPER_SRC  = $(wildcard backends/*-helper.c)
 HELPERS     = $(HELPER_SRC:-helper.c=)
 HELPER_FILES = $(wildcard backends/*.py)
@@ -87,36 +87,36 @@ dsecd/dsecd: $(DSECD_OBJ) lib/libdsec.a
 	$(Q)$(CC) -o $@ $(DSECD_OBJ) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 # Backends: one shared object each; only the ops table is exported.
-backends/%.o: CFLAGS += -fvisibility=hidden
-backends/%.so: backends/%.o $(BE_COMMON) lib/libdsec.a
+build/backends/%.o: CFLAGS += -fvisibility=hidden
+backends/%.so: build/backends/%.o $(BE_COMMON) lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $< $(BE_COMMON) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
 		-lev -lpthread $(PC_LIBS)
 
-backends/%: backends/%-helper.o $(BE_COMMON) lib/libdsec.a
+backends/%: build/backends/%-helper.o $(BE_COMMON) lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< $(BE_COMMON) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-tools/%: tools/%.o lib/libdsec.a
+tools/%: build/tools/%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-t/helper-%: t/helper-%.o lib/libdsec.a
+t/helper-%: build/t/helper-%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-t/be-%.o: CFLAGS += -fvisibility=hidden
-t/%.so: t/be-%.o lib/libdsec.a
+build/t/be-%.o: CFLAGS += -fvisibility=hidden
+t/%.so: build/t/be-%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $< lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) -lev $(PC_LIBS)
 
-t/c/%.t: t/%.o lib/libdsec.a
+t/c/%.t: build/t/%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-%.o: %.c
+build/%.o: %.c
 	$(q) CC $@
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 # Install every missing Debian package the build and tests need.
 deps:
@@ -166,13 +166,13 @@ install: all
 		$(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 
 clean:
-	rm -f lib/*.o lib/*.d lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/*.o dsecd/*.d dsecd/dsecd \
-		backends/*.o backends/*.d backends/*.so $(HELPERS) tools/*.o tools/*.d $(TOOLS) \
-		t/*.o t/*.d $(TEST_HELPERS)
+	rm -rf build
+	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/dsecd backends/*.so $(HELPERS) \
+		$(TOOLS) $(TEST_HELPERS)
 	rm -rf t/c
 
 .PHONY: all deps check tests bench lint-man run install clean
 .SECONDARY:
 .DELETE_ON_ERROR:
 
--include $(wildcard */*.d)
+-include $(wildcard build/*/*.d)

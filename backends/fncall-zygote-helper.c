@@ -99,39 +99,40 @@ static size_t argv_area_len;
 static struct sock_fprog seccomp_prog;
 static int seccomp_memfd = -1;
 
-static void die(const char *fmt, ...) DSEC_PRINTF(1, 2);
-static void die(const char *fmt, ...)
+/* One line on stderr (the daemon's log): "fncall-zygote[RT]: KIND...". */
+static void say(const char *kind, const char *fmt, va_list ap)
 {
 	char buf[512];
-	va_list ap;
 	int n;
 
-	n = snprintf(buf, sizeof(buf), "fncall-zygote[%s]: ", cfg.runtime ? cfg.runtime : "?");
-	va_start(ap, fmt);
+	n = snprintf(buf, sizeof(buf), "fncall-zygote[%s]: %s", cfg.runtime ? cfg.runtime : "?",
+		     kind);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
 	(void)!write(2, buf, (size_t)n);
+}
+
+static _Noreturn void die(const char *fmt, ...) DSEC_PRINTF(1, 2);
+static _Noreturn void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say("", fmt, ap);
+	va_end(ap);
 	_exit(1);
 }
 
 static void warnx_(const char *fmt, ...) DSEC_PRINTF(1, 2);
 static void warnx_(const char *fmt, ...)
 {
-	char buf[512];
 	va_list ap;
-	int n;
 
-	n = snprintf(buf, sizeof(buf), "fncall-zygote[%s]: warning: ", cfg.runtime);
 	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	say("warning: ", fmt, ap);
 	va_end(ap);
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	(void)!write(2, buf, (size_t)n);
 }
 
 /* ---- isolation set up once -------------------------------------------- */

@@ -464,28 +464,30 @@ static void call_maybe_done(struct fc_call *c)
 		call_finish(c, 0);
 }
 
+/* Reads what a pipe has; at EOF stops watching it and closes it. */
+static void pipe_step(struct ev_loop *loop, struct fc_call *c, ev_io *w, int *fd,
+		      struct dsec_buf *b, bool *trunc)
+{
+	if (drain(c, *fd, b, trunc)) {
+		ev_io_stop(loop, w);
+		close(*fd);
+		*fd = -1;
+		call_maybe_done(c);
+	}
+}
+
 static void out_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fc_call *c = dsec_container_of(w, struct fc_call, out_w);
 
-	if (drain(c, c->out_fd, &c->res->out, &c->res->out_truncated)) {
-		ev_io_stop(loop, w);
-		close(c->out_fd);
-		c->out_fd = -1;
-		call_maybe_done(c);
-	}
+	pipe_step(loop, c, w, &c->out_fd, &c->res->out, &c->res->out_truncated);
 }
 
 static void err_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fc_call *c = dsec_container_of(w, struct fc_call, err_w);
 
-	if (drain(c, c->err_fd, &c->res->err, &c->res->err_truncated)) {
-		ev_io_stop(loop, w);
-		close(c->err_fd);
-		c->err_fd = -1;
-		call_maybe_done(c);
-	}
+	pipe_step(loop, c, w, &c->err_fd, &c->res->err, &c->res->err_truncated);
 }
 
 static void rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds);
