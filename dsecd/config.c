@@ -9,7 +9,7 @@
 #include "config.h"
 #include "dsec.h"
 
-enum key_type { K_STR, K_STRV, K_SIZE, K_UINT, K_SECONDS, K_BOOL, K_LEVEL };
+enum key_type { K_STR, K_STRV, K_SIZE, K_UINT, K_SECONDS, K_BOOL, K_LEVEL, K_MODE };
 
 /* One configuration key: adding one is adding a row. */
 struct key_desc {
@@ -28,6 +28,8 @@ static const struct key_desc keys[] = {
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },
 	{ "backends", K_STR, F(backends), "fncall" },
 	{ "default_backend", K_STR, F(default_backend), "fncall" },
+	{ "socket_mode", K_MODE, F(socket_mode), "0600" },
+	{ "socket_group", K_STR, F(socket_group), NULL },
 	{ "log_level", K_LEVEL, F(log_level), "info" },
 	{ "log_file", K_STR, F(log_file), NULL },
 	{ "pid_file", K_STR, F(pid_file), NULL },
@@ -163,6 +165,16 @@ int dsecd_conf_set(struct dsecd_conf *conf, const char *key, const char *value,
 					     "invalid value '%s' for '%s': expected true or false",
 					     value, key);
 		*(bool *)(base + k->off) = v;
+		return 0;
+	}
+	case K_MODE: {
+		char *end;
+		unsigned long m = strtoul(value, &end, 8);
+		if (!*value || *end || m > 0777)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "invalid value '%s' for '%s': expected an octal mode like 0660",
+					     value, key);
+		*(uint32_t *)(base + k->off) = (uint32_t)m;
 		return 0;
 	}
 	case K_LEVEL: {
@@ -423,6 +435,9 @@ void dsecd_conf_dump(const struct dsecd_conf *conf, int fd)
 		case K_LEVEL:
 			dprintf(fd, "%s = %s\n", k->name, lv[*(const enum dsec_log_level *)(base + k->off)]);
 			break;
+		case K_MODE:
+			dprintf(fd, "%s = %04o\n", k->name, *(const uint32_t *)(base + k->off));
+			break;
 		}
 	}
 	for (size_t i = 0; conf->be_keys && conf->be_keys[i]; i++)
@@ -441,6 +456,7 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 {
 	free(conf->node);
 	strv_clear(&conf->listen);
+	free(conf->socket_group);
 	free(conf->state_dir);
 	free(conf->backend_dir);
 	free(conf->helper_dir);

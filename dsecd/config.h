@@ -19,6 +19,8 @@
 struct dsecd_conf {
 	char *node;			/* node name, prefix of sandbox ids */
 	char **listen;			/* nng URLs, NULL-terminated */
+	uint32_t socket_mode;		/* permissions of ipc:// sockets */
+	char *socket_group;		/* group of ipc:// sockets, NULL = ours */
 	char *state_dir;		/* where state lives */
 	char *backend_dir;		/* where backends/NAME.so are */
 	char *helper_dir;		/* where helper programs are */

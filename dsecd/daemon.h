@@ -67,6 +67,9 @@ struct dsecd {
 	double started_wall;		/* unix time at start */
 	bool shutting_down;		/* SIGTERM seen */
 	ev_signal sigterm, sigint;	/* shutdown */
+	ev_signal sighup;		/* reopen the log file */
+	char *log_path;			/* log file, NULL when logging to stderr */
+	int log_fd;			/* its descriptor, -1 when none */
 	ev_timer shutdown_timer;	/* polls for the end of in-flight work */
 	double shutdown_deadline;	/* loop time when the grace ends */
 	ev_prepare reaper;		/* frees sandboxes outside callbacks */

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,26 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	d->shutdown_deadline = ev_now(loop) + d->conf.shutdown_grace;
 	ev_timer_init(&d->shutdown_timer, shutdown_check, 0, 0.01);
 	ev_timer_start(loop, &d->shutdown_timer);
+}
+
+/* SIGHUP: reopen the log file in place, for log rotation. */
+static void hup_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct dsecd *d = w->data;
+	int fd;
+
+	if (!d->log_path)
+		return;
+	fd = open(d->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		log_error("cannot reopen log file '%s': %s", d->log_path, strerror(errno));
+		return;
+	}
+	dup3(fd, d->log_fd, O_CLOEXEC);
+	if (!d->conf.foreground)
+		dup2(fd, 2);
+	close(fd);
+	log_info("log file reopened");
 }
 
 /* Makes the parent directory of every ipc:// socket. */
@@ -173,6 +194,7 @@ int main(int argc, char **argv)
 				strerror(errno));
 			return 1;
 		}
+		d->log_path = xstrdup(path);
 	}
 	if (lock_state_dir(d->conf.state_dir, &err) < 0) {
 		fprintf(stderr, "dsecd: %s\n", err.msg);
@@ -210,7 +232,18 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out_pool;
 	}
-	if (dsecd_server_new(&d->server, d->loop, d->conf.listen, (unsigned)d->conf.max_inflight,
+	int gid = -1;
+	if (d->conf.socket_group) {
+		struct group *g = getgrnam(d->conf.socket_group);
+		if (!g) {
+			log_error("no group '%s' (socket_group)", d->conf.socket_group);
+			rc = 1;
+			goto out_backends;
+		}
+		gid = (int)g->gr_gid;
+	}
+	if (dsecd_server_new(&d->server, d->loop, d->conf.listen, d->conf.socket_mode, gid,
+			     (unsigned)d->conf.max_inflight,
 			     d->conf.max_frame * 2 + (64u << 10), dsecd_handle, d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;
@@ -227,6 +260,10 @@ int main(int argc, char **argv)
 	ev_signal_init(&d->sigint, signal_cb, SIGINT);
 	d->sigint.data = d;
 	ev_signal_start(d->loop, &d->sigint);
+	d->log_fd = log_fd;
+	ev_signal_init(&d->sighup, hup_cb, SIGHUP);
+	d->sighup.data = d;
+	ev_signal_start(d->loop, &d->sighup);
 	log_info("dsecd %s serving as node '%s' (pid %d, state %s)", DSEC_VERSION, d->conf.node,
 		 (int)getpid(), d->conf.state_dir);
 
@@ -259,5 +296,6 @@ out_pool:
 	ev_loop_destroy(d->loop);
 	if (log_fd >= 0)
 		close(log_fd);
+	free(d->log_path);
 	return rc;
 }

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
@@ -101,8 +102,8 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 }
 
 int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *const *urls,
-		     unsigned max_inflight, size_t recv_max, dsecd_request_fn fn, void *arg,
-		     struct dsec_err *err)
+		     unsigned mode, int gid, unsigned max_inflight, size_t recv_max,
+		     dsecd_request_fn fn, void *arg, struct dsec_err *err)
 {
 	struct dsecd_server *s = xcalloc(1, sizeof(*s));
 	int rc;
@@ -119,7 +120,22 @@ int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *cons
 	}
 	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, recv_max);
 	for (char *const *u = urls; u && *u; u++) {
-		if ((rc = nng_listen(s->sock, *u, NULL, 0)) != 0) {
+		bool ipc = !strncmp(*u, "ipc://", 6);
+		nng_listener l;
+
+		if ((rc = nng_listener_create(&l, s->sock, *u)) == 0) {
+			if (ipc)
+				nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)mode);
+			rc = nng_listener_start(l, 0);
+		}
+		if (rc == 0 && ipc && gid >= 0 && chown(*u + 6, (uid_t)-1, (gid_t)gid) < 0) {
+			int e = errno;
+			nng_close(s->sock);
+			free(s);
+			return dsec_err_set(err, e, "cannot give socket '%s' group %d: %s", *u + 6,
+					    gid, strerror(e));
+		}
+		if (rc != 0) {
 			nng_close(s->sock);
 			free(s);
 			return dsec_err_setc(err, rc == NNG_EADDRINUSE ? DSEC_E_EXISTS : DSEC_E_INVALID,

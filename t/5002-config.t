@@ -2,7 +2,7 @@
 # dsecd's configuration: embedded defaults, dsecd.conf, flags, and the
 # errors a user sees for bad settings.
 . "$(dirname "$0")/lib.sh"
-plan 22
+plan 27
 
 D="$TOP/dsecd/dsecd"
 run "$D" --check-config --config /dev/null
@@ -56,3 +56,20 @@ run "$D" --foreground --config /dev/null --state-dir "$T/state" --listen "ipc://
 	--backend-dir "$TOP/t" --set backends=test
 like "$RC:$OUT" "^1:.*another dsecd is using state directory" "a second dsecd on the same state directory is refused"
 like "$(helper-req "$DSEC_HOST" ping)" '"pong":true' "... and the first one keeps serving"
+
+# The socket: mode 0600 by default, socket_mode and socket_group change it.
+is "$(stat -c %a "$T/dsecd.sock")" "600" "the ipc socket is mode 0600 by default"
+stop_dsecd
+start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
+	--set socket_mode=0660 --set socket_group=daemon --set log_file="$T/d.log"
+is "$(stat -c '%a %G' "$T/dsecd.sock")" "660 daemon" "socket_mode and socket_group apply"
+# SIGHUP reopens the log file (rotation).
+mv "$T/d.log" "$T/d.log.1"
+kill -HUP "$DSECD_PID"
+for _ in $(seq 50); do [ -s "$T/d.log" ] && break; sleep 0.1; done
+like "$(cat "$T/d.log" 2>/dev/null)" "log file reopened" "SIGHUP reopens the log file"
+# A daemon killed with SIGKILL leaves its socket; the next one takes it over.
+kill -KILL "$DSECD_PID"; wait "$DSECD_PID" 2>/dev/null; DSECD_PID=
+ok "$([ -S "$T/dsecd.sock" ]; echo $?)" "SIGKILL leaves the socket file behind"
+start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=test
+like "$(helper-req "$DSEC_HOST" ping)" '"pong":true' "a new dsecd listens on a stale socket"
