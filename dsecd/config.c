@@ -26,7 +26,7 @@ static const struct key_desc keys[] = {
 	{ "state_dir", K_STR, F(state_dir), "/var/lib/dsec" },
 	{ "backend_dir", K_STR, F(backend_dir), DSEC_BACKEND_DIR },
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },
-	{ "backends", K_STR, F(backends), "fncall" },
+	{ "backends", K_STR, F(backends), "fncall,container" },
 	{ "default_backend", K_STR, F(default_backend), "fncall" },
 	{ "socket_mode", K_MODE, F(socket_mode), "0600" },
 	{ "socket_group", K_STR, F(socket_group), NULL },

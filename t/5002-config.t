@@ -9,7 +9,7 @@ run "$D" --check-config --config /dev/null
 is "$RC" 0 "--check-config runs with no config file"
 like "$OUT" 'listen = ipc:///run/dsec/dsecd.sock' "the default listen address is the local socket"
 like "$OUT" 'max_frame = 16777216' "the default max_frame is 16M"
-like "$OUT" 'backends = fncall' "fncall is loaded by default"
+like "$OUT" 'backends = fncall,container' "fncall and container are loaded by default"
 
 cat > "$T/a.conf" <<'CONF'
 # a comment
@@ -45,14 +45,14 @@ run "$D" --check-config --config "$T/missing.conf"
 like "$RC:$OUT" "^2:.*cannot read config" "a missing --config file is an error"
 
 # Loading: a backend that is not there, and capacity.
-run "$D" --foreground --config /dev/null --state-dir "$T/s1" --listen "ipc://$T/s1.sock" \
+run timeout 60 "$D" --foreground --config /dev/null --state-dir "$T/s1" --listen "ipc://$T/s1.sock" \
 	--backend-dir "$TOP/t" --set backends=nosuch
 like "$RC:$(echo "$OUT" | tr '\n' ' ')" "^1:.*cannot load backend '$TOP/t/nosuch.so'.*no backend could be loaded" \
 	"a missing backend is named with dlerror, and no backend is fatal"
 start_dsecd --backend-dir "$TOP/t" --set backends=test,nosuch --set default_backend=test --set max_sandboxes=2
 helper-req "$DSEC_HOST" create >/dev/null; helper-req "$DSEC_HOST" create >/dev/null
 like "$(helper-req "$DSEC_HOST" create)" '"code":"capacity"' "max_sandboxes is enforced with capacity"
-run "$D" --foreground --config /dev/null --state-dir "$T/state" --listen "ipc://$T/other.sock" \
+run timeout 60 "$D" --foreground --config /dev/null --state-dir "$T/state" --listen "ipc://$T/other.sock" \
 	--backend-dir "$TOP/t" --set backends=test
 like "$RC:$OUT" "^1:.*another dsecd is using state directory" "a second dsecd on the same state directory is refused"
 like "$(helper-req "$DSEC_HOST" ping)" '"pong":true' "... and the first one keeps serving"

@@ -1,0 +1,524 @@
+/* container-init-helper.c - backends/container-init: the container
+ * backend's helper, started by container.so with fork + exec (dsecd has
+ * threads, so nothing but exec runs after its fork).  Two modes:
+ *
+ *   container-init create --dir D --rootfs R|- --disk BYTES --cg DESC
+ *	fd 3: status pipe (one line: "ok PID" or "err ERRNO message")
+ *	fds 4..: the sandbox's cgroup (be_cg_export order)
+ *   Started by clone() in new mount, pid, net, uts and ipc namespaces, so
+ *   it is the sandbox's pid 1 and dsecd's child.  Joins the cgroup,
+ *   builds the root (a size-capped tmpfs holding the overlay's upper and
+ *   work dirs, the overlay over R or over a skeleton with the host's /usr,
+ *   /bin, /lib*, /etc bound read-only on it; /dev, /proc with the sensitive
+ *   entries masked, /sys read-only), pivots into it, unshares its cgroup
+ *   namespace, reports and reaps zombies until it is killed.
+ *   All mounts live only in the sandbox's mount namespace: the host never
+ *   sees them and they vanish with the sandbox's last process.
+ *
+ *   container-init exec --uid U --gid G --cwd DIR --nofile N --cg DESC -- ARGV...
+ *	fds 0-2: the command's stdin, stdout, stderr; fd 3: status pipe
+ *	(one line: "st WAITSTATUS" or "err ERRNO message"); fd 4: pidfd of the
+ *	sandbox's init; fd 5: O_PATH fd of its root; fds 6..: the exec's cgroup
+ *   Enters the namespaces of the init, forks the command (the pid namespace
+ *   applies to children), which joins the exec's cgroup and the cgroup
+ *   namespace, chroots, drops every capability, sets no_new_privs and the
+ *   seccomp filter and execs argv with this program's environment.  The
+ *   helper itself stays outside the exec's cgroup so that a timeout kill
+ *   of the cgroup still lets it report the wait status.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "be_title.h"
+#include "be_cgroup.h"
+#include "util.h"
+
+#define FD_STATUS 3
+
+static _Noreturn void fail(int e, const char *fmt, ...) DSEC_PRINTF(2, 3);
+static _Noreturn void fail(int e, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	dprintf(FD_STATUS, "err %d %s\n", e ? e : EIO, msg);
+	_exit(126);
+}
+
+static void xmount(const char *src, const char *dst, const char *type, unsigned long fl,
+		   const char *data)
+{
+	if (mount(src, dst, type, fl, data) < 0)
+		fail(errno, "cannot mount '%s' on '%s': %s", src ? src : type ? type : "(remount)",
+		     dst, strerror(errno));
+}
+
+static void xmkdir(const char *p, mode_t m)
+{
+	if (mkdir(p, m) < 0 && errno != EEXIST)
+		fail(errno, "cannot mkdir '%s': %s", p, strerror(errno));
+}
+
+static void lo_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+}
+
+/* Bind host path read-only at root/host (directories and files); a
+ * top-level symlink such as /bin -> usr/bin is recreated instead. */
+static void bind_ro(const char *root, const char *host, unsigned long extra)
+{
+	char dst[PATH_MAX], lnk[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	if (lstat(host, &st) < 0)
+		return;
+	snprintf(dst, sizeof(dst), "%s%s", root, host);
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
+			lnk[n] = '\0';
+			unlink(dst);
+			(void)!symlink(lnk, dst);
+		}
+		return;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		xmkdir(dst, 0755);
+	} else {
+		int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+		if (fd < 0)
+			fail(errno, "cannot create '%s': %s", dst, strerror(errno));
+		close(fd);
+	}
+	xmount(host, dst, NULL, MS_BIND | MS_REC, NULL);
+	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra, NULL);
+}
+
+static void put_file(const char *root, const char *rel, const char *data)
+{
+	char dst[PATH_MAX];
+	int fd;
+
+	snprintf(dst, sizeof(dst), "%s%s", root, rel);
+	fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || dsec_write_all(fd, data, strlen(data)) < 0)
+		fail(errno, "cannot write '%s': %s", dst, strerror(errno));
+	close(fd);
+}
+
+/* Copy a small host file (or symlink) to root/host if it exists. */
+static void copy_in(const char *root, const char *host)
+{
+	char dst[PATH_MAX], lnk[PATH_MAX];
+	_cleanup_free_ char *data = NULL;
+	struct stat st;
+	size_t len;
+	ssize_t n;
+
+	if (lstat(host, &st) < 0)
+		return;
+	snprintf(dst, sizeof(dst), "%s%s", root, host);
+	if (S_ISLNK(st.st_mode)) {
+		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
+			lnk[n] = '\0';
+			(void)!symlink(lnk, dst);
+		}
+	} else if (S_ISREG(st.st_mode) && dsec_read_file(host, &data, &len) == 0) {
+		int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+		if (fd >= 0) {
+			(void)!dsec_write_all(fd, data, len);
+			close(fd);
+		}
+	}
+}
+
+/* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
+ * the default root) skel/; D/root is the overlay. */
+static void build_root(const char *dir, const char *rootfs, const char *disk)
+{
+	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+					   "/libx32" };
+	static const char *const etc_dirs[] = { "/etc/alternatives", "/etc/ssl",
+						"/etc/ld.so.conf.d", "/etc/ca-certificates",
+						"/etc/python3", "/etc/python3.11" };
+	static const char *const etc_files[] = { "/etc/ld.so.cache", "/etc/ld.so.conf",
+						 "/etc/localtime", "/etc/os-release",
+						 "/etc/debian_version", "/etc/nsswitch.conf",
+						 "/etc/mime.types", "/etc/protocols",
+						 "/etc/services", "/etc/bash.bashrc", "/etc/profile" };
+	static const char *const skel[] = { "dev", "proc", "sys", "tmp", "root", "work", "etc",
+					    "usr" };
+	char rw[2048], root[2048], opt[PATH_MAX * 3 + 64], p[PATH_MAX];
+	bool dflt = !strcmp(rootfs, "-");
+
+	snprintf(rw, sizeof(rw), "%s/rw", dir);
+	snprintf(root, sizeof(root), "%s/root", dir);
+	xmkdir(rw, 0700);
+	xmkdir(root, 0755);
+	snprintf(opt, sizeof(opt), "size=%s,mode=0755", disk);
+	xmount("dsec-container", rw, "tmpfs", MS_NOSUID | MS_NODEV, opt);
+	snprintf(p, sizeof(p), "%s/upper", rw);
+	xmkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/work", rw);
+	xmkdir(p, 0755);
+	if (dflt) {
+		snprintf(p, sizeof(p), "%s/skel", rw);
+		xmkdir(p, 0755);
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(skel); i++) {
+			char q[PATH_MAX];
+
+			snprintf(q, sizeof(q), "%s/skel/%s", rw, skel[i]);
+			xmkdir(q, !strcmp(skel[i], "tmp") ? 01777 : 0755);
+			if (!strcmp(skel[i], "tmp"))
+				chmod(q, 01777);
+		}
+		snprintf(opt, sizeof(opt), "lowerdir=%s/skel,upperdir=%s/upper,workdir=%s/work",
+			 rw, rw, rw);
+	} else {
+		snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work", rootfs,
+			 rw, rw);
+	}
+	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
+	if (dflt) {
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
+			bind_ro(root, top[i], MS_NODEV);
+		/* Not the host's /etc: only what programs need, no secrets. */
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_dirs); i++)
+			bind_ro(root, etc_dirs[i], MS_NODEV);
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_files); i++)
+			copy_in(root, etc_files[i]);
+		put_file(root, "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
+			 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+		put_file(root, "/etc/group", "root:x:0:\nnogroup:x:65534:\n");
+		put_file(root, "/etc/hosts", "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n");
+		put_file(root, "/etc/hostname", "sandbox\n");
+		put_file(root, "/etc/resolv.conf", "");
+	}
+
+	/* /dev: a small tmpfs with the harmless nodes bound from the host. */
+	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+					    "/dev/urandom", "/dev/tty" };
+	snprintf(p, sizeof(p), "%s/dev", root);
+	xmkdir(p, 0755);
+	xmount("dsec-dev", p, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(devs); i++) {
+		char dst[PATH_MAX];
+		int fd;
+
+		snprintf(dst, sizeof(dst), "%s%s", root, devs[i]);
+		if ((fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666)) < 0)
+			fail(errno, "cannot create '%s': %s", dst, strerror(errno));
+		close(fd);
+		if (mount(devs[i], dst, NULL, MS_BIND, NULL) < 0)
+			unlink(dst);
+	}
+	snprintf(p, sizeof(p), "%s/dev/pts", root);
+	xmkdir(p, 0755);
+	if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") == 0) {
+		snprintf(p, sizeof(p), "%s/dev/ptmx", root);
+		(void)!symlink("pts/ptmx", p);
+	}
+	snprintf(p, sizeof(p), "%s/dev/shm", root);
+	xmkdir(p, 01777);
+	xmount("dsec-shm", p, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777");
+	static const char *const links[][2] = { { "/proc/self/fd", "fd" },
+						{ "/proc/self/fd/0", "stdin" },
+						{ "/proc/self/fd/1", "stdout" },
+						{ "/proc/self/fd/2", "stderr" } };
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(links); i++) {
+		snprintf(p, sizeof(p), "%s/dev/%s", root, links[i][1]);
+		(void)!symlink(links[i][0], p);
+	}
+	snprintf(p, sizeof(p), "%s/proc", root);
+	xmkdir(p, 0555);
+	snprintf(p, sizeof(p), "%s/sys", root);
+	xmkdir(p, 0555);
+	snprintf(p, sizeof(p), "%s/tmp", root);
+	xmkdir(p, 01777);
+}
+
+/* pid 1's part: /proc of the new pid namespace with its sensitive entries
+ * masked, /sys read-only, then pivot_root. */
+static void finish_root(const char *dir)
+{
+	static const char *const masked[] = { "kcore", "kpagecgroup", "kpageflags", "kpagecount",
+					      "sysrq-trigger", "timer_list", "sched_debug", "keys",
+					      "key-users", "latency_stats", "acpi", "scsi" };
+	static const char *const ro[] = { "sys", "bus", "fs", "irq" };
+	char root[2048], p[PATH_MAX];
+	struct stat st;
+
+	snprintf(root, sizeof(root), "%s/root", dir);
+	snprintf(p, sizeof(p), "%s/proc", root);
+	xmount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(masked); i++) {
+		snprintf(p, sizeof(p), "%s/proc/%s", root, masked[i]);
+		if (lstat(p, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			xmount("dsec-mask", p, "tmpfs", MS_RDONLY, "size=0,mode=0500");
+		else
+			xmount("/dev/null", p, NULL, MS_BIND, NULL);
+	}
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(ro); i++) {
+		snprintf(p, sizeof(p), "%s/proc/%s", root, ro[i]);
+		if (lstat(p, &st) < 0)
+			continue;
+		xmount(p, p, NULL, MS_BIND | MS_REC, NULL);
+		xmount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+		       MS_NOEXEC, NULL);
+	}
+	snprintf(p, sizeof(p), "%s/sys", root);
+	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		(void)0;	/* no /sys rather than no sandbox */
+	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+		fail(errno, "cannot pivot into the new root: %s", strerror(errno));
+	if (umount2(".", MNT_DETACH) < 0)
+		fail(errno, "cannot detach the old root: %s", strerror(errno));
+	if (chdir("/") < 0)
+		fail(errno, "cannot chdir to the new root: %s", strerror(errno));
+}
+
+static const char *arg(int argc, char **argv, const char *name, const char *def)
+{
+	for (int i = 2; i + 1 < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], name))
+			return argv[i + 1];
+	}
+	if (!def)
+		fail(EINVAL, "missing %s", name);
+	return def;
+}
+
+static _Noreturn void do_create(int argc, char **argv)
+{
+	const char *dir = arg(argc, argv, "--dir", NULL);
+	const char *rootfs = arg(argc, argv, "--rootfs", "-");
+	const char *disk = arg(argc, argv, "--disk", "256m");
+	const char *desc = arg(argc, argv, "--cg", "none");
+	struct be_cg *cg = NULL;
+	struct dsec_err err;
+	sigset_t all, chld;
+	int st;
+
+	if (strlen(dir) > 1024 || strlen(rootfs) > 1024)
+		fail(ENAMETOOLONG, "path too long");
+	if (strcmp(desc, "none")) {
+		if (be_cg_import(&cg, desc, 4, &err) < 0)
+			fail(err.errnum, "%s", err.msg);
+		if (be_cg_attach(cg, 0) < 0)
+			fail(errno, "cannot join the sandbox's cgroup");
+	}
+	/* container.so cloned us into new mount, pid, net, uts and ipc
+	 * namespaces: we are the sandbox's pid 1 and dsecd's child. */
+	if (getpid() != 1)
+		fail(EINVAL, "not the init of a new pid namespace");
+	xmount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+	if (sethostname("sandbox", 7) < 0)
+		fail(errno, "cannot set the hostname: %s", strerror(errno));
+	lo_up();
+	build_root(dir, rootfs, disk);
+	finish_root(dir);
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		fail(errno, "cannot unshare the cgroup namespace: %s", strerror(errno));
+	be_retitle(argc, argv, "dsec-init");
+	dprintf(FD_STATUS, "ok 1\n");
+	syscall(SYS_close_range, 0, ~0U, 0);
+	/* Every signal blocked (pid 1 only dies by SIGKILL from the host);
+	 * a pending SIGCHLD wakes sigwaitinfo to reap orphans. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	for (;;) {
+		while (waitpid(-1, &st, WNOHANG) > 0)
+			;
+		sigwaitinfo(&chld, NULL);
+	}
+}
+
+/* ---- exec ----------------------------------------------------------------- */
+
+static int load_seccomp(void)
+{
+	static const char *const deny[] = {
+		"mount", "umount", "umount2", "pivot_root", "chroot", "kexec_load",
+		"kexec_file_load", "bpf", "perf_event_open", "keyctl", "add_key", "request_key",
+		"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd",
+		"open_by_handle_at", "name_to_handle_at", "init_module", "finit_module",
+		"delete_module", "reboot", "swapon", "swapoff", "setns", "unshare", "acct",
+		"quotactl", "quotactl_fd", "sethostname", "setdomainname", "settimeofday",
+		"clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog",
+		"vhangup", "lookup_dcookie", "fanotify_init", "fsopen", "fsconfig", "fsmount",
+		"fspick", "move_mount", "open_tree", "mount_setattr", "io_uring_setup",
+		"io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd", "nfsservctl",
+		"uselib", "ustat", "sysfs", "_sysctl", "create_module", "get_kernel_syms",
+		"query_module",
+	};
+	static const unsigned long ns_flags[] = {
+		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+		CLONE_NEWNET, CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
+	};
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int rc = 0;
+
+	if (!ctx)
+		return -ENOMEM;
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(deny); i++) {
+		int nr = seccomp_syscall_resolve_name(deny[i]);
+
+		if (nr != __NR_SCMP_ERROR)
+			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	}
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(ns_flags); i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	/* clone3 hides its flags in memory: make libc fall back to clone. */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+			       SCMP_A0(SCMP_CMP_GT, 0x20008));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			       SCMP_A1(SCMP_CMP_EQ, TIOCSTI));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			       SCMP_A1(SCMP_CMP_EQ, TIOCLINUX));
+	/* XFS_IOC_SWAPEXT = _IOWR('X', 109, struct xfs_swapext). */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			       SCMP_A1(SCMP_CMP_EQ, 0xc0c0586dUL));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+			       SCMP_A0(SCMP_CMP_EQ, 40 /* AF_VSOCK */));
+	if (rc == 0)
+		rc = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return rc;
+}
+
+static void drop_caps(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
+	for (int c = 0; c <= 63; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	if (syscall(SYS_capset, &h, d) < 0)
+		fail(errno, "cannot drop capabilities: %s", strerror(errno));
+}
+
+static int do_exec(int argc, char **argv)
+{
+	uid_t uid = (uid_t)strtoul(arg(argc, argv, "--uid", "0"), NULL, 10);
+	gid_t gid = (gid_t)strtoul(arg(argc, argv, "--gid", "0"), NULL, 10);
+	const char *cwd = arg(argc, argv, "--cwd", "/");
+	rlim_t nofile = (rlim_t)strtoul(arg(argc, argv, "--nofile", "1024"), NULL, 10);
+	const char *desc = arg(argc, argv, "--cg", "none");
+	struct be_cg *cg = NULL;
+	struct dsec_err err;
+	char **cmd = NULL;
+	int st;
+	pid_t pid;
+
+	for (int i = 2; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			cmd = argv + i + 1;
+			break;
+		}
+	if (!cmd || !cmd[0])
+		fail(EINVAL, "no command");
+	if (strcmp(desc, "none") && be_cg_import(&cg, desc, 6, &err) < 0)
+		fail(err.errnum, "%s", err.msg);
+	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) < 0)
+		fail(errno, "cannot enter the sandbox: %s", strerror(errno));
+	if (fchdir(5) < 0 || chroot(".") < 0 || chdir("/") < 0)
+		fail(errno, "cannot enter the sandbox's root: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		fail(errno, "cannot fork: %s", strerror(errno));
+	if (pid == 0) {
+		struct rlimit rl = { nofile, nofile };
+		int e;
+
+		if (cg && be_cg_attach(cg, 0) < 0)
+			fail(errno, "cannot join the exec's cgroup");
+		if (setns(4, CLONE_NEWCGROUP) < 0)
+			fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
+		setsid();
+		setrlimit(RLIMIT_NOFILE, &rl);
+		if (chdir(cwd) < 0)
+			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
+		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
+			fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
+		drop_caps();
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (e = load_seccomp()) < 0)
+			fail(EPERM, "cannot load the seccomp filter");
+		syscall(SYS_close_range, 3, ~0U, 0);
+		execvp(cmd[0], cmd);
+		e = errno;
+		dprintf(2, "%s: %s\n", cmd[0], strerror(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	close(0);
+	close(1);
+	close(2);
+	close(4);
+	close(5);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			fail(errno, "cannot wait: %s", strerror(errno));
+	dprintf(FD_STATUS, "st %d\n", st);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	signal(SIGPIPE, SIG_IGN);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (argc >= 2 && !strcmp(argv[1], "create"))
+		do_create(argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "exec"))
+		return do_exec(argc, argv);
+	fprintf(stderr, "usage: container-init create|exec ...  (run by container.so)\n");
+	return 2;
+}

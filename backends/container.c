@@ -1,0 +1,1525 @@
+/* container.c - the container backend: stateful sandboxes made of
+ * namespaces, an overlay root and cgroups; commands enter from outside.
+ *
+ * create: a pool thread makes the sandbox's cgroup (below
+ * dsec-container.<pid>) and its limits; the loop then clones + execs
+ * backends/container-init in new mount, pid, net (loopback only), uts and
+ * ipc namespaces.  It joins the cgroup, builds the root (overlay over
+ * container.rootfs, or over a skeleton with the host's /usr, /bin, /lib*
+ * bound read-only; the upper dir on a tmpfs of container.disk bytes),
+ * pivots, unshares its cgroup namespace and stays as the sandbox's pid 1,
+ * a child of dsecd that the loop reaps.  Every mount lives in the
+ * sandbox's mount namespace only.  The loop reads "ok" from a status pipe,
+ * opens a pidfd of pid 1 and an O_PATH fd of /proc/PID/root, and completes.
+ *
+ * exec: the loop makes a per-exec child cgroup, pipes and a stdin memfd and
+ * fork + execs container-init exec, which setns()es through the pidfd,
+ * chroots to the root fd and forks the command (capabilities dropped,
+ * no_new_privs, seccomp).  Output is watched with ev_io and capped, the
+ * timeout kills the exec's cgroup (the command's whole tree, not the
+ * sandbox), the status comes on a pipe.  Processes an exec leaves behind
+ * are killed when it completes: files persist between execs, processes do
+ * not.
+ *
+ * file_read/file_write run on pool threads with openat2(RESOLVE_IN_ROOT |
+ * RESOLVE_NO_MAGICLINKS) from the root fd.  destroy kills the sandbox's
+ * cgroup (pid 1 and with it the namespaces and mounts go), removes the
+ * cgroups and the state directory.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "be_cgroup.h"
+#include "log.h"
+#include "util.h"
+
+#define CT_HELPER "container-init"
+#define CT_DEFAULT_CAP (1u << 20)	/* output_cap 0 */
+#define CT_GRACE 1.0			/* s to wait for pipe EOF after the exit */
+#define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
+#define CT_CREATE_TIMEOUT 30.0		/* s for the helper to build a sandbox */
+
+/* ---- configuration ------------------------------------------------------ */
+
+struct ct_conf {
+	char *rootfs;		/* lower layer directory, "" = assembled from the host */
+	uint64_t disk;		/* bytes of the upper dir */
+	uint64_t memory;	/* bytes per sandbox */
+	double cpus;		/* cores per sandbox */
+	uint64_t pids;		/* tasks per sandbox */
+	uint64_t nofile;	/* RLIMIT_NOFILE per command */
+	uint64_t uid;		/* uid commands run as inside */
+	uint64_t gid;		/* gid commands run as inside */
+	uint64_t max_sandboxes;	/* sandboxes before "capacity" */
+	double timeout;		/* seconds when a request gives none */
+};
+
+enum kind { K_STR, K_COUNT, K_SIZE, K_CPUS, K_SECS };
+
+/* Every key the backend knows; adding one is adding a row. */
+static const struct {
+	const char *key;	/* after "container." */
+	enum kind kind;		/* how to parse it */
+	size_t off;		/* into struct ct_conf */
+	const char *def;	/* embedded default */
+} conf_table[] = {
+#define F(f) offsetof(struct ct_conf, f)
+	{ "rootfs", K_STR, F(rootfs), "" },
+	{ "disk", K_SIZE, F(disk), "256M" },
+	{ "memory", K_SIZE, F(memory), "512M" },
+	{ "cpus", K_CPUS, F(cpus), "1" },
+	{ "pids", K_COUNT, F(pids), "512" },
+	{ "nofile", K_COUNT, F(nofile), "1024" },
+	{ "uid", K_COUNT, F(uid), "0" },
+	{ "gid", K_COUNT, F(gid), "0" },
+	{ "max_sandboxes", K_COUNT, F(max_sandboxes), "1024" },
+	{ "timeout", K_SECS, F(timeout), "300" },
+#undef F
+};
+
+/* ---- state -------------------------------------------------------------- */
+
+struct ct_be;
+
+/* A done callback waiting for the reaper (never called inside an op). */
+struct ct_pending {
+	struct ct_pending *next;	/* queue */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why, when rc < 0 */
+};
+
+/* A cgroup shared by an exec and the pool work killing it. */
+struct ct_cgref {
+	struct be_cg *cg;		/* the group */
+	int refs;			/* holders; freed (loop) at 0 */
+};
+
+struct ct_sb {
+	struct ct_be *be;		/* backend */
+	struct ct_sb *next;		/* be->sbs */
+	char *id;			/* sandbox id */
+	char *dir;			/* state_dir/sb.N (empty on the host) */
+	char **env;			/* create env, NULL-terminated */
+	char *cwd;			/* default working directory */
+	struct dsec_be_limits lim;	/* limits asked for */
+	struct be_cg *cg;		/* the sandbox's group */
+	pid_t helper;			/* container-init: the sandbox's pid 1 */
+	pid_t init;			/* the same, once it reported ready */
+	int pidfd;			/* pidfd of init */
+	int rootfd;			/* O_PATH /proc/init/root */
+	int st_fd;			/* create status pipe */
+	struct dsec_buf st;		/* its bytes */
+	ev_io st_w;			/* on st_fd */
+	ev_timer ctimer;		/* create timeout */
+	ev_child cw;			/* create helper */
+	dsec_be_done_fn cdone;		/* create's */
+	void *carg;			/* its argument */
+	bool ready;			/* create completed */
+	bool destroying;		/* destroy called */
+	unsigned busy;			/* execs (incl. cleanup) and file ops */
+	struct ct_exec *execs;		/* running */
+	dsec_be_done_fn ddone;		/* destroy's */
+	void *darg;			/* its argument */
+	uint64_t next_x;		/* exec cgroup names */
+};
+
+struct ct_exec {
+	struct ct_sb *sb;		/* sandbox */
+	struct ct_exec *next;		/* sb->execs */
+	struct dsec_exec_res *res;	/* caller's */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	struct ct_cgref *cg;		/* per-exec group */
+	pid_t pid;			/* helper */
+	int out_fd, err_fd, st_fd;	/* our ends, -1 at EOF */
+	ev_io out_w, err_w, st_w;	/* on them */
+	ev_timer timer;			/* timeout, then grace */
+	ev_child cw;			/* helper */
+	struct dsec_buf st;		/* status bytes */
+	size_t cap;			/* output cap */
+	uint64_t t0;			/* start, ns */
+	bool reaped;			/* helper reaped (or no ev_child) */
+	bool killed;			/* cgroup kill sent */
+	bool finished;			/* result decided */
+};
+
+struct ct_be {
+	const struct dsec_be_host *host;	/* daemon services */
+	struct ct_conf conf;		/* configuration */
+	struct be_cg *cg;		/* dsec-container.<pid> */
+	struct ct_sb *sbs;		/* live sandboxes */
+	uint32_t nsbs;			/* their number */
+	uint32_t running;		/* execs in flight */
+	uint64_t ncalls;		/* execs completed */
+	uint64_t next_sb;		/* sandbox dir names */
+	struct ct_pending *pend, **pend_tail;	/* done queue */
+	ev_check check;			/* drains it */
+	ev_idle idle;			/* keeps the loop spinning while it is not empty */
+	bool stopping;			/* fini started */
+	unsigned nwork;			/* submitted work whose done has not run */
+	unsigned busy;			/* work running on pool threads (atomic) */
+};
+
+#define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
+
+static void ct_free(struct ct_be *be)
+{
+	free(be->conf.rootfs);
+	free(be);
+}
+
+/* ---- pool work and deferred completions --------------------------------- */
+
+struct ct_task {
+	struct ct_be *be;		/* backend */
+	void (*work)(void *);		/* on a pool thread */
+	void (*done)(void *);		/* on the loop */
+	void *arg;			/* theirs */
+};
+
+static void task_work(void *arg)
+{
+	struct ct_task *t = arg;
+
+	t->work(t->arg);
+	__atomic_sub_fetch(&t->be->busy, 1, __ATOMIC_RELEASE);
+}
+
+static void task_done(void *arg)
+{
+	struct ct_task *t = arg;
+	struct ct_be *be = t->be;
+
+	if (!be->stopping)
+		t->done(t->arg);
+	free(t);
+	if (--be->nwork == 0 && be->stopping)
+		ct_free(be);
+}
+
+/* Run work on a pool thread, done on the loop; without a pool thread both
+ * run here (done must tolerate it: it never calls a caller's done directly). */
+static void ct_submit(struct ct_be *be, void (*work)(void *), void (*done)(void *), void *arg)
+{
+	struct ct_task *t = xcalloc(1, sizeof(*t));
+
+	t->be = be;
+	t->work = work;
+	t->done = done;
+	t->arg = arg;
+	__atomic_add_fetch(&be->busy, 1, __ATOMIC_ACQUIRE);
+	if (be->host->submit(task_work, task_done, t) < 0) {
+		be->nwork++;
+		task_work(t);
+		task_done(t);
+		return;
+	}
+	be->nwork++;
+}
+
+static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
+		  const struct dsec_err *err)
+{
+	struct ct_pending *p = xcalloc(1, sizeof(*p));
+
+	p->done = done;
+	p->arg = arg;
+	p->rc = rc;
+	if (rc < 0 && err)
+		p->err = *err;
+	else if (rc < 0)
+		dsec_err_setc(&p->err, DSEC_E_BACKEND, -rc, "container: %s", strerror(-rc));
+	*be->pend_tail = p;
+	be->pend_tail = &p->next;
+	ev_idle_start(be->host->loop, &be->idle);
+}
+
+static void reap_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+	struct ct_be *be = dsec_container_of(w, struct ct_be, check);
+
+	while (be->pend) {
+		struct ct_pending *p = be->pend;
+
+		be->pend = p->next;
+		if (!be->pend)
+			be->pend_tail = &be->pend;
+		if (!be->stopping)
+			p->done(p->arg, p->rc, p->rc < 0 ? &p->err : NULL);
+		free(p);
+	}
+	ev_idle_stop(loop, &be->idle);
+}
+
+static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+}
+
+/* ---- config --------------------------------------------------------------- */
+
+static int conf_set(struct ct_conf *c, size_t i, const char *v, struct dsec_err *err)
+{
+	void *f = (char *)c + conf_table[i].off;
+	char *end;
+
+	switch (conf_table[i].kind) {
+	case K_STR:
+		free(*(char **)f);
+		*(char **)f = xstrdup(v);
+		return 0;
+	case K_COUNT: {
+		unsigned long long n;
+
+		errno = 0;
+		n = strtoull(v, &end, 10);
+		if (errno || end == v || *end || *v == '-' || n > UINT32_MAX)
+			break;
+		*(uint64_t *)f = n;
+		return 0;
+	}
+	case K_SIZE:
+		if (dsec_parse_size(v, (uint64_t *)f) < 0)
+			break;
+		return 0;
+	case K_CPUS: {
+		double d = strtod(v, &end);
+
+		if (end == v || *end || !(d > 0) || d > 4096)
+			break;
+		*(double *)f = d;
+		return 0;
+	}
+	case K_SECS:
+		if (dsec_parse_duration(v, (double *)f) < 0 || !(*(double *)f > 0))
+			break;
+		return 0;
+	}
+	return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "invalid value '%s' for 'container.%s'",
+			     v, conf_table[i].key);
+}
+
+static int conf_load(struct ct_be *be, struct dsec_err *err)
+{
+	const char *const *keys = be->host->conf_keys();
+	struct stat st;
+	int rc;
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(conf_table); i++) {
+		char key[64];
+		const char *v;
+
+		snprintf(key, sizeof(key), "container.%s", conf_table[i].key);
+		v = be->host->conf_get(key);
+		if ((rc = conf_set(&be->conf, i, v ? v : conf_table[i].def, err)) < 0)
+			return rc;
+	}
+	for (size_t k = 0; keys && keys[k]; k++) {
+		bool known = false;
+
+		if (strncmp(keys[k], "container.", 10))
+			continue;
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(conf_table) && !known; i++)
+			known = !strcmp(keys[k] + 10, conf_table[i].key);
+		if (!known)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "unknown config key '%s' (container knows: rootfs, "
+					     "disk, memory, cpus, pids, nofile, uid, gid, "
+					     "max_sandboxes, timeout)", keys[k]);
+	}
+	if (be->conf.pids < 4 || be->conf.nofile < 16 || be->conf.memory < (8u << 20) ||
+	    be->conf.disk < (1u << 20))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container limits out of range (pids >= 4, nofile >= 16, "
+				     "memory >= 8M, disk >= 1M)");
+	if (*be->conf.rootfs && (be->conf.rootfs[0] != '/' || stat(be->conf.rootfs, &st) < 0 ||
+				 !S_ISDIR(st.st_mode) || strchr(be->conf.rootfs, ',') ||
+				 strchr(be->conf.rootfs, ':')))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container.rootfs '%s' is not an absolute directory path "
+				     "without ',' or ':'", be->conf.rootfs);
+	return 0;
+}
+
+/* ---- spawning the helper ------------------------------------------------ */
+
+/* fork (or clone with clone_flags) + exec the helper with fds[i] placed
+ * at fd i (-1: /dev/null for 0-2, closed otherwise).  Only async-signal-
+ * safe calls after fork. */
+static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
+			  const int *fds, int nfds, unsigned long clone_flags)
+{
+	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
+	int high[16];
+	pid_t pid;
+
+	DSEC_ASSERT(nfds <= 16);
+	pid = clone_flags ? (pid_t)syscall(SYS_clone, clone_flags | SIGCHLD, NULL, NULL, NULL, 0)
+			  : fork();
+	if (pid != 0)
+		return pid;
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int s = 1; s < NSIG; s++)
+		sigaction(s, &sa, NULL);
+	for (int i = 0; i < nfds; i++)
+		high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 100) : -1;
+	for (int i = 0; i < nfds; i++) {
+		if (high[i] >= 0) {
+			if (dup2(high[i], i) < 0)
+				_exit(127);
+		} else if (i <= 2) {
+			int n = open("/dev/null", O_RDWR);
+
+			if (n >= 0 && n != i) {
+				dup2(n, i);
+				close(n);
+			}
+		}
+	}
+	syscall(SYS_close_range, nfds, ~0U, 0);
+	execve(helper, argv, envp);
+	_exit(127);
+}
+
+/* ---- create --------------------------------------------------------------- */
+
+static void sb_free(struct ct_sb *sb)
+{
+	ev_child_stop(sb->be->host->loop, &sb->cw);
+	if (sb->pidfd >= 0)
+		close(sb->pidfd);
+	if (sb->rootfd >= 0)
+		close(sb->rootfd);
+	if (sb->st_fd >= 0)
+		close(sb->st_fd);
+	if (sb->cg)
+		be_cg_free(sb->cg);
+	dsec_buf_free(&sb->st);
+	dsec_strv_free(sb->env);
+	free(sb->cwd);
+	free(sb->dir);
+	free(sb->id);
+	free(sb);
+}
+
+/* Kill, remove the groups and the (empty on the host) directories. */
+static void sb_teardown(struct ct_sb *sb)
+{
+	struct ct_be *be = sb->be;
+	_cleanup_free_ char *rw = xasprintf("%s/rw", sb->dir);
+	_cleanup_free_ char *root = xasprintf("%s/root", sb->dir);
+
+	if (sb->cg) {
+		if (be_cg_kill(sb->cg) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: processes of '%s' survive a kill", sb->id);
+		if (be_cg_remove(sb->cg) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", sb->cg->path);
+	}
+	rmdir(rw);
+	rmdir(root);
+	if (rmdir(sb->dir) < 0 && errno != ENOENT)
+		LOG(be, DSEC_LOG_WARN, "container: cannot remove '%s': %s", sb->dir,
+		    strerror(errno));
+}
+
+struct ct_cwork {
+	struct ct_sb *sb;		/* sandbox */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+};
+
+static void create_prep_work(void *arg)
+{
+	struct ct_cwork *w = arg;
+	struct ct_sb *sb = w->sb;
+	struct ct_be *be = sb->be;
+	struct be_cg_limits lim = {
+		.memory = sb->lim.memory ? sb->lim.memory : be->conf.memory,
+		.cpus = sb->lim.cpus > 0 ? sb->lim.cpus : be->conf.cpus,
+		.pids = sb->lim.pids ? sb->lim.pids : (uint32_t)be->conf.pids,
+	};
+	char name[64];
+	int rc;
+
+	if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST) {
+		w->rc = dsec_err_set(&w->err, errno, "cannot create '%s': %s", sb->dir,
+				     strerror(errno));
+		return;
+	}
+	snprintf(name, sizeof(name), "%s", strrchr(sb->dir, '/') + 1);
+	if ((w->rc = be_cg_child(be->cg, name, true, true, &sb->cg, &w->err)) < 0)
+		return;
+	if ((rc = be_cg_set_limits(sb->cg, &lim)) < 0)
+		w->rc = dsec_err_set(&w->err, -rc, "cannot set the limits of sandbox '%s': %s",
+				     sb->id, strerror(-rc));
+}
+
+static void create_fail_done(void *arg)
+{
+	struct ct_cwork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	defer(sb->be, sb->cdone, sb->carg, w->rc, &w->err);
+	sb_free(sb);
+	free(w);
+}
+
+static void create_fail_work(void *arg)
+{
+	struct ct_cwork *w = arg;
+
+	sb_teardown(w->sb);
+}
+
+/* Creation failed after the prep: tear down on a pool thread, then report. */
+static void create_fail(struct ct_sb *sb, int rc, const struct dsec_err *err)
+{
+	struct ct_be *be = sb->be;
+	struct ct_cwork *w = xcalloc(1, sizeof(*w));
+	struct ev_loop *loop = be->host->loop;
+
+	ev_io_stop(loop, &sb->st_w);
+	ev_timer_stop(loop, &sb->ctimer);
+	if (sb->st_fd >= 0)
+		close(sb->st_fd);
+	sb->st_fd = -1;
+	if (sb->helper > 0)
+		kill(sb->helper, SIGKILL);
+	w->sb = sb;
+	w->rc = rc;
+	w->err = *err;
+	ct_submit(be, create_fail_work, create_fail_done, w);
+}
+
+static void create_finish(struct ct_sb *sb)
+{
+	struct ct_be *be = sb->be;
+	struct ev_loop *loop = be->host->loop;
+	struct dsec_err err;
+	char path[64];
+	int pid = 0, e = 0;
+	const char *line = sb->st.data ? sb->st.data : "";
+
+	ev_io_stop(loop, &sb->st_w);
+	ev_timer_stop(loop, &sb->ctimer);
+	close(sb->st_fd);
+	sb->st_fd = -1;
+	if (sscanf(line, "ok %d", &pid) == 1 && sb->helper > 1) {
+		pid = sb->init = sb->helper;
+		sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		snprintf(path, sizeof(path), "/proc/%d/root", pid);
+		sb->rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (sb->pidfd < 0 || sb->rootfd < 0) {
+			e = errno;
+			dsec_err_setc(&err, DSEC_E_BACKEND, e,
+				      "cannot open the init of sandbox '%s': %s", sb->id, strerror(e));
+			return create_fail(sb, -e, &err);
+		}
+		sb->ready = true;
+		sb->next = be->sbs;
+		be->sbs = sb;
+		be->nsbs++;
+		defer(be, sb->cdone, sb->carg, 0, NULL);
+		return;
+	}
+	if (sscanf(line, "err %d", &e) == 1 && strchr(line, ' ') && strchr(line + 4, ' ')) {
+		char *msg = strchr(line + 4, ' ') + 1;
+		size_t n = strcspn(msg, "\n");
+
+		dsec_err_setc(&err, DSEC_E_BACKEND, e, "cannot create sandbox '%s': %.*s", sb->id,
+			      (int)n, msg);
+	} else {
+		e = EIO;
+		dsec_err_setc(&err, DSEC_E_BACKEND, e,
+			      "cannot create sandbox '%s': the helper died (see the log)", sb->id);
+	}
+	create_fail(sb, -e, &err);
+}
+
+static void create_st_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, st_w);
+	char buf[1024];
+	ssize_t n = read(sb->st_fd, buf, sizeof(buf));
+
+	if (n > 0) {
+		dsec_buf_add(&sb->st, buf, (size_t)n);
+		if (!memchr(sb->st.data, '\n', sb->st.len) && sb->st.len < 4096)
+			return;
+	} else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+		return;
+	}
+	create_finish(sb);
+}
+
+static void create_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, ctimer);
+	struct dsec_err err;
+
+	dsec_err_setc(&err, DSEC_E_TIMEOUT, ETIMEDOUT, "creating sandbox '%s' timed out", sb->id);
+	create_fail(sb, -ETIMEDOUT, &err);
+}
+
+static void create_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+	/* The sandbox's init died (destroy, or a kill from outside). */
+	ev_child_stop(loop, w);
+}
+
+static void create_prep_done(void *arg)
+{
+	struct ct_cwork *w = arg;
+	struct ct_sb *sb = w->sb;
+	struct ct_be *be = sb->be;
+	struct ev_loop *loop = be->host->loop;
+	char desc[256], disk[32];
+	int cgfds[BE_CG_MAXH], ncg, st[2], fds[4 + BE_CG_MAXH];
+
+	if (w->rc < 0)
+		return create_fail(sb, w->rc, &w->err);
+	ncg = be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
+	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
+	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
+			       (char *)"--rootfs", *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
+			       (char *)"--disk", disk, (char *)"--cg", desc, NULL };
+	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+
+	if (pipe2(st, O_CLOEXEC) < 0) {
+		w->rc = dsec_err_set(&w->err, errno, "cannot make a pipe: %s", strerror(errno));
+		return create_fail(sb, w->rc, &w->err);
+	}
+	fds[0] = fds[1] = fds[2] = -1;
+	fds[3] = st[1];
+	for (int i = 0; i < ncg; i++)
+		fds[4 + i] = cgfds[i];
+	sb->helper = spawn_helper(be, argv, envp, fds, 4 + ncg,
+				  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
+				  CLONE_NEWIPC);
+	close(st[1]);
+	sb->st_fd = st[0];
+	if (sb->helper < 0) {
+		sb->helper = 0;
+		w->rc = dsec_err_set(&w->err, errno, "cannot fork: %s", strerror(errno));
+		return create_fail(sb, w->rc, &w->err);
+	}
+	free(w);
+	dsec_set_nonblock(sb->st_fd, true);
+	ev_io_init(&sb->st_w, create_st_cb, sb->st_fd, EV_READ);
+	ev_io_start(loop, &sb->st_w);
+	ev_timer_init(&sb->ctimer, create_timeout_cb, CT_CREATE_TIMEOUT, 0);
+	ev_timer_start(loop, &sb->ctimer);
+	if (ev_is_default_loop(loop)) {
+		ev_child_init(&sb->cw, create_child_cb, sb->helper, 0);
+		ev_child_start(loop, &sb->cw);
+	}
+}
+
+static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
+		     dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_be *be = vbe;
+	struct ct_cwork *w;
+	struct ct_sb *sb;
+
+	if (be->stopping)
+		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "container is stopping");
+	if (spec->image && *spec->image)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container has no image '%s' yet (set container.rootfs)",
+				     spec->image);
+	if (be->nsbs >= be->conf.max_sandboxes)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
+				     "container has %u sandboxes, its maximum", be->nsbs);
+	sb = xcalloc(1, sizeof(*sb));
+	sb->be = be;
+	sb->id = xstrdup(spec->id ? spec->id : "");
+	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, ++be->next_sb);
+	sb->pidfd = sb->rootfd = sb->st_fd = -1;
+	sb->cdone = done;
+	sb->carg = arg;
+	dsec_buf_init(&sb->st);
+	if (spec->env) {
+		size_t n = dsec_strv_len(spec->env);
+
+		sb->env = xcalloc(n + 1, sizeof(*sb->env));
+		for (size_t i = 0; i < n; i++)
+			sb->env[i] = xstrdup(spec->env[i]);
+	}
+	sb->cwd = xstrdup(spec->cwd && *spec->cwd ? spec->cwd : "/");
+	sb->lim = spec->limits;
+	*out = sb;
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	ct_submit(be, create_prep_work, create_prep_done, w);
+	return 0;
+}
+
+/* ---- exec ----------------------------------------------------------------- */
+
+static void cgref_put(struct ct_cgref *r)
+{
+	if (--r->refs == 0) {
+		be_cg_free(r->cg);
+		free(r);
+	}
+}
+
+static void kill_work(void *arg)
+{
+	struct ct_cgref *r = arg;
+
+	be_cg_kill(r->cg);
+}
+
+static void kill_done(void *arg)
+{
+	cgref_put(arg);
+}
+
+struct ct_xclean {
+	struct ct_sb *sb;		/* sandbox */
+	struct ct_cgref *cg;		/* the exec's group */
+};
+
+static void sb_maybe_destroy(struct ct_sb *sb);
+
+static void xclean_work(void *arg)
+{
+	struct ct_xclean *x = arg;
+
+	be_cg_kill(x->cg->cg);
+	be_cg_remove(x->cg->cg);
+}
+
+static void xclean_done(void *arg)
+{
+	struct ct_xclean *x = arg;
+
+	cgref_put(x->cg);
+	x->sb->busy--;
+	sb_maybe_destroy(x->sb);
+	free(x);
+}
+
+static void exec_close(struct ct_exec *x)
+{
+	struct ev_loop *loop = x->sb->be->host->loop;
+
+	ev_io_stop(loop, &x->out_w);
+	ev_io_stop(loop, &x->err_w);
+	ev_io_stop(loop, &x->st_w);
+	ev_timer_stop(loop, &x->timer);
+	ev_child_stop(loop, &x->cw);
+	if (x->out_fd >= 0)
+		close(x->out_fd);
+	if (x->err_fd >= 0)
+		close(x->err_fd);
+	if (x->st_fd >= 0)
+		close(x->st_fd);
+	x->out_fd = x->err_fd = x->st_fd = -1;
+}
+
+/* Decide the result, queue done, and kill what the exec left. */
+static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
+{
+	struct ct_sb *sb = x->sb;
+	struct ct_be *be = sb->be;
+	struct ct_xclean *c;
+
+	if (x->finished)
+		return;
+	x->finished = true;
+	exec_close(x);
+	if (x->pid > 0 && !x->reaped)
+		kill(x->pid, SIGKILL);	/* libev reaps it */
+	x->res->duration = (double)(dsec_now_ns() - x->t0) / 1e9;
+	for (struct ct_exec **pp = &sb->execs; *pp; pp = &(*pp)->next)
+		if (*pp == x) {
+			*pp = x->next;
+			break;
+		}
+	be->running--;
+	be->ncalls++;
+	defer(be, x->done, x->arg, rc, err);
+	dsec_buf_free(&x->st);
+	c = xcalloc(1, sizeof(*c));
+	c->sb = sb;
+	c->cg = x->cg;
+	free(x);
+	ct_submit(be, xclean_work, xclean_done, c);	/* sb->busy drops there */
+}
+
+static void exec_kill(struct ct_exec *x)
+{
+	if (x->killed)
+		return;
+	x->killed = true;
+	x->cg->refs++;
+	ct_submit(x->sb->be, kill_work, kill_done, x->cg);
+}
+
+static bool drain(struct ct_exec *x, int fd, struct dsec_buf *b, bool *trunc)
+{
+	char tmp[65536];
+
+	for (;;) {
+		ssize_t n = read(fd, tmp, sizeof(tmp));
+
+		if (n > 0) {
+			size_t room = b->len < x->cap ? x->cap - b->len : 0;
+			size_t keep = (size_t)n < room ? (size_t)n : room;
+
+			if (keep)
+				dsec_buf_add(b, tmp, keep);
+			if (keep < (size_t)n)
+				*trunc = true;
+			continue;
+		}
+		if (n == 0)
+			return true;
+		if (errno == EINTR)
+			continue;
+		return errno != EAGAIN;
+	}
+}
+
+/* Status known: parse it; complete once the pipes are closed too. */
+static void exec_maybe_done(struct ct_exec *x)
+{
+	struct ev_loop *loop = x->sb->be->host->loop;
+	const char *s = x->st.data ? x->st.data : "";
+	struct dsec_err err;
+	int st, e;
+
+	if (x->st_fd >= 0)
+		return;
+	if (!strncmp(s, "err ", 4) && sscanf(s, "err %d", &e) == 1 && strchr(s + 4, ' ')) {
+		const char *msg = strchr(s + 4, ' ') + 1;
+
+		dsec_err_setc(&err, DSEC_E_BACKEND, e, "cannot run the command in sandbox '%s': %.*s",
+			      x->sb->id, (int)strcspn(msg, "\n"), msg);
+		return exec_finish(x, -e, &err);
+	}
+	if (sscanf(s, "st %d", &st) != 1) {
+		dsec_err_setc(&err, DSEC_E_BACKEND, EIO,
+			      "cannot run the command in sandbox '%s': the helper died", x->sb->id);
+		return exec_finish(x, -EIO, &err);
+	}
+	if (WIFEXITED(st)) {
+		x->res->exit_code = WEXITSTATUS(st);
+		x->res->signal = 0;
+	} else {
+		x->res->exit_code = -1;
+		x->res->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	}
+	if ((x->out_fd < 0 && x->err_fd < 0 && x->reaped))
+		return exec_finish(x, 0, NULL);
+	/* Something left in the background still holds a pipe: a short grace. */
+	ev_timer_stop(loop, &x->timer);
+	ev_timer_set(&x->timer, CT_GRACE, 0);
+	ev_timer_start(loop, &x->timer);
+}
+
+static void exec_pipe(struct ct_exec *x, ev_io *w, int *fd, struct dsec_buf *b, bool *trunc)
+{
+	if (drain(x, *fd, b, trunc)) {
+		ev_io_stop(x->sb->be->host->loop, w);
+		close(*fd);
+		*fd = -1;
+		exec_maybe_done(x);
+	}
+}
+
+static void exec_out_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ct_exec *x = dsec_container_of(w, struct ct_exec, out_w);
+
+	exec_pipe(x, w, &x->out_fd, &x->res->out, &x->res->out_truncated);
+}
+
+static void exec_err_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ct_exec *x = dsec_container_of(w, struct ct_exec, err_w);
+
+	exec_pipe(x, w, &x->err_fd, &x->res->err, &x->res->err_truncated);
+}
+
+static void exec_st_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ct_exec *x = dsec_container_of(w, struct ct_exec, st_w);
+	char buf[1024];
+	ssize_t n = read(x->st_fd, buf, sizeof(buf));
+
+	if (n > 0) {
+		if (x->st.len < 4096)
+			dsec_buf_add(&x->st, buf, (size_t)n);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	ev_io_stop(loop, w);
+	close(x->st_fd);
+	x->st_fd = -1;
+	exec_maybe_done(x);
+}
+
+static void exec_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+	struct ct_exec *x = dsec_container_of(w, struct ct_exec, cw);
+
+	ev_child_stop(loop, w);
+	x->reaped = true;
+	exec_maybe_done(x);
+}
+
+static void exec_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct ct_exec *x = dsec_container_of(w, struct ct_exec, timer);
+	struct dsec_err err;
+
+	if (x->st_fd < 0) {
+		/* Exited; the grace for the pipes is over. */
+		if (x->out_fd >= 0)
+			drain(x, x->out_fd, &x->res->out, &x->res->out_truncated);
+		if (x->err_fd >= 0)
+			drain(x, x->err_fd, &x->res->err, &x->res->err_truncated);
+		return exec_finish(x, 0, NULL);
+	}
+	if (!x->killed) {
+		x->res->timed_out = true;
+		exec_kill(x);
+		ev_timer_set(w, CT_KILL_GRACE, 0);
+		ev_timer_start(loop, w);
+		return;
+	}
+	dsec_err_setc(&err, DSEC_E_BACKEND, EIO, "a command in sandbox '%s' did not stop",
+		      x->sb->id);
+	exec_finish(x, -EIO, &err);
+}
+
+static const char *env_key_end(const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+
+	return eq ? eq : kv + strlen(kv);
+}
+
+/* Later entries replace earlier ones with the same key. */
+static void env_merge(char ***v, size_t *n, const char *const *add)
+{
+	for (size_t i = 0; add && add[i]; i++) {
+		size_t kl = (size_t)(env_key_end(add[i]) - add[i]);
+		size_t j;
+
+		for (j = 0; j < *n; j++)
+			if (!strncmp((*v)[j], add[i], kl) && (*v)[j][kl] == '=')
+				break;
+		if (j == *n) {
+			*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+			(*n)++;
+		}
+		(*v)[j] = (char *)add[i];
+		(*v)[*n] = NULL;
+	}
+}
+
+static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *res,
+		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	static const char *const base_env[] = {
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root", "HOSTNAME=sandbox", "LANG=C.UTF-8", "TERM=dumb", NULL };
+	struct ct_sb *sb = vsb;
+	struct ct_be *be = sb->be;
+	struct ev_loop *loop = be->host->loop;
+	_cleanup_free_ char **env = NULL;
+	_cleanup_free_ char **argv = NULL;
+	size_t nenv = 0, nargv = 0, i = 0;
+	char desc[256], a_uid[24], a_gid[24], a_nof[24], name[32];
+	int cgfds[BE_CG_MAXH], ncg, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, ps[2] = { -1, -1 };
+	int in = -1, fds[6 + BE_CG_MAXH], rc;
+	struct be_cg *cg = NULL;
+	struct ct_exec *x;
+	pid_t pid;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (!req->argv && !req->code)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "exec needs argv or code");
+	if (req->argv && !req->argv[0])
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "empty argv");
+	env_merge(&env, &nenv, base_env);
+	env_merge(&env, &nenv, (const char *const *)sb->env);
+	env_merge(&env, &nenv, req->env);
+	if (!env) {
+		env = xcalloc(1, sizeof(*env));
+	}
+
+	snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
+	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
+		return rc;
+	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
+	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, be->conf.uid);
+	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, be->conf.gid);
+	snprintf(a_nof, sizeof(a_nof), "%" PRIu64,
+		 sb->lim.nofile ? (uint64_t)sb->lim.nofile : be->conf.nofile);
+	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;
+	nargv = req->argv ? dsec_strv_len(req->argv) : 3;
+	argv = xcalloc(nargv + 16, sizeof(*argv));
+	argv[i++] = (char *)CT_HELPER;
+	argv[i++] = (char *)"exec";
+	argv[i++] = (char *)"--uid";
+	argv[i++] = a_uid;
+	argv[i++] = (char *)"--gid";
+	argv[i++] = a_gid;
+	argv[i++] = (char *)"--cwd";
+	argv[i++] = (char *)cwd;
+	argv[i++] = (char *)"--nofile";
+	argv[i++] = a_nof;
+	argv[i++] = (char *)"--cg";
+	argv[i++] = desc;
+	argv[i++] = (char *)"--";
+	if (req->argv) {
+		for (size_t k = 0; k < nargv; k++)
+			argv[i++] = (char *)req->argv[k];
+	} else {
+		argv[i++] = (char *)"/bin/sh";
+		argv[i++] = (char *)"-c";
+		argv[i++] = (char *)req->code;
+	}
+	argv[i] = NULL;
+
+	if (req->stdin_len) {
+		if ((in = memfd_create("dsec-stdin", MFD_CLOEXEC)) < 0 ||
+		    dsec_write_all(in, req->stdin_data, req->stdin_len) < 0 ||
+		    lseek(in, 0, SEEK_SET) < 0) {
+			rc = dsec_err_set(err, errno, "cannot buffer stdin: %s", strerror(errno));
+			goto fail;
+		}
+	}
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 || pipe2(ps, O_CLOEXEC) < 0) {
+		rc = dsec_err_set(err, errno, "cannot make pipes: %s", strerror(errno));
+		goto fail;
+	}
+	fds[0] = in;
+	fds[1] = po[1];
+	fds[2] = pe[1];
+	fds[3] = ps[1];
+	fds[4] = sb->pidfd;
+	fds[5] = sb->rootfd;
+	for (int k = 0; k < ncg; k++)
+		fds[6 + k] = cgfds[k];
+	pid = spawn_helper(be, argv, env, fds, 6 + ncg, 0);
+	if (pid < 0) {
+		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
+		goto fail;
+	}
+	close(po[1]);
+	close(pe[1]);
+	close(ps[1]);
+	if (in >= 0)
+		close(in);
+
+	x = xcalloc(1, sizeof(*x));
+	x->sb = sb;
+	x->res = res;
+	x->done = done;
+	x->arg = arg;
+	x->cg = xcalloc(1, sizeof(*x->cg));
+	x->cg->cg = cg;
+	x->cg->refs = 1;
+	x->pid = pid;
+	x->out_fd = po[0];
+	x->err_fd = pe[0];
+	x->st_fd = ps[0];
+	x->cap = req->output_cap ? req->output_cap : CT_DEFAULT_CAP;
+	x->t0 = dsec_now_ns();
+	dsec_buf_init(&x->st);
+	res->exit_code = -1;
+	res->signal = 0;
+	res->timed_out = res->out_truncated = res->err_truncated = false;
+	dsec_set_nonblock(x->out_fd, true);
+	dsec_set_nonblock(x->err_fd, true);
+	dsec_set_nonblock(x->st_fd, true);
+	ev_io_init(&x->out_w, exec_out_cb, x->out_fd, EV_READ);
+	ev_io_init(&x->err_w, exec_err_cb, x->err_fd, EV_READ);
+	ev_io_init(&x->st_w, exec_st_cb, x->st_fd, EV_READ);
+	ev_io_start(loop, &x->out_w);
+	ev_io_start(loop, &x->err_w);
+	ev_io_start(loop, &x->st_w);
+	ev_timer_init(&x->timer, exec_timer_cb, req->timeout > 0 ? req->timeout : be->conf.timeout,
+		      0);
+	ev_timer_start(loop, &x->timer);
+	if (ev_is_default_loop(loop)) {
+		ev_child_init(&x->cw, exec_child_cb, pid, 0);
+		ev_child_start(loop, &x->cw);
+	} else {
+		x->reaped = true;
+	}
+	x->next = sb->execs;
+	sb->execs = x;
+	sb->busy++;
+	be->running++;
+	return 0;
+
+fail:
+	for (int k = 0; k < 2; k++) {
+		if (po[k] >= 0)
+			close(po[k]);
+		if (pe[k] >= 0)
+			close(pe[k]);
+		if (ps[k] >= 0)
+			close(ps[k]);
+	}
+	if (in >= 0)
+		close(in);
+	be_cg_remove(cg);
+	be_cg_free(cg);
+	return rc;
+}
+
+/* ---- files ---------------------------------------------------------------- */
+
+struct ct_fwork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	char *path;			/* path inside */
+	uint64_t offset, len;		/* file_read */
+	struct dsec_buf *out;		/* file_read output */
+	const void *data;		/* file_write data (caller's) */
+	size_t dlen;			/* its length */
+	uint32_t mode;			/* file_write mode */
+};
+
+/* Resolve inside the sandbox's root: ".." stops at the root, absolute
+ * symlinks are relative to it, /proc magic links are refused. */
+static int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static int path_err(struct dsec_err *err, int rc, const char *path, const char *what)
+{
+	if (rc == -EXDEV || rc == -ELOOP)
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM, "path '%s' escapes the sandbox",
+				     path);
+	return dsec_err_set(err, -rc, "cannot %s '%s': %s", what, path, strerror(-rc));
+}
+
+static void read_work(void *arg)
+{
+	struct ct_fwork *w = arg;
+	_cleanup_close_ int fd = -1;
+	uint64_t want, got = 0;
+	struct stat st;
+
+	if ((fd = open_in_root(w->sb->rootfd, w->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)) < 0) {
+		w->rc = path_err(&w->err, fd, w->path, "read");
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EINVAL, "'%s' is not a regular file",
+				      w->path);
+		return;
+	}
+	if (w->offset >= (uint64_t)st.st_size)
+		return;
+	want = (uint64_t)st.st_size - w->offset;
+	if (w->len && w->len < want)
+		want = w->len;
+	dsec_buf_grow(w->out, (size_t)want);
+	while (got < want) {
+		ssize_t n = pread(fd, w->out->data + w->out->len, (size_t)(want - got),
+				  (off_t)(w->offset + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			w->rc = dsec_err_set(&w->err, errno, "cannot read '%s': %s", w->path,
+					     strerror(errno));
+			return;
+		}
+		if (n == 0)
+			break;
+		w->out->len += (size_t)n;
+		got += (uint64_t)n;
+	}
+	w->out->data[w->out->len] = '\0';
+}
+
+static void write_work(void *arg)
+{
+	struct ct_fwork *w = arg;
+	_cleanup_free_ char *p = xstrdup(w->path), *tmp = NULL;
+	_cleanup_close_ int dir = -1, fd = -1;
+	char *last, *s;
+	int rc;
+
+	/* Strip trailing slashes; the last component is the file. */
+	for (size_t n = strlen(p); n > 0 && p[n - 1] == '/'; n--)
+		p[n - 1] = '\0';
+	last = strrchr(p, '/');
+	if (!*p || (last && !last[1]) || !strcmp(last ? last + 1 : p, "..") ||
+	    !strcmp(last ? last + 1 : p, ".")) {
+		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EISDIR, "'%s' is not a file path",
+				      w->path);
+		return;
+	}
+	/* mkdir -p the parents, each resolved inside the root. */
+	if (last) {
+		*last = '\0';
+		for (s = p + 1; ; s++) {
+			bool end = !*s;
+
+			if (*s != '/' && !end)
+				continue;
+			*s = '\0';
+			if (*p && (dir = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0)) ==
+			    -ENOENT) {
+				char *sl = strrchr(p, '/');
+				_cleanup_close_ int par = -1;
+
+				if (sl) {
+					*sl = '\0';
+					par = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0);
+					*sl = '/';
+				} else {
+					par = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
+				}
+				if (par < 0 || (mkdirat(par, sl ? sl + 1 : p, 0755) < 0 &&
+						errno != EEXIST)) {
+					w->rc = par < 0 ? path_err(&w->err, par, w->path, "write") :
+						dsec_err_set(&w->err, errno, "cannot create '%s': %s",
+							     w->path, strerror(errno));
+					return;
+				}
+			} else if (dir < 0 && *p) {
+				w->rc = path_err(&w->err, dir, w->path, "write");
+				return;
+			}
+			if (dir >= 0) {
+				close(dir);
+				dir = -1;
+			}
+			if (end)
+				break;
+			*s = '/';
+		}
+		dir = open_in_root(w->sb->rootfd, *p ? p : "/", O_PATH | O_DIRECTORY, 0);
+		last++;
+	} else {
+		dir = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
+		last = p;
+	}
+	if (dir < 0) {
+		w->rc = path_err(&w->err, dir, w->path, "write");
+		return;
+	}
+	tmp = xasprintf(".dsec-write.%d", (int)gettid());
+	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
+		w->rc = path_err(&w->err, -errno, w->path, "write");
+		return;
+	}
+	if ((rc = dsec_write_all(fd, w->data, w->dlen)) < 0 ||
+	    fchmod(fd, (mode_t)(w->mode & 07777)) < 0 || renameat(dir, tmp, dir, last) < 0) {
+		int e = rc < 0 ? -rc : errno;
+
+		unlinkat(dir, tmp, 0);
+		w->rc = dsec_err_set(&w->err, e, "cannot write '%s': %s", w->path, strerror(e));
+	}
+}
+
+static void file_done(void *arg)
+{
+	struct ct_fwork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	sb->busy--;
+	defer(sb->be, w->done, w->arg, w->rc, &w->err);
+	free(w->path);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+static int file_op(struct ct_sb *sb, void (*work)(void *), struct ct_fwork *t,
+		   struct dsec_err *err)
+{
+	struct ct_fwork *w;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (strlen(t->path) > 4096)
+		return dsec_err_setc(err, DSEC_E_TOO_LARGE, ENAMETOOLONG, "path too long");
+	w = xmemdup(t, sizeof(*t));
+	w->path = xstrdup(t->path);
+	sb->busy++;
+	ct_submit(sb->be, work, file_done, w);
+	return 0;
+}
+
+static int ct_file_read(void *vsb, const char *path, uint64_t offset, uint64_t len,
+			struct dsec_buf *out, dsec_be_done_fn done, void *arg,
+			struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+	struct ct_fwork t = { .sb = sb, .done = done, .arg = arg, .path = (char *)path,
+			      .offset = offset, .len = len, .out = out };
+
+	return file_op(sb, read_work, &t, err);
+}
+
+static int ct_file_write(void *vsb, const char *path, const void *data, size_t len,
+			 uint32_t mode, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+	struct ct_fwork t = { .sb = sb, .done = done, .arg = arg, .path = (char *)path,
+			      .data = data, .dlen = len, .mode = mode ? mode : 0644 };
+
+	return file_op(sb, write_work, &t, err);
+}
+
+/* ---- destroy ---------------------------------------------------------------- */
+
+static void destroy_work(void *arg)
+{
+	sb_teardown(arg);
+}
+
+static void destroy_done(void *arg)
+{
+	struct ct_sb *sb = arg;
+	struct ct_be *be = sb->be;
+
+	defer(be, sb->ddone, sb->darg, 0, NULL);
+	sb_free(sb);
+}
+
+static void sb_maybe_destroy(struct ct_sb *sb)
+{
+	struct ct_be *be = sb->be;
+
+	if (!sb->destroying || sb->busy)
+		return;
+	for (struct ct_sb **pp = &be->sbs; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			be->nsbs--;
+			break;
+		}
+	/* Our references keep the mount namespace alive: drop them first. */
+	close(sb->rootfd);
+	close(sb->pidfd);
+	sb->rootfd = sb->pidfd = -1;
+	ct_submit(be, destroy_work, destroy_done, sb);
+}
+
+static int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT,
+				     "sandbox '%s' is already being destroyed", sb->id);
+	sb->destroying = true;
+	sb->ddone = done;
+	sb->darg = arg;
+	while (sb->execs) {
+		struct ct_exec *x = sb->execs;
+		struct dsec_err e;
+
+		dsec_err_setc(&e, DSEC_E_NOT_FOUND, ECANCELED, "sandbox '%s' was destroyed", sb->id);
+		exec_finish(x, -ECANCELED, &e);	/* unlinks x */
+	}
+	sb_maybe_destroy(sb);
+	return 0;
+}
+
+/* ---- init, fini, stats ------------------------------------------------- */
+
+static void ct_stats(void *vbe, struct dsec_be_stats *out)
+{
+	struct ct_be *be = vbe;
+
+	memset(out, 0, sizeof(*out));
+	out->sandboxes = be->nsbs;
+	out->running = be->running;
+	out->capacity = be->nsbs < be->conf.max_sandboxes ?
+			(uint32_t)(be->conf.max_sandboxes - be->nsbs) : 0;
+	out->calls = be->ncalls;
+}
+
+static void ct_fini(void *vbe)
+{
+	struct ct_be *be = vbe;
+	struct ev_loop *loop = be->host->loop;
+
+	be->stopping = true;
+	/* Everything dies with the backend's group. */
+	if (be->cg)
+		be_cg_kill(be->cg);
+	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next)
+		while (sb->execs) {
+			struct ct_exec *x = sb->execs;
+
+			exec_close(x);
+			sb->execs = x->next;
+			cgref_put(x->cg);
+			dsec_buf_free(&x->st);
+			free(x);
+		}
+	for (int i = 0; i < 30000 && __atomic_load_n(&be->busy, __ATOMIC_ACQUIRE) > 0; i++)
+		usleep(1000);
+	while (be->sbs) {
+		struct ct_sb *sb = be->sbs;
+
+		be->sbs = sb->next;
+		if (sb->rootfd >= 0)
+			close(sb->rootfd);
+		if (sb->pidfd >= 0)
+			close(sb->pidfd);
+		sb->rootfd = sb->pidfd = -1;
+		sb_teardown(sb);
+		sb_free(sb);
+	}
+	while (be->pend) {
+		struct ct_pending *p = be->pend;
+
+		be->pend = p->next;
+		free(p);
+	}
+	ev_idle_stop(loop, &be->idle);
+	ev_ref(loop);
+	ev_check_stop(loop, &be->check);
+	if (be->cg) {
+		be_cg_kill(be->cg);
+		if (be_cg_remove(be->cg) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", be->cg->path);
+		be_cg_free(be->cg);
+		be->cg = NULL;
+	}
+	if (be->nwork == 0)
+		ct_free(be);
+}
+
+/* Directories left by a daemon killed before fini: their mounts lived in
+ * namespaces that died with their processes, so they are empty. */
+static void remove_stale(struct ct_be *be)
+{
+	DIR *d = opendir(be->host->state_dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		_cleanup_free_ char *p = NULL;
+
+		if (strncmp(de->d_name, "sb.", 3))
+			continue;
+		p = xasprintf("%s/%s", be->host->state_dir, de->d_name);
+		if (dsec_rm_rf(p) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: cannot remove stale '%s'", p);
+	}
+	if (d)
+		closedir(d);
+}
+
+static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err *err)
+{
+	struct ct_be *be = xcalloc(1, sizeof(*be));
+	_cleanup_free_ char *helper = NULL;
+	char name[64];
+	int rc;
+
+	be->host = host;
+	be->pend_tail = &be->pend;
+	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
+		free(be);
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "container: host ABI mismatch");
+	}
+	if ((rc = conf_load(be, err)) < 0)
+		goto fail;
+	if (geteuid() != 0) {
+		rc = dsec_err_setc(err, DSEC_E_UNSUPPORTED, EPERM,
+				   "container needs root (namespaces, mounts, cgroups)");
+		goto fail;
+	}
+	helper = xasprintf("%s/" CT_HELPER, host->helper_dir);
+	if (access(helper, X_OK) < 0) {
+		rc = dsec_err_set(err, errno, "container: cannot run '%s': %s", helper,
+				  strerror(errno));
+		goto fail;
+	}
+	snprintf(name, sizeof(name), "dsec-container.%d", (int)getpid());
+	if ((rc = be_cg_open_root(&be->cg, name, err)) < 0)
+		goto fail;
+	if (be->cg->mode == BE_CG_NONE) {
+		be_cg_free(be->cg);
+		be->cg = NULL;
+		rc = dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				   "container needs a usable cgroup hierarchy (limits, kill)");
+		goto fail;
+	}
+	be_cg_remove_stale(be->cg, "dsec-container.");
+	remove_stale(be);
+	ev_idle_init(&be->idle, idle_cb);
+	ev_check_init(&be->check, reap_cb);
+	ev_check_start(host->loop, &be->check);
+	ev_unref(host->loop);
+	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
+	    be->cg->mode == BE_CG_V2 ? "v2" : "v1", be->cg->path,
+	    *be->conf.rootfs ? be->conf.rootfs : "assembled from the host");
+	*out = be;
+	return 0;
+
+fail:
+	ct_free(be);
+	return rc;
+}
+
+__attribute__((visibility("default")))
+const struct dsec_be_ops dsec_backend = {
+	.abi_version = DSEC_BE_ABI,
+	.struct_size = sizeof(struct dsec_be_ops),
+	.name = "container",
+	.description = "stateful sandboxes: namespaces, an overlay root, cgroups, exec from outside",
+	.init = ct_init,
+	.fini = ct_fini,
+	.create = ct_create,
+	.exec = ct_exec,
+	.file_read = ct_file_read,
+	.file_write = ct_file_write,
+	.destroy = ct_destroy,
+	.stats = ct_stats,
+	.call = NULL,
+};

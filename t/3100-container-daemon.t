@@ -1,0 +1,96 @@
+#!/bin/bash
+# container backend through dsecd and dsec-run: isolation, state, files,
+# limits, timeouts and cleanup seen end to end.
+. "$(dirname "$0")/lib.sh"
+
+need_root
+need_cmd dsec-run
+need_cmd dsecd
+need_cmd helper-req
+[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
+[ -x "$TOP/backends/container-init" ] || skip_all "needs backends/container-init (make)"
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
+grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
+[ -e /proc/self/ns/pid ] && [ -e /proc/self/ns/cgroup ] || skip_all "needs pid and cgroup namespaces"
+[ -d /sys/fs/cgroup/memory ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a memory cgroup"
+
+plan 27
+
+if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
+	echo "Bail out! dsecd did not start"
+	exit 1
+fi
+cgroot() { ls -d /sys/fs/cgroup/*/dsec-container.$DSECD_PID /sys/fs/cgroup/*/*/dsec-container.$DSECD_PID \
+	/sys/fs/cgroup/*/*/*/dsec-container.$DSECD_PID /sys/fs/cgroup/dsec-container.$DSECD_PID 2>/dev/null; }
+cr() { dsec-run --backend container "$@"; }
+
+run cr -c 'echo hi; exit 3'
+is "$RC:$OUT" "3:hi" "sh code: output and exit status"
+run cr -c 'cat /proc/1/comm; ls /proc | grep -c "^[0-9]"'
+is "$(echo $OUT)" "dsec-init 4" "pid 1 is the sandbox's init; only sandbox pids are visible"
+run cr -c 'tr "\\0" " " < /proc/1/cmdline'
+ok "$(echo "$OUT" | grep -q -e "$T" -e dsec-container -e /work; echo $((1 - $?)))" "pid 1's command line shows no host path"
+run cr -- hostname
+is "$OUT" "sandbox" "hostname is sandbox"
+run cr -c 'grep -c : /proc/net/dev'
+is "$OUT" "1" "only the loopback interface"
+run cr -c 'grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status'
+is "$(echo $OUT)" "CapEff: 0000000000000000 NoNewPrivs: 1" "no capabilities, no_new_privs"
+run cr -c 'unshare -U true 2>/dev/null || echo denied; mount -t tmpfs x /tmp 2>/dev/null || echo denied'
+is "$(echo $OUT)" "denied denied" "new user namespaces and mount are denied"
+run cr -c 'cat /proc/kcore /proc/sysrq-trigger 2>/dev/null | wc -c; (echo 1 > /proc/sys/kernel/domainname) 2>/dev/null || echo ro'
+is "$(echo $OUT)" "0 ro" "sensitive /proc entries are masked, /proc/sys is read-only"
+run cr -c '(echo x > /usr/dsec-test-x) 2>/dev/null || echo ro; echo y > /etc/dsec-test-y && cat /etc/dsec-test-y'
+is "$(echo $OUT)" "ro y" "host /usr is read-only inside, the root is writable (overlay)"
+ok $([ ! -e /usr/dsec-test-x ] && [ ! -e /etc/dsec-test-y ]; echo $?) "the host's /usr and /etc are unchanged"
+run cr -c 'test -e /etc/shadow && echo leak; echo ok'
+is "$OUT" "ok" "the host's /etc/shadow is not in the default root"
+
+# State: files persist between execs, the working directory does not.
+id=$(cr --keep -c 'echo kept > /root/f; cd /tmp; echo $$ > /tmp/pid' 2>&1 >/dev/null | head -1)
+id=${id##* }
+run dsec-run --id "$id" -c 'cat /root/f; pwd'
+is "$(echo $OUT)" "kept /" "files persist across execs, cd does not"
+printf 'from-api' > "$T/data"
+run helper-req "$DSEC_HOST" file_write id="$id" path=/work/a/b.txt data@="$T/data"
+like "$OUT" '"ok":true' "file_write"
+run dsec-run --id "$id" -c 'cat /work/a/b.txt; echo from-sh > /work/c.txt; ln -s / /work/root-link'
+is "$OUT" "from-api" "exec sees what file_write wrote"
+run helper-req "$DSEC_HOST" file_read id="$id" path=/work/c.txt
+like "$OUT" '"data":"from-sh\\n"' "file_read sees what exec wrote"
+run helper-req "$DSEC_HOST" file_read id="$id" path=../../../etc/shadow
+like "$OUT" '"ok":false' "file_read of ../../../etc/shadow stays inside (no host shadow)"
+run helper-req "$DSEC_HOST" file_read id="$id" path=/work/root-link/etc/passwd
+like "$OUT" '"data":"root:x:0:0:root:/root:/bin/sh\\nnobody' "a symlink to / resolves to the sandbox's root"
+run helper-req "$DSEC_HOST" file_write id="$id" path=/work/root-link/usr/dsec-test-z data@="$T/data"
+ok $([ ! -e /usr/dsec-test-z ]; echo $?) "file_write through a symlink to / does not reach the host"
+
+# Timeout kills the command's tree, not the sandbox.
+run dsec-run --id "$id" --timeout 1 -c 'setsid sleep 9881 & (setsid sh -c "sleep 9882 &" &); sleep 9883'
+is "$RC" 124 "timeout: dsec-run exits 124"
+sleep 0.5
+run pgrep -f 'sleep 988[123]'
+is "$RC" 1 "no process of the timed-out command is left"
+run dsec-run --id "$id" -c 'cat /root/f; ls /proc | grep -c "^[0-9]"'
+is "$(echo $OUT)" "kept 4" "the sandbox lives on after a timeout"
+
+# Limits (container.memory=128M, container.pids=64).
+run cr -c 'python3 -c "b = b\"x\" * (300 << 20); print(len(b))"'
+is "$RC" 137 "a memory bomb is killed (SIGKILL)"
+run cr -c 'for i in $(seq 100); do sleep 3 & done 2>&1 | grep -c -i "fork"'
+ok $([ "${OUT:-0}" -ge 1 ]; echo $?) "the pids limit stops a fork bomb"
+
+# Destroy leaves nothing behind.
+init=$(for d in $(cgroot); do cat "$d"/sb.*/cgroup.procs; done 2>/dev/null | head -1)
+[ -n "$init" ] || init=999999999
+run helper-req "$DSEC_HOST" destroy id="$id"
+like "$OUT" '"ok":true' "destroy"
+sleep 0.3
+ok $(grep -q "$T/state" /proc/self/mountinfo; [ $? = 1 ] && ! kill -0 "$init" 2>/dev/null; echo $?) \
+	"no mount and no init left after destroy"
+left=$(find $(cgroot) -mindepth 1 -type d 2>/dev/null | wc -l)
+is "$left" "0" "no sandbox cgroup left after destroy"
+
+stop_dsecd
+ok $([ -z "$(cgroot)" ] && [ -z "$(ls -A "$T/state/backends/container" 2>/dev/null)" ]; echo $?) \
+	"shutdown removes the backend's cgroup and state"
