@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "be_io.h"
 #include "be_cgroup.h"
 #include "log.h"
 #include "util.h"
@@ -779,30 +780,6 @@ static void exec_kill(struct ct_exec *x)
 	ct_submit(x->sb->be, kill_work, kill_done, x->cg);
 }
 
-static bool drain(struct ct_exec *x, int fd, struct dsec_buf *b, bool *trunc)
-{
-	char tmp[65536];
-
-	for (;;) {
-		ssize_t n = read(fd, tmp, sizeof(tmp));
-
-		if (n > 0) {
-			size_t room = b->len < x->cap ? x->cap - b->len : 0;
-			size_t keep = (size_t)n < room ? (size_t)n : room;
-
-			if (keep)
-				dsec_buf_add(b, tmp, keep);
-			if (keep < (size_t)n)
-				*trunc = true;
-			continue;
-		}
-		if (n == 0)
-			return true;
-		if (errno == EINTR)
-			continue;
-		return errno != EAGAIN;
-	}
-}
 
 /* Status known: parse it; complete once the pipes are closed too. */
 static void exec_maybe_done(struct ct_exec *x)
@@ -843,7 +820,7 @@ static void exec_maybe_done(struct ct_exec *x)
 
 static void exec_pipe(struct ct_exec *x, ev_io *w, int *fd, struct dsec_buf *b, bool *trunc)
 {
-	if (drain(x, *fd, b, trunc)) {
+	if (be_drain(*fd, x->cap, b, trunc)) {
 		ev_io_stop(x->sb->be->host->loop, w);
 		close(*fd);
 		*fd = -1;
@@ -901,9 +878,9 @@ static void exec_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (x->st_fd < 0) {
 		/* Exited; the grace for the pipes is over. */
 		if (x->out_fd >= 0)
-			drain(x, x->out_fd, &x->res->out, &x->res->out_truncated);
+			be_drain(x->out_fd, x->cap, &x->res->out, &x->res->out_truncated);
 		if (x->err_fd >= 0)
-			drain(x, x->err_fd, &x->res->err, &x->res->err_truncated);
+			be_drain(x->err_fd, x->cap, &x->res->err, &x->res->err_truncated);
 		return exec_finish(x, 0, NULL);
 	}
 	if (!x->killed) {
@@ -1130,53 +1107,17 @@ static int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-static int path_err(struct dsec_err *err, int rc, const char *path, const char *what)
-{
-	if (rc == -EXDEV || rc == -ELOOP)
-		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM, "path '%s' escapes the sandbox",
-				     path);
-	return dsec_err_set(err, -rc, "cannot %s '%s': %s", what, path, strerror(-rc));
-}
 
 static void read_work(void *arg)
 {
 	struct ct_fwork *w = arg;
 	_cleanup_close_ int fd = -1;
-	uint64_t want, got = 0;
-	struct stat st;
 
 	if ((fd = open_in_root(w->sb->rootfd, w->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)) < 0) {
-		w->rc = path_err(&w->err, fd, w->path, "read");
+		w->rc = be_path_err(&w->err, fd, w->path, "read");
 		return;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EINVAL, "'%s' is not a regular file",
-				      w->path);
-		return;
-	}
-	if (w->offset >= (uint64_t)st.st_size)
-		return;
-	want = (uint64_t)st.st_size - w->offset;
-	if (w->len && w->len < want)
-		want = w->len;
-	dsec_buf_grow(w->out, (size_t)want);
-	while (got < want) {
-		ssize_t n = pread(fd, w->out->data + w->out->len, (size_t)(want - got),
-				  (off_t)(w->offset + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			w->rc = dsec_err_set(&w->err, errno, "cannot read '%s': %s", w->path,
-					     strerror(errno));
-			return;
-		}
-		if (n == 0)
-			break;
-		w->out->len += (size_t)n;
-		got += (uint64_t)n;
-	}
-	w->out->data[w->out->len] = '\0';
+	w->rc = be_read_file(fd, w->path, w->offset, w->len, w->out, &w->err);
 }
 
 static void write_work(void *arg)
@@ -1220,13 +1161,13 @@ static void write_work(void *arg)
 				}
 				if (par < 0 || (mkdirat(par, sl ? sl + 1 : p, 0755) < 0 &&
 						errno != EEXIST)) {
-					w->rc = par < 0 ? path_err(&w->err, par, w->path, "write") :
+					w->rc = par < 0 ? be_path_err(&w->err, par, w->path, "write") :
 						dsec_err_set(&w->err, errno, "cannot create '%s': %s",
 							     w->path, strerror(errno));
 					return;
 				}
 			} else if (dir < 0 && *p) {
-				w->rc = path_err(&w->err, dir, w->path, "write");
+				w->rc = be_path_err(&w->err, dir, w->path, "write");
 				return;
 			}
 			if (dir >= 0) {
@@ -1244,12 +1185,12 @@ static void write_work(void *arg)
 		last = p;
 	}
 	if (dir < 0) {
-		w->rc = path_err(&w->err, dir, w->path, "write");
+		w->rc = be_path_err(&w->err, dir, w->path, "write");
 		return;
 	}
 	tmp = xasprintf(".dsec-write.%d", (int)gettid());
 	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
-		w->rc = path_err(&w->err, -errno, w->path, "write");
+		w->rc = be_path_err(&w->err, -errno, w->path, "write");
 		return;
 	}
 	if ((rc = dsec_write_all(fd, w->data, w->dlen)) < 0 ||

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "be_io.h"
 #include "be_cgroup.h"
 #include "be_fncall.h"
 #include "log.h"
@@ -433,30 +434,6 @@ static void call_finish(struct fc_call *c, int rc)
 
 /* Read what is there; keep up to cap, count the rest as truncated.
  * Returns true at EOF. */
-static bool drain(struct fc_call *c, int fd, struct dsec_buf *b, bool *trunc)
-{
-	char tmp[65536];
-
-	for (;;) {
-		ssize_t n = read(fd, tmp, sizeof(tmp));
-
-		if (n > 0) {
-			size_t room = b->len < c->cap ? c->cap - b->len : 0;
-			size_t keep = (size_t)n < room ? (size_t)n : room;
-
-			if (keep)
-				dsec_buf_add(b, tmp, keep);
-			if (keep < (size_t)n)
-				*trunc = true;
-			continue;
-		}
-		if (n == 0)
-			return true;
-		if (errno == EINTR)
-			continue;
-		return errno != EAGAIN;
-	}
-}
 
 static void call_maybe_done(struct fc_call *c)
 {
@@ -468,7 +445,7 @@ static void call_maybe_done(struct fc_call *c)
 static void pipe_step(struct ev_loop *loop, struct fc_call *c, ev_io *w, int *fd,
 		      struct dsec_buf *b, bool *trunc)
 {
-	if (drain(c, *fd, b, trunc)) {
+	if (be_drain(*fd, c->cap, b, trunc)) {
 		ev_io_stop(loop, w);
 		close(*fd);
 		*fd = -1;
@@ -514,9 +491,9 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		/* Exited but something outside still holds a pipe: take what is
 		 * there and finish. */
 		if (c->out_fd >= 0)
-			drain(c, c->out_fd, &c->res->out, &c->res->out_truncated);
+			be_drain(c->out_fd, c->cap, &c->res->out, &c->res->out_truncated);
 		if (c->err_fd >= 0)
-			drain(c, c->err_fd, &c->res->err, &c->res->err_truncated);
+			be_drain(c->err_fd, c->cap, &c->res->err, &c->res->err_truncated);
 		call_finish(c, 0);
 		return;
 	}
@@ -566,12 +543,12 @@ static void call_report(struct fc_be *be, const msgpack_object *m)
 	}
 	/* Whatever is in the pipes now is all there is, unless a writer
 	 * escaped; give stragglers FC_GRACE. */
-	if (c->out_fd >= 0 && drain(c, c->out_fd, &c->res->out, &c->res->out_truncated)) {
+	if (c->out_fd >= 0 && be_drain(c->out_fd, c->cap, &c->res->out, &c->res->out_truncated)) {
 		ev_io_stop(be->host->loop, &c->out_w);
 		close(c->out_fd);
 		c->out_fd = -1;
 	}
-	if (c->err_fd >= 0 && drain(c, c->err_fd, &c->res->err, &c->res->err_truncated)) {
+	if (c->err_fd >= 0 && be_drain(c->err_fd, c->cap, &c->res->err, &c->res->err_truncated)) {
 		ev_io_stop(be->host->loop, &c->err_w);
 		close(c->err_fd);
 		c->err_fd = -1;
@@ -1386,56 +1363,20 @@ static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-static int path_err(struct dsec_err *err, int rc, const char *path, const char *what)
-{
-	if (rc == -EXDEV || rc == -ELOOP)
-		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM, "path '%s' escapes the sandbox",
-				     path);
-	return dsec_err_set(err, -rc, "cannot %s '%s': %s", what, path, strerror(-rc));
-}
 
 static void read_work(void *arg)
 {
 	struct fc_work *w = arg;
 	_cleanup_free_ char *rel = NULL;
 	_cleanup_close_ int fd = -1;
-	uint64_t want, got = 0;
-	struct stat st;
 
 	if ((w->rc = clean_path(w->path, &rel, &w->err)) < 0)
 		return;
 	if ((fd = open_beneath(w->sb->dirfd, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)) < 0) {
-		w->rc = path_err(&w->err, fd, w->path, "read");
+		w->rc = be_path_err(&w->err, fd, w->path, "read");
 		return;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EINVAL, "'%s' is not a regular file",
-				      w->path);
-		return;
-	}
-	if (w->offset >= (uint64_t)st.st_size)
-		return;
-	want = (uint64_t)st.st_size - w->offset;
-	if (w->len && w->len < want)
-		want = w->len;
-	dsec_buf_grow(w->out, (size_t)want);
-	while (got < want) {
-		ssize_t n = pread(fd, w->out->data + w->out->len, (size_t)(want - got),
-				  (off_t)(w->offset + got));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			w->rc = dsec_err_set(&w->err, errno, "cannot read '%s': %s", w->path,
-					     strerror(errno));
-			return;
-		}
-		if (n == 0)
-			break;
-		w->out->len += (size_t)n;
-		got += (uint64_t)n;
-	}
-	w->out->data[w->out->len] = '\0';
+	w->rc = be_read_file(fd, w->path, w->offset, w->len, w->out, &w->err);
 }
 
 static void write_work(void *arg)
@@ -1476,7 +1417,7 @@ static void write_work(void *arg)
 		last = slash + 1;
 	}
 	if (dir < 0) {
-		w->rc = path_err(&w->err, dir, w->path, "write");
+		w->rc = be_path_err(&w->err, dir, w->path, "write");
 		return;
 	}
 	tmp = xasprintf(".dsec-write.%d.%s", (int)gettid(), last);
@@ -1485,7 +1426,7 @@ static void write_work(void *arg)
 		tmp = xasprintf(".dsec-write.%d", (int)gettid());
 	}
 	if ((fd = open_beneath(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0) {
-		w->rc = path_err(&w->err, fd, w->path, "write");
+		w->rc = be_path_err(&w->err, fd, w->path, "write");
 		return;
 	}
 	if ((rc = dsec_write_all(fd, w->data, w->dlen)) < 0 ||

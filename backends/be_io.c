@@ -1,0 +1,72 @@
+/* be_io.c - see be_io.h. */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "be_io.h"
+
+bool be_drain(int fd, size_t cap, struct dsec_buf *b, bool *trunc)
+{
+	char tmp[65536];
+
+	for (;;) {
+		ssize_t n = read(fd, tmp, sizeof(tmp));
+
+		if (n > 0) {
+			size_t room = b->len < cap ? cap - b->len : 0;
+			size_t keep = (size_t)n < room ? (size_t)n : room;
+
+			if (keep)
+				dsec_buf_add(b, tmp, keep);
+			if (keep < (size_t)n)
+				*trunc = true;	/* keep reading: the writer must not block */
+			continue;
+		}
+		if (n == 0)
+			return true;
+		if (errno == EINTR)
+			continue;
+		return errno != EAGAIN;
+	}
+}
+
+int be_read_file(int fd, const char *path, uint64_t offset, uint64_t len, struct dsec_buf *out,
+		 struct dsec_err *err)
+{
+	uint64_t want, got = 0;
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "'%s' is not a regular file",
+				     path);
+	if (offset >= (uint64_t)st.st_size)
+		return 0;
+	want = (uint64_t)st.st_size - offset;
+	if (len && len < want)
+		want = len;
+	dsec_buf_grow(out, (size_t)want);
+	while (got < want) {
+		ssize_t n = pread(fd, out->data + out->len, (size_t)(want - got),
+				  (off_t)(offset + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return dsec_err_set(err, errno, "cannot read '%s': %s", path, strerror(errno));
+		if (n == 0)
+			break;
+		out->len += (size_t)n;
+		got += (uint64_t)n;
+	}
+	out->data[out->len] = '\0';
+	return 0;
+}
+
+int be_path_err(struct dsec_err *err, int rc, const char *path, const char *what)
+{
+	if (rc == -EXDEV || rc == -ELOOP)
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM, "path '%s' escapes the sandbox",
+				     path);
+	return dsec_err_set(err, -rc, "cannot %s '%s': %s", what, path, strerror(-rc));
+}
