@@ -360,9 +360,11 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 
 /* ---- spawning the helper ------------------------------------------------ */
 
-/* fork (or clone with clone_flags) + exec the helper with fds[i] placed
+/* vfork (or clone with clone_flags) + exec the helper with fds[i] placed
  * at fd i (-1: /dev/null for 0-2, closed otherwise).  Only async-signal-
- * safe calls after fork. */
+ * safe calls in the child.  vfork, not fork: copying the daemon's page
+ * tables (threads, heap) for a child that execs at once was a quarter of
+ * the CPU of an exec. */
 static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
 			  const int *fds, int nfds, unsigned long clone_flags)
 {
@@ -372,7 +374,7 @@ static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp
 
 	DSEC_ASSERT(nfds <= 16);
 	pid = clone_flags ? (pid_t)syscall(SYS_clone, clone_flags | SIGCHLD, NULL, NULL, NULL, 0)
-			  : fork();
+			  : vfork();
 	if (pid != 0)
 		return pid;
 	struct sigaction sa = { .sa_handler = SIG_DFL };
