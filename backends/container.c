@@ -33,6 +33,7 @@
 #include <inttypes.h>
 #include <linux/openat2.h>
 #include <sched.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,21 +370,27 @@ static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp
 			  const int *fds, int nfds, unsigned long clone_flags)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigset_t all, old, none;
 	int high[16];
 	pid_t pid;
 
 	DSEC_ASSERT(nfds <= 16);
+	/* No handler of the daemon may run in the child (with vfork it would
+	 * run on the daemon's memory): block everything across the fork, and
+	 * in the child reset the handlers before unblocking. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid = clone_flags ? (pid_t)syscall(SYS_clone, clone_flags | SIGCHLD, NULL, NULL, NULL, 0)
 			  : vfork();
-	if (pid != 0)
+	if (pid != 0) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		return pid;
-	struct sigaction sa = { .sa_handler = SIG_DFL };
-	sigset_t none;
-
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	}
 	for (int s = 1; s < NSIG; s++)
 		sigaction(s, &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	for (int i = 0; i < nfds; i++)
 		high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 100) : -1;
 	for (int i = 0; i < nfds; i++) {
