@@ -361,39 +361,30 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 
 /* ---- spawning the helper ------------------------------------------------ */
 
-/* vfork (or clone with clone_flags) + exec the helper with fds[i] placed
- * at fd i (-1: /dev/null for 0-2, closed otherwise).  Only async-signal-
- * safe calls in the child.  vfork, not fork: copying the daemon's page
- * tables (threads, heap) for a child that execs at once was a quarter of
- * the CPU of an exec. */
-static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
-			  const int *fds, int nfds, unsigned long clone_flags)
-{
-	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
-	struct sigaction sa = { .sa_handler = SIG_DFL };
-	sigset_t all, old, none;
-	int high[16];
-	pid_t pid;
+/* What the helper's child needs: it runs on its own stack, sharing the
+ * daemon's memory until it execs (CLONE_VM|CLONE_VFORK, as posix_spawn). */
+struct spawn_args {
+	const char *helper;		/* program */
+	char *const *argv, *const *envp;	/* its argv and environment */
+	const int *fds;			/* fds[i] goes to fd i */
+	int nfds;			/* how many */
+};
 
-	DSEC_ASSERT(nfds <= 16);
-	/* No handler of the daemon may run in the child (with vfork it would
-	 * run on the daemon's memory): block everything across the fork, and
-	 * in the child reset the handlers before unblocking. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = clone_flags ? (pid_t)syscall(SYS_clone, clone_flags | SIGCHLD, NULL, NULL, NULL, 0)
-			  : vfork();
-	if (pid != 0) {
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		return pid;
-	}
+/* The child: only async-signal-safe calls, no writes to shared memory. */
+static int spawn_child(void *arg)
+{
+	const struct spawn_args *a = arg;
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigset_t none;
+	int high[16];
+
 	for (int s = 1; s < NSIG; s++)
 		sigaction(s, &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int i = 0; i < nfds; i++)
-		high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 100) : -1;
-	for (int i = 0; i < nfds; i++) {
+	for (int i = 0; i < a->nfds; i++)
+		high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
+	for (int i = 0; i < a->nfds; i++) {
 		if (high[i] >= 0) {
 			if (dup2(high[i], i) < 0)
 				_exit(127);
@@ -406,9 +397,33 @@ static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp
 			}
 		}
 	}
-	syscall(SYS_close_range, nfds, ~0U, 0);
-	execve(helper, argv, envp);
+	syscall(SYS_close_range, a->nfds, ~0U, 0);
+	execve(a->helper, a->argv, a->envp);
 	_exit(127);
+}
+
+/* Starts the helper with fds[i] placed at fd i (-1: /dev/null for 0-2,
+ * closed otherwise), in new namespaces when clone_flags says so.
+ * CLONE_VM|CLONE_VFORK, not fork: copying the daemon's page tables (its
+ * threads, its heap) for a child that execs at once cost a quarter of the
+ * CPU of an exec.  Signals are blocked across the clone so no handler of
+ * the daemon runs in the child; it resets them before unblocking. */
+static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
+			  const int *fds, int nfds, unsigned long clone_flags)
+{
+	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
+	struct spawn_args a = { helper, argv, envp, fds, nfds };
+	static char stack[64 << 10] __attribute__((aligned(16)));	/* loop thread only */
+	sigset_t all, old;
+	pid_t pid;
+
+	DSEC_ASSERT(nfds <= 16);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = clone(spawn_child, stack + sizeof(stack),
+		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD), &a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return pid < 0 ? -1 : pid;
 }
 
 /* ---- create --------------------------------------------------------------- */
