@@ -51,6 +51,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "be_seccomp.h"
 #include "be_title.h"
 #include "be_cgroup.h"
 #include "util.h"
@@ -405,28 +406,7 @@ static int load_seccomp(void)
 
 	if (!ctx)
 		return -ENOMEM;
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(deny); i++) {
-		int nr = seccomp_syscall_resolve_name(deny[i]);
-
-		if (nr != __NR_SCMP_ERROR)
-			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
-	}
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(ns_flags); i++)
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-	/* clone3 hides its flags in memory: make libc fall back to clone. */
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
-			       SCMP_A0(SCMP_CMP_GT, 0x20008));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, TIOCSTI));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, TIOCLINUX));
-	/* XFS_IOC_SWAPEXT = _IOWR('X', 109, struct xfs_swapext). */
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, 0xc0c0586dUL));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-			       SCMP_A0(SCMP_CMP_EQ, 40 /* AF_VSOCK */));
+	rc = be_seccomp_rules(ctx, deny, DSEC_ARRAY_LEN(deny), ns_flags, DSEC_ARRAY_LEN(ns_flags));
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);

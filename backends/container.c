@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "be_conf.h"
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "log.h"
@@ -71,26 +72,19 @@ struct ct_conf {
 	double timeout;		/* seconds when a request gives none */
 };
 
-enum kind { K_STR, K_COUNT, K_SIZE, K_CPUS, K_SECS };
-
 /* Every key the backend knows; adding one is adding a row. */
-static const struct {
-	const char *key;	/* after "container." */
-	enum kind kind;		/* how to parse it */
-	size_t off;		/* into struct ct_conf */
-	const char *def;	/* embedded default */
-} conf_table[] = {
+static const struct be_conf_key conf_table[] = {
 #define F(f) offsetof(struct ct_conf, f)
-	{ "rootfs", K_STR, F(rootfs), "" },
-	{ "disk", K_SIZE, F(disk), "256M" },
-	{ "memory", K_SIZE, F(memory), "512M" },
-	{ "cpus", K_CPUS, F(cpus), "1" },
-	{ "pids", K_COUNT, F(pids), "512" },
-	{ "nofile", K_COUNT, F(nofile), "1024" },
-	{ "uid", K_COUNT, F(uid), "0" },
-	{ "gid", K_COUNT, F(gid), "0" },
-	{ "max_sandboxes", K_COUNT, F(max_sandboxes), "1024" },
-	{ "timeout", K_SECS, F(timeout), "300" },
+	{ "rootfs", BE_K_STR, F(rootfs), "" },
+	{ "disk", BE_K_SIZE, F(disk), "256M" },
+	{ "memory", BE_K_SIZE, F(memory), "512M" },
+	{ "cpus", BE_K_CPUS, F(cpus), "1" },
+	{ "pids", BE_K_COUNT, F(pids), "512" },
+	{ "nofile", BE_K_COUNT, F(nofile), "1024" },
+	{ "uid", BE_K_COUNT, F(uid), "0" },
+	{ "gid", BE_K_COUNT, F(gid), "0" },
+	{ "max_sandboxes", BE_K_COUNT, F(max_sandboxes), "1024" },
+	{ "timeout", BE_K_SECS, F(timeout), "300" },
 #undef F
 };
 
@@ -276,75 +270,14 @@ static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
 
 /* ---- config --------------------------------------------------------------- */
 
-static int conf_set(struct ct_conf *c, size_t i, const char *v, struct dsec_err *err)
-{
-	void *f = (char *)c + conf_table[i].off;
-	char *end;
-
-	switch (conf_table[i].kind) {
-	case K_STR:
-		free(*(char **)f);
-		*(char **)f = xstrdup(v);
-		return 0;
-	case K_COUNT: {
-		unsigned long long n;
-
-		errno = 0;
-		n = strtoull(v, &end, 10);
-		if (errno || end == v || *end || *v == '-' || n > UINT32_MAX)
-			break;
-		*(uint64_t *)f = n;
-		return 0;
-	}
-	case K_SIZE:
-		if (dsec_parse_size(v, (uint64_t *)f) < 0)
-			break;
-		return 0;
-	case K_CPUS: {
-		double d = strtod(v, &end);
-
-		if (end == v || *end || !(d > 0) || d > 4096)
-			break;
-		*(double *)f = d;
-		return 0;
-	}
-	case K_SECS:
-		if (dsec_parse_duration(v, (double *)f) < 0 || !(*(double *)f > 0))
-			break;
-		return 0;
-	}
-	return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "invalid value '%s' for 'container.%s'",
-			     v, conf_table[i].key);
-}
-
 static int conf_load(struct ct_be *be, struct dsec_err *err)
 {
-	const char *const *keys = be->host->conf_keys();
 	struct stat st;
 	int rc;
 
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(conf_table); i++) {
-		char key[64];
-		const char *v;
-
-		snprintf(key, sizeof(key), "container.%s", conf_table[i].key);
-		v = be->host->conf_get(key);
-		if ((rc = conf_set(&be->conf, i, v ? v : conf_table[i].def, err)) < 0)
-			return rc;
-	}
-	for (size_t k = 0; keys && keys[k]; k++) {
-		bool known = false;
-
-		if (strncmp(keys[k], "container.", 10))
-			continue;
-		for (size_t i = 0; i < DSEC_ARRAY_LEN(conf_table) && !known; i++)
-			known = !strcmp(keys[k] + 10, conf_table[i].key);
-		if (!known)
-			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-					     "unknown config key '%s' (container knows: rootfs, "
-					     "disk, memory, cpus, pids, nofile, uid, gid, "
-					     "max_sandboxes, timeout)", keys[k]);
-	}
+	if ((rc = be_conf_load(be->host, "container", conf_table, DSEC_ARRAY_LEN(conf_table),
+				&be->conf, err)) < 0)
+		return rc;
 	if (be->conf.pids < 4 || be->conf.nofile < 16 || be->conf.memory < (8u << 20) ||
 	    be->conf.disk < (1u << 20))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,

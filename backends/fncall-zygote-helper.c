@@ -57,6 +57,7 @@
 #include <linux/seccomp.h>
 #include <unistd.h>
 
+#include "be_seccomp.h"
 #include "be_cgroup.h"
 #include "be_fncall.h"
 #include "err.h"
@@ -348,30 +349,7 @@ static void build_seccomp(void)
 
 	if (!ctx)
 		die("cannot initialise seccomp");
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(deny); i++) {
-		int nr = seccomp_syscall_resolve_name(deny[i]);
-
-		if (nr == __NR_SCMP_ERROR)
-			continue;
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
-	}
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(ns_flags); i++)
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
-	/* clone3 hides its flags in memory: make libc fall back to clone. */
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	/* personality(): only the harmless values pass (PER_LINUX, with
-	 * UNAME26 and/or ADDR_NO_RANDOMIZE, as Docker's profile); libseccomp
-	 * cannot also except the 0xffffffff query, which fails too. */
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
-			       SCMP_A0(SCMP_CMP_GT, 0x20008));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, TIOCSTI));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, TIOCLINUX));
-	/* vsock is not namespaced: it would reach the hypervisor's host. */
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-			       SCMP_A0(SCMP_CMP_EQ, 40 /* AF_VSOCK */));
+	rc = be_seccomp_rules(ctx, deny, DSEC_ARRAY_LEN(deny), ns_flags, DSEC_ARRAY_LEN(ns_flags));
 	if (rc)
 		die("cannot build the seccomp filter: %s", strerror(-rc));
 	if ((fd = memfd_create(path + 1, MFD_CLOEXEC)) < 0)

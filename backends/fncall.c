@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "be_conf.h"
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "be_fncall.h"
@@ -79,28 +80,21 @@ struct fc_conf {
 	uint64_t zygotes;	/* zygotes per runtime, each pinned to a CPU; 0 = auto */
 };
 
-enum kind { K_STR, K_COUNT, K_SIZE, K_CPUS, K_SECS };
-
 /* Every key the backend knows; adding one is adding a row. */
-static const struct {
-	const char *key;	/* after "fncall." */
-	enum kind kind;		/* how to parse it */
-	size_t off;		/* into struct fc_conf */
-	const char *def;	/* embedded default */
-} conf_table[] = {
+static const struct be_conf_key conf_table[] = {
 #define F(f) offsetof(struct fc_conf, f)
-	{ "runtimes", K_STR, F(runtimes), "sh,python3" },
-	{ "pool_size", K_COUNT, F(pool_size), "4" },
-	{ "memory", K_SIZE, F(memory), "256M" },
-	{ "cpus", K_CPUS, F(cpus), "1" },
-	{ "pids", K_COUNT, F(pids), "64" },
-	{ "nofile", K_COUNT, F(nofile), "256" },
-	{ "scratch", K_SIZE, F(scratch), "64M" },
-	{ "uid", K_COUNT, F(uid), "65534" },
-	{ "gid", K_COUNT, F(gid), "65534" },
-	{ "max_running", K_COUNT, F(max_running), "256" },
-	{ "timeout", K_SECS, F(timeout), "300" },
-	{ "zygotes", K_COUNT, F(zygotes), "0" },
+	{ "runtimes", BE_K_STR, F(runtimes), "sh,python3" },
+	{ "pool_size", BE_K_COUNT, F(pool_size), "4" },
+	{ "memory", BE_K_SIZE, F(memory), "256M" },
+	{ "cpus", BE_K_CPUS, F(cpus), "1" },
+	{ "pids", BE_K_COUNT, F(pids), "64" },
+	{ "nofile", BE_K_COUNT, F(nofile), "256" },
+	{ "scratch", BE_K_SIZE, F(scratch), "64M" },
+	{ "uid", BE_K_COUNT, F(uid), "65534" },
+	{ "gid", BE_K_COUNT, F(gid), "65534" },
+	{ "max_running", BE_K_COUNT, F(max_running), "256" },
+	{ "timeout", BE_K_SECS, F(timeout), "300" },
+	{ "zygotes", BE_K_COUNT, F(zygotes), "0" },
 #undef F
 };
 
@@ -264,82 +258,13 @@ static int fc_submit(struct fc_be *be, void (*work)(void *), void (*done)(void *
 
 /* ---- config --------------------------------------------------------------- */
 
-static int conf_set(struct fc_conf *c, size_t i, const char *v, struct dsec_err *err)
-{
-	void *f = (char *)c + conf_table[i].off;
-	char *end;
-	int rc;
-
-	switch (conf_table[i].kind) {
-	case K_STR:
-		free(*(char **)f);
-		*(char **)f = xstrdup(v);
-		return 0;
-	case K_COUNT: {
-		unsigned long long n;
-
-		errno = 0;
-		n = strtoull(v, &end, 10);
-		if (errno || end == v || *end || *v == '-' || n > UINT32_MAX)
-			break;
-		*(uint64_t *)f = n;
-		return 0;
-	}
-	case K_SIZE:
-		if ((rc = dsec_parse_size(v, (uint64_t *)f)) < 0)
-			break;
-		return 0;
-	case K_CPUS: {
-		double d = strtod(v, &end);
-
-		if (end == v || *end || !(d > 0) || d > 4096)
-			break;
-		*(double *)f = d;
-		return 0;
-	}
-	case K_SECS:
-		if (dsec_parse_duration(v, (double *)f) < 0 || !(*(double *)f > 0))
-			break;
-		return 0;
-	}
-	return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "invalid value '%s' for 'fncall.%s'", v,
-			     conf_table[i].key);
-}
-
 static int conf_load(struct fc_be *be, struct dsec_err *err)
 {
-	const char *const *keys = be->host->conf_keys();
 	int rc;
 
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(conf_table); i++) {
-		char key[64];
-		const char *v;
-
-		snprintf(key, sizeof(key), "fncall.%s", conf_table[i].key);
-		v = be->host->conf_get(key);
-		if ((rc = conf_set(&be->conf, i, v ? v : conf_table[i].def, err)) < 0)
-			return rc;
-	}
-	for (size_t k = 0; keys && keys[k]; k++) {
-		bool known = false;
-
-		if (strncmp(keys[k], "fncall.", 7))
-			continue;
-		for (size_t i = 0; i < DSEC_ARRAY_LEN(conf_table) && !known; i++)
-			known = !strcmp(keys[k] + 7, conf_table[i].key);
-		if (!known) {
-			struct dsec_buf b;
-
-			dsec_buf_init(&b);
-			for (size_t i = 0; i < DSEC_ARRAY_LEN(conf_table); i++)
-				dsec_buf_addf(&b, "%s%s", i ? ", " : "", conf_table[i].key);
-			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-					   "unknown config key '%s' (fncall knows: %s)", keys[k],
-					   b.data);
-			dsec_buf_free(&b);
-			return rc;
-		}
-	}
+	if ((rc = be_conf_load(be->host, "fncall", conf_table, DSEC_ARRAY_LEN(conf_table),
+				&be->conf, err)) < 0)
+		return rc;
 	if (be->conf.pool_size > 1024 || be->conf.max_running == 0 || be->conf.pids < 2 ||
 	    be->conf.nofile < 16 || be->conf.memory < (4u << 20) || be->conf.scratch < 4096)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,

@@ -1,0 +1,19 @@
+/* be_seccomp.h - the seccomp rules every backend's filter starts from. */
+#ifndef BE_SECCOMP_H
+#define BE_SECCOMP_H
+
+#include <stddef.h>
+#include <seccomp.h>
+
+/* Adds to ctx (default action ALLOW): EPERM for each syscall named in deny
+ * (names unknown to this libseccomp are skipped) and for clone() with any
+ * of ns_flags; ENOSYS for clone3 (its flags hide in memory, so libc falls
+ * back to clone); EPERM for personality() other than PER_LINUX with
+ * UNAME26/ADDR_NO_RANDOMIZE, for the TIOCSTI and TIOCLINUX ioctls (typing
+ * into a terminal) and for XFS_IOC_SWAPEXT (swapping file extents, seen to
+ * corrupt XFS in production); EAFNOSUPPORT for AF_VSOCK sockets (vsock is
+ * not namespaced: it reaches the hypervisor's host).  0 or -errno. */
+int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
+		     const unsigned long *ns_flags, size_t nns);
+
+#endif
