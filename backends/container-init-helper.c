@@ -52,6 +52,7 @@
 #include <unistd.h>
 
 #include "be_seccomp.h"
+#include "be_net.h"
 #include "be_title.h"
 #include "be_cgroup.h"
 #include "util.h"
@@ -83,21 +84,6 @@ static void xmkdir(const char *p, mode_t m)
 {
 	if (mkdir(p, m) < 0 && errno != EEXIST)
 		fail(errno, "cannot mkdir '%s': %s", p, strerror(errno));
-}
-
-static void lo_up(void)
-{
-	struct ifreq ifr = { 0 };
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	if (s < 0)
-		return;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
-		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-		ioctl(s, SIOCSIFFLAGS, &ifr);
-	}
-	close(s);
 }
 
 /* Bind host path read-only at root/host (directories and files); a
@@ -358,7 +344,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	xmount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
-	lo_up();
+	be_lo_up();
 	build_root(dir, rootfs, disk);
 	finish_root(dir);
 	if (unshare(CLONE_NEWCGROUP) < 0)

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "be_seccomp.h"
+#include "be_net.h"
 #include "be_cgroup.h"
 #include "be_fncall.h"
 #include "err.h"
@@ -137,21 +138,6 @@ static void warnx_(const char *fmt, ...)
 }
 
 /* ---- isolation set up once -------------------------------------------- */
-
-static void lo_up(void)
-{
-	struct ifreq ifr = { 0 };
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-
-	if (s < 0)
-		return;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
-		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-		ioctl(s, SIOCSIFFLAGS, &ifr);
-	}
-	close(s);
-}
 
 static void xmount(const char *src, const char *dst, const char *type, unsigned long fl,
 		   const char *data)
@@ -307,7 +293,7 @@ static void setup_namespaces(void)
 	xmount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
 	if (sethostname("sandbox", 7) < 0)
 		warnx_("cannot set hostname: %s", strerror(errno));
-	lo_up();
+	be_lo_up();
 }
 
 /* Deny what a call never needs and what widens the kernel's attack
