@@ -738,6 +738,15 @@ static void exec_kill(struct ct_exec *x)
 }
 
 
+/* Did the OOM killer kill any process of the exec's group?  Asked only when
+ * something could have been killed (one small cgroupfs read). */
+static bool exec_oom_killed(struct ct_exec *x)
+{
+	uint64_t n = 0;
+
+	return be_cg_oom_kills(x->cg->cg, &n) == 0 && n > 0;
+}
+
 /* Status known: parse it; complete once the pipes are closed too. */
 static void exec_maybe_done(struct ct_exec *x)
 {
@@ -767,6 +776,7 @@ static void exec_maybe_done(struct ct_exec *x)
 		x->res->exit_code = -1;
 		x->res->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 	}
+	x->res->oom_killed = exec_oom_killed(x);
 	if ((x->out_fd < 0 && x->err_fd < 0 && x->reaped))
 		return exec_finish(x, 0, NULL);
 	/* Something left in the background still holds a pipe: a short grace. */

@@ -86,7 +86,7 @@ static void reply_err(struct dsecd_req *r, const struct dsec_err *err)
 /* Packs an exec result; caps are already applied by the backend. */
 static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 {
-	dsec_pk_reply_ok(p, 8);
+	dsec_pk_reply_ok(p, 9);
 	dsec_pk_kv_i64(p, "exit_code", res->exit_code);
 	dsec_pk_kv_u64(p, "signal", (uint64_t)(res->signal > 0 ? res->signal : 0));
 	dsec_pk_kv_bool(p, "timed_out", res->timed_out);
@@ -95,6 +95,7 @@ static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 	dsec_pk_kv_bool(p, "stdout_truncated", res->out_truncated);
 	dsec_pk_kv_bool(p, "stderr_truncated", res->err_truncated);
 	dsec_pk_kv_double(p, "duration", res->duration);
+	dsec_pk_kv_bool(p, "oom_killed", res->oom_killed);
 }
 
 static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb)

@@ -96,6 +96,9 @@ struct dsec_exec_res {
 	struct dsec_buf out;		/* stdout (caller frees with dsec_buf_free) */
 	struct dsec_buf err;		/* stderr (caller frees with dsec_buf_free) */
 	double duration;		/* seconds from start to exit */
+	bool oom_killed;		/* the kernel's OOM killer killed a process of the
+					 * command (its memory limit was hit) (ABI 1,
+					 * appended; zeroed by the daemon) */
 };
 
 /* Capacity and occupancy, for info, placement and dsec-top. */

@@ -309,6 +309,7 @@ static int unpack_exec(const msgpack_object *m, struct dsec_exec_res *res, struc
 	dsec_get_bool(m, "stdout_truncated", &res->out_truncated, NULL);
 	dsec_get_bool(m, "stderr_truncated", &res->err_truncated, NULL);
 	res->duration = get_double_or(m, "duration", 0);
+	dsec_get_bool(m, "oom_killed", &res->oom_killed, NULL);
 	if (dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL) == 0)
 		dsec_buf_add(&res->out, d, n);
 	if (dsec_get_bin(m, "stderr", SIZE_MAX, &d, &n, NULL) == 0)

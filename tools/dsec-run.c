@@ -271,6 +271,9 @@ static int report(const struct dsec_exec_res *res)
 		fprintf(stderr, "dsec-run: command timed out after %.3g s\n", res->duration);
 		return EXIT_TIMEOUT;
 	}
+	if (res->oom_killed)
+		fprintf(stderr, "dsec-run: the sandbox's memory limit was reached: "
+			"the kernel's OOM killer killed a process of the command\n");
 	if (res->signal > 0)
 		return 128 + res->signal;
 	if (res->exit_code < 0 || res->exit_code > 255)
