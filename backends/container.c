@@ -56,6 +56,7 @@
 #define CT_GRACE 1.0			/* s to wait for pipe EOF after the exit */
 #define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
 #define CT_CREATE_TIMEOUT 30.0		/* s for the helper to build a sandbox */
+#define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -114,6 +115,8 @@ struct ct_sb {
 	char *dir;			/* state_dir/sb.N (empty on the host) */
 	char **env;			/* create env, NULL-terminated */
 	char *cwd;			/* default working directory */
+	char *lower;			/* the image's layers joined by ':', NULL = rootfs */
+	uint64_t uid, gid;		/* ids commands run as */
 	struct dsec_be_limits lim;	/* limits asked for */
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
@@ -375,6 +378,7 @@ static void sb_free(struct ct_sb *sb)
 	dsec_buf_free(&sb->st);
 	dsec_strv_free(sb->env);
 	free(sb->cwd);
+	free(sb->lower);
 	free(sb->dir);
 	free(sb->id);
 	free(sb);
@@ -559,7 +563,8 @@ static void create_prep_done(void *arg)
 	ncg = be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
 	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
-			       (char *)"--rootfs", *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
+			       (char *)"--rootfs",
+			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
 			       (char *)"--disk", disk, (char *)"--cg", desc, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
@@ -593,22 +598,84 @@ static void create_prep_done(void *arg)
 	}
 }
 
+/* The overlay's lower layers for an image: the directories dsecd mounted,
+ * joined top first.  A sandbox without an image gets *out = NULL (the
+ * configured rootfs or the host skeleton). */
+static int image_root(const struct dsec_be_spec *spec, char **out, struct dsec_err *err)
+{
+	struct dsec_buf b;
+
+	*out = NULL;
+	if (!spec->image || !*spec->image)
+		return 0;
+	if (!spec->layers || !spec->layers[0])
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "image '%s' has no layers here (dsecd runs without fs3)",
+				     spec->image);
+	dsec_buf_init(&b);
+	for (size_t i = 0; spec->layers[i]; i++) {
+		const char *l = spec->layers[i];
+
+		if (l[0] != '/' || strpbrk(l, ":,\\")) {
+			dsec_buf_free(&b);
+			return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL,
+					     "layer directory '%s' of image '%s' is not an absolute "
+					     "path without ':', ',' or '\\'", l, spec->image);
+		}
+		if (i)
+			dsec_buf_add(&b, ":", 1);
+		dsec_buf_add(&b, l, strlen(l));
+	}
+	if (b.len > CT_LOWER_MAX) {
+		dsec_buf_free(&b);
+		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				     "image '%s' has too many layers for one overlay mount",
+				     spec->image);
+	}
+	dsec_buf_add(&b, "", 1);
+	*out = b.data;
+	return 0;
+}
+
+/* "uid[:gid]" of an image, numeric; NULL or "" = the configured ids. */
+static int parse_user(struct ct_be *be, const char *user, uint64_t *uid, uint64_t *gid,
+		      struct dsec_err *err)
+{
+	char *end;
+
+	*uid = be->conf.uid;
+	*gid = be->conf.gid;
+	if (!user || !*user)
+		return 0;
+	errno = 0;
+	*uid = strtoull(user, &end, 10);
+	*gid = *uid;
+	if (!errno && end != user && *end == ':' && end[1])
+		*gid = strtoull(end + 1, &end, 10);
+	if (errno || end == user || *end || *uid > UINT32_MAX - 1 || *gid > UINT32_MAX - 1)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "image user '%s' is not a numeric uid[:gid]", user);
+	return 0;
+}
+
 static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		     dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct ct_be *be = vbe;
 	struct ct_cwork *w;
 	struct ct_sb *sb;
+	char *lower = NULL;
+	uint64_t uid, gid;
+	int rc;
 
 	if (be->stopping)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "container is stopping");
-	if (spec->image && *spec->image)
-		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "container has no image '%s' yet (set container.rootfs)",
-				     spec->image);
 	if (be->nsbs >= be->conf.max_sandboxes)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 				     "container has %u sandboxes, its maximum", be->nsbs);
+	if ((rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
+	    (rc = image_root(spec, &lower, err)) < 0)
+		return rc;
 	sb = xcalloc(1, sizeof(*sb));
 	sb->be = be;
 	sb->id = xstrdup(spec->id ? spec->id : "");
@@ -625,6 +692,9 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 			sb->env[i] = xstrdup(spec->env[i]);
 	}
 	sb->cwd = xstrdup(spec->cwd && *spec->cwd ? spec->cwd : "/");
+	sb->lower = lower;
+	sb->uid = uid;
+	sb->gid = gid;
 	sb->lim = spec->limits;
 	*out = sb;
 	w = xcalloc(1, sizeof(*w));
@@ -925,8 +995,8 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
 		return rc;
 	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
-	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, be->conf.uid);
-	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, be->conf.gid);
+	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, sb->uid);
+	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, sb->gid);
 	snprintf(a_nof, sizeof(a_nof), "%" PRIu64,
 		 sb->lim.nofile ? (uint64_t)sb->lim.nofile : be->conf.nofile);
 	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;

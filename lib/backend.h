@@ -73,6 +73,13 @@ struct dsec_be_spec {
 	const char *const *env;		/* extra "K=V" strings, NULL-terminated, or NULL */
 	const char *cwd;		/* working directory inside, NULL = default */
 	struct dsec_be_limits limits;	/* resource limits */
+	/* The image's read-only layers, mounted by dsecd (fs3), top layer
+	 * first, NULL-terminated; NULL when the sandbox has no image or the
+	 * backend gets none. (ABI 1, appended) */
+	const char *const *layers;
+	/* "uid[:gid]" the image says commands run as, NULL = the backend's
+	 * default. (ABI 1, appended) */
+	const char *user;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */
