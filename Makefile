@@ -21,7 +21,7 @@ INSTALL     ?= install
 
 # Debian packages the build and the tests need (make deps installs the missing ones).
 DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
-	libseccomp-dev libnl-3-dev libnl-route-3-dev libzstd-dev mandoc \
+	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
@@ -36,6 +36,9 @@ PC_LIBS    := $(shell $(PKG_CONFIG) --libs msgpack libseccomp 2>/dev/null || ech
 CPPFLAGS   += -Ilib -D_GNU_SOURCE \
 	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"'
 CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS)
+# Links and nftables rules of allowlisted sandbox networks (container.so).
+NET_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 libnftables 2>/dev/null || echo -I/usr/include/libnl3)
+NET_LIBS   := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 libnftables 2>/dev/null || echo -lnl-route-3 -lnl-3 -lnftables)
 LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
 LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
 
@@ -54,6 +57,8 @@ DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/be_%.c,$(wildcard backends/*.c)))
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
 BE_COMMON   = $(patsubst %.c,build/%.o,$(wildcard backends/be_*.c))
+# An archive, so each backend and helper links only the modules it uses.
+BE_LIB      = build/backends/libbe.a
 HELPER_SRC  = $(wildcard backends/*-helper.c)
 HELPERS     = $(HELPER_SRC:-helper.c=)
 HELPER_FILES = $(wildcard backends/*.py)
@@ -88,14 +93,21 @@ dsecd/dsecd: $(DSECD_OBJ) lib/libdsec.a
 
 # Backends: one shared object each; only the ops table is exported.
 build/backends/%.o: CFLAGS += -fvisibility=hidden
-backends/%.so: build/backends/%.o $(BE_COMMON) lib/libdsec.a
-	$(q) LD $@
-	$(Q)$(CC) -shared -o $@ $< $(BE_COMMON) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
-		-lev -lpthread $(PC_LIBS)
+$(BE_LIB): $(BE_COMMON)
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-backends/%: build/backends/%-helper.o $(BE_COMMON) lib/libdsec.a
+build/backends/be_netpol.o: CFLAGS += $(NET_CFLAGS)
+backends/container.so: BE_LIBS = $(NET_LIBS)
+
+backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< $(BE_COMMON) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -shared -o $@ $< $(BE_LIB) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
+		$(BE_LIBS) -lev -lpthread $(PC_LIBS)
+
+backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 tools/%: build/tools/%.o lib/libdsec.a
 	$(q) LD $@

@@ -26,12 +26,14 @@
  * cgroup (pid 1 and with it the namespaces and mounts go), removes the
  * cgroups and the state directory.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <net/if.h>
 #include <sched.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,6 +50,7 @@
 #include "be_conf.h"
 #include "be_io.h"
 #include "be_cgroup.h"
+#include "be_netpol.h"
 #include "log.h"
 #include "util.h"
 
@@ -71,6 +74,9 @@ struct ct_conf {
 	uint64_t gid;		/* gid commands run as inside */
 	uint64_t max_sandboxes;	/* sandboxes before "capacity" */
 	double timeout;		/* seconds when a request gives none */
+	char *network;		/* "none" or "allowlist" when a request gives none */
+	char *bridge;		/* the node's bridge for allowlisted sandboxes */
+	char *subnet;		/* its IPv4 subnet */
 };
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -86,6 +92,9 @@ static const struct be_conf_key conf_table[] = {
 	{ "gid", BE_K_COUNT, F(gid), "0" },
 	{ "max_sandboxes", BE_K_COUNT, F(max_sandboxes), "1024" },
 	{ "timeout", BE_K_SECS, F(timeout), "300" },
+	{ "network", BE_K_STR, F(network), "none" },
+	{ "bridge", BE_K_STR, F(bridge), "dsec0" },
+	{ "subnet", BE_K_STR, F(subnet), "10.231.0.0/16" },
 #undef F
 };
 
@@ -113,10 +122,18 @@ struct ct_sb {
 	struct ct_sb *next;		/* be->sbs */
 	char *id;			/* sandbox id */
 	char *dir;			/* state_dir/sb.N (empty on the host) */
+	uint64_t serial;		/* the N */
 	char **env;			/* create env, NULL-terminated */
 	char *cwd;			/* default working directory */
 	char *lower;			/* the image's layers joined by ':', NULL = rootfs */
 	uint64_t uid, gid;		/* ids commands run as */
+	bool net_allow;			/* network "allowlist" (else loopback only) */
+	struct be_net_rule *rules;	/* the allowlist now in force */
+	size_t nrules;			/* entries in rules */
+	uint32_t dns;			/* allowed resolver, host order, 0 = none */
+	uint32_t ip;			/* address on the bridge, 0 = none yet */
+	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
+	int netfd;			/* the sandbox's network namespace, -1 = none */
 	struct dsec_be_limits lim;	/* limits asked for */
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
@@ -172,6 +189,8 @@ struct ct_be {
 	ev_check check;			/* drains it */
 	ev_idle idle;			/* keeps the loop spinning while it is not empty */
 	bool stopping;			/* fini started */
+	struct be_bridge br;		/* allowlisted sandboxes' bridge (up on first use) */
+	pthread_mutex_t br_lock;	/* serialises bringing it up */
 	unsigned nwork;			/* submitted work whose done has not run */
 	unsigned busy;			/* work running on pool threads (atomic) */
 };
@@ -181,6 +200,11 @@ struct ct_be {
 static void ct_free(struct ct_be *be)
 {
 	free(be->conf.rootfs);
+	free(be->conf.network);
+	free(be->conf.bridge);
+	free(be->conf.subnet);
+	pthread_mutex_destroy(&be->br_lock);
+	pthread_mutex_destroy(&be->br.lock);
 	free(be);
 }
 
@@ -292,6 +316,14 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "container.rootfs '%s' is not an absolute directory path "
 				     "without ',' or ':'", be->conf.rootfs);
+	if (strcmp(be->conf.network, "none") && strcmp(be->conf.network, "allowlist"))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container.network '%s' is not 'none' or 'allowlist'",
+				     be->conf.network);
+	if ((rc = be_bridge_conf(&be->br, be->conf.bridge, be->conf.subnet, err)) < 0) {
+		dsec_err_prefix(err, "container.bridge or container.subnet");
+		return rc;
+	}
 	return 0;
 }
 
@@ -379,6 +411,9 @@ static void sb_free(struct ct_sb *sb)
 	dsec_strv_free(sb->env);
 	free(sb->cwd);
 	free(sb->lower);
+	free(sb->rules);
+	if (sb->netfd >= 0)
+		close(sb->netfd);
 	free(sb->dir);
 	free(sb->id);
 	free(sb);
@@ -397,6 +432,14 @@ static void sb_teardown(struct ct_sb *sb)
 		if (be_cg_remove(sb->cg) < 0)
 			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", sb->cg->path);
 	}
+	if (sb->netfd >= 0) {
+		close(sb->netfd);
+		sb->netfd = -1;
+	}
+	if (sb->host_if[0])
+		be_veth_del(sb->host_if);
+	be_bridge_ip_put(&be->br, sb->ip);
+	sb->ip = 0;
 	rmdir(rw);
 	rmdir(root);
 	if (rmdir(sb->dir) < 0 && errno != ENOENT)
@@ -473,6 +516,80 @@ static void create_fail(struct ct_sb *sb, int rc, const struct dsec_err *err)
 	ct_submit(be, create_fail_work, create_fail_done, w);
 }
 
+static void create_ready(struct ct_sb *sb)
+{
+	struct ct_be *be = sb->be;
+
+	sb->ready = true;
+	sb->next = be->sbs;
+	be->sbs = sb;
+	be->nsbs++;
+	defer(be, sb->cdone, sb->carg, 0, NULL);
+}
+
+static int open_in_root(int rootfd, const char *path, int flags, mode_t mode);
+
+/* The allowlisted network of a new sandbox, on a pool thread: the filter
+ * first (so eth0 never carries a packet unfiltered), then the bridge (once
+ * per daemon), an address, the veth, and the resolver in /etc/resolv.conf. */
+static void net_setup_work(void *arg)
+{
+	struct ct_cwork *w = arg;
+	struct ct_sb *sb = w->sb;
+	struct ct_be *be = sb->be;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->init);
+	if ((sb->netfd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		w->rc = dsec_err_set(&w->err, errno, "cannot open the network namespace of '%s': %s",
+				     sb->id, strerror(errno));
+		return;
+	}
+	if ((w->rc = be_netns_filter(sb->netfd, sb->rules, sb->nrules, sb->dns, &w->err)) < 0)
+		return;
+	pthread_mutex_lock(&be->br_lock);
+	if (!be->br.ifindex)
+		w->rc = be_bridge_up(&be->br, &w->err);
+	pthread_mutex_unlock(&be->br_lock);
+	if (w->rc < 0 || (w->rc = be_bridge_ip_get(&be->br, &sb->ip, &w->err)) < 0)
+		return;
+	snprintf(sb->host_if, sizeof(sb->host_if), "dsv%05x%06" PRIx64,
+		 (unsigned)getpid() & 0xfffff, sb->serial & 0xffffff);
+	if ((w->rc = be_veth_attach(&be->br, sb->netfd, sb->host_if, sb->ip, &w->err)) < 0) {
+		sb->host_if[0] = '\0';
+		return;
+	}
+	if (sb->dns) {
+		struct in_addr a = { .s_addr = htonl(sb->dns) };
+		char line[64], ip[INET_ADDRSTRLEN];
+		int fd = open_in_root(sb->rootfd, "/etc/resolv.conf",
+				      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+
+		snprintf(line, sizeof(line), "nameserver %s\n",
+			 inet_ntop(AF_INET, &a, ip, sizeof(ip)));
+		if (fd < 0 || dsec_write_all(fd, line, strlen(line)) < 0)
+			w->rc = dsec_err_set(&w->err, fd < 0 ? -fd : errno,
+					     "cannot write the sandbox's /etc/resolv.conf: %s",
+					     strerror(fd < 0 ? -fd : errno));
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+static void net_setup_done(void *arg)
+{
+	struct ct_cwork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	if (w->rc < 0) {
+		dsec_err_prefix(&w->err, "cannot connect sandbox '%s'", sb->id);
+		create_fail(sb, w->rc, &w->err);
+	} else {
+		create_ready(sb);
+	}
+	free(w);
+}
+
 static void create_finish(struct ct_sb *sb)
 {
 	struct ct_be *be = sb->be;
@@ -497,12 +614,14 @@ static void create_finish(struct ct_sb *sb)
 				      "cannot open the init of sandbox '%s': %s", sb->id, strerror(e));
 			return create_fail(sb, -e, &err);
 		}
-		sb->ready = true;
-		sb->next = be->sbs;
-		be->sbs = sb;
-		be->nsbs++;
-		defer(be, sb->cdone, sb->carg, 0, NULL);
-		return;
+		if (sb->net_allow) {
+			struct ct_cwork *w = xcalloc(1, sizeof(*w));
+
+			w->sb = sb;
+			ct_submit(be, net_setup_work, net_setup_done, w);
+			return;
+		}
+		return create_ready(sb);
 	}
 	if (sscanf(line, "err %d", &e) == 1 && strchr(line, ' ') && strchr(line + 4, ' ')) {
 		char *msg = strchr(line + 4, ' ') + 1;
@@ -658,14 +777,53 @@ static int parse_user(struct ct_be *be, const char *user, uint64_t *uid, uint64_
 	return 0;
 }
 
+/* network "none" (loopback only) or "allowlist" with its rules and an
+ * optional resolver. */
+static int parse_network(struct ct_be *be, const struct dsec_be_spec *spec, bool *allow,
+			 struct be_net_rule **rules, size_t *n, uint32_t *dns, struct dsec_err *err)
+{
+	const char *mode = spec->network && *spec->network ? spec->network : be->conf.network;
+	struct in_addr a;
+	int rc;
+
+	*allow = false;
+	*rules = NULL;
+	*n = 0;
+	*dns = 0;
+	if (!strcmp(mode, "none")) {
+		if ((spec->allow && spec->allow[0]) || (spec->dns && *spec->dns))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "an allowlist or a resolver needs network 'allowlist', "
+					     "not 'none'");
+		return 0;
+	}
+	if (strcmp(mode, "allowlist"))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "network '%s' is not 'none' or 'allowlist'", mode);
+	if (spec->dns && *spec->dns) {
+		if (inet_pton(AF_INET, spec->dns, &a) != 1)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "resolver '%s' is not an IPv4 address", spec->dns);
+		*dns = ntohl(a.s_addr);
+	}
+	if ((rc = be_net_rules_parse(spec->allow, rules, n, err)) < 0)
+		return rc;
+	*allow = true;
+	return 0;
+}
+
 static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		     dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct ct_be *be = vbe;
 	struct ct_cwork *w;
 	struct ct_sb *sb;
+	struct be_net_rule *rules = NULL;
 	char *lower = NULL;
 	uint64_t uid, gid;
+	uint32_t dns = 0;
+	size_t nrules = 0;
+	bool net_allow;
 	int rc;
 
 	if (be->stopping)
@@ -674,13 +832,23 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 				     "container has %u sandboxes, its maximum", be->nsbs);
 	if ((rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
-	    (rc = image_root(spec, &lower, err)) < 0)
+	    (rc = parse_network(be, spec, &net_allow, &rules, &nrules, &dns, err)) < 0)
 		return rc;
+	if ((rc = image_root(spec, &lower, err)) < 0) {
+		free(rules);
+		return rc;
+	}
 	sb = xcalloc(1, sizeof(*sb));
 	sb->be = be;
 	sb->id = xstrdup(spec->id ? spec->id : "");
-	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, ++be->next_sb);
+	sb->serial = ++be->next_sb;
+	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
 	sb->pidfd = sb->rootfd = sb->st_fd = -1;
+	sb->netfd = -1;
+	sb->net_allow = net_allow;
+	sb->rules = rules;
+	sb->nrules = nrules;
+	sb->dns = dns;
 	sb->cdone = done;
 	sb->carg = arg;
 	dsec_buf_init(&sb->st);
@@ -1289,6 +1457,72 @@ static int ct_file_write(void *vsb, const char *path, const void *data, size_t l
 	return file_op(sb, write_work, &t, err);
 }
 
+/* ---- network allowlist ---------------------------------------------------- */
+
+struct ct_nwork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	struct be_net_rule *rules;	/* the new allowlist (ours until done) */
+	size_t n;			/* its entries */
+};
+
+static void allow_work(void *arg)
+{
+	struct ct_nwork *w = arg;
+
+	w->rc = be_netns_filter(w->sb->netfd, w->rules, w->n, w->sb->dns, &w->err);
+}
+
+static void allow_done(void *arg)
+{
+	struct ct_nwork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	sb->busy--;
+	if (w->rc == 0) {
+		free(sb->rules);
+		sb->rules = w->rules;
+		sb->nrules = w->n;
+		w->rules = NULL;
+	}
+	defer(sb->be, w->done, w->arg, w->rc, &w->err);
+	free(w->rules);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+static int ct_net_allow(void *vsb, const char *const *allow, dsec_be_done_fn done, void *arg,
+			struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+	struct ct_nwork *w;
+	struct be_net_rule *rules;
+	size_t n;
+	int rc;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (!sb->net_allow || sb->netfd < 0)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "sandbox '%s' has network 'none': create it with network "
+				     "'allowlist' to change what it may reach", sb->id);
+	if ((rc = be_net_rules_parse(allow, &rules, &n, err)) < 0)
+		return rc;
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	w->done = done;
+	w->arg = arg;
+	w->rules = rules;
+	w->n = n;
+	sb->busy++;
+	ct_submit(sb->be, allow_work, allow_done, w);
+	return 0;
+}
+
 /* ---- destroy ---------------------------------------------------------------- */
 
 static void destroy_work(void *arg)
@@ -1408,6 +1642,7 @@ static void ct_fini(void *vbe)
 		be_cg_free(be->cg);
 		be->cg = NULL;
 	}
+	be_bridge_down(&be->br);
 	if (be->nwork == 0)
 		ct_free(be);
 }
@@ -1441,6 +1676,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->pend_tail = &be->pend;
+	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "container: host ABI mismatch");
@@ -1500,4 +1736,5 @@ const struct dsec_be_ops dsec_backend = {
 	.destroy = ct_destroy,
 	.stats = ct_stats,
 	.call = NULL,
+	.net_allow = ct_net_allow,
 };

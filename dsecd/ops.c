@@ -35,6 +35,8 @@ struct dsecd_req {
 	/* create and call */
 	char *image, *runtime, *ccwd;	/* create fields */
 	char **cenv;			/* create env */
+	char *network, *dns;		/* create: network mode and resolver */
+	char **allow;			/* create and net_allow: the allowlist */
 	struct dsec_be_spec spec;	/* what the backend gets */
 	/* files */
 	char *call_id;			/* id given to a one-shot call */
@@ -57,6 +59,9 @@ static void req_free(struct dsecd_req *r)
 	free(r->runtime);
 	free(r->ccwd);
 	dsec_strv_free(r->cenv);
+	free(r->network);
+	free(r->dns);
+	dsec_strv_free(r->allow);
 	free(r->call_id);
 	free(r->path);
 	dsec_buf_free(&r->data);
@@ -150,6 +155,10 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	if (r->op == DSEC_OP_CREATE &&
 	    (rc = dsec_get_str(m, "cwd", &r->ccwd, err)) < 0 && rc != -ENOENT)
 		return rc;
+	if (((rc = dsec_get_str(m, "network", &r->network, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_strv(m, "allow", &r->allow, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_str(m, "dns", &r->dns, err)) < 0 && rc != -ENOENT))
+		return rc;
 	lim = dsec_map_get(m, "limits");
 	if (lim && lim->type != MSGPACK_OBJECT_NIL) {
 		uint64_t v;
@@ -183,6 +192,9 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	r->spec.runtime = r->runtime;
 	r->spec.env = (const char *const *)r->cenv;
 	r->spec.cwd = r->ccwd;
+	r->spec.network = r->network;
+	r->spec.allow = (const char *const *)r->allow;
+	r->spec.dns = r->dns;
 	return 0;
 }
 
@@ -615,6 +627,49 @@ unsupported:
 	reply_err(r, &err);
 }
 
+static void net_allow_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (r->sb)
+		dsecd_sb_touch(r->d, r->sb);
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 0);
+	send_pk(r, &p);
+}
+
+/* Replace a running sandbox's network allowlist. */
+static void op_net_allow(struct dsecd_req *r)
+{
+	const struct dsec_be_ops *ops;
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	if ((rc = dsec_get_strv(r->msg.root, "allow", &r->allow, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
+				      "net_allow needs field 'allow' (an array, [] for nothing)");
+		return reply_err(r, &err);
+	}
+	ops = r->sb->be->ops;
+	if (!ops->net_allow) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
+			      "backend '%s' has no network allowlists", r->sb->be->name);
+		return reply_err(r, &err);
+	}
+	if (ops->net_allow(r->sb->handle, (const char *const *)r->allow, net_allow_done, r,
+			   &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+}
+
 void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r)
 {
 	struct dsec_pk p;
@@ -646,6 +701,7 @@ static const op_fn handlers[DSEC_OP__COUNT] = {
 	[DSEC_OP_FILE_READ] = op_file,
 	[DSEC_OP_FILE_WRITE] = op_file,
 	[DSEC_OP_DESTROY] = op_destroy,
+	[DSEC_OP_NET_ALLOW] = op_net_allow,
 };
 
 /* Frame in; exactly one reply out, now or when the backend completes. */

@@ -80,6 +80,16 @@ struct dsec_be_spec {
 	/* "uid[:gid]" the image says commands run as, NULL = the backend's
 	 * default. (ABI 1, appended) */
 	const char *user;
+	/* "none" (loopback only) or "allowlist"; NULL = the backend's
+	 * default. (ABI 1, appended) */
+	const char *network;
+	/* With "allowlist": what the sandbox may reach, "ADDR[/BITS][:PORTS
+	 * [/PROTO]]" strings, NULL-terminated, or NULL (nothing). (ABI 1,
+	 * appended) */
+	const char *const *allow;
+	/* With "allowlist": the one resolver DNS may go to (IPv4), or NULL.
+	 * (ABI 1, appended) */
+	const char *dns;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */
@@ -168,6 +178,11 @@ struct dsec_be_ops {
 	int (*call)(void *be, const struct dsec_be_spec *spec, const struct dsec_exec_req *req,
 		    struct dsec_exec_res *res, dsec_be_done_fn done, void *arg,
 		    struct dsec_err *err);
+	/* Replace what an "allowlist" sandbox may reach (entries as in
+	 * dsec_be_spec.allow; NULL or empty = nothing), atomically, while it
+	 * runs.  Optional.  Async. (ABI 1, appended) */
+	int (*net_allow)(void *sb, const char *const *allow, dsec_be_done_fn done, void *arg,
+			 struct dsec_err *err);
 };
 
 #endif

@@ -16,6 +16,8 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read", "read a file in a sandbox" },
 	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write", "write a file in a sandbox" },
 	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
+	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
+				"change what a sandbox's network may reach" },
 };
 
 const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
