@@ -989,6 +989,13 @@ void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 		*h = fs->hi[--fs->nhi];
 	}
 	pthread_mutex_unlock(&fs->mu);
+	fs3_acquired_free(a);
+}
+
+void fs3_acquired_free(struct fs3_acquired *a)
+{
+	if (!a)
+		return;
 	dsec_strv_free(a->layers);
 	free(a->lowerdir);
 	fs3_image_config_free(&a->config);

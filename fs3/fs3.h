@@ -107,8 +107,9 @@ struct fs3_gc_res {
 
 /* Opens (creating if needed) the store; caller closes it with fs3_close. */
 int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err);
-/* Unmounts every layer this handle mounted, whatever is still acquired, and
- * frees fs.  NULL is a no-op. */
+/* Unmounts every layer this handle mounted, whatever is still acquired
+ * (lazily where busy), and frees fs; outstanding fs3_acquired are then only
+ * memory, freed with fs3_acquired_free.  NULL is a no-op. */
 void fs3_close(struct fs3 *fs);
 
 /* Imports src, a rootfs directory or a tar file (plain, gzip, zstd, xz,
@@ -145,8 +146,12 @@ void fs3_image_info_clear(struct fs3_image_info *info);
 int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
 		      struct dsec_err *err);
 /* Gives an acquire back and frees a; a layer is unmounted when its last
- * user goes (lazily if something, e.g. an overlay, still holds it). */
+ * user goes (lazily if something, e.g. an overlay, still holds it).  NULL
+ * is a no-op. */
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a);
+/* Frees a without giving it back: only for acquires still outstanding when
+ * fs3_close unmounted everything (a daemon shutting down). */
+void fs3_acquired_free(struct fs3_acquired *a);
 
 /* Collects what no tag and no acquire (of any process on this node) reaches:
  * manifests, indexes and chunks in the origin and the cache, and unmounted

@@ -290,6 +290,12 @@ int fs3_store_put(struct fs3_store *st, enum fs3_kind kind, const void *data, si
 	return 0;
 }
 
+/* What a tier's answer means, for messages. */
+static const char *tier_why(int r)
+{
+	return r == -EBADMSG ? "corrupt" : r == -ENOENT ? "missing" : strerror(-r);
+}
+
 int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
 		  struct dsec_buf *out, const char *what, struct dsec_err *err)
 {
@@ -310,7 +316,7 @@ int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_dig
 		if (unlink(cp) == 0 && kind == FS3_CHUNK)
 			__atomic_sub_fetch(&st->cache_bytes, z.len, __ATOMIC_RELAXED);
 	}
-	dsec_buf_addf(&why, "cache: %s", r == -EBADMSG ? "corrupt" : strerror(-r));
+	dsec_buf_addf(&why, "cache: %s", tier_why(r));
 	for (int i = 0; i < st->nsrc; i++) {
 		r = st->src[i].get(st->src[i].ctx, kind, d, &z);
 		if (r == 0 && (r = unpack_verify(&z, d, out)) == 0) {
@@ -319,8 +325,7 @@ int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_dig
 		}
 		if (r == -EBADMSG)
 			log_warn("%s is corrupt in the %s", what, st->src[i].name);
-		dsec_buf_addf(&why, ", %s: %s", st->src[i].name,
-			      r == -EBADMSG ? "corrupt" : r == -ENOENT ? "missing" : strerror(-r));
+		dsec_buf_addf(&why, ", %s: %s", st->src[i].name, tier_why(r));
 	}
 	r = dsec_err_setc(err, DSEC_E_NOT_FOUND, r == -EBADMSG ? EBADMSG : ENOENT,
 			  "cannot fetch %s: no good copy (%s)", what, why.data);
@@ -431,9 +436,8 @@ int fs3_store_evict(struct fs3_store *st, const struct fs3_digest *pins, size_t 
 		}
 	}
 	if (l.total > st->cache_max)
-		log_warn("cache '%s' holds %llu bytes over its cap of %llu: the rest is pinned",
-			 st->cache, (unsigned long long)(l.total - st->cache_max),
-			 (unsigned long long)st->cache_max);
+		log_warn("cache '%s' stays over its cap (%llu of %llu bytes): the rest is in use",
+			 st->cache, (unsigned long long)l.total, (unsigned long long)st->cache_max);
 	st->cache_bytes = l.total;
 	free(l.v);
 	return evicted;
