@@ -22,7 +22,8 @@ INSTALL     ?= install
 # Debian packages the build and the tests need (make deps installs the missing ones).
 DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
-	python3 python3-msgpack perl iproute2 util-linux procps
+	python3 python3-msgpack perl iproute2 util-linux procps \
+	libssl-dev libarchive-dev erofs-utils zstd
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
@@ -33,14 +34,18 @@ OPT        ?= -O2 -g
 # libev and nng ship no .pc file on Debian 12: fall back to plain -l flags.
 PC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags msgpack libseccomp 2>/dev/null)
 PC_LIBS    := $(shell $(PKG_CONFIG) --libs msgpack libseccomp 2>/dev/null || echo -lmsgpackc -lseccomp)
-CPPFLAGS   += -Ilib -D_GNU_SOURCE \
+CPPFLAGS   += -Ilib -Ifs3 -D_GNU_SOURCE \
 	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"'
-CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS)
+CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS) $(FS3_CFLAGS)
 # Links and nftables rules of allowlisted sandbox networks (container.so).
 NET_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 libnftables 2>/dev/null || echo -I/usr/include/libnl3)
 NET_LIBS   := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 libnftables 2>/dev/null || echo -lnl-route-3 -lnl-3 -lnftables)
 LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
 LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
+# fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd.
+FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd 2>/dev/null)
+FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd 2>/dev/null || \
+	echo -lcrypto -larchive -lzstd)
 
 ifeq ($(V),1)
 Q =
@@ -52,6 +57,8 @@ endif
 
 LIB_SRC     = $(wildcard lib/*.c)
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
+FS3_SRC     = $(wildcard fs3/*.c)
+FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = $(wildcard dsecd/*.c)
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/be_%.c,$(wildcard backends/*.c)))
@@ -62,16 +69,21 @@ BE_LIB      = build/backends/libbe.a
 HELPER_SRC  = $(wildcard backends/*-helper.c)
 HELPERS     = $(HELPER_SRC:-helper.c=)
 HELPER_FILES = $(wildcard backends/*.py)
-TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c))
+TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c)) tools/dsecctl
 TEST_C      = $(filter-out t/helper-%.c t/be-%.c,$(wildcard t/*.c))
 TEST_BIN    = $(patsubst t/%.c,t/c/%.t,$(TEST_C))
 TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
+all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
 
 lib/libdsec.a: $(LIB_OBJ)
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# fs3: a static library for dsecd, dsecctl and the t/2xxx tests.
+fs3/libfs3.a: $(FS3_OBJ)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
@@ -109,6 +121,10 @@ backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
+tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
+
 tools/%: build/tools/%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
@@ -121,6 +137,11 @@ build/t/be-%.o: CFLAGS += -fvisibility=hidden
 t/%.so: build/t/be-%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $< lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) -lev $(PC_LIBS)
+
+# fs3 tests (2xxx) link fs3 too.
+t/c/2%.t: build/t/2%.o fs3/libfs3.a lib/libdsec.a
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 t/c/%.t: build/t/%.o lib/libdsec.a
 	$(q) LD $@
@@ -179,7 +200,7 @@ install: all
 
 clean:
 	rm -rf build
-	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/dsecd backends/*.so $(HELPERS) \
+	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
 		$(TOOLS) $(TEST_HELPERS)
 	rm -rf t/c
 
