@@ -99,9 +99,9 @@ lib/dsec.pc: Makefile
 		'Libs: -L$${libdir} -ldsec' 'Libs.private: -lnng -lpthread' \
 		'Cflags: -I$${includedir}' > $@
 
-dsecd/dsecd: $(DSECD_OBJ) lib/libdsec.a
+dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $(DSECD_OBJ) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -o $@ $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 # Backends: one shared object each; only the ops table is exported.
 build/backends/%.o: CFLAGS += -fvisibility=hidden

@@ -426,15 +426,21 @@ static int load_seccomp(void)
 	return rc;
 }
 
-static void drop_caps(void)
+/* The bounding set goes first, while CAP_SETPCAP is still ours (before
+ * the switch to a non-root uid); the remaining sets after it. */
+static void drop_bounding_caps(void)
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
-
 	for (int c = 0; c <= 63; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
 			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
+static void clear_caps(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
 	if (syscall(SYS_capset, &h, d) < 0)
 		fail(errno, "cannot drop capabilities: %s", strerror(errno));
 }
@@ -478,12 +484,14 @@ static int do_exec(int argc, char **argv)
 			fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
 		setsid();
 		setrlimit(RLIMIT_NOFILE, &rl);
-		if (chdir(cwd) < 0)
-			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
+		drop_bounding_caps();
 		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
 		    setresuid(uid, uid, uid) < 0)
 			fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
-		drop_caps();
+		clear_caps();
+		/* As the command's user, so its permissions apply. */
+		if (chdir(cwd) < 0)
+			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (e = load_seccomp()) < 0)
 			fail(EPERM, "cannot load the seccomp filter");
 		syscall(SYS_close_range, 3, ~0U, 0);

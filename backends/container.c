@@ -1737,4 +1737,5 @@ const struct dsec_be_ops dsec_backend = {
 	.stats = ct_stats,
 	.call = NULL,
 	.net_allow = ct_net_allow,
+	.caps = DSEC_BE_CAP_LAYERS,
 };

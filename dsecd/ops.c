@@ -13,6 +13,7 @@
 
 #include "daemon.h"
 #include "dsec.h"
+#include "fs3.h"
 #include "log.h"
 #include "proto.h"
 
@@ -37,6 +38,8 @@ struct dsecd_req {
 	char **cenv;			/* create env */
 	char *network, *dns;		/* create: network mode and resolver */
 	char **allow;			/* create and net_allow: the allowlist */
+	char **ienv;			/* create: the image's env, then the request's */
+	dsec_be_done_fn create_cb;	/* create's completion (create or call) */
 	struct dsec_be_spec spec;	/* what the backend gets */
 	/* files */
 	char *call_id;			/* id given to a one-shot call */
@@ -62,6 +65,7 @@ static void req_free(struct dsecd_req *r)
 	free(r->network);
 	free(r->dns);
 	dsec_strv_free(r->allow);
+	dsec_strv_free(r->ienv);
 	free(r->call_id);
 	free(r->path);
 	dsec_buf_free(&r->data);
@@ -358,6 +362,71 @@ static void op_list(struct dsecd_req *r)
 	send_pk(r, &p);
 }
 
+static int be_create(struct dsecd_req *r, struct dsec_err *err)
+{
+	if (r->be->ops->create(r->be->be, &r->spec, &r->sb->handle, r->create_cb, r, err) < 0) {
+		r->sb->handle = NULL;
+		return -1;
+	}
+	r->d->ops_inflight++;
+	return 0;
+}
+
+/* The image's layers are mounted: the backend gets them, the image's env
+ * under the request's, and its cwd and user unless the request says. */
+static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd *d = r->d;
+	struct dsec_err e;
+	size_t n = 0;
+
+	dsec_err_clear(&e);
+	if (rc < 0) {
+		e = *err;
+	} else {
+		r->sb->img = a;	/* released when the sandbox is gone */
+		if (d->shutting_down) {
+			rc = dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
+					   "node '%s' is shutting down", d->conf.node);
+		} else {
+			const struct fs3_image_config *c = &a->config;
+
+			r->ienv = xcalloc(dsec_strv_len((const char *const *)c->env) +
+					  (r->cenv ? dsec_strv_len((const char *const *)r->cenv) : 0) + 1,
+					  sizeof(char *));
+			for (size_t i = 0; c->env[i]; i++)
+				r->ienv[n++] = xstrdup(c->env[i]);
+			for (size_t i = 0; r->cenv && r->cenv[i]; i++)
+				r->ienv[n++] = xstrdup(r->cenv[i]);
+			r->spec.env = (const char *const *)r->ienv;
+			r->spec.layers = (const char *const *)a->layers;
+			if (!r->spec.cwd && *c->cwd)
+				r->spec.cwd = c->cwd;
+			if (*c->user)
+				r->spec.user = c->user;
+			if (be_create(r, &e) == 0)
+				return;
+			rc = e.errnum ? -e.errnum : -EIO;
+		}
+	}
+	/* Fail the way the backend's own failure would: the create callback
+	 * destroys the sandbox and replies. */
+	d->ops_inflight++;
+	r->create_cb(r, rc, &e);
+}
+
+/* Starts the backend's create of r->sb, done = create's completion; a
+ * backend that runs images from layers gets the image acquired first.
+ * Returns 0, or -1 with *err (the caller destroys r->sb and replies). */
+static int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err)
+{
+	r->create_cb = done;
+	if (r->image && *r->image && (r->be->ops->caps & DSEC_BE_CAP_LAYERS))
+		return dsecd_image_acquire(r->d, r->image, image_acquired, r, err) < 0 ? -1 : 0;
+	return be_create(r, err);
+}
+
 static void create_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
@@ -422,13 +491,11 @@ static void op_create(struct dsecd_req *r)
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;
-	if (r->be->ops->create(r->be->be, &r->spec, &sb->handle, create_done, r, &err) < 0) {
-		sb->handle = NULL;
+	if (start_create(r, create_done, &err) < 0) {
 		dsecd_sb_destroy(d, sb, "create failed", NULL);
 		dsec_err_prefix(&err, "cannot create %s sandbox", r->be->name);
 		return reply_err(r, &err);
 	}
-	d->ops_inflight++;
 }
 
 static void exec_done(void *arg, int rc, const struct dsec_err *err)
@@ -527,12 +594,10 @@ static void op_call(struct dsecd_req *r)
 		dsecd_sb_ref(sb);
 		r->sb = sb;
 		r->spec.id = sb->id;
-		if (r->be->ops->create(r->be->be, &r->spec, &sb->handle, call_created, r, &err) < 0) {
-			sb->handle = NULL;
+		if (start_create(r, call_created, &err) < 0) {
 			dsecd_sb_destroy(d, sb, "create failed", NULL);
 			return reply_err(r, &err);
 		}
-		d->ops_inflight++;
 		return;
 	}
 	r->call_id = xasprintf("%s:%016" PRIx64, d->conf.node, d->next_serial++);

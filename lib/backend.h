@@ -183,6 +183,13 @@ struct dsec_be_ops {
 	 * runs.  Optional.  Async. (ABI 1, appended) */
 	int (*net_allow)(void *sb, const char *const *allow, dsec_be_done_fn done, void *arg,
 			 struct dsec_err *err);
+	/* DSEC_BE_CAP_* bits. (ABI 1, appended) */
+	uint32_t caps;
 };
+
+/* The backend runs images from layers: dsecd acquires a create's image from
+ * its store (fs3) and passes the mounted layers in dsec_be_spec.layers, the
+ * image's env first in env, its cwd and user as defaults. */
+#define DSEC_BE_CAP_LAYERS 0x1u
 
 #endif
