@@ -44,6 +44,15 @@ static int set(const char *backend, const struct be_conf_key *k, void *conf, con
 		if (dsec_parse_duration(v, (double *)f) < 0 || !(*(double *)f > 0))
 			break;
 		return 0;
+	case BE_K_BOOL:
+		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "1"))
+			*(bool *)f = true;
+		else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off") ||
+			 !strcmp(v, "0"))
+			*(bool *)f = false;
+		else
+			break;
+		return 0;
 	}
 	return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "invalid value '%s' for '%s.%s'", v,
 			     backend, k->key);

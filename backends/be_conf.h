@@ -17,6 +17,7 @@ enum be_conf_kind {
 	BE_K_SIZE,	/* uint64_t bytes, "64M" */
 	BE_K_CPUS,	/* double cores, (0, 4096] */
 	BE_K_SECS,	/* double seconds > 0, "30s", "5m" */
+	BE_K_BOOL,	/* bool: true/false, yes/no, on/off, 1/0 */
 };
 
 struct be_conf_key {

@@ -345,30 +345,69 @@ static const char *arg(int argc, char **argv, const char *name, const char *def)
 	return def;
 }
 
+/* Receives n mount fds, the image's idmapped layers, on fd 5. */
+static void recv_layers(int *fds, int n)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 64)], c;
+	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+
+	if (recvmsg(5, &mh, MSG_CMSG_CLOEXEC) != 1 || !(cm = CMSG_FIRSTHDR(&mh)) ||
+	    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int) * (size_t)n))
+		fail(EPROTO, "did not get the image's %d layers", n);
+	memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)n);
+	close(5);
+}
+
 static _Noreturn void do_create(int argc, char **argv)
 {
 	const char *dir = arg(argc, argv, "--dir", NULL);
 	const char *rootfs = arg(argc, argv, "--rootfs", "-");
 	const char *disk = arg(argc, argv, "--disk", "256m");
 	const char *desc = arg(argc, argv, "--cg", "none");
+	unsigned long nlayers = strtoul(arg(argc, argv, "--layers", "0"), NULL, 10);
+	char lowers[64 * 16 + 1] = "";
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	sigset_t all, chld;
-	int st;
+	int st, lfd[64];
 
-	if (strlen(dir) > 1024 || strlen(rootfs) > 3000)
-		fail(ENAMETOOLONG, "path too long");
+	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
+		fail(ENAMETOOLONG, "path too long or too many layers");
 	if (strcmp(desc, "none")) {
-		if (be_cg_import(&cg, desc, 4, &err) < 0)
+		if (be_cg_import(&cg, desc, 6, &err) < 0)
 			fail(err.errnum, "%s", err.msg);
 		if (be_cg_attach(cg, 0) < 0)
 			fail(errno, "cannot join the sandbox's cgroup");
 	}
+	/* Everything below happens relative to the sandbox's directory, our
+	 * working directory: in a user namespace the path to it may not be ours
+	 * to walk. */
+	if (nlayers)
+		recv_layers(lfd, (int)nlayers);
 	/* container.so cloned us into new mount, pid, net, uts and ipc
-	 * namespaces: we are the sandbox's pid 1 and dsecd's child. */
+	 * namespaces (and a user namespace, when it maps root inside to a
+	 * range of its own): we are the sandbox's pid 1 and dsecd's child. */
 	if (getpid() != 1)
 		fail(EINVAL, "not the init of a new pid namespace");
 	xmount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+	/* The image's layers, idmapped to our user namespace by container.so,
+	 * become lower.0 (top) .. lower.N-1 here. */
+	for (unsigned long i = 0; i < nlayers; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "lower.%lu", i);
+		if (syscall(SYS_move_mount, lfd[i], "", AT_FDCWD, name, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			fail(errno, "cannot mount layer %lu: %s", i, strerror(errno));
+		close(lfd[i]);
+		snprintf(lowers + strlen(lowers), sizeof(lowers) - strlen(lowers), "%s%s",
+			 i ? ":" : "", name);
+	}
+	if (nlayers)
+		rootfs = lowers;
+	dir = ".";
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
@@ -428,19 +467,36 @@ static int load_seccomp(void)
 
 /* The bounding set goes first, while CAP_SETPCAP is still ours (before
  * the switch to a non-root uid); the remaining sets after it. */
-static void drop_bounding_caps(void)
+/* What root keeps in a sandbox with a user namespace, where these act only
+ * on the sandbox's own uid range: enough for package managers and the like
+ * (chown, file modes, setuid to its users, signals, low ports).  Nothing
+ * reaches the host's objects or the kernel (no CAP_SYS_ADMIN, CAP_NET_ADMIN,
+ * CAP_NET_RAW, CAP_SYS_CHROOT, CAP_MKNOD).  Without a user namespace root
+ * inside is the host's root: it keeps nothing. */
+#define SMALL_CAPS ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_FOWNER) | \
+		    (1ull << CAP_FSETID) | (1ull << CAP_KILL) | (1ull << CAP_SETGID) |     \
+		    (1ull << CAP_SETUID) | (1ull << CAP_NET_BIND_SERVICE))
+
+static void drop_bounding_caps(uint64_t keep)
 {
 	for (int c = 0; c <= 63; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+		if (!(keep & (1ull << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 &&
+		    errno != EINVAL)
 			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 }
 
-static void clear_caps(void)
+/* Effective and permitted = keep, as far as we still have them (a uid
+ * other than 0 has lost them all in setresuid). */
+static void clear_caps(uint64_t keep)
 {
 	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct d[2] = { { 0 } };
 
+	if (geteuid() == 0) {
+		d[0].effective = d[0].permitted = (uint32_t)keep;
+		d[1].effective = d[1].permitted = (uint32_t)(keep >> 32);
+	}
 	if (syscall(SYS_capset, &h, d) < 0)
 		fail(errno, "cannot drop capabilities: %s", strerror(errno));
 }
@@ -452,6 +508,8 @@ static int do_exec(int argc, char **argv)
 	const char *cwd = arg(argc, argv, "--cwd", "/");
 	rlim_t nofile = (rlim_t)strtoul(arg(argc, argv, "--nofile", "1024"), NULL, 10);
 	const char *desc = arg(argc, argv, "--cg", "none");
+	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
+	uint64_t keep = userns ? SMALL_CAPS : 0;
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	char **cmd = NULL;
@@ -467,7 +525,8 @@ static int do_exec(int argc, char **argv)
 		fail(EINVAL, "no command");
 	if (strcmp(desc, "none") && be_cg_import(&cg, desc, 6, &err) < 0)
 		fail(err.errnum, "%s", err.msg);
-	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) < 0)
+	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID |
+		     (userns ? CLONE_NEWUSER : 0)) < 0)
 		fail(errno, "cannot enter the sandbox: %s", strerror(errno));
 	if (fchdir(5) < 0 || chroot(".") < 0 || chdir("/") < 0)
 		fail(errno, "cannot enter the sandbox's root: %s", strerror(errno));
@@ -484,11 +543,11 @@ static int do_exec(int argc, char **argv)
 			fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
 		setsid();
 		setrlimit(RLIMIT_NOFILE, &rl);
-		drop_bounding_caps();
+		drop_bounding_caps(keep);
 		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
 		    setresuid(uid, uid, uid) < 0)
 			fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
-		clear_caps();
+		clear_caps(keep);
 		/* As the command's user, so its permissions apply. */
 		if (chdir(cwd) < 0)
 			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));

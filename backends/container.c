@@ -40,7 +40,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -60,6 +63,8 @@
 #define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
 #define CT_CREATE_TIMEOUT 30.0		/* s for the helper to build a sandbox */
 #define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
+#define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
+#define CT_MAX_LAYERS 64		/* layers of one image */
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -77,6 +82,8 @@ struct ct_conf {
 	char *network;		/* "none" or "allowlist" when a request gives none */
 	char *bridge;		/* the node's bridge for allowlisted sandboxes */
 	char *subnet;		/* its IPv4 subnet */
+	bool userns;		/* root inside is an unprivileged uid range outside */
+	uint64_t uid_base;	/* first host uid of those ranges */
 };
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -95,6 +102,8 @@ static const struct be_conf_key conf_table[] = {
 	{ "network", BE_K_STR, F(network), "none" },
 	{ "bridge", BE_K_STR, F(bridge), "dsec0" },
 	{ "subnet", BE_K_STR, F(subnet), "10.231.0.0/16" },
+	{ "userns", BE_K_BOOL, F(userns), "true" },
+	{ "uid_base", BE_K_COUNT, F(uid_base), "1000000000" },
 #undef F
 };
 
@@ -127,6 +136,9 @@ struct ct_sb {
 	char *cwd;			/* default working directory */
 	char *lower;			/* the image's layers joined by ':', NULL = rootfs */
 	uint64_t uid, gid;		/* ids commands run as */
+	int uslot;			/* its uid range (userns), -1 = none */
+	uint32_t ubase;			/* host uid of root inside (0 without userns) */
+	char **layers;			/* the image's layer dirs, top first, or NULL */
 	bool net_allow;			/* network "allowlist" (else loopback only) */
 	struct be_net_rule *rules;	/* the allowlist now in force */
 	size_t nrules;			/* entries in rules */
@@ -190,6 +202,7 @@ struct ct_be {
 	ev_idle idle;			/* keeps the loop spinning while it is not empty */
 	bool stopping;			/* fini started */
 	struct be_bridge br;		/* allowlisted sandboxes' bridge (up on first use) */
+	uint8_t *uslots;		/* uid ranges in use, a bit per max_sandboxes */
 	pthread_mutex_t br_lock;	/* serialises bringing it up */
 	unsigned nwork;			/* submitted work whose done has not run */
 	unsigned busy;			/* work running on pool threads (atomic) */
@@ -203,6 +216,7 @@ static void ct_free(struct ct_be *be)
 	free(be->conf.network);
 	free(be->conf.bridge);
 	free(be->conf.subnet);
+	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
 	free(be);
@@ -320,6 +334,13 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "container.network '%s' is not 'none' or 'allowlist'",
 				     be->conf.network);
+	if (be->conf.userns &&
+	    (be->conf.uid_base < 100000 ||
+	     be->conf.uid_base + be->conf.max_sandboxes * CT_URANGE > UINT32_MAX - 1))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container.uid_base %" PRIu64 " must be at least 100000 and "
+				     "leave %" PRIu64 " ranges of %u uids below 2^32",
+				     be->conf.uid_base, be->conf.max_sandboxes, CT_URANGE);
 	if ((rc = be_bridge_conf(&be->br, be->conf.bridge, be->conf.subnet, err)) < 0) {
 		dsec_err_prefix(err, "container.bridge or container.subnet");
 		return rc;
@@ -336,7 +357,14 @@ struct spawn_args {
 	char *const *argv, *const *envp;	/* its argv and environment */
 	const int *fds;			/* fds[i] goes to fd i */
 	int nfds;			/* how many */
+	int go_fd;			/* read a byte from it before exec, -1 = none */
+	const char *cwd;		/* chdir here (in the new namespaces), or NULL */
+	int exec_fd;			/* close-on-exec, kept open until the exec */
 };
+
+/* The children's stack: they share the daemon's memory until they exec, and
+ * the loop thread, the only one that spawns, waits for that exec. */
+static char spawn_stack[64 << 10] __attribute__((aligned(16)));
 
 /* The child: only async-signal-safe calls, no writes to shared memory. */
 static int spawn_child(void *arg)
@@ -350,13 +378,35 @@ static int spawn_child(void *arg)
 		sigaction(s, &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (a->go_fd >= 0) {
+		char c;
+
+		if (read(a->go_fd, &c, 1) != 1)
+			_exit(127);
+	}
+	/* By path, after the clone: a directory fd of the daemon's would be a
+	 * mount of the daemon's mount namespace, not of the sandbox's.  In a
+	 * user namespace: once the ids are mapped (the directory is its root's)
+	 * and while we are still the host's root (the path to it is not). */
+	if (a->cwd && chdir(a->cwd) < 0)
+		_exit(125);
+	if (a->go_fd >= 0) {
+		/* Our ids are mapped now: become root of the new user namespace,
+		 * so the exec keeps its capabilities there.  Raw syscalls: glibc's
+		 * would signal the daemon's threads, whose memory we share. */
+		if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
+		    syscall(SYS_setresuid, 0, 0, 0) < 0)
+			_exit(126);
+	}
 	for (int i = 0; i < a->nfds; i++)
 		high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
 	for (int i = 0; i < a->nfds; i++) {
 		if (high[i] >= 0) {
 			if (dup2(high[i], i) < 0)
 				_exit(127);
-		} else if (i <= 2) {
+		} else if (i > 2) {
+			close(i);	/* not one of the daemon's */
+		} else {
 			int n = open("/dev/null", O_RDWR);
 
 			if (n >= 0 && n != i) {
@@ -365,7 +415,12 @@ static int spawn_child(void *arg)
 			}
 		}
 	}
-	syscall(SYS_close_range, a->nfds, ~0U, 0);
+	if (a->exec_fd >= a->nfds) {
+		syscall(SYS_close_range, a->nfds, a->exec_fd - 1, 0);
+		syscall(SYS_close_range, a->exec_fd + 1, ~0U, 0);
+	} else {
+		syscall(SYS_close_range, a->nfds, ~0U, 0);
+	}
 	execve(a->helper, a->argv, a->envp);
 	_exit(127);
 }
@@ -377,21 +432,89 @@ static int spawn_child(void *arg)
  * CPU of an exec.  Signals are blocked across the clone so no handler of
  * the daemon runs in the child; it resets them before unblocking. */
 static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
-			  const int *fds, int nfds, unsigned long clone_flags)
+			  const int *fds, int nfds, unsigned long clone_flags, const char *cwd)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
-	struct spawn_args a = { helper, argv, envp, fds, nfds };
-	static char stack[64 << 10] __attribute__((aligned(16)));	/* loop thread only */
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, NULL, -1 };
 	sigset_t all, old;
 	pid_t pid;
 
 	DSEC_ASSERT(nfds <= 16);
+	a.cwd = cwd;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = clone(spawn_child, stack + sizeof(stack),
+	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
 		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return pid < 0 ? -1 : pid;
+}
+
+/* spawn_helper for a child in a new user namespace: its uid and gid maps
+ * must be written, from outside, before it execs (an exec with no uid
+ * mapped would drop its capabilities), so the child waits on a pipe while
+ * setup(pid, arg) runs, and we wait for its exec (the end of the shared
+ * stack's use) on a close-on-exec pipe: the wait a vfork has anyway.  If
+ * setup fails the child is killed and reaped; returns -1 with errno. */
+static pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
+				const int *fds, int nfds, unsigned long clone_flags, const char *cwd,
+				int (*setup)(pid_t pid, void *arg), void *arg)
+{
+	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, cwd, -1 };
+	int go[2] = { -1, -1 }, ex[2] = { -1, -1 }, rc, e;
+	sigset_t all, old;
+	pid_t pid;
+	char c;
+
+	DSEC_ASSERT(nfds <= 16);
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0)
+		goto fail;
+	/* above every fd the child places, so it survives its close_range */
+	if ((e = fcntl(ex[1], F_DUPFD_CLOEXEC, 32)) < 0)
+		goto fail;
+	close(ex[1]);
+	ex[1] = e;
+	a.go_fd = go[0];
+	a.exec_fd = ex[1];
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
+		    (int)(clone_flags | CLONE_VM | SIGCHLD), &a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0)
+		goto fail;
+	close(ex[1]);
+	ex[1] = -1;
+	rc = setup(pid, arg);
+	e = errno;
+	if (rc == 0 && write(go[1], "g", 1) != 1) {
+		rc = -1;
+		e = errno;
+	}
+	if (rc < 0)
+		kill(pid, SIGKILL);
+	close(go[1]);
+	while (read(ex[0], &c, 1) < 0 && errno == EINTR)
+		;	/* EOF: it exec'd or died; the stack is ours again */
+	close(ex[0]);
+	close(go[0]);
+	if (rc < 0) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		errno = e;
+		return -1;
+	}
+	return pid;
+fail:
+	e = errno;
+	for (int i = 0; i < 2; i++) {
+		if (go[i] >= 0)
+			close(go[i]);
+		if (ex[i] >= 0)
+			close(ex[i]);
+	}
+	errno = e;
+	return -1;
 }
 
 /* ---- create --------------------------------------------------------------- */
@@ -411,6 +534,9 @@ static void sb_free(struct ct_sb *sb)
 	dsec_strv_free(sb->env);
 	free(sb->cwd);
 	free(sb->lower);
+	dsec_strv_free(sb->layers);
+	if (sb->uslot >= 0)
+		sb->be->uslots[sb->uslot / 8] &= (uint8_t)~(1u << (sb->uslot % 8));
 	free(sb->rules);
 	if (sb->netfd >= 0)
 		close(sb->netfd);
@@ -470,6 +596,25 @@ static void create_prep_work(void *arg)
 		w->rc = dsec_err_set(&w->err, errno, "cannot create '%s': %s", sb->dir,
 				     strerror(errno));
 		return;
+	}
+	if (sb->ubase) {
+		/* The helper, root of the sandbox's user namespace, mounts on
+		 * these: they are its. */
+		size_t n = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
+
+		for (size_t i = 0; i < n + 3; i++) {
+			_cleanup_free_ char *p = i == 0 ? xstrdup(sb->dir)
+					       : i == 1 ? xasprintf("%s/rw", sb->dir)
+					       : i == 2 ? xasprintf("%s/root", sb->dir)
+							: xasprintf("%s/lower.%zu", sb->dir, i - 3);
+
+			if ((i && mkdir(p, 0700) < 0 && errno != EEXIST) ||
+			    lchown(p, sb->ubase, sb->ubase) < 0) {
+				w->rc = dsec_err_set(&w->err, errno, "cannot prepare '%s': %s", p,
+						     strerror(errno));
+				return;
+			}
+		}
 	}
 	snprintf(name, sizeof(name), "%s", strrchr(sb->dir, '/') + 1);
 	if ((w->rc = be_cg_child(be->cg, name, true, true, &sb->cg, &w->err)) < 0)
@@ -664,8 +809,86 @@ static void create_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 static void create_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 {
+	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, cw);
+
 	/* The sandbox's init died (destroy, or a kill from outside). */
 	ev_child_stop(loop, w);
+	if (!sb->ready && !sb->destroying)
+		LOG(sb->be, DSEC_LOG_WARN, "container: the helper of '%s' ended before the sandbox "
+		    "was ready (wait status 0x%x)", sb->id, (unsigned)w->rstatus);
+}
+
+static int write_map(pid_t pid, const char *file, uint32_t base)
+{
+	char path[64], line[64];
+	int fd, n, rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	n = snprintf(line, sizeof(line), "0 %u %u\n", base, CT_URANGE);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (write(fd, line, (size_t)n) != n)
+		rc = -1;
+	close(fd);
+	return rc;
+}
+
+struct userns_setup {
+	struct ct_sb *sb;		/* the sandbox */
+	int sock;			/* where the layers go */
+};
+
+/* Before the helper execs in its new user namespace: map root inside to the
+ * sandbox's uid range, put it in the sandbox's cgroup (inside it could not),
+ * and hand it each layer as a detached mount idmapped to that namespace, so
+ * the layers' root-owned files are root's inside and copy-up works. */
+static int userns_setup(pid_t pid, void *arg)
+{
+	struct userns_setup *u = arg;
+	struct ct_sb *sb = u->sb;
+	size_t n = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
+	int fds[CT_MAX_LAYERS], nfd = 0, uns, rc = -1, e;
+	char path[64], cbuf[CMSG_SPACE(sizeof(fds))];
+	struct iovec iov = { .iov_base = (char *)"L", .iov_len = 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0 ||
+	    be_cg_attach(sb->cg, pid) < 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if ((uns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		struct mount_attr ma = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)uns };
+		int t = (int)syscall(SYS_open_tree, AT_FDCWD, sb->layers[i],
+				     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+
+		if (t < 0)
+			goto out;
+		fds[nfd++] = t;
+		if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0)
+			goto out;
+	}
+	memset(cbuf, 0, sizeof(cbuf));
+	mh.msg_control = cbuf;
+	mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfd);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
+	memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfd);
+	if (sendmsg(u->sock, &mh, MSG_NOSIGNAL) == 1)
+		rc = 0;
+out:
+	e = errno;
+	for (int i = 0; i < nfd; i++)
+		close(fds[i]);
+	close(uns);
+	errno = e;
+	return rc;
 }
 
 static void create_prep_done(void *arg)
@@ -675,29 +898,56 @@ static void create_prep_done(void *arg)
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
 	char desc[256], disk[32];
-	int cgfds[BE_CG_MAXH], ncg, st[2], fds[4 + BE_CG_MAXH];
+	int cgfds[BE_CG_MAXH], ncg, st[2], fds[6 + BE_CG_MAXH];
 
 	if (w->rc < 0)
 		return create_fail(sb, w->rc, &w->err);
-	ncg = be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
+	size_t nl = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
+	int sv[2] = { -1, -1 };
+	char nlayers[16];
+
+	/* fds: 3 status, 5 the layer socket (user namespaces), 6.. the cgroup
+	 * (without a user namespace: with one we put it there).  The helper
+	 * starts in the sandbox's directory. */
+	ncg = sb->ubase ? 0 : be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
+	if (sb->ubase)
+		snprintf(desc, sizeof(desc), "none");
 	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
+	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
-			       (char *)"--disk", disk, (char *)"--cg", desc, NULL };
+			       (char *)"--disk", disk, (char *)"--cg", desc,
+			       (char *)"--layers", nlayers, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
-	if (pipe2(st, O_CLOEXEC) < 0) {
-		w->rc = dsec_err_set(&w->err, errno, "cannot make a pipe: %s", strerror(errno));
+	if (pipe2(st, O_CLOEXEC) < 0 ||
+	    (sb->ubase && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)) {
+		w->rc = dsec_err_set(&w->err, errno, "cannot prepare the sandbox's helper: %s",
+				     strerror(errno));
 		return create_fail(sb, w->rc, &w->err);
 	}
 	fds[0] = fds[1] = fds[2] = -1;
 	fds[3] = st[1];
+	fds[4] = -1;
+	fds[5] = sv[1];
 	for (int i = 0; i < ncg; i++)
-		fds[4 + i] = cgfds[i];
-	sb->helper = spawn_helper(be, argv, envp, fds, 4 + ncg,
-				  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-				  CLONE_NEWIPC);
+		fds[6 + i] = cgfds[i];
+	if (sb->ubase) {
+		struct userns_setup u = { .sb = sb, .sock = sv[0] };
+
+		sb->helper = spawn_helper_setup(be, argv, envp, fds, 6 + ncg,
+						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC, sb->dir,
+						userns_setup, &u);
+	} else {
+		sb->helper = spawn_helper(be, argv, envp, fds, 6 + ncg,
+					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
+					  CLONE_NEWIPC, sb->dir);
+	}
+	for (int i = 0; i < 2; i++)
+		if (sv[i] >= 0)
+			close(sv[i]);
 	close(st[1]);
 	sb->st_fd = st[0];
 	if (sb->helper < 0) {
@@ -731,6 +981,9 @@ static int image_root(const struct dsec_be_spec *spec, char **out, struct dsec_e
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "image '%s' has no layers here (dsecd runs without fs3)",
 				     spec->image);
+	if (dsec_strv_len(spec->layers) > CT_MAX_LAYERS)
+		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				     "image '%s' has more than %d layers", spec->image, CT_MAX_LAYERS);
 	dsec_buf_init(&b);
 	for (size_t i = 0; spec->layers[i]; i++) {
 		const char *l = spec->layers[i];
@@ -824,7 +1077,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	uint32_t dns = 0;
 	size_t nrules = 0;
 	bool net_allow;
-	int rc;
+	int rc, uslot = -1;
 
 	if (be->stopping)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "container is stopping");
@@ -837,6 +1090,19 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	if ((rc = image_root(spec, &lower, err)) < 0) {
 		free(rules);
 		return rc;
+	}
+	if (be->conf.userns) {
+		for (uint64_t i = 0; i < be->conf.max_sandboxes && uslot < 0; i++)
+			if (!(be->uslots[i / 8] & (1u << (i % 8))))
+				uslot = (int)i;
+		if (uslot < 0) {
+			free(rules);
+			free(lower);
+			return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
+					     "container has no free uid range (%" PRIu64 " in use)",
+					     be->conf.max_sandboxes);
+		}
+		be->uslots[uslot / 8] |= (uint8_t)(1u << (uslot % 8));
 	}
 	sb = xcalloc(1, sizeof(*sb));
 	sb->be = be;
@@ -861,6 +1127,22 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	}
 	sb->cwd = xstrdup(spec->cwd && *spec->cwd ? spec->cwd : "/");
 	sb->lower = lower;
+	sb->uslot = uslot;
+	if (uslot >= 0) {
+		sb->ubase = (uint32_t)(be->conf.uid_base + (uint64_t)uslot * CT_URANGE);
+		/* The layers go to the helper as idmapped mounts (the configured
+		 * rootfs is a layer too); the default root is bound from the host. */
+		if (spec->layers && spec->layers[0]) {
+			size_t n = dsec_strv_len(spec->layers);
+
+			sb->layers = xcalloc(n + 1, sizeof(char *));
+			for (size_t i = 0; i < n; i++)
+				sb->layers[i] = xstrdup(spec->layers[i]);
+		} else if (*be->conf.rootfs) {
+			sb->layers = xcalloc(2, sizeof(char *));
+			sb->layers[0] = xstrdup(be->conf.rootfs);
+		}
+	}
 	sb->uid = uid;
 	sb->gid = gid;
 	sb->lim = spec->limits;
@@ -1169,7 +1451,7 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 		 sb->lim.nofile ? (uint64_t)sb->lim.nofile : be->conf.nofile);
 	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;
 	nargv = req->argv ? dsec_strv_len(req->argv) : 3;
-	argv = xcalloc(nargv + 16, sizeof(*argv));
+	argv = xcalloc(nargv + 20, sizeof(*argv));
 	argv[i++] = (char *)CT_HELPER;
 	argv[i++] = (char *)"exec";
 	argv[i++] = (char *)"--uid";
@@ -1182,6 +1464,8 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	argv[i++] = a_nof;
 	argv[i++] = (char *)"--cg";
 	argv[i++] = desc;
+	argv[i++] = (char *)"--userns";
+	argv[i++] = (char *)(sb->ubase ? "1" : "0");
 	argv[i++] = (char *)"--";
 	if (req->argv) {
 		for (size_t k = 0; k < nargv; k++)
@@ -1213,7 +1497,7 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	fds[5] = sb->rootfd;
 	for (int k = 0; k < ncg; k++)
 		fds[6 + k] = cgfds[k];
-	pid = spawn_helper(be, argv, env, fds, 6 + ncg, 0);
+	pid = spawn_helper(be, argv, env, fds, 6 + ncg, 0, NULL);
 	if (pid < 0) {
 		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
 		goto fail;
@@ -1325,7 +1609,41 @@ static void read_work(void *arg)
 	w->rc = be_read_file(fd, w->path, w->offset, w->len, w->out, &w->err);
 }
 
+/* In a sandbox with a user namespace, files the API creates must belong to
+ * the sandbox's root: the overlay refuses an owner its namespace cannot
+ * map (the host's root), with EOVERFLOW.  So the pool thread takes the
+ * sandbox root's host ids as its filesystem ids for the operation (per
+ * thread; this also drops its file capabilities, so the API then has the
+ * access of the sandbox's root on the files that root owns), and gives
+ * them back after. */
+static void as_sandbox_root(const struct ct_sb *sb)
+{
+	if (sb->ubase) {
+		setfsgid(sb->ubase);
+		setfsuid(sb->ubase);
+	}
+}
+
+static void as_host_root(const struct ct_sb *sb)
+{
+	if (sb->ubase) {
+		setfsuid(0);
+		setfsgid(0);
+	}
+}
+
+static void write_work_ids(void *arg);
+
 static void write_work(void *arg)
+{
+	struct ct_fwork *w = arg;
+
+	as_sandbox_root(w->sb);
+	write_work_ids(arg);
+	as_host_root(w->sb);
+}
+
+static void write_work_ids(void *arg)
 {
 	struct ct_fwork *w = arg;
 	_cleanup_free_ char *p = xstrdup(w->path), *tmp = NULL;
@@ -1683,6 +2001,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	}
 	if ((rc = conf_load(be, err)) < 0)
 		goto fail;
+	be->uslots = xcalloc(be->conf.max_sandboxes / 8 + 1, 1);
 	if (geteuid() != 0) {
 		rc = dsec_err_setc(err, DSEC_E_UNSUPPORTED, EPERM,
 				   "container needs root (namespaces, mounts, cgroups)");

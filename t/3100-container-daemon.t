@@ -35,7 +35,8 @@ is "$OUT" "sandbox" "hostname is sandbox"
 run cr -c 'grep -c : /proc/net/dev'
 is "$OUT" "1" "only the loopback interface"
 run cr -c 'grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status'
-is "$(echo $OUT)" "CapEff: 0000000000000000 NoNewPrivs: 1" "no capabilities, no_new_privs"
+is "$(echo $OUT)" "CapEff: 00000000000004fb NoNewPrivs: 1" \
+	"root keeps only chown, dac_override, fowner, fsetid, kill, setgid, setuid, net_bind_service; no_new_privs"
 run cr -c 'unshare -U true 2>/dev/null || echo denied; mount -t tmpfs x /tmp 2>/dev/null || echo denied'
 is "$(echo $OUT)" "denied denied" "new user namespaces and mount are denied"
 run cr -c 'cat /proc/kcore /proc/sysrq-trigger 2>/dev/null | wc -c; (echo 1 > /proc/sys/kernel/domainname) 2>/dev/null || echo ro'

@@ -22,9 +22,9 @@ plan 13
 mkroot() {
 	local root=$1 bin lib
 	mkdir -p "$root/bin" "$root/data" "$root/etc" "$root/tmp"
-	for bin in sh cat ls id pwd env wc; do
-		cp -L "$(command -v $bin)" "$root/bin/$bin"
-		for lib in $(ldd "$(command -v $bin)" | grep -o '/[^ ]*'); do
+	for bin in sh cat ls id env wc; do
+		cp -L "$(type -P $bin)" "$root/bin/$bin" || continue
+		for lib in $(ldd "$(type -P $bin)" | grep -o '/[^ ]*'); do
 			mkdir -p "$root$(dirname "$lib")"
 			cp -Ln "$lib" "$root$lib" 2>/dev/null
 		done

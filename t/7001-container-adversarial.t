@@ -39,7 +39,8 @@ py() { cr -- python3 -c "$1"; }
 run cr -c 'cat /etc/shadow /root/.bash_history 2>&1 | grep -c "No such file"'
 is "$OUT" "2" "host secrets are not in the sandbox's root"
 run cr -c "ls /proc | grep -c '^[0-9]'; test -e /proc/$DSECD_PID/root && echo visible"
-is "$OUT" "4" "no host process is visible (only the sandbox's own 4 pids)"
+ok $([ "$OUT" -ge 3 ] 2>/dev/null && [ "$OUT" -le 6 ]; echo $?) \
+	"no host process is visible (only the sandbox's own few pids: $OUT)"
 run cr -c "kill -9 $DSECD_PID $$ 1 2>&1; echo rc=\$?"
 sleep 0.3
 ok $(kill -0 "$DSECD_PID" && kill -0 $$; echo $?) "kill -9 of dsecd's and the test's host pids does not reach them"
