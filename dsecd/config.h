@@ -44,6 +44,7 @@ struct dsecd_conf {
 	char *image_store;		/* fs3 store, NULL = STATE_DIR/fs3 */
 	char *image_origin;		/* fs3 origin, NULL = IMAGE_STORE/origin */
 	uint64_t image_cache_max;	/* bytes of chunk cache */
+	char *pool;			/* warm pools: "BACKEND[@IMAGE]=N, ..." or NULL */
 	char **be_keys;			/* "BACKEND.key" names, NULL-terminated */
 	char **be_vals;			/* their values, parallel to be_keys */
 	char *config_file;		/* file read, or NULL */

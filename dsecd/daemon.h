@@ -46,6 +46,9 @@ struct dsecd_sb {
 	uint64_t execs;			/* commands run */
 	uint32_t running;		/* commands running now */
 	struct fs3_acquired *img;	/* its image's mounted layers, or NULL */
+	bool pooled;			/* in a warm pool: no request can name it */
+	char **env;			/* env every exec gets (handed over from a pool) */
+	char *cwd;			/* default cwd of execs (handed over from a pool) */
 	unsigned refs;			/* table + in-flight requests */
 	ev_timer ttl_timer;		/* wall TTL */
 	ev_timer idle_timer;		/* idle TTL */
@@ -59,6 +62,7 @@ struct fs3_acquired;
 struct dsecd {
 	struct ev_loop *loop;		/* the default loop */
 	struct fs3 *images;		/* the node's image store (fs3), or NULL */
+	struct dsecd_warm *warm;	/* warm pools */
 	struct dsecd_conf conf;		/* settings */
 	struct dsecd_server *server;	/* API endpoint */
 	struct dsecd_pool *pool;	/* blocking work */
@@ -122,6 +126,23 @@ int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn do
 			struct dsec_err *err);
 /* Gives a back (on the pool); NULL is a no-op.  Takes ownership. */
 void dsecd_image_release(struct dsecd *d, struct fs3_acquired *a);
+/* Points spec at a's layers, env (a's env, then cenv), cwd and user (unless
+ * spec has them); returns the env vector, which the caller frees after the
+ * backend's create. */
+char **dsecd_image_spec(struct dsec_be_spec *spec, struct fs3_acquired *a, char *const *cenv);
+
+/* warm.c: warm pools (config key "pool") */
+struct dsecd_warm;
+struct dsec_pk;
+/* Parses conf.pool and starts filling the pools; after the backends load. */
+int dsecd_warm_start(struct dsecd *d, struct dsec_err *err);
+/* A ready pooled sandbox of be and image, no longer pooled, or NULL. */
+struct dsecd_sb *dsecd_warm_take(struct dsecd *d, struct dsecd_backend *be, const char *image);
+/* A pooled sandbox is being destroyed: drop it from its pool. */
+void dsecd_warm_forget(struct dsecd *d, struct dsecd_sb *sb);
+/* Packs "pools": [...] for info. */
+void dsecd_warm_pack(struct dsecd *d, struct dsec_pk *p);
+void dsecd_warm_free(struct dsecd *d);
 
 /* ops.c */
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len);

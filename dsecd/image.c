@@ -92,6 +92,27 @@ int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn do
 	return 0;
 }
 
+char **dsecd_image_spec(struct dsec_be_spec *spec, struct fs3_acquired *a, char *const *cenv)
+{
+	const struct fs3_image_config *c = &a->config;
+	size_t n = 0;
+	char **env = xcalloc(dsec_strv_len((const char *const *)c->env) +
+			     (cenv ? dsec_strv_len((const char *const *)cenv) : 0) + 1,
+			     sizeof(char *));
+
+	for (size_t i = 0; c->env[i]; i++)
+		env[n++] = xstrdup(c->env[i]);
+	for (size_t i = 0; cenv && cenv[i]; i++)
+		env[n++] = xstrdup(cenv[i]);
+	spec->env = (const char *const *)env;
+	spec->layers = (const char *const *)a->layers;
+	if (!spec->cwd && *c->cwd)
+		spec->cwd = c->cwd;
+	if (*c->user)
+		spec->user = c->user;
+	return env;
+}
+
 struct rel {
 	struct dsecd *d;		/* the daemon */
 	struct fs3_acquired *a;		/* what to give back */

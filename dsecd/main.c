@@ -237,6 +237,11 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out_pool;
 	}
+	if (dsecd_warm_start(d, &err) < 0) {
+		log_error("%s", err.msg);
+		rc = 1;
+		goto out_backends;
+	}
 	int gid = -1;
 	if (d->conf.socket_group) {
 		struct group *g = getgrnam(d->conf.socket_group);
@@ -283,6 +288,7 @@ int main(int argc, char **argv)
 	d->server = NULL;
 	rc = 0;
 out_backends:
+	dsecd_warm_free(d);
 	dsecd_backends_unload(d);
 out_pool:
 	dsecd_pool_free(d->pool);

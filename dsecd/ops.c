@@ -316,7 +316,7 @@ static void op_info(struct dsecd_req *r)
 	for (struct dsecd_backend *b = d->backends; b; b = b->next)
 		nb++;
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 10);
+	dsec_pk_reply_ok(&p, 11);
 	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
 	dsec_pk_kv_str(&p, "node", d->conf.node);
 	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
@@ -326,6 +326,7 @@ static void op_info(struct dsecd_req *r)
 	dsec_pk_kv_u64(&p, "max_sandboxes", d->conf.max_sandboxes);
 	dsec_pk_kv_u64(&p, "inflight", dsecd_server_inflight(d->server));
 	dsec_pk_kv_strv(&p, "listen", (const char *const *)d->conf.listen);
+	dsecd_warm_pack(d, &p);
 	dsec_pk_str(&p, "backends");
 	msgpack_pack_array(&p.pk, nb);
 	for (struct dsecd_backend *b = d->backends; b; b = b->next) {
@@ -347,17 +348,25 @@ static void op_info(struct dsecd_req *r)
 
 static void list_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 {
-	pack_sandbox(d, arg, sb);
+	if (!sb->pooled)
+		pack_sandbox(d, arg, sb);
+}
+
+static void count_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
+{
+	*(size_t *)arg += !sb->pooled;
 }
 
 static void op_list(struct dsecd_req *r)
 {
 	struct dsec_pk p;
+	size_t n = 0;
 
+	dsecd_sb_foreach(r->d, count_one, &n);
 	dsec_pk_init(&p);
 	dsec_pk_reply_ok(&p, 1);
 	dsec_pk_str(&p, "sandboxes");
-	msgpack_pack_array(&p.pk, r->d->nsandboxes);
+	msgpack_pack_array(&p.pk, n);
 	dsecd_sb_foreach(r->d, list_one, &p);
 	send_pk(r, &p);
 }
@@ -379,7 +388,6 @@ static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const stru
 	struct dsecd_req *r = arg;
 	struct dsecd *d = r->d;
 	struct dsec_err e;
-	size_t n = 0;
 
 	dsec_err_clear(&e);
 	if (rc < 0) {
@@ -390,21 +398,7 @@ static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const stru
 			rc = dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
 					   "node '%s' is shutting down", d->conf.node);
 		} else {
-			const struct fs3_image_config *c = &a->config;
-
-			r->ienv = xcalloc(dsec_strv_len((const char *const *)c->env) +
-					  (r->cenv ? dsec_strv_len((const char *const *)r->cenv) : 0) + 1,
-					  sizeof(char *));
-			for (size_t i = 0; c->env[i]; i++)
-				r->ienv[n++] = xstrdup(c->env[i]);
-			for (size_t i = 0; r->cenv && r->cenv[i]; i++)
-				r->ienv[n++] = xstrdup(r->cenv[i]);
-			r->spec.env = (const char *const *)r->ienv;
-			r->spec.layers = (const char *const *)a->layers;
-			if (!r->spec.cwd && *c->cwd)
-				r->spec.cwd = c->cwd;
-			if (*c->user)
-				r->spec.user = c->user;
+			r->ienv = dsecd_image_spec(&r->spec, a, r->cenv);
 			if (be_create(r, &e) == 0)
 				return;
 			rc = e.errnum ? -e.errnum : -EIO;
@@ -481,9 +475,35 @@ static void op_create(struct dsecd_req *r)
 			      ttl, d->conf.max_ttl);
 		return reply_err(r, &err);
 	}
+	struct dsecd_sb *sb;
+	const struct dsec_be_limits *l = &r->spec.limits;
+
+	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
+	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk) && !r->network &&
+	    !r->allow && !r->dns && (sb = dsecd_warm_take(d, r->be, r->image))) {
+		struct dsec_pk p;
+
+		sb->ttl = ttl;
+		sb->idle_ttl = idle;
+		sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
+		sb->env = r->cenv;
+		r->cenv = NULL;
+		sb->cwd = r->ccwd;
+		r->ccwd = NULL;
+		sb->created = ev_now(d->loop) - d->started + d->started_wall;
+		dsecd_sb_ready(d, sb);
+		dsecd_sb_touch(d, sb);
+		log_debug("sandbox %s handed over from a warm pool", sb->id);
+		dsec_pk_init(&p);
+		dsec_pk_reply_ok(&p, 3);
+		dsec_pk_kv_str(&p, "id", sb->id);
+		dsec_pk_kv_str(&p, "node", d->conf.node);
+		dsec_pk_kv_str(&p, "backend", r->be->name);
+		return send_pk(r, &p);
+	}
 	if (check_capacity(d, &err) < 0)
 		return reply_err(r, &err);
-	struct dsecd_sb *sb = dsecd_sb_new(d, r->be);
+	sb = dsecd_sb_new(d, r->be);
 	sb->ttl = ttl;
 	sb->idle_ttl = idle;
 	sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
@@ -522,6 +542,22 @@ static void op_exec(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (get_sandbox(r, &err) < 0 || parse_exec(r, &err) < 0)
 		return reply_err(r, &err);
+	if (r->sb->env) {
+		/* A sandbox from a warm pool: its create's env, then the exec's. */
+		size_t a = dsec_strv_len((const char *const *)r->sb->env);
+		size_t b = r->env ? dsec_strv_len((const char *const *)r->env) : 0;
+		char **env = xcalloc(a + b + 1, sizeof(char *));
+
+		for (size_t i = 0; i < a; i++)
+			env[i] = xstrdup(r->sb->env[i]);
+		for (size_t i = 0; i < b; i++)
+			env[a + i] = r->env[i];
+		free(r->env);
+		r->env = env;
+		r->ereq.env = (const char *const *)env;
+	}
+	if (!r->ereq.cwd && r->sb->cwd)
+		r->ereq.cwd = r->sb->cwd;
 	if (r->sb->be->ops->exec(r->sb->handle, &r->ereq, &r->eres, exec_done, r, &err) < 0)
 		return reply_err(r, &err);
 	r->d->ops_inflight++;

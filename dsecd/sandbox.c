@@ -35,6 +35,8 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		free(sb->id);
 		free(sb->runtime);
 		free(sb->image);
+		dsec_strv_free(sb->env);
+		free(sb->cwd);
 		free(sb);
 	}
 }
@@ -152,7 +154,7 @@ struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err 
 		return NULL;
 	}
 	for (struct dsecd_sb *sb = d->buckets[bucket_of(d, serial)]; sb; sb = sb->hnext)
-		if (sb->serial == serial)
+		if (sb->serial == serial && !sb->pooled)
 			return sb;
 	dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "no sandbox '%.128s'", id);
 	return NULL;
@@ -221,6 +223,8 @@ void dsecd_sb_destroy(struct dsecd *d, struct dsecd_sb *sb, const char *reason,
 	DSEC_ASSERT(sb->state != SB_DESTROYING);
 	DSEC_ASSERT(!sb->waiters);
 	log_info("destroying sandbox %s: %s", sb->id, reason);
+	if (sb->pooled)
+		dsecd_warm_forget(d, sb);
 	sb->state = SB_DESTROYING;
 	sb->waiters = waiter;
 	table_remove(d, sb);

@@ -12,6 +12,8 @@
  *   exec     one sandbox per thread, created before the clock starts, then
  *            dsec_exec in it per request;
  *   create   create + destroy pairs; the latency is the create's.
+ *   first    create, then one exec in it (checked), then destroy; the latency
+ *            is create -> first exec reply, what a rollout waits for.
  *
  * Exit status: 0 when every request succeeded and matched, 1 when any
  * failed or mismatched, 2 on a usage error or when the run could not start.
@@ -34,12 +36,13 @@
 #define MAX_THREADS 4096
 #define ERR_SHOWN 5		/* errors printed in full; the rest only counted */
 
-enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE };
+enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE, MODE_FIRST };
 
 static const char *const mode_names[] = {
 	[MODE_CALL] = "call",
 	[MODE_EXEC] = "exec",
 	[MODE_CREATE] = "create",
+	[MODE_FIRST] = "first",
 };
 
 /* Settings from the command line, read-only once threads start. */
@@ -120,7 +123,7 @@ static const struct option long_opts[] = {
 };
 
 static const char usage_text[] =
-	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS] [--mode call|exec|create]\n"
+	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS] [--mode call|exec|create|first]\n"
 	"                  [--backend B] [--runtime R] [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
 	"\n"
@@ -131,7 +134,8 @@ static const char usage_text[] =
 	"  -n, --requests N       measured requests in all (default 1000)\n"
 	"  -d, --duration S       run for S (10, 1.5, 2m) instead of -n\n"
 	"      --mode M           call (one-shot, default), exec (one sandbox per\n"
-	"                         thread), create (create + destroy pairs)\n"
+	"                         thread), create (create + destroy pairs), first\n"
+	"                         (create -> first exec, destroy untimed)\n"
 	"      --backend B        backend to ask for\n"
 	"      --runtime R        fncall runtime (sh, python3)\n"
 	"      --cmd CMD          shell command to run instead of the checked default\n"
@@ -410,6 +414,26 @@ static int one_request(struct worker *w, double *lat)
 				   dsec_code_name(err.code));
 		free(id);
 		return rc < 0 ? -1 : 0;
+	case MODE_FIRST:
+		/* create -> first exec, the latency a rollout sees; the destroy
+		 * after it is not timed. */
+		rc = dsec_create(w->client, &co, &id, &err);
+		if (rc == 0) {
+			rc = dsec_exec(w->client, id, &req, &res, &err);
+			*lat = dsec_now() - t0;
+			if (dsec_destroy(w->client, id, &err) < 0 && rc == 0)
+				rc = -1;
+			free(id);
+		}
+		if (rc < 0) {
+			note_error(w, "request %s failed: %s (%s)", x, err.msg,
+				   dsec_code_name(err.code));
+			dsec_exec_res_free(&res);
+			return -1;
+		}
+		ret = check_reply(w, &res, x) ? 0 : 1;
+		dsec_exec_res_free(&res);
+		return ret;
 	default:
 		DSEC_BUG("mode %d", (int)opt.mode);
 	}
