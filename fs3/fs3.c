@@ -514,34 +514,57 @@ static int write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d
 	return 0;
 }
 
+/* Turns one layer tree into an EROFS image and stores it. */
+static int import_layer(struct fs3 *fs, const char *staging, const char *root, size_t i,
+			struct fs3_layer_ref *out, struct fs3_layer_stats *stats, struct dsec_err *err)
+{
+	_cleanup_free_ char *img = xasprintf("%s/layer%zu.erofs", staging, i);
+	_cleanup_free_ char *log = xasprintf("%s/mkfs.log", staging);
+	int r;
+
+	if ((r = fs3_mkfs_erofs(root, img, log, err)) == 0)
+		r = fs3_layer_put(&fs->st, img, fs->chunk_size, out, stats, err);
+	unlink(img);
+	return r;
+}
+
 static int import_locked(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 			 struct fs3_import_res *res, struct dsec_err *err)
 {
 	_cleanup_free_ char *tmpl = xasprintf("%s/tmp/import-XXXXXX", fs->dir);
 	struct fs3_layer_stats stats = { 0 };
 	struct fs3_manifest m = { 0 };
+	struct fs3_import_src is;
 	struct fs3_digest md;
 	struct dsec_buf enc;
-	char **roots = NULL;
 	uint64_t stored = 0;
 	int r;
 
 	if (!mkdtemp(tmpl))
 		return dsec_err_set(err, errno, "cannot create a staging directory in '%s/tmp': %s",
 				    fs->dir, strerror(errno));
-	if ((r = fs3_import_stage(src, tmpl, &roots, err)) < 0)
+	if ((r = fs3_import_open(src, tmpl, &is, err)) < 0)
 		goto out;
-	m.n = dsec_strv_len((const char *const *)roots);
-	m.layers = xcalloc(m.n, sizeof(*m.layers));
-	for (size_t i = 0; i < m.n; i++) {
-		_cleanup_free_ char *img = xasprintf("%s/layer%zu.erofs", tmpl, i);
-		_cleanup_free_ char *log = xasprintf("%s/mkfs.log", tmpl);
-		if ((r = fs3_mkfs_erofs(roots[i], img, log, err)) < 0 ||
-		    (r = fs3_layer_put(&fs->st, img, fs->chunk_size, &m.layers[i], &stats, err)) < 0)
-			goto out;
-		unlink(img);
+	m.n = is.dir ? 1 : dsec_strv_len((const char *const *)is.tars);
+	if (m.n == 0) {
+		r = dsec_err_set(err, EINVAL, "cannot import '%s': the image has no layers", src);
+		goto out;
 	}
-	fs3_config_copy(&m.config, &opts->config);
+	m.layers = xcalloc(m.n, sizeof(*m.layers));
+	for (size_t i = 0; i < m.n && r == 0; i++) {
+		if (is.dir) {
+			r = import_layer(fs, tmpl, is.dir, i, &m.layers[i], &stats, err);
+			continue;
+		}
+		/* One layer tree on disk at a time. */
+		_cleanup_free_ char *root = xasprintf("%s/l%zu", tmpl, i);
+		if ((r = fs3_extract_layer(is.tars[i], root, err)) == 0)
+			r = import_layer(fs, tmpl, root, i, &m.layers[i], &stats, err);
+		dsec_rm_rf(root);
+	}
+	if (r < 0)
+		goto out;
+	fs3_config_merge(&m.config, &is.config, &opts->config);
 	dsec_buf_init(&enc);
 	fs3_manifest_encode(&m, &enc);
 	r = fs3_store_put(&fs->st, FS3_MANIFEST, enc.data, enc.len, &md, &stored);
@@ -554,14 +577,14 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 	if (opts->tag && (r = write_tag(fs, opts->tag, &md, err)) < 0)
 		goto out;
 	fs3_digest_ref(&md, res->digest);
+	snprintf(res->format, sizeof(res->format), "%s", is.format);
 	res->nlayers = m.n;
 	res->logical = stats.logical;
 	res->stored = stats.stored;
 	res->chunks = stats.chunks;
 	res->new_chunks = stats.new_chunks;
 out:
-	if (roots)
-		dsec_strv_free(roots);
+	fs3_import_src_free(&is);
 	fs3_manifest_free(&m);
 	dsec_rm_rf(tmpl);
 	return r;

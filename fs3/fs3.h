@@ -70,6 +70,7 @@ struct fs3_import_opts {
 /* What an import did. */
 struct fs3_import_res {
 	char digest[72];	/* "sha256:<hex>" of the new manifest */
+	char format[32];	/* what src was: "directory", "tar", "oci", "docker archive", ... */
 	size_t nlayers;		/* layers in the image */
 	uint64_t logical;	/* bytes of the layers' EROFS images */
 	uint64_t stored;	/* compressed bytes newly written to the origin */
@@ -112,10 +113,13 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
  * memory, freed with fs3_acquired_free.  NULL is a no-op. */
 void fs3_close(struct fs3 *fs);
 
-/* Imports src, a rootfs directory or a tar file (plain, gzip, zstd, xz,
- * bzip2; OCI/docker whiteouts mapped to overlayfs form), as a one-layer
- * image; writes to the origin (fsync'd) and through to the cache; tags it if
- * opts->tag.  res may be NULL. */
+/* Imports src as an image: a rootfs directory or rootfs tar (plain, gzip,
+ * zstd, xz, bzip2) as one layer; an OCI image layout (directory or tar) or
+ * a `docker save` tar with all its layers, in order, and its config, on which
+ * opts->config is laid (see fs3_config_merge in image.h).  OCI/docker
+ * whiteouts in layer tars become their overlayfs form.  Writes to the origin
+ * (fsync'd) and through to the cache; tags it if opts->tag.  Needs root for
+ * tars with whiteouts, owners or device nodes.  res may be NULL. */
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 	       struct fs3_import_res *res, struct dsec_err *err);
 

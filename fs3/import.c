@@ -1,4 +1,5 @@
 /* import.c - staging rootfs trees from directories and tars; mkfs.erofs. */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <archive_entry.h>
 
 #include "import.h"
+#include "oci.h"
 #include "log.h"
 #include "util.h"
 
@@ -102,11 +104,39 @@ static int run_wait(char *const *argv, int logfd, int *status)
 	return 0;
 }
 
+/* The EROFS superblock: where it is and the fields we look at or clear. */
+#define EROFS_SB_OFFSET 1024
+#define EROFS_MAGIC 0xe0f5e1e2u
+#define EROFS_FEATURE_SB_CHKSUM 0x1u
+#define EROFS_SB_BUILD_TIME 24	/* u64 seconds, then u32 nanoseconds */
+
+/* Clears the build time mkfs.erofs stamps into the superblock.  With every
+ * inode extended (each keeps its own mtime) and no superblock checksum, it
+ * is the only thing that differs between two builds of the same tree: one
+ * tree, one layer digest, one mount and one page cache on a node. */
+static int clear_build_time(const char *img)
+{
+	_cleanup_close_ int fd = open(img, O_RDWR | O_CLOEXEC);
+	static const uint8_t zero[12];
+	uint32_t hdr[3];
+
+	if (fd < 0)
+		return -errno;
+	if (pread(fd, hdr, sizeof(hdr), EROFS_SB_OFFSET) != sizeof(hdr))
+		return -EIO;
+	if (le32toh(hdr[0]) != EROFS_MAGIC || (le32toh(hdr[2]) & EROFS_FEATURE_SB_CHKSUM))
+		return -EBADMSG;
+	if (pwrite(fd, zero, sizeof(zero), EROFS_SB_OFFSET + EROFS_SB_BUILD_TIME) != sizeof(zero))
+		return -errno;
+	return 0;
+}
+
 int fs3_mkfs_erofs(const char *root, const char *out, const char *log, struct dsec_err *err)
 {
-	/* A fixed UUID: two builds of one tree differ only in the build time. */
+	/* Fixed UUID, no superblock checksum, own mtimes: see clear_build_time. */
 	char *argv[] = { "mkfs.erofs", "--quiet", "-U", "6473656d-6673-3300-0000-000000000000",
-			 "--preserve-mtime", (char *)out, (char *)root, NULL };
+			 "-Enosbcrc,force-inode-extended", "--preserve-mtime", (char *)out,
+			 (char *)root, NULL };
 	_cleanup_close_ int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int st, r;
 
@@ -114,6 +144,9 @@ int fs3_mkfs_erofs(const char *root, const char *out, const char *log, struct ds
 		return dsec_err_set(err, errno, "cannot create '%s': %s", log, strerror(errno));
 	if ((r = run_wait(argv, fd, &st)) < 0)
 		return dsec_err_set(err, -r, "cannot run mkfs.erofs: %s", strerror(-r));
+	if (st == 0 && (r = clear_build_time(out)) < 0)
+		return dsec_err_set(err, -r, "cannot use the erofs image '%s' mkfs.erofs built: %s",
+				    out, r == -EBADMSG ? "unexpected superblock" : strerror(-r));
 	if (st == 0)
 		return 0;
 	_cleanup_free_ char *msg = NULL;
@@ -193,8 +226,9 @@ static int copy_data(struct archive *in, struct archive *out)
 	return r == ARCHIVE_EOF ? ARCHIVE_OK : r;
 }
 
-/* Extracts the tar at src into root (an existing, symlink-free directory). */
-static int extract_tar(const char *src, const char *root, struct dsec_err *err)
+/* Extracts the tar at src into root (an existing, symlink-free directory),
+ * mapping whiteouts if asked. */
+static int extract_tar(const char *src, const char *root, bool whiteouts, struct dsec_err *err)
 {
 	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
 	struct archive_entry *e;
@@ -232,7 +266,7 @@ static int extract_tar(const char *src, const char *root, struct dsec_err *err)
 		}
 		char *slash = strrchr(p, '/');
 		const char *base = slash ? slash + 1 : p;
-		if (!strncmp(base, WH_PREFIX, strlen(WH_PREFIX))) {
+		if (whiteouts && !strncmp(base, WH_PREFIX, strlen(WH_PREFIX))) {
 			if (slash)
 				*slash = '\0';
 			if ((r = whiteout(root, slash ? p : "", base, err)) < 0)
@@ -272,31 +306,108 @@ out:
 	return r;
 }
 
-int fs3_import_stage(const char *src, const char *staging, char ***roots, struct dsec_err *err)
+/* Does the tar at src hold an image (OCI layout, docker save) rather than
+ * a root file system?  Reads its names only. */
+static int tar_is_image(const char *src, bool *image, struct dsec_err *err)
+{
+	struct archive *in = archive_read_new();
+	struct archive_entry *e;
+	bool oci = false, manifest = false, layers = false;
+	int ar, r = 0;
+
+	archive_read_support_filter_all(in);
+	archive_read_support_format_tar(in);
+	if (archive_read_open_filename(in, src, 1 << 16) != ARCHIVE_OK) {
+		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
+				 "cannot read tar '%s': %s", src, archive_error_string(in));
+		goto out;
+	}
+	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
+		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
+		const char *p = clean_path(name);
+		size_t n = p ? strlen(p) : 0;
+		if (!p)
+			continue;
+		oci |= !strcmp(p, "oci-layout");
+		manifest |= !strcmp(p, "manifest.json");
+		layers |= !strncmp(p, "blobs/sha256/", 13) ||
+			  (n > 10 && !strcmp(p + n - 10, "/layer.tar"));
+		archive_read_data_skip(in);
+	}
+	if (ar != ARCHIVE_EOF)
+		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
+				 "cannot read tar '%s': %s", src, archive_error_string(in));
+	*image = oci || (manifest && layers);
+out:
+	archive_read_free(in);
+	return r;
+}
+
+/* mkdir -p dir, then its path with symlinks resolved (caller frees), so that
+ * SECURE_SYMLINKS only ever sees the tar's own. */
+static char *real_dir(const char *dir, struct dsec_err *err)
 {
 	char real[PATH_MAX];
-	struct stat sb;
 	int r;
 
+	if ((r = dsec_mkdir_p(dir, 0755)) < 0)
+		return dsec_err_set(err, -r, "cannot create '%s': %s", dir, strerror(-r)), NULL;
+	if (!realpath(dir, real))
+		return dsec_err_set(err, errno, "cannot resolve '%s': %s", dir, strerror(errno)), NULL;
+	return xstrdup(real);
+}
+
+int fs3_import_open(const char *src, const char *staging, struct fs3_import_src *out,
+		    struct dsec_err *err)
+{
+	struct stat sb;
+	bool image;
+	int r;
+
+	memset(out, 0, sizeof(*out));
 	if (stat(src, &sb) < 0)
 		return dsec_err_set(err, errno, "cannot import '%s': %s", src, strerror(errno));
 	if (S_ISDIR(sb.st_mode)) {
-		*roots = xcalloc(2, sizeof(char *));
-		(*roots)[0] = xstrdup(src);
+		if (fs3_oci_is_layout(src))
+			return fs3_oci_read(src, &out->tars, &out->config, &out->format, err);
+		out->dir = xstrdup(src);
+		out->format = "directory";
 		return 0;
 	}
 	if (!S_ISREG(sb.st_mode))
 		return dsec_err_set(err, EINVAL, "cannot import '%s': not a directory or a tar file",
 				    src);
-	_cleanup_free_ char *l0 = xasprintf("%s/l0", staging);
-	if ((r = dsec_mkdir_p(l0, 0755)) < 0)
-		return dsec_err_set(err, -r, "cannot create '%s': %s", l0, strerror(-r));
-	/* Symlink-free, so that SECURE_SYMLINKS only ever sees the tar's own. */
-	if (!realpath(l0, real))
-		return dsec_err_set(err, errno, "cannot resolve '%s': %s", l0, strerror(errno));
-	if ((r = extract_tar(src, real, err)) < 0)
+	if ((r = tar_is_image(src, &image, err)) < 0)
 		return r;
-	*roots = xcalloc(2, sizeof(char *));
-	(*roots)[0] = xstrdup(real);
-	return 0;
+	if (!image) {
+		out->tars = xcalloc(2, sizeof(char *));
+		out->tars[0] = xstrdup(src);
+		out->format = "tar";
+		return 0;
+	}
+	_cleanup_free_ char *dir = xasprintf("%s/image", staging);
+	_cleanup_free_ char *real = real_dir(dir, err);
+	if (!real)
+		return -EIO;
+	if ((r = extract_tar(src, real, false, err)) < 0)
+		return r;
+	r = fs3_oci_read(real, &out->tars, &out->config, &out->format, err);
+	out->format = !strcmp(out->format, "oci") ? "oci archive" : "docker archive";
+	return r;
+}
+
+void fs3_import_src_free(struct fs3_import_src *s)
+{
+	free(s->dir);
+	if (s->tars)
+		dsec_strv_free(s->tars);
+	fs3_image_config_free(&s->config);
+	memset(s, 0, sizeof(*s));
+}
+
+int fs3_extract_layer(const char *tar, const char *root, struct dsec_err *err)
+{
+	_cleanup_free_ char *real = real_dir(root, err);
+
+	return real ? extract_tar(tar, real, true, err) : -EIO;
 }

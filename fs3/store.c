@@ -38,6 +38,29 @@ void fs3_sha256(const void *p, size_t n, struct fs3_digest *out)
 		DSEC_BUG("EVP_Digest(sha256) failed");
 }
 
+int fs3_sha256_file(const char *path, struct fs3_digest *out)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ char *buf = xmalloc(1 << 20);
+	EVP_MD_CTX *md;
+	size_t got;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	md = EVP_MD_CTX_new();
+	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
+		DSEC_BUG("cannot set up sha256");
+	do {
+		if ((r = fs3_read_full(fd, buf, 1 << 20, &got)) < 0)
+			break;
+		EVP_DigestUpdate(md, buf, got);
+	} while (got == 1 << 20);
+	EVP_DigestFinal_ex(md, out->b, NULL);
+	EVP_MD_CTX_free(md);
+	return r;
+}
+
 void fs3_digest_hex(const struct fs3_digest *d, char hex[FS3_HEX_LEN + 1])
 {
 	static const char x[] = "0123456789abcdef";

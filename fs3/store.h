@@ -67,6 +67,8 @@ struct fs3_store {
 
 /* Digests: raw <-> "sha256:<hex>" (parse also takes bare hex). */
 void fs3_sha256(const void *p, size_t n, struct fs3_digest *out);
+/* SHA-256 of a whole file; 0 or -errno. */
+int fs3_sha256_file(const char *path, struct fs3_digest *out);
 void fs3_digest_hex(const struct fs3_digest *d, char hex[FS3_HEX_LEN + 1]);
 void fs3_digest_ref(const struct fs3_digest *d, char ref[FS3_REF_LEN]);
 int fs3_digest_parse(const char *s, struct fs3_digest *d);
