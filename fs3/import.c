@@ -190,8 +190,10 @@ static char *clean_path(char *p)
 	return *out ? out : NULL;
 }
 
-/* Applies a whiteout entry (dir/base) to the tree at root. */
-static int whiteout(const char *root, const char *dir, const char *base, struct dsec_err *err)
+/* Applies a whiteout entry e (dir/base) to the tree at root.  The device
+ * gets the entry's owner and mtime, so that one tar always gives one tree. */
+static int whiteout(const char *root, const char *dir, const char *base, struct archive_entry *e,
+		    struct dsec_err *err)
 {
 	_cleanup_free_ char *d = xasprintf("%s%s%s", root, *dir ? "/" : "", dir);
 	int r;
@@ -208,7 +210,12 @@ static int whiteout(const char *root, const char *dir, const char *base, struct 
 	struct stat sb;
 	if (lstat(t, &sb) == 0)
 		S_ISDIR(sb.st_mode) ? dsec_rm_rf(t) : unlink(t);
-	if (mknod(t, S_IFCHR | 0000, makedev(0, 0)) < 0)
+	struct timespec ts[2] = { { .tv_sec = archive_entry_mtime(e),
+				    .tv_nsec = archive_entry_mtime_nsec(e) } };
+	ts[1] = ts[0];
+	if (mknod(t, S_IFCHR | 0000, makedev(0, 0)) < 0 ||
+	    lchown(t, (uid_t)archive_entry_uid(e), (gid_t)archive_entry_gid(e)) < 0 ||
+	    utimensat(AT_FDCWD, t, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		return dsec_err_set(err, errno, "cannot map whiteout '%s': %s", t, strerror(errno));
 	return 0;
 }
@@ -226,30 +233,53 @@ static int copy_data(struct archive *in, struct archive *out)
 	return r == ARCHIVE_EOF ? ARCHIVE_OK : r;
 }
 
-/* Extracts the tar at src into root (an existing, symlink-free directory),
- * mapping whiteouts if asked. */
-static int extract_tar(const char *src, const char *root, bool whiteouts, struct dsec_err *err)
+static int tar_err(struct archive *in, const char *src, struct dsec_err *err)
 {
-	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
-	struct archive_entry *e;
-	int r = 0, ar;
+	return dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
+			    "cannot read tar '%s': %s", src, archive_error_string(in));
+}
+
+/* A reader of the tar at src, any compression; NULL with err set. */
+static struct archive *open_tar(const char *src, struct dsec_err *err)
+{
+	struct archive *in = archive_read_new();
 
 	archive_read_support_filter_all(in);
 	archive_read_support_format_tar(in);
+	if (archive_read_open_filename(in, src, 1 << 16) == ARCHIVE_OK)
+		return in;
+	tar_err(in, src, err);
+	archive_read_free(in);
+	return NULL;
+}
+
+/* Extracts the tar at src into root (a path that does not exist yet in a
+ * symlink-free directory), mapping whiteouts if asked.  root is made by the
+ * tar's "./" entry, with its mode, owner and time (libarchive leaves existing
+ * directories alone); without one it gets the newest mtime in the tar, so
+ * that one tar always gives one tree. */
+static int extract_tar(const char *src, const char *root, bool whiteouts, struct dsec_err *err)
+{
+	struct archive *in = open_tar(src, err), *out;
+	struct archive_entry *e;
+	struct timespec newest[2] = { { 0 } };
+	bool have_root = false;
+	int r = 0, ar;
+
+	if (!in)
+		return -EINVAL;
+	out = archive_write_disk_new();
 	/* Numeric owners (no lookup set), nothing through symlinks, no "..". */
 	archive_write_disk_set_options(out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
 				       ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
 				       ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_FFLAGS |
 				       ARCHIVE_EXTRACT_SECURE_SYMLINKS |
 				       ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK);
-	if (archive_read_open_filename(in, src, 1 << 16) != ARCHIVE_OK) {
-		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
-				 "cannot read tar '%s': %s", src, archive_error_string(in));
-		goto out;
-	}
 	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
 		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
 		char *p = clean_path(name);
+		if (archive_entry_mtime(e) > newest[0].tv_sec)
+			newest[0].tv_sec = archive_entry_mtime(e);
 		if (!p && archive_entry_filetype(e) == AE_IFDIR) {
 			/* "./": the root's owner, mode and times. */
 			archive_entry_set_pathname(e, root);
@@ -257,6 +287,7 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 			    archive_write_finish_entry(out) < ARCHIVE_WARN)
 				log_warn("cannot set the root of '%s' up: %s", src,
 					 archive_error_string(out));
+			have_root = true;
 			continue;
 		}
 		if (!p) {
@@ -269,7 +300,7 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 		if (whiteouts && !strncmp(base, WH_PREFIX, strlen(WH_PREFIX))) {
 			if (slash)
 				*slash = '\0';
-			if ((r = whiteout(root, slash ? p : "", base, err)) < 0)
+			if ((r = whiteout(root, slash ? p : "", base, e, err)) < 0)
 				goto out;
 			continue;
 		}
@@ -298,11 +329,15 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 		}
 	}
 	if (ar != ARCHIVE_EOF)
-		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
-				 "cannot read tar '%s': %s", src, archive_error_string(in));
+		r = tar_err(in, src, err);
 out:
 	archive_read_free(in);
-	archive_write_free(out);
+	archive_write_free(out);	/* sets the directories' times */
+	if (r == 0 && mkdir(root, 0755) < 0 && errno != EEXIST)
+		r = dsec_err_set(err, errno, "cannot create '%s': %s", root, strerror(errno));
+	newest[1] = newest[0];
+	if (r == 0 && !have_root)
+		utimensat(AT_FDCWD, root, newest, 0);
 	return r;
 }
 
@@ -310,18 +345,13 @@ out:
  * a root file system?  Reads its names only. */
 static int tar_is_image(const char *src, bool *image, struct dsec_err *err)
 {
-	struct archive *in = archive_read_new();
+	struct archive *in = open_tar(src, err);
 	struct archive_entry *e;
 	bool oci = false, manifest = false, layers = false;
 	int ar, r = 0;
 
-	archive_read_support_filter_all(in);
-	archive_read_support_format_tar(in);
-	if (archive_read_open_filename(in, src, 1 << 16) != ARCHIVE_OK) {
-		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
-				 "cannot read tar '%s': %s", src, archive_error_string(in));
-		goto out;
-	}
+	if (!in)
+		return -EINVAL;
 	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
 		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
 		const char *p = clean_path(name);
@@ -335,10 +365,8 @@ static int tar_is_image(const char *src, bool *image, struct dsec_err *err)
 		archive_read_data_skip(in);
 	}
 	if (ar != ARCHIVE_EOF)
-		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
-				 "cannot read tar '%s': %s", src, archive_error_string(in));
+		r = tar_err(in, src, err);
 	*image = oci || (manifest && layers);
-out:
 	archive_read_free(in);
 	return r;
 }
@@ -355,6 +383,25 @@ static char *real_dir(const char *dir, struct dsec_err *err)
 	if (!realpath(dir, real))
 		return dsec_err_set(err, errno, "cannot resolve '%s': %s", dir, strerror(errno)), NULL;
 	return xstrdup(real);
+}
+
+/* Resolves the parent of path (created) and returns it + the last name. */
+static char *real_path_in(const char *path, struct dsec_err *err)
+{
+	_cleanup_free_ char *parent = xstrdup(path);
+	char *slash = strrchr(parent, '/');
+
+	DSEC_ASSERT(slash && slash[1]);
+	*slash = '\0';
+	_cleanup_free_ char *real = real_dir(parent, err);
+	return real ? xasprintf("%s/%s", real, slash + 1) : NULL;
+}
+
+static int extract_into(const char *tar, const char *root, bool whiteouts, struct dsec_err *err)
+{
+	_cleanup_free_ char *real = real_path_in(root, err);
+
+	return real ? extract_tar(tar, real, whiteouts, err) : -EIO;
 }
 
 int fs3_import_open(const char *src, const char *staging, struct fs3_import_src *out,
@@ -386,12 +433,9 @@ int fs3_import_open(const char *src, const char *staging, struct fs3_import_src 
 		return 0;
 	}
 	_cleanup_free_ char *dir = xasprintf("%s/image", staging);
-	_cleanup_free_ char *real = real_dir(dir, err);
-	if (!real)
-		return -EIO;
-	if ((r = extract_tar(src, real, false, err)) < 0)
+	if ((r = extract_into(src, dir, false, err)) < 0)
 		return r;
-	r = fs3_oci_read(real, &out->tars, &out->config, &out->format, err);
+	r = fs3_oci_read(dir, &out->tars, &out->config, &out->format, err);
 	out->format = !strcmp(out->format, "oci") ? "oci archive" : "docker archive";
 	return r;
 }
@@ -407,7 +451,5 @@ void fs3_import_src_free(struct fs3_import_src *s)
 
 int fs3_extract_layer(const char *tar, const char *root, struct dsec_err *err)
 {
-	_cleanup_free_ char *real = real_dir(root, err);
-
-	return real ? extract_tar(tar, real, true, err) : -EIO;
+	return extract_into(tar, root, true, err);
 }

@@ -152,8 +152,8 @@ static void read_config(const json_t *j, struct fs3_image_config *cfg)
 	free(cmd);
 }
 
-static int read_oci(const char *dir, char ***layers, struct fs3_image_config *cfg,
-		    struct dsec_err *err)
+/* Both readers give the layer paths (*layers) and the config JSON (*confp). */
+static int read_oci(const char *dir, char ***layers, json_t **confp, struct dsec_err *err)
 {
 	_cleanup_free_ char *ip = xasprintf("%s/index.json", dir);
 	json_t *idx = load_json(ip, err), *cur = idx, *man = NULL, *conf = NULL;
@@ -189,8 +189,8 @@ static int read_oci(const char *dir, char ***layers, struct fs3_image_config *cf
 	json_array_foreach(ls, i, l)
 		if (!(v[i] = blob_path(dir, l, err)))
 			goto out;
-	read_config(conf, cfg);
 	*layers = dsec_steal_pointer(&v);
+	*confp = dsec_steal_pointer(&conf);
 	r = 0;
 out:
 	if (v)
@@ -204,8 +204,7 @@ out:
 }
 
 /* docker save before OCI: manifest.json = [{"Config": path, "Layers": [paths]}]. */
-static int read_docker(const char *dir, char ***layers, struct fs3_image_config *cfg,
-		       struct dsec_err *err)
+static int read_docker(const char *dir, char ***layers, json_t **confp, struct dsec_err *err)
 {
 	_cleanup_free_ char *mp = xasprintf("%s/manifest.json", dir);
 	json_t *m = load_json(mp, err), *conf = NULL;
@@ -233,8 +232,8 @@ static int read_docker(const char *dir, char ***layers, struct fs3_image_config 
 			goto out;
 		}
 	}
-	read_config(conf, cfg);
 	*layers = dsec_steal_pointer(&v);
+	*confp = dsec_steal_pointer(&conf);
 	r = 0;
 out:
 	if (v)
@@ -249,7 +248,15 @@ int fs3_oci_read(const char *dir, char ***layers, struct fs3_image_config *cfg,
 {
 	_cleanup_free_ char *lay = xasprintf("%s/oci-layout", dir);
 
+	json_t *conf = NULL;
+	int r;
+
 	memset(cfg, 0, sizeof(*cfg));
 	*format = access(lay, F_OK) == 0 ? "oci" : "docker";
-	return **format == 'o' ? read_oci(dir, layers, cfg, err) : read_docker(dir, layers, cfg, err);
+	r = **format == 'o' ? read_oci(dir, layers, &conf, err) : read_docker(dir, layers, &conf, err);
+	if (r == 0)
+		read_config(conf, cfg);
+	json_decref(conf);
+	/* The readers say -EINVAL; err knows the cause. */
+	return r < 0 && err && err->errnum ? -err->errnum : r;
 }
