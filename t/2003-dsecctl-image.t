@@ -7,7 +7,7 @@ need_cmd dsecctl
 need_cmd mkfs.erofs
 need_cmd zstd
 
-plan 22
+plan 23
 
 export DSEC_FS3_STORE="$T/store"
 export DSEC_FS3_ORIGIN="$T/origin"
@@ -47,8 +47,13 @@ is "$RC" 0 "import a gzip tar"
 NEW=$(printf '%s\n' "$OUT" | sed -n 's/.* new \([0-9]*\) .*/\1/p')
 ALL=$(printf '%s\n' "$OUT" | sed -n 's/.* chunks \([0-9]*\) .*/\1/p')
 ok $([ "$NEW" -lt "$ALL" ]; echo $?) "... sharing chunks with the directory ($NEW of $ALL new)"
+D2=$(printf '%s\n' "$OUT" | head -1)
 run dsecctl image import --tag demo:zst "$T/a.tar.zst"
-is "$RC" 0 "import a zstd tar"
+like "$RC:$OUT" "^0:$D2"$'\n'"layers 1 .* new 0  stored 0 " "a zstd tar of the same tree is the same image, nothing new stored"
+echo "only here" > "$T/src2/only"
+tar -C "$T/src2" -cf "$T/b.tar" .
+run dsecctl image import --tag demo:plain "$T/b.tar"
+is "$RC" 0 "import a plain tar of another tree"
 printf 'not a tar' > "$T/bad.tar"
 run dsecctl image import "$T/bad.tar"
 like "$RC:$OUT" "^1:dsecctl: cannot read tar '$T/bad.tar'" "a file that is no tar: exit 1"
@@ -56,13 +61,13 @@ like "$RC:$OUT" "^1:dsecctl: cannot read tar '$T/bad.tar'" "a file that is no ta
 run dsecctl image tag demo:1 other/name:x
 is "$RC" 0 "tag an image again"
 run dsecctl image ls
-like "$OUT" "demo:1 +${D1:0:19} .*"$'\n'".*"$'\n'".*"$'\n'"other/name:x +${D1:0:19}" "ls lists every tag, sorted"
+like "$OUT" "demo:1 +${D1:0:19} .*"$'\n'".*"$'\n'".*"$'\n'".*"$'\n'"other/name:x +${D1:0:19}" "ls lists every tag, sorted"
 run dsecctl image tag nope:1 x:y
 is "$RC" 1 "tagging an unknown image fails"
 
-run dsecctl image rm demo:zst
+run dsecctl image rm demo:plain
 is "$RC" 0 "rm a tag"
-run dsecctl image rm demo:zst
+run dsecctl image rm demo:plain
 like "$RC:$OUT" "^1:.*no such image" "rm it again: no such image"
 run dsecctl image gc
 like "$RC:$OUT" "^0:kept [0-9]+  removed [1-9][0-9]*  freed [0-9]+" "gc removes what only the removed tag held"
