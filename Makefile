@@ -174,7 +174,8 @@ install: all
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR)/dsec $(DESTDIR)$(BACKENDDIR) $(DESTDIR)$(LIBEXECDIR)
 	$(INSTALL) -m 755 dsecd/dsecd $(DESTDIR)$(SBINDIR)/dsecd
-	$(INSTALL) -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(filter-out tools/dsecctl,$(TOOLS)) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 tools/dsecctl $(DESTDIR)$(SBINDIR)/dsecctl
 	$(INSTALL) -m 644 lib/libdsec.a $(DESTDIR)$(LIBDIR)/libdsec.a
 	$(INSTALL) -m 755 lib/libdsec.so $(DESTDIR)$(LIBDIR)/libdsec.so.0
 	ln -sf libdsec.so.0 $(DESTDIR)$(LIBDIR)/libdsec.so
