@@ -1048,12 +1048,18 @@ static int sweep_one(void *ctx, const struct fs3_digest *d, const char *path, ui
 	return 0;
 }
 
-/* Marks what the tags reach. */
+/* What gc's walk over the tags marks into. */
+struct mark_ctx {
+	struct fs3 *fs;		/* the store */
+	struct dset *live;	/* what stays */
+	struct dsec_err *err;	/* why marking stopped */
+};
+
 static int mark_tagged(void *ctx, const char *tag, const struct fs3_digest *d)
 {
-	void **a = ctx;	/* { fs, dset, err } */
+	struct mark_ctx *m = ctx;
 
-	return mark_image(a[0], d, a[1], true, a[2]);
+	return mark_image(m->fs, d, m->live, true, m->err);
 }
 
 static int sweep_layers(struct fs3 *fs, const struct dset *live, struct fs3_gc_res *res)
@@ -1089,7 +1095,7 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 {
 	struct fs3_gc_res mine;
 	struct dset live = { 0 };
-	void *args[] = { fs, &live, err };
+	struct mark_ctx mc = { fs, &live, err };
 	int r;
 
 	if (!res)
@@ -1100,7 +1106,7 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 	if ((r = lock(fs, LOCK_EX, err)) < 0)
 		return r;
 	/* Anything unreadable aborts before the first removal. */
-	if ((r = walk_tags(fs, true, mark_tagged, args)) < 0 ||
+	if ((r = walk_tags(fs, true, mark_tagged, &mc)) < 0 ||
 	    (r = mark_acquired(fs, &live, err)) < 0) {
 		if (r == -EBADMSG && err && !err->msg[0])
 			dsec_err_set(err, EBADMSG, "a tag file in '%s/tags' is broken", fs->st.origin);

@@ -18,6 +18,19 @@
  *
  * Errors: functions return 0 or -errno and fill err with a message such as
  * "cannot fetch chunk 'sha256:..' of layer 'sha256:..': no good copy (...)".
+ *
+ * Use from dsecd: open once at start with FS3_MOUNTER (this also unmounts
+ * what a killed predecessor left), then per sandbox, on a pool thread:
+ *
+ *     struct fs3_acquired *img;
+ *     if (fs3_image_acquire(fs, req->image, &img, &err) < 0)
+ *             ... reply err (err.code: not_found, invalid, ...) ...
+ *     mount("overlay", root, "overlay", 0, "lowerdir=<img->lowerdir>,upperdir=..,workdir=..");
+ *     ... img->config: env, cwd, user, entrypoint defaults of the sandbox ...
+ *     ... when the sandbox is gone (its overlay unmounted): ...
+ *     fs3_image_release(fs, img);
+ *
+ * and fs3_close at shutdown, with no call in flight.
  */
 #ifndef FS3_FS3_H
 #define FS3_FS3_H

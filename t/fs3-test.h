@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "log.h"
 #include "tap.h"
 #include "util.h"
 
