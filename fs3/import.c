@@ -190,23 +190,57 @@ static char *clean_path(char *p)
 	return *out ? out : NULL;
 }
 
+/* root/rel as a directory of the tree: missing parts are created, and a
+ * part that is a symlink (which could point out of the tree) or no
+ * directory is refused.  Nothing else writes to the staging tree while we
+ * look, so what we checked stays true.  Caller frees. */
+static char *tree_dir(const char *root, const char *rel, struct dsec_err *err)
+{
+	struct dsec_buf b;
+	const char *p = rel;
+	struct stat sb;
+
+	dsec_buf_init(&b);
+	dsec_buf_addf(&b, "%s", root);
+	while (*p) {
+		size_t n = strcspn(p, "/");
+		dsec_buf_addf(&b, "/%.*s", (int)n, p);
+		p += n + (p[n] == '/');
+		if (lstat(b.data, &sb) < 0 && (errno != ENOENT || mkdir(b.data, 0755) < 0)) {
+			dsec_err_set(err, errno, "cannot create '%s': %s", b.data, strerror(errno));
+			goto fail;
+		}
+		if (lstat(b.data, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
+			dsec_err_set(err, ENOTDIR, "cannot apply a whiteout under '%s': not a directory "
+				     "of the tree", b.data);
+			goto fail;
+		}
+	}
+	return dsec_buf_detach(&b, NULL);
+fail:
+	dsec_buf_free(&b);
+	return NULL;
+}
+
 /* Applies a whiteout entry e (dir/base) to the tree at root.  The device
  * gets the entry's owner and mtime, so that one tar always gives one tree. */
 static int whiteout(const char *root, const char *dir, const char *base, struct archive_entry *e,
 		    struct dsec_err *err)
 {
-	_cleanup_free_ char *d = xasprintf("%s%s%s", root, *dir ? "/" : "", dir);
-	int r;
+	const char *name = base + strlen(WH_PREFIX);
+	_cleanup_free_ char *d = NULL;
 
-	if ((r = dsec_mkdir_p(d, 0755)) < 0)
-		return dsec_err_set(err, -r, "cannot create '%s': %s", d, strerror(-r));
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return dsec_err_set(err, EINVAL, "cannot apply whiteout '%s/%s': no name", dir, base);
+	if (!(d = tree_dir(root, dir, err)))
+		return -ENOTDIR;
 	if (!strcmp(base, WH_OPAQUE)) {
 		if (lsetxattr(d, "trusted.overlay.opaque", "y", 1, 0) < 0)
 			return dsec_err_set(err, errno, "cannot mark '%s' opaque: %s", d,
 					    strerror(errno));
 		return 0;
 	}
-	_cleanup_free_ char *t = xasprintf("%s/%s", d, base + strlen(WH_PREFIX));
+	_cleanup_free_ char *t = xasprintf("%s/%s", d, name);
 	struct stat sb;
 	if (lstat(t, &sb) == 0)
 		S_ISDIR(sb.st_mode) ? dsec_rm_rf(t) : unlink(t);

@@ -1,6 +1,7 @@
 /* oci.c - OCI image layouts and docker save archives, read with jansson. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -50,20 +51,21 @@ static json_t *load_json(const char *path, struct dsec_err *err)
 	return j;
 }
 
-/* Path of a relative name inside dir, NULL if it would leave dir. */
+/* Path of a relative name inside dir, NULL if it is not there or would
+ * leave dir, by ".." or by a symlink (an archive may hold any). */
 static char *inside(const char *dir, const char *rel)
 {
-	const char *p = rel;
+	char rdir[PATH_MAX], rpath[PATH_MAX];
 
 	if (!rel || !*rel || rel[0] == '/')
 		return NULL;
-	while (*p) {
-		size_t n = strcspn(p, "/");
-		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return NULL;
-		p += n + (p[n] == '/');
-	}
-	return xasprintf("%s/%s", dir, rel);
+	_cleanup_free_ char *p = xasprintf("%s/%s", dir, rel);
+	if (!realpath(dir, rdir) || !realpath(p, rpath))
+		return NULL;
+	size_t n = strlen(rdir);
+	if (strncmp(rpath, rdir, n) || rpath[n] != '/')
+		return NULL;
+	return xstrdup(rpath);
 }
 
 /* The blob a "sha256:<hex>" descriptor names, checked against its digest. */
@@ -77,7 +79,10 @@ static char *blob_path(const char *dir, const json_t *desc, struct dsec_err *err
 	if (!dg || strncmp(dg, "sha256:", 7) || fs3_digest_parse(dg, &want) < 0)
 		return dsec_err_set(err, EINVAL, "cannot read image '%s': a descriptor without a "
 				    "sha256 digest", dir), NULL;
-	p = xasprintf("%s/blobs/sha256/%s", dir, dg + 7);
+	_cleanup_free_ char *rel = xasprintf("blobs/sha256/%s", dg + 7);
+	if (!(p = inside(dir, rel)))
+		return dsec_err_set(err, ENOENT, "cannot read image '%s': no blob '%s' in it", dir,
+				    dg), NULL;
 	if ((r = fs3_sha256_file(p, &got)) < 0) {
 		dsec_err_set(err, -r, "cannot read blob '%s': %s", p, strerror(-r));
 		free(p);
@@ -217,7 +222,8 @@ static int read_docker(const char *dir, char ***layers, json_t **confp, struct d
 		return -EINVAL;
 	_cleanup_free_ char *cp = inside(dir, json_string_value(json_object_get(e, "Config")));
 	if (!cp || !json_is_array(ls)) {
-		dsec_err_set(err, EINVAL, "cannot read '%s': no Config and Layers of an image", mp);
+		dsec_err_set(err, EINVAL, "cannot read '%s': no Config inside it and Layers of an "
+			     "image", mp);
 		goto out;
 	}
 	if (json_array_size(m) > 1)
@@ -227,7 +233,7 @@ static int read_docker(const char *dir, char ***layers, json_t **confp, struct d
 	v = xcalloc(json_array_size(ls) + 1, sizeof(*v));
 	json_array_foreach(ls, i, l) {
 		if (!(v[i] = inside(dir, json_string_value(l)))) {
-			dsec_err_set(err, EINVAL, "cannot read '%s': layer %zu is not a path inside it",
+			dsec_err_set(err, EINVAL, "cannot read '%s': layer %zu is not a file inside it",
 				     mp, i);
 			goto out;
 		}

@@ -209,7 +209,7 @@ int main(void)
 	put_text(p, "[{\"Config\":\"0123abcd.json\",\"Layers\":[\"../../etc/passwd\"]}]");
 	free(p);
 	is_int(fs3_import(fs, dk, &o, &r, &err), -EINVAL, "a layer path outside the archive is refused");
-	ok(strstr(err.msg, "not a path inside it") != NULL, "... saying so: %s", err.msg);
+	ok(strstr(err.msg, "not a file inside it") != NULL, "... saying so: %s", err.msg);
 
 	fs3_close(fs);
 	free(l1), free(l2), free(t1), free(t2), free(oci), free(ocitar), free(dk), free(dktar);
