@@ -11,8 +11,11 @@
  * Blocking: every function here may block (disk, fsync, mkfs.erofs, mount);
  * dsecd calls them from its worker pool, never from the loop.
  *
- * Threads: one struct fs3 may be used from several threads at once; calls
- * are serialised by a mutex inside it.  Processes: writers that share a store
+ * Threads: one struct fs3 may be used from several threads at once.  A
+ * mutex inside guards its tables but is not held while a layer is assembled
+ * and mounted: acquires of images already mounted, or of other layers, go on
+ * meanwhile; acquires of a layer being mounted wait for it (and share its
+ * failure).  fs3_gc runs alone.  Processes: writers that share a store
  * directory (dsecd, dsecctl) take an flock on STORE/lock, shared for adding
  * (import, acquire, tag) and exclusive for removing (gc).
  *
