@@ -83,7 +83,7 @@ int main(void)
 	char dig[72];
 	size_t n;
 
-	plan(31);
+	plan(34);
 	t_setup();
 	dsec_log_set_level(DSEC_LOG_ERROR);	/* the warnings here are expected */
 	test_formats();
@@ -172,6 +172,14 @@ int main(void)
 	is_str(err.msg, want, "... naming the chunk, the layer and each tier");
 	ok(access(out, F_OK) < 0, "... and leaves no layer file");
 	sh("mv '%s.away' '%s'", op, op);
+	sh("printf corrupt | dd of='%s' bs=1 seek=20 conv=notrunc status=none", op);
+	is_int(fs3_import(fs, a, &o, &r3, &err), 0, "importing the tree again with the chunk corrupt "
+	       "in the origin");
+	ok(r3.new_chunks == 1 && r3.stored > 0, "... writes that chunk again (%llu new)",
+	   (unsigned long long)r3.new_chunks);
+	unlink(cp);
+	is_int(fs3_layer_materialize(&st, &m.layers[0], out, &err), 0, "... and the layer assembles "
+	       "from the origin");
 	free(want);
 	free(cp);
 	free(op);
