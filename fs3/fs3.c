@@ -685,7 +685,7 @@ int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *op
 
 /* ---- tags, listing ------------------------------------------------------- */
 
-int fs3_resolve(struct fs3 *fs, const char *ref, char digest[72], struct dsec_err *err)
+int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struct dsec_err *err)
 {
 	struct fs3_digest d;
 	int r;

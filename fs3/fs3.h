@@ -46,6 +46,9 @@
 
 struct fs3;
 
+/* Room for a digest as text: "sha256:" + 64 hex digits + NUL. */
+#define FS3_REF_LEN 72
+
 /* This process mounts layers (dsecd, tests): at open it takes STORE/mnt.lock
  * (at most one mounter per store; -EBUSY if another runs) and unmounts what a
  * killed predecessor left under STORE/mnt. */
@@ -70,7 +73,7 @@ struct fs3_image_config {
 
 /* An acquired image: its layers are mounted and stay so until release. */
 struct fs3_acquired {
-	char digest[72];		/* "sha256:<hex>" of the manifest */
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the manifest */
 	size_t nlayers;			/* entries in layers */
 	char **layers;			/* mounted layer directories, top layer first */
 	char *lowerdir;			/* the same joined by ':' for overlayfs lowerdir= */
@@ -85,7 +88,7 @@ struct fs3_import_opts {
 
 /* What an import did. */
 struct fs3_import_res {
-	char digest[72];	/* "sha256:<hex>" of the new manifest */
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the new manifest */
 	char format[32];	/* what src was: "directory", "tar", "oci", "docker archive", ... */
 	size_t nlayers;		/* layers in the image */
 	uint64_t logical;	/* bytes of the layers' EROFS images */
@@ -97,8 +100,8 @@ struct fs3_import_res {
 
 /* One layer as inspect shows it. */
 struct fs3_layer_info {
-	char digest[72];	/* "sha256:" of the EROFS image */
-	char index[72];		/* "sha256:" of its chunk index */
+	char digest[FS3_REF_LEN];	/* "sha256:" of the EROFS image */
+	char index[FS3_REF_LEN];	/* "sha256:" of its chunk index */
 	uint64_t size;		/* bytes of the EROFS image */
 	uint64_t chunks;	/* chunks in it */
 	bool mounted;		/* mounted on this node now */
@@ -106,7 +109,7 @@ struct fs3_layer_info {
 
 /* An image as ls and inspect show it. */
 struct fs3_image_info {
-	char digest[72];		/* "sha256:<hex>" of the manifest */
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the manifest */
 	char **tags;			/* "name:tag" strings, NULL-terminated */
 	size_t nlayers;			/* entries in layers */
 	struct fs3_layer_info *layers;	/* bottom layer first, as stored */
@@ -141,7 +144,7 @@ int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *op
 
 /* Resolves ref ("name[:tag]", "sha256:<hex>" or a unique "sha256:" prefix of
  * at least 8 hex digits) to a manifest digest "sha256:<hex>". */
-int fs3_resolve(struct fs3 *fs, const char *ref, char digest[72], struct dsec_err *err);
+int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struct dsec_err *err);
 
 /* Points tag ("name[:tag]") at the image ref names; replaces an old tag. */
 int fs3_tag(struct fs3 *fs, const char *ref, const char *tag, struct dsec_err *err);

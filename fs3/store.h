@@ -21,12 +21,11 @@
 #include <stdbool.h>
 
 #include "err.h"
+#include "fs3.h"
 #include "util.h"
 
 #define FS3_DIGEST_LEN 32
 #define FS3_HEX_LEN 64
-/* "sha256:" + 64 hex digits + NUL */
-#define FS3_REF_LEN (7 + FS3_HEX_LEN + 1)
 /* Largest object fs3 stores or accepts from a tier: chunks are at most
  * 4 x the chunk size, whose cap is 4 MiB, so 16 MiB. */
 #define FS3_OBJECT_MAX (16u << 20)

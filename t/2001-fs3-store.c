@@ -80,7 +80,7 @@ int main(void)
 	struct fs3_image_info info, *list;
 	struct dsec_err err;
 	struct fs3 *fs;
-	char dig[72];
+	char dig[FS3_REF_LEN];
 	size_t n;
 
 	plan(34);
@@ -129,7 +129,7 @@ int main(void)
 	   (unsigned long long)r3.new_chunks);
 
 	snprintf(dig, sizeof(dig), "%.17s", r1.digest);
-	char full[72];
+	char full[FS3_REF_LEN];
 	ok(fs3_resolve(fs, dig, full, &err) == 0 && !strcmp(full, r1.digest), "a digest prefix resolves");
 	is_int(fs3_resolve(fs, "nope:1", full, &err), -ENOENT, "an unknown tag is -ENOENT");
 	is_str(dsec_code_name(err.code), "not_found", "... as not_found");

@@ -50,7 +50,7 @@ static int mounts_at(const char *path)
 	return n;
 }
 
-static int import(struct fs3 *fs, const char *src, const char *tag, char digest[72])
+static int import(struct fs3 *fs, const char *src, const char *tag, char digest[FS3_REF_LEN])
 {
 	struct fs3_import_opts o = { .tag = tag };
 	struct fs3_import_res r;
@@ -61,7 +61,7 @@ static int import(struct fs3 *fs, const char *src, const char *tag, char digest[
 		return -1;
 	}
 	if (digest)
-		memcpy(digest, r.digest, 72);
+		memcpy(digest, r.digest, FS3_REF_LEN);
 	return 0;
 }
 
@@ -200,7 +200,7 @@ static void test_whiteouts(struct fs3 *fs)
 static void first_chunk(struct fs3 *fs, const char *ref, struct fs3_digest *chunk, char **layer_file,
 			char **mnt)
 {
-	char *cache = tpath("s/cache"), *origin = tpath("s-origin"), dig[72], hex[FS3_HEX_LEN + 1];
+	char *cache = tpath("s/cache"), *origin = tpath("s-origin"), dig[FS3_REF_LEN], hex[FS3_HEX_LEN + 1];
 	struct fs3_store st;
 	struct fs3_manifest m;
 	struct fs3_index ix;
@@ -308,7 +308,7 @@ int main(void)
 	struct dsec_err err;
 	struct fs3 *fs, *fs2;
 	struct fs3_acquired *a;
-	char d1[72], *src;
+	char d1[FS3_REF_LEN], *src;
 	int rc;
 
 	if (geteuid() != 0) {
@@ -414,7 +414,7 @@ int main(void)
 
 	/* gc around an acquired image whose tag is gone. */
 	struct fs3_gc_res g;
-	char dz[72];
+	char dz[FS3_REF_LEN];
 	a = acquire(fs, "dir:1");
 	ok(a && fs3_untag(fs, "dir:1", &err) == 0 && fs3_gc(fs, &g, &err) == 0,
 	   "untag an acquired image and gc");
