@@ -16,7 +16,7 @@
 #include "store.h"
 
 #define CHUNK (64u << 10)
-#define NTESTS 40
+#define NTESTS 41
 #define NTHREADS 8
 
 static struct fs3 *open_store(const char *name, uint64_t cache_max, unsigned flags, int *rc)
@@ -394,6 +394,21 @@ int main(void)
 	free(mnt);
 
 	test_waiting(fs, src);
+
+	/* Released while an overlay still stacks on it: detached, not broken. */
+	a = acquire(fs, "tar:plain");
+	/* Without an upper dir overlayfs wants two lower ones: add an empty one. */
+	char *ov = tpath("ov"), *empty = tpath("ov-empty");
+	char *ovopts = a ? xasprintf("lowerdir=%s:%s", a->lowerdir, empty) : xstrdup("");
+	dsec_mkdir_p(ov, 0755);
+	dsec_mkdir_p(empty, 0755);
+	mnt = xstrdup(a ? a->layers[0] : "");
+	rc = a ? mount("overlay", ov, "overlay", MS_RDONLY, ovopts) : -1;
+	fs3_image_release(fs, a);
+	ok(rc == 0 && mounts_at(mnt) == 0 && tree_matches(ov, src),
+	   "a layer released under a live overlay is detached; the overlay still reads");
+	umount(ov);
+	free(ov), free(empty), free(ovopts), free(mnt);
 
 	/* A chunk corrupt in the cache while the layer is cold. */
 	char *cache = tpath("s/cache");
