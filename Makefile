@@ -23,7 +23,7 @@ INSTALL     ?= install
 DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
-	libssl-dev libarchive-dev erofs-utils zstd
+	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
@@ -42,10 +42,11 @@ NET_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 libnftables 2>/dev/
 NET_LIBS   := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 libnftables 2>/dev/null || echo -lnl-route-3 -lnl-3 -lnftables)
 LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
 LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
-# fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd.
-FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd 2>/dev/null)
-FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd 2>/dev/null || \
-	echo -lcrypto -larchive -lzstd)
+# fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd,
+# OCI/docker image metadata through jansson.
+FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson 2>/dev/null)
+FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson 2>/dev/null || \
+	echo -lcrypto -larchive -lzstd -ljansson)
 
 ifeq ($(V),1)
 Q =
@@ -185,7 +186,8 @@ install: all
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR)/dsec $(DESTDIR)$(BACKENDDIR) $(DESTDIR)$(LIBEXECDIR)
 	$(INSTALL) -m 755 dsecd/dsecd $(DESTDIR)$(SBINDIR)/dsecd
-	$(INSTALL) -m 755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(filter-out tools/dsecctl,$(TOOLS)) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 tools/dsecctl $(DESTDIR)$(SBINDIR)/dsecctl
 	$(INSTALL) -m 644 lib/libdsec.a $(DESTDIR)$(LIBDIR)/libdsec.a
 	$(INSTALL) -m 755 lib/libdsec.so $(DESTDIR)$(LIBDIR)/libdsec.so.0
 	ln -sf libdsec.so.0 $(DESTDIR)$(LIBDIR)/libdsec.so

@@ -38,11 +38,20 @@
 #define FS3_CHUNK_MAX (4u << 20)
 #define FS3_MOUNT_FLAGS (MS_RDONLY | MS_NODEV | MS_NOSUID)
 
-/* A layer this handle has mounted. */
+/* Where a layer of the table is. */
+enum ml_state {
+	ML_MOUNTING,		/* one acquire assembles and mounts it; others wait */
+	ML_READY,		/* mounted */
+	ML_FAILED,		/* could not be mounted: err says why; goes with its last ref */
+};
+
+/* A layer this handle mounts, shared by every acquire that includes it. */
 struct mlayer {
 	struct fs3_digest d;	/* digest of the layer image */
-	unsigned refs;		/* held images that include it */
+	unsigned refs;		/* acquires holding it (or waiting for it) */
+	enum ml_state state;	/* see above */
 	char *mnt;		/* its mount point */
+	struct dsec_err err;	/* why it failed, for every waiter */
 };
 
 /* An image this handle holds for acquires. */
@@ -53,17 +62,22 @@ struct held {
 	size_t n;			/* entries in layers */
 };
 
+/* Threads: mu guards the tables, nshared and the flock; it is never held
+ * across the slow part of an acquire (assembling, mounting), so acquires of
+ * other images go on meanwhile.  gc holds it throughout. */
 struct fs3 {
-	pthread_mutex_t mu;	/* serialises every call on this handle */
+	pthread_mutex_t mu;	/* guards everything below that changes */
+	pthread_cond_t cv;	/* a layer left ML_MOUNTING, or nshared dropped to 0 */
 	char *dir;		/* the store directory, symlinks resolved */
 	struct fs3_store st;	/* the tiers */
 	uint32_t chunk_size;	/* average chunk size for imports */
 	unsigned flags;		/* FS3_MOUNTER */
 	int lockfd;		/* STORE/lock */
+	unsigned nshared;	/* calls in this process holding STORE/lock shared */
 	int mntlockfd;		/* STORE/mnt.lock while we are the mounter, else -1 */
-	struct mlayer *ml;	/* mounted layers */
+	struct mlayer **ml;	/* the layer table */
 	size_t nml, capml;	/* used, allocated */
-	struct held *hi;	/* held images */
+	struct held **hi;	/* held images */
 	size_t nhi, caphi;	/* used, allocated */
 };
 
@@ -104,20 +118,56 @@ static bool dset_has(const struct dset *s, const struct fs3_digest *d)
 
 /* ---- locking ------------------------------------------------------------- */
 
-static int lock(struct fs3 *fs, int op, struct dsec_err *err)
+static int do_flock(struct fs3 *fs, int op, struct dsec_err *err)
 {
-	pthread_mutex_lock(&fs->mu);
-	while (flock(fs->lockfd, op) < 0) {
-		if (errno == EINTR)
-			continue;
-		int e = errno;
-		pthread_mutex_unlock(&fs->mu);
-		return dsec_err_set(err, e, "cannot lock store '%s': %s", fs->dir, strerror(e));
-	}
+	while (flock(fs->lockfd, op) < 0)
+		if (errno != EINTR)
+			return dsec_err_set(err, errno, "cannot lock store '%s': %s", fs->dir,
+					    strerror(errno));
 	return 0;
 }
 
-static void unlock(struct fs3 *fs)
+/* The flock is one per process (one open file): the first shared user
+ * takes it, the last lets it go. */
+static int lock_shared(struct fs3 *fs, struct dsec_err *err)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&fs->mu);
+	if (fs->nshared == 0)
+		r = do_flock(fs, LOCK_SH, err);
+	if (r == 0)
+		fs->nshared++;
+	pthread_mutex_unlock(&fs->mu);
+	return r;
+}
+
+static void unlock_shared(struct fs3 *fs)
+{
+	pthread_mutex_lock(&fs->mu);
+	DSEC_ASSERT(fs->nshared > 0);
+	if (--fs->nshared == 0) {
+		flock(fs->lockfd, LOCK_UN);
+		pthread_cond_broadcast(&fs->cv);
+	}
+	pthread_mutex_unlock(&fs->mu);
+}
+
+/* Returns with mu held and the flock exclusive, once no call of ours
+ * holds it shared. */
+static int lock_excl(struct fs3 *fs, struct dsec_err *err)
+{
+	int r;
+
+	pthread_mutex_lock(&fs->mu);
+	while (fs->nshared > 0)
+		pthread_cond_wait(&fs->cv, &fs->mu);
+	if ((r = do_flock(fs, LOCK_EX, err)) < 0)
+		pthread_mutex_unlock(&fs->mu);
+	return r;
+}
+
+static void unlock_excl(struct fs3 *fs)
 {
 	flock(fs->lockfd, LOCK_UN);
 	pthread_mutex_unlock(&fs->mu);
@@ -397,6 +447,7 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 				    conf->store, strerror(r < 0 ? -r : errno));
 	fs = xcalloc(1, sizeof(*fs));
 	pthread_mutex_init(&fs->mu, NULL);
+	pthread_cond_init(&fs->cv, NULL);
 	fs->dir = xstrdup(real);
 	fs->chunk_size = cs;
 	fs->flags = conf->flags;
@@ -445,20 +496,29 @@ fail:
 	return r;
 }
 
-static void drop_layer(struct fs3 *fs, const struct fs3_digest *d)
+/* The table's layer d that is mounted or being mounted, NULL if none. */
+static struct mlayer *find_layer(struct fs3 *fs, const struct fs3_digest *d)
 {
-	for (size_t i = 0; i < fs->nml; i++) {
-		struct mlayer *l = &fs->ml[i];
-		if (memcmp(l->d.b, d->b, FS3_DIGEST_LEN))
-			continue;
-		if (--l->refs > 0)
-			return;
-		unmount_layer(l->mnt);
-		free(l->mnt);
-		fs->ml[i] = fs->ml[--fs->nml];
+	for (size_t i = 0; i < fs->nml; i++)
+		if (fs->ml[i]->state != ML_FAILED && !memcmp(fs->ml[i]->d.b, d->b, FS3_DIGEST_LEN))
+			return fs->ml[i];
+	return NULL;
+}
+
+/* Drops a reference to l (mu held); the last one unmounts it. */
+static void put_layer(struct fs3 *fs, struct mlayer *l)
+{
+	DSEC_ASSERT(l->refs > 0);
+	if (--l->refs > 0)
 		return;
-	}
-	DSEC_BUG("layer released more often than acquired");
+	DSEC_ASSERT(l->state != ML_MOUNTING);
+	if (l->state == ML_READY)
+		unmount_layer(l->mnt);
+	for (size_t i = 0; i < fs->nml; i++)
+		if (fs->ml[i] == l)
+			fs->ml[i] = fs->ml[--fs->nml];
+	free(l->mnt);
+	free(l);
 }
 
 static char *acquired_path(struct fs3 *fs, const struct fs3_digest *d)
@@ -474,13 +534,16 @@ void fs3_close(struct fs3 *fs)
 	if (!fs)
 		return;
 	for (size_t i = 0; i < fs->nml; i++) {
-		unmount_layer(fs->ml[i].mnt);
-		free(fs->ml[i].mnt);
+		if (fs->ml[i]->state == ML_READY)
+			unmount_layer(fs->ml[i]->mnt);
+		free(fs->ml[i]->mnt);
+		free(fs->ml[i]);
 	}
 	for (size_t i = 0; i < fs->nhi; i++) {
-		_cleanup_free_ char *p = acquired_path(fs, &fs->hi[i].d);
+		_cleanup_free_ char *p = acquired_path(fs, &fs->hi[i]->d);
 		unlink(p);
-		free(fs->hi[i].layers);
+		free(fs->hi[i]->layers);
+		free(fs->hi[i]);
 	}
 	free(fs->ml);
 	free(fs->hi);
@@ -489,6 +552,7 @@ void fs3_close(struct fs3 *fs)
 	if (fs->mntlockfd >= 0)
 		close(fs->mntlockfd);
 	fs3_store_fini(&fs->st);
+	pthread_cond_destroy(&fs->cv);
 	pthread_mutex_destroy(&fs->mu);
 	free(fs->dir);
 	free(fs);
@@ -514,34 +578,57 @@ static int write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d
 	return 0;
 }
 
+/* Turns one layer tree into an EROFS image and stores it. */
+static int import_layer(struct fs3 *fs, const char *staging, const char *root, size_t i,
+			struct fs3_layer_ref *out, struct fs3_layer_stats *stats, struct dsec_err *err)
+{
+	_cleanup_free_ char *img = xasprintf("%s/layer%zu.erofs", staging, i);
+	_cleanup_free_ char *log = xasprintf("%s/mkfs.log", staging);
+	int r;
+
+	if ((r = fs3_mkfs_erofs(root, img, log, err)) == 0)
+		r = fs3_layer_put(&fs->st, img, fs->chunk_size, out, stats, err);
+	unlink(img);
+	return r;
+}
+
 static int import_locked(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 			 struct fs3_import_res *res, struct dsec_err *err)
 {
 	_cleanup_free_ char *tmpl = xasprintf("%s/tmp/import-XXXXXX", fs->dir);
 	struct fs3_layer_stats stats = { 0 };
 	struct fs3_manifest m = { 0 };
+	struct fs3_import_src is;
 	struct fs3_digest md;
 	struct dsec_buf enc;
-	char **roots = NULL;
 	uint64_t stored = 0;
 	int r;
 
 	if (!mkdtemp(tmpl))
 		return dsec_err_set(err, errno, "cannot create a staging directory in '%s/tmp': %s",
 				    fs->dir, strerror(errno));
-	if ((r = fs3_import_stage(src, tmpl, &roots, err)) < 0)
+	if ((r = fs3_import_open(src, tmpl, &is, err)) < 0)
 		goto out;
-	m.n = dsec_strv_len((const char *const *)roots);
-	m.layers = xcalloc(m.n, sizeof(*m.layers));
-	for (size_t i = 0; i < m.n; i++) {
-		_cleanup_free_ char *img = xasprintf("%s/layer%zu.erofs", tmpl, i);
-		_cleanup_free_ char *log = xasprintf("%s/mkfs.log", tmpl);
-		if ((r = fs3_mkfs_erofs(roots[i], img, log, err)) < 0 ||
-		    (r = fs3_layer_put(&fs->st, img, fs->chunk_size, &m.layers[i], &stats, err)) < 0)
-			goto out;
-		unlink(img);
+	m.n = is.dir ? 1 : dsec_strv_len((const char *const *)is.tars);
+	if (m.n == 0) {
+		r = dsec_err_set(err, EINVAL, "cannot import '%s': the image has no layers", src);
+		goto out;
 	}
-	fs3_config_copy(&m.config, &opts->config);
+	m.layers = xcalloc(m.n, sizeof(*m.layers));
+	for (size_t i = 0; i < m.n && r == 0; i++) {
+		if (is.dir) {
+			r = import_layer(fs, tmpl, is.dir, i, &m.layers[i], &stats, err);
+			continue;
+		}
+		/* One layer tree on disk at a time. */
+		_cleanup_free_ char *root = xasprintf("%s/l%zu", tmpl, i);
+		if ((r = fs3_extract_layer(is.tars[i], root, err)) == 0)
+			r = import_layer(fs, tmpl, root, i, &m.layers[i], &stats, err);
+		dsec_rm_rf(root);
+	}
+	if (r < 0)
+		goto out;
+	fs3_config_merge(&m.config, &is.config, &opts->config);
 	dsec_buf_init(&enc);
 	fs3_manifest_encode(&m, &enc);
 	r = fs3_store_put(&fs->st, FS3_MANIFEST, enc.data, enc.len, &md, &stored);
@@ -554,14 +641,14 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 	if (opts->tag && (r = write_tag(fs, opts->tag, &md, err)) < 0)
 		goto out;
 	fs3_digest_ref(&md, res->digest);
+	snprintf(res->format, sizeof(res->format), "%s", is.format);
 	res->nlayers = m.n;
 	res->logical = stats.logical;
 	res->stored = stats.stored;
 	res->chunks = stats.chunks;
 	res->new_chunks = stats.new_chunks;
 out:
-	if (roots)
-		dsec_strv_free(roots);
+	fs3_import_src_free(&is);
 	fs3_manifest_free(&m);
 	dsec_rm_rf(tmpl);
 	return r;
@@ -584,26 +671,26 @@ int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *op
 	if (opts->tag && !tagfile)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot tag '%s': not a valid "
 				     "name[:tag]", opts->tag);
-	if ((r = lock(fs, LOCK_SH, err)) < 0)
+	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	r = import_locked(fs, src, opts, res, err);
+	pthread_mutex_lock(&fs->mu);
 	if (r == 0)
 		evict(fs);
-	unlock(fs);
+	pthread_mutex_unlock(&fs->mu);
+	unlock_shared(fs);
 	res->seconds = dsec_now() - t0;
 	return r;
 }
 
 /* ---- tags, listing ------------------------------------------------------- */
 
-int fs3_resolve(struct fs3 *fs, const char *ref, char digest[72], struct dsec_err *err)
+int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struct dsec_err *err)
 {
 	struct fs3_digest d;
 	int r;
 
-	pthread_mutex_lock(&fs->mu);
 	r = resolve(fs, ref, &d, err);
-	pthread_mutex_unlock(&fs->mu);
 	if (r == 0)
 		fs3_digest_ref(&d, digest);
 	return r;
@@ -615,13 +702,13 @@ int fs3_tag(struct fs3 *fs, const char *ref, const char *tag, struct dsec_err *e
 	struct fs3_digest d;
 	int r;
 
-	if ((r = lock(fs, LOCK_SH, err)) < 0)
+	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	if ((r = resolve(fs, ref, &d, err)) == 0 && (r = load_manifest(fs, &d, &m, err)) == 0) {
 		fs3_manifest_free(&m);
 		r = write_tag(fs, tag, &d, err);
 	}
-	unlock(fs);
+	unlock_shared(fs);
 	return r;
 }
 
@@ -652,7 +739,7 @@ int fs3_untag(struct fs3 *fs, const char *ref, struct dsec_err *err)
 	struct fs3_digest d;
 	int r;
 
-	if ((r = lock(fs, LOCK_SH, err)) < 0)
+	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	if (!strncmp(ref, "sha256:", 7)) {
 		struct untag u = { fs, &d, 0 };
@@ -673,7 +760,7 @@ int fs3_untag(struct fs3 *fs, const char *ref, struct dsec_err *err)
 		else
 			fs3_sync_parent(p);
 	}
-	unlock(fs);
+	unlock_shared(fs);
 	return r;
 }
 
@@ -776,7 +863,7 @@ int fs3_image_list(struct fs3 *fs, struct fs3_image_info **out, size_t *n, struc
 	size_t k = 0;
 	int r;
 
-	if ((r = lock(fs, LOCK_SH, err)) < 0)
+	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	if ((r = walk_tags(fs, false, collect_tag, &l)) < 0) {
 		r = dsec_err_set(err, -r, "cannot list the tags of '%s': %s", fs->st.origin,
@@ -800,7 +887,7 @@ int fs3_image_list(struct fs3 *fs, struct fs3_image_info **out, size_t *n, struc
 	*n = k;
 out:
 	tag_list_free(&l);
-	unlock(fs);
+	unlock_shared(fs);
 	return r;
 }
 
@@ -812,7 +899,7 @@ int fs3_image_inspect(struct fs3 *fs, const char *ref, struct fs3_image_info *ou
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	if ((r = lock(fs, LOCK_SH, err)) < 0)
+	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	if ((r = resolve(fs, ref, &d, err)) == 0 && (r = walk_tags(fs, false, collect_tag, &l)) < 0)
 		r = dsec_err_set(err, -r, "cannot list the tags of '%s': %s", fs->st.origin,
@@ -823,7 +910,7 @@ int fs3_image_inspect(struct fs3 *fs, const char *ref, struct fs3_image_info *ou
 			fs3_image_info_clear(out);
 	}
 	tag_list_free(&l);
-	unlock(fs);
+	unlock_shared(fs);
 	return r;
 }
 
@@ -845,24 +932,18 @@ void fs3_image_list_free(struct fs3_image_info *v, size_t n)
 
 /* ---- acquire, release ----------------------------------------------------- */
 
-/* Takes a reference on layer l, assembling and mounting it if this handle
- * has not yet. */
-static int hold_layer(struct fs3 *fs, const struct fs3_layer_ref *l, struct dsec_err *err)
+/* Assembles layer l into STORE/layers (unless there) and mounts it at mnt.
+ * Runs without mu: one thread per layer (the one that made its entry). */
+static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char *mnt,
+		       struct dsec_err *err)
 {
 	char hex[FS3_HEX_LEN + 1], ref[FS3_REF_LEN];
 	struct stat sb;
 	int r;
 
-	for (size_t i = 0; i < fs->nml; i++) {
-		if (!memcmp(fs->ml[i].d.b, l->digest.b, FS3_DIGEST_LEN)) {
-			fs->ml[i].refs++;
-			return 0;
-		}
-	}
 	fs3_digest_hex(&l->digest, hex);
 	fs3_digest_ref(&l->digest, ref);
 	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
-	_cleanup_free_ char *mnt = mnt_path(fs, &l->digest);
 	/* An image file is only ever renamed into place once verified. */
 	if ((stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) &&
 	    (r = fs3_layer_materialize(&fs->st, l, img, err)) < 0)
@@ -876,56 +957,112 @@ static int hold_layer(struct fs3 *fs, const struct fs3_layer_ref *l, struct dsec
 		rmdir(mnt);
 		return r;
 	}
-	if (fs->nml == fs->capml) {
-		fs->capml = fs->capml ? 2 * fs->capml : 16;
-		fs->ml = xrealloc(fs->ml, fs->capml * sizeof(*fs->ml));
-	}
-	fs->ml[fs->nml++] = (struct mlayer){ .d = l->digest, .refs = 1, .mnt = dsec_steal_pointer(&mnt) };
 	return 0;
 }
 
 static struct held *find_held(struct fs3 *fs, const struct fs3_digest *d)
 {
 	for (size_t i = 0; i < fs->nhi; i++)
-		if (!memcmp(fs->hi[i].d.b, d->b, FS3_DIGEST_LEN))
-			return &fs->hi[i];
+		if (!memcmp(fs->hi[i]->d.b, d->b, FS3_DIGEST_LEN))
+			return fs->hi[i];
 	return NULL;
 }
 
-/* Takes the layers of m (digest d) for one more acquire. */
+/* Drops an acquire of image d (mu held): its layers, and its record with
+ * the last one. */
+static void put_held(struct fs3 *fs, const struct fs3_digest *d, struct mlayer **layers)
+{
+	struct held *h = find_held(fs, d);
+
+	DSEC_ASSERT(h && h->refs > 0);
+	for (size_t i = 0; i < h->n; i++)
+		put_layer(fs, layers ? layers[i] : find_layer(fs, &h->layers[i]));
+	if (--h->refs > 0)
+		return;
+	_cleanup_free_ char *rec = acquired_path(fs, d);
+	unlink(rec);
+	for (size_t i = 0; i < fs->nhi; i++)
+		if (fs->hi[i] == h)
+			fs->hi[i] = fs->hi[--fs->nhi];
+	free(h->layers);
+	free(h);
+}
+
+/* Takes image d (manifest m) and each of its layers for one more acquire.
+ * A layer no one has yet is entered as ML_MOUNTING and mounted by this
+ * thread with mu released; one that another thread is mounting is waited
+ * for.  On failure everything taken is given back. */
 static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct fs3_manifest *m,
 		      struct dsec_err *err)
 {
-	struct held *h = find_held(fs, d);
-	size_t i;
+	_cleanup_free_ struct mlayer **mine = xcalloc(m->n + 1, sizeof(*mine));
+	_cleanup_free_ bool *todo = xcalloc(m->n + 1, sizeof(*todo));
+	struct held *h;
 	int r = 0;
 
-	if (h) {
-		h->refs++;
-		return 0;
+	pthread_mutex_lock(&fs->mu);
+	if (!(h = find_held(fs, d))) {
+		/* The record first: from here gc and eviction keep the image. */
+		_cleanup_free_ char *rec = acquired_path(fs, d);
+		if ((r = fs3_write_atomic(rec, "", 0, false)) < 0) {
+			pthread_mutex_unlock(&fs->mu);
+			return dsec_err_set(err, -r, "cannot record the acquire in '%s': %s", rec,
+					    strerror(-r));
+		}
+		if (fs->nhi == fs->caphi) {
+			fs->caphi = fs->caphi ? 2 * fs->caphi : 16;
+			fs->hi = xrealloc(fs->hi, fs->caphi * sizeof(*fs->hi));
+		}
+		h = fs->hi[fs->nhi++] = xcalloc(1, sizeof(*h));
+		*h = (struct held){ .d = *d, .n = m->n,
+				    .layers = xcalloc(m->n + 1, sizeof(*h->layers)) };
+		for (size_t i = 0; i < m->n; i++)
+			h->layers[i] = m->layers[i].digest;
 	}
-	/* The record first: from here gc and eviction keep the image. */
-	_cleanup_free_ char *rec = acquired_path(fs, d);
-	if ((r = fs3_write_atomic(rec, "", 0, false)) < 0)
-		return dsec_err_set(err, -r, "cannot record the acquire in '%s': %s", rec, strerror(-r));
-	for (i = 0; i < m->n && r == 0; i++)
-		r = hold_layer(fs, &m->layers[i], err);
-	if (r < 0) {
-		for (i--; i-- > 0;)
-			drop_layer(fs, &m->layers[i].digest);
-		unlink(rec);
-		return r;
+	h->refs++;
+	for (size_t i = 0; i < m->n; i++) {
+		if (!(mine[i] = find_layer(fs, &m->layers[i].digest))) {
+			if (fs->nml == fs->capml) {
+				fs->capml = fs->capml ? 2 * fs->capml : 16;
+				fs->ml = xrealloc(fs->ml, fs->capml * sizeof(*fs->ml));
+			}
+			mine[i] = fs->ml[fs->nml++] = xcalloc(1, sizeof(**mine));
+			mine[i]->d = m->layers[i].digest;
+			mine[i]->state = ML_MOUNTING;
+			mine[i]->mnt = mnt_path(fs, &m->layers[i].digest);
+			todo[i] = true;
+		}
+		mine[i]->refs++;
 	}
-	if (fs->nhi == fs->caphi) {
-		fs->caphi = fs->caphi ? 2 * fs->caphi : 16;
-		fs->hi = xrealloc(fs->hi, fs->caphi * sizeof(*fs->hi));
+	pthread_mutex_unlock(&fs->mu);
+
+	for (size_t i = 0; i < m->n; i++) {
+		if (!todo[i])
+			continue;
+		struct dsec_err e;
+		dsec_err_clear(&e);
+		int lr = mount_layer(fs, &m->layers[i], mine[i]->mnt, &e);
+		pthread_mutex_lock(&fs->mu);
+		mine[i]->state = lr < 0 ? ML_FAILED : ML_READY;
+		mine[i]->err = e;
+		pthread_cond_broadcast(&fs->cv);
+		pthread_mutex_unlock(&fs->mu);
 	}
-	h = &fs->hi[fs->nhi++];
-	*h = (struct held){ .d = *d, .refs = 1, .n = m->n,
-			    .layers = xcalloc(m->n ? m->n : 1, sizeof(*h->layers)) };
-	for (i = 0; i < m->n; i++)
-		h->layers[i] = m->layers[i].digest;
-	return 0;
+
+	pthread_mutex_lock(&fs->mu);
+	for (size_t i = 0; i < m->n; i++) {
+		while (mine[i]->state == ML_MOUNTING)
+			pthread_cond_wait(&fs->cv, &fs->mu);
+		if (mine[i]->state == ML_FAILED && r == 0) {
+			r = mine[i]->err.errnum ? -mine[i]->err.errnum : -EIO;
+			if (err)
+				*err = mine[i]->err;
+		}
+	}
+	if (r < 0)
+		put_held(fs, d, mine);
+	pthread_mutex_unlock(&fs->mu);
+	return r;
 }
 
 int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
@@ -941,7 +1078,7 @@ int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out
 	if (!(fs->flags & FS3_MOUNTER))
 		return dsec_err_set(err, EPERM, "cannot acquire image '%s': store '%s' was not opened "
 				    "to mount layers", ref, fs->dir);
-	if ((r = lock(fs, LOCK_SH, err)) < 0)
+	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = load_manifest(fs, &d, &m, err)) < 0)
 		goto out;
@@ -963,31 +1100,23 @@ int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out
 	memset(&m.config, 0, sizeof(m.config));
 	fs3_manifest_free(&m);
 	*out = a;
+	pthread_mutex_lock(&fs->mu);
 	evict(fs);
+	pthread_mutex_unlock(&fs->mu);
 out:
-	unlock(fs);
+	unlock_shared(fs);
 	return r;
 }
 
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 {
 	struct fs3_digest d;
-	struct held *h;
 
 	if (!a)
 		return;
 	pthread_mutex_lock(&fs->mu);
 	DSEC_ASSERT(fs3_digest_parse(a->digest, &d) == 0);
-	h = find_held(fs, &d);
-	DSEC_ASSERT(h && h->refs > 0);
-	if (--h->refs == 0) {
-		_cleanup_free_ char *rec = acquired_path(fs, &d);
-		for (size_t i = h->n; i-- > 0;)
-			drop_layer(fs, &h->layers[i]);
-		unlink(rec);
-		free(h->layers);
-		*h = fs->hi[--fs->nhi];
-	}
+	put_held(fs, &d, NULL);
 	pthread_mutex_unlock(&fs->mu);
 	fs3_acquired_free(a);
 }
@@ -1025,12 +1154,18 @@ static int sweep_one(void *ctx, const struct fs3_digest *d, const char *path, ui
 	return 0;
 }
 
-/* Marks what the tags reach. */
+/* What gc's walk over the tags marks into. */
+struct mark_ctx {
+	struct fs3 *fs;		/* the store */
+	struct dset *live;	/* what stays */
+	struct dsec_err *err;	/* why marking stopped */
+};
+
 static int mark_tagged(void *ctx, const char *tag, const struct fs3_digest *d)
 {
-	void **a = ctx;	/* { fs, dset, err } */
+	struct mark_ctx *m = ctx;
 
-	return mark_image(a[0], d, a[1], true, a[2]);
+	return mark_image(m->fs, d, m->live, true, m->err);
 }
 
 static int sweep_layers(struct fs3 *fs, const struct dset *live, struct fs3_gc_res *res)
@@ -1066,7 +1201,7 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 {
 	struct fs3_gc_res mine;
 	struct dset live = { 0 };
-	void *args[] = { fs, &live, err };
+	struct mark_ctx mc = { fs, &live, err };
 	int r;
 
 	if (!res)
@@ -1074,10 +1209,10 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 	memset(res, 0, sizeof(*res));
 	if (err)
 		dsec_err_clear(err);
-	if ((r = lock(fs, LOCK_EX, err)) < 0)
+	if ((r = lock_excl(fs, err)) < 0)
 		return r;
 	/* Anything unreadable aborts before the first removal. */
-	if ((r = walk_tags(fs, true, mark_tagged, args)) < 0 ||
+	if ((r = walk_tags(fs, true, mark_tagged, &mc)) < 0 ||
 	    (r = mark_acquired(fs, &live, err)) < 0) {
 		if (r == -EBADMSG && err && !err->msg[0])
 			dsec_err_set(err, EBADMSG, "a tag file in '%s/tags' is broken", fs->st.origin);
@@ -1097,6 +1232,6 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 	each_entry(fs, "tmp", rm_path);
 out:
 	free(live.v);
-	unlock(fs);
+	unlock_excl(fs);
 	return r;
 }

@@ -11,13 +11,29 @@
  * Blocking: every function here may block (disk, fsync, mkfs.erofs, mount);
  * dsecd calls them from its worker pool, never from the loop.
  *
- * Threads: one struct fs3 may be used from several threads at once; calls
- * are serialised by a mutex inside it.  Processes: writers that share a store
+ * Threads: one struct fs3 may be used from several threads at once.  A
+ * mutex inside guards its tables but is not held while a layer is assembled
+ * and mounted: acquires of images already mounted, or of other layers, go on
+ * meanwhile; acquires of a layer being mounted wait for it (and share its
+ * failure).  fs3_gc runs alone.  Processes: writers that share a store
  * directory (dsecd, dsecctl) take an flock on STORE/lock, shared for adding
  * (import, acquire, tag) and exclusive for removing (gc).
  *
  * Errors: functions return 0 or -errno and fill err with a message such as
  * "cannot fetch chunk 'sha256:..' of layer 'sha256:..': no good copy (...)".
+ *
+ * Use from dsecd: open once at start with FS3_MOUNTER (this also unmounts
+ * what a killed predecessor left), then per sandbox, on a pool thread:
+ *
+ *     struct fs3_acquired *img;
+ *     if (fs3_image_acquire(fs, req->image, &img, &err) < 0)
+ *             ... reply err (err.code: not_found, invalid, ...) ...
+ *     mount("overlay", root, "overlay", 0, "lowerdir=<img->lowerdir>,upperdir=..,workdir=..");
+ *     ... img->config: env, cwd, user, entrypoint defaults of the sandbox ...
+ *     ... when the sandbox is gone (its overlay unmounted): ...
+ *     fs3_image_release(fs, img);
+ *
+ * and fs3_close at shutdown, with no call in flight.
  */
 #ifndef FS3_FS3_H
 #define FS3_FS3_H
@@ -29,6 +45,9 @@
 #include "err.h"
 
 struct fs3;
+
+/* Room for a digest as text: "sha256:" + 64 hex digits + NUL. */
+#define FS3_REF_LEN 72
 
 /* This process mounts layers (dsecd, tests): at open it takes STORE/mnt.lock
  * (at most one mounter per store; -EBUSY if another runs) and unmounts what a
@@ -54,7 +73,7 @@ struct fs3_image_config {
 
 /* An acquired image: its layers are mounted and stay so until release. */
 struct fs3_acquired {
-	char digest[72];		/* "sha256:<hex>" of the manifest */
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the manifest */
 	size_t nlayers;			/* entries in layers */
 	char **layers;			/* mounted layer directories, top layer first */
 	char *lowerdir;			/* the same joined by ':' for overlayfs lowerdir= */
@@ -69,7 +88,8 @@ struct fs3_import_opts {
 
 /* What an import did. */
 struct fs3_import_res {
-	char digest[72];	/* "sha256:<hex>" of the new manifest */
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the new manifest */
+	char format[32];	/* what src was: "directory", "tar", "oci", "docker archive", ... */
 	size_t nlayers;		/* layers in the image */
 	uint64_t logical;	/* bytes of the layers' EROFS images */
 	uint64_t stored;	/* compressed bytes newly written to the origin */
@@ -80,8 +100,8 @@ struct fs3_import_res {
 
 /* One layer as inspect shows it. */
 struct fs3_layer_info {
-	char digest[72];	/* "sha256:" of the EROFS image */
-	char index[72];		/* "sha256:" of its chunk index */
+	char digest[FS3_REF_LEN];	/* "sha256:" of the EROFS image */
+	char index[FS3_REF_LEN];	/* "sha256:" of its chunk index */
 	uint64_t size;		/* bytes of the EROFS image */
 	uint64_t chunks;	/* chunks in it */
 	bool mounted;		/* mounted on this node now */
@@ -89,7 +109,7 @@ struct fs3_layer_info {
 
 /* An image as ls and inspect show it. */
 struct fs3_image_info {
-	char digest[72];		/* "sha256:<hex>" of the manifest */
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the manifest */
 	char **tags;			/* "name:tag" strings, NULL-terminated */
 	size_t nlayers;			/* entries in layers */
 	struct fs3_layer_info *layers;	/* bottom layer first, as stored */
@@ -112,16 +132,19 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
  * memory, freed with fs3_acquired_free.  NULL is a no-op. */
 void fs3_close(struct fs3 *fs);
 
-/* Imports src, a rootfs directory or a tar file (plain, gzip, zstd, xz,
- * bzip2; OCI/docker whiteouts mapped to overlayfs form), as a one-layer
- * image; writes to the origin (fsync'd) and through to the cache; tags it if
- * opts->tag.  res may be NULL. */
+/* Imports src as an image: a rootfs directory or rootfs tar (plain, gzip,
+ * zstd, xz, bzip2) as one layer; an OCI image layout (directory or tar) or
+ * a `docker save` tar with all its layers, in order, and its config, on which
+ * opts->config is laid (see fs3_config_merge in image.h).  OCI/docker
+ * whiteouts in layer tars become their overlayfs form.  Writes to the origin
+ * (fsync'd) and through to the cache; tags it if opts->tag.  Needs root for
+ * tars with whiteouts, owners or device nodes.  res may be NULL. */
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 	       struct fs3_import_res *res, struct dsec_err *err);
 
 /* Resolves ref ("name[:tag]", "sha256:<hex>" or a unique "sha256:" prefix of
  * at least 8 hex digits) to a manifest digest "sha256:<hex>". */
-int fs3_resolve(struct fs3 *fs, const char *ref, char digest[72], struct dsec_err *err);
+int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struct dsec_err *err);
 
 /* Points tag ("name[:tag]") at the image ref names; replaces an old tag. */
 int fs3_tag(struct fs3 *fs, const char *ref, const char *tag, struct dsec_err *err);

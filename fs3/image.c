@@ -273,6 +273,29 @@ void fs3_config_copy(struct fs3_image_config *dst, const struct fs3_image_config
 	dst->entrypoint = strv_copy(src->entrypoint);
 }
 
+void fs3_config_merge(struct fs3_image_config *dst, const struct fs3_image_config *base,
+		      const struct fs3_image_config *over)
+{
+	size_t nb = base->env ? dsec_strv_len((const char *const *)base->env) : 0;
+	size_t no = over->env ? dsec_strv_len((const char *const *)over->env) : 0, k = 0;
+
+	dst->env = xcalloc(nb + no + 1, sizeof(char *));
+	for (size_t i = 0; i < nb; i++) {
+		size_t kl = strcspn(base->env[i], "=");
+		bool replaced = false;
+		for (size_t j = 0; j < no && !replaced; j++)
+			replaced = !strncmp(over->env[j], base->env[i], kl) && over->env[j][kl] == '=';
+		if (!replaced)
+			dst->env[k++] = xstrdup(base->env[i]);
+	}
+	for (size_t j = 0; j < no; j++)
+		dst->env[k++] = xstrdup(over->env[j]);
+	dst->cwd = xstrdup(over->cwd && *over->cwd ? over->cwd : base->cwd ? base->cwd : "");
+	dst->user = xstrdup(over->user && *over->user ? over->user : base->user ? base->user : "");
+	dst->entrypoint = strv_copy(over->entrypoint && *over->entrypoint ? over->entrypoint
+									   : base->entrypoint);
+}
+
 void fs3_image_config_free(struct fs3_image_config *c)
 {
 	if (c->env)

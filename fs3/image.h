@@ -57,6 +57,11 @@ void fs3_manifest_free(struct fs3_manifest *m);
 /* Deep copy of a config; NULL members of src become empty. */
 void fs3_config_copy(struct fs3_image_config *dst, const struct fs3_image_config *src);
 
+/* dst = base with what over sets on top: an env entry of over replaces
+ * base's of the same name; cwd, user, entrypoint replace when set. */
+void fs3_config_merge(struct fs3_image_config *dst, const struct fs3_image_config *base,
+		      const struct fs3_image_config *over);
+
 /* Checks "name[:tag]" and returns the file name it is kept under in
  * ORIGIN/tags ("name" with '/' as '+', ':', tag; tag defaults to "latest"),
  * or NULL if it is not a valid tag.  Caller frees. */

@@ -1,4 +1,5 @@
 /* import.c - staging rootfs trees from directories and tars; mkfs.erofs. */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 #include <archive_entry.h>
 
 #include "import.h"
+#include "oci.h"
 #include "log.h"
 #include "util.h"
 
@@ -102,11 +104,39 @@ static int run_wait(char *const *argv, int logfd, int *status)
 	return 0;
 }
 
+/* The EROFS superblock: where it is and the fields we look at or clear. */
+#define EROFS_SB_OFFSET 1024
+#define EROFS_MAGIC 0xe0f5e1e2u
+#define EROFS_FEATURE_SB_CHKSUM 0x1u
+#define EROFS_SB_BUILD_TIME 24	/* u64 seconds, then u32 nanoseconds */
+
+/* Clears the build time mkfs.erofs stamps into the superblock.  With every
+ * inode extended (each keeps its own mtime) and no superblock checksum, it
+ * is the only thing that differs between two builds of the same tree: one
+ * tree, one layer digest, one mount and one page cache on a node. */
+static int clear_build_time(const char *img)
+{
+	_cleanup_close_ int fd = open(img, O_RDWR | O_CLOEXEC);
+	static const uint8_t zero[12];
+	uint32_t hdr[3];
+
+	if (fd < 0)
+		return -errno;
+	if (pread(fd, hdr, sizeof(hdr), EROFS_SB_OFFSET) != sizeof(hdr))
+		return -EIO;
+	if (le32toh(hdr[0]) != EROFS_MAGIC || (le32toh(hdr[2]) & EROFS_FEATURE_SB_CHKSUM))
+		return -EBADMSG;
+	if (pwrite(fd, zero, sizeof(zero), EROFS_SB_OFFSET + EROFS_SB_BUILD_TIME) != sizeof(zero))
+		return -errno;
+	return 0;
+}
+
 int fs3_mkfs_erofs(const char *root, const char *out, const char *log, struct dsec_err *err)
 {
-	/* A fixed UUID: two builds of one tree differ only in the build time. */
+	/* Fixed UUID, no superblock checksum, own mtimes: see clear_build_time. */
 	char *argv[] = { "mkfs.erofs", "--quiet", "-U", "6473656d-6673-3300-0000-000000000000",
-			 "--preserve-mtime", (char *)out, (char *)root, NULL };
+			 "-Enosbcrc,force-inode-extended", "--preserve-mtime", (char *)out,
+			 (char *)root, NULL };
 	_cleanup_close_ int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int st, r;
 
@@ -114,6 +144,9 @@ int fs3_mkfs_erofs(const char *root, const char *out, const char *log, struct ds
 		return dsec_err_set(err, errno, "cannot create '%s': %s", log, strerror(errno));
 	if ((r = run_wait(argv, fd, &st)) < 0)
 		return dsec_err_set(err, -r, "cannot run mkfs.erofs: %s", strerror(-r));
+	if (st == 0 && (r = clear_build_time(out)) < 0)
+		return dsec_err_set(err, -r, "cannot use the erofs image '%s' mkfs.erofs built: %s",
+				    out, r == -EBADMSG ? "unexpected superblock" : strerror(-r));
 	if (st == 0)
 		return 0;
 	_cleanup_free_ char *msg = NULL;
@@ -157,25 +190,66 @@ static char *clean_path(char *p)
 	return *out ? out : NULL;
 }
 
-/* Applies a whiteout entry (dir/base) to the tree at root. */
-static int whiteout(const char *root, const char *dir, const char *base, struct dsec_err *err)
+/* root/rel as a directory of the tree: missing parts are created, and a
+ * part that is a symlink (which could point out of the tree) or no
+ * directory is refused.  Nothing else writes to the staging tree while we
+ * look, so what we checked stays true.  Caller frees. */
+static char *tree_dir(const char *root, const char *rel, struct dsec_err *err)
 {
-	_cleanup_free_ char *d = xasprintf("%s%s%s", root, *dir ? "/" : "", dir);
-	int r;
+	struct dsec_buf b;
+	const char *p = rel;
+	struct stat sb;
 
-	if ((r = dsec_mkdir_p(d, 0755)) < 0)
-		return dsec_err_set(err, -r, "cannot create '%s': %s", d, strerror(-r));
+	dsec_buf_init(&b);
+	dsec_buf_addf(&b, "%s", root);
+	while (*p) {
+		size_t n = strcspn(p, "/");
+		dsec_buf_addf(&b, "/%.*s", (int)n, p);
+		p += n + (p[n] == '/');
+		if (lstat(b.data, &sb) < 0 && (errno != ENOENT || mkdir(b.data, 0755) < 0)) {
+			dsec_err_set(err, errno, "cannot create '%s': %s", b.data, strerror(errno));
+			goto fail;
+		}
+		if (lstat(b.data, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
+			dsec_err_set(err, ENOTDIR, "cannot apply a whiteout under '%s': not a directory "
+				     "of the tree", b.data);
+			goto fail;
+		}
+	}
+	return dsec_buf_detach(&b, NULL);
+fail:
+	dsec_buf_free(&b);
+	return NULL;
+}
+
+/* Applies a whiteout entry e (dir/base) to the tree at root.  The device
+ * gets the entry's owner and mtime, so that one tar always gives one tree. */
+static int whiteout(const char *root, const char *dir, const char *base, struct archive_entry *e,
+		    struct dsec_err *err)
+{
+	const char *name = base + strlen(WH_PREFIX);
+	_cleanup_free_ char *d = NULL;
+
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return dsec_err_set(err, EINVAL, "cannot apply whiteout '%s/%s': no name", dir, base);
+	if (!(d = tree_dir(root, dir, err)))
+		return -ENOTDIR;
 	if (!strcmp(base, WH_OPAQUE)) {
 		if (lsetxattr(d, "trusted.overlay.opaque", "y", 1, 0) < 0)
 			return dsec_err_set(err, errno, "cannot mark '%s' opaque: %s", d,
 					    strerror(errno));
 		return 0;
 	}
-	_cleanup_free_ char *t = xasprintf("%s/%s", d, base + strlen(WH_PREFIX));
+	_cleanup_free_ char *t = xasprintf("%s/%s", d, name);
 	struct stat sb;
 	if (lstat(t, &sb) == 0)
 		S_ISDIR(sb.st_mode) ? dsec_rm_rf(t) : unlink(t);
-	if (mknod(t, S_IFCHR | 0000, makedev(0, 0)) < 0)
+	struct timespec ts[2] = { { .tv_sec = archive_entry_mtime(e),
+				    .tv_nsec = archive_entry_mtime_nsec(e) } };
+	ts[1] = ts[0];
+	if (mknod(t, S_IFCHR | 0000, makedev(0, 0)) < 0 ||
+	    lchown(t, (uid_t)archive_entry_uid(e), (gid_t)archive_entry_gid(e)) < 0 ||
+	    utimensat(AT_FDCWD, t, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		return dsec_err_set(err, errno, "cannot map whiteout '%s': %s", t, strerror(errno));
 	return 0;
 }
@@ -193,29 +267,53 @@ static int copy_data(struct archive *in, struct archive *out)
 	return r == ARCHIVE_EOF ? ARCHIVE_OK : r;
 }
 
-/* Extracts the tar at src into root (an existing, symlink-free directory). */
-static int extract_tar(const char *src, const char *root, struct dsec_err *err)
+static int tar_err(struct archive *in, const char *src, struct dsec_err *err)
 {
-	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
-	struct archive_entry *e;
-	int r = 0, ar;
+	return dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
+			    "cannot read tar '%s': %s", src, archive_error_string(in));
+}
+
+/* A reader of the tar at src, any compression; NULL with err set. */
+static struct archive *open_tar(const char *src, struct dsec_err *err)
+{
+	struct archive *in = archive_read_new();
 
 	archive_read_support_filter_all(in);
 	archive_read_support_format_tar(in);
+	if (archive_read_open_filename(in, src, 1 << 16) == ARCHIVE_OK)
+		return in;
+	tar_err(in, src, err);
+	archive_read_free(in);
+	return NULL;
+}
+
+/* Extracts the tar at src into root (a path that does not exist yet in a
+ * symlink-free directory), mapping whiteouts if asked.  root is made by the
+ * tar's "./" entry, with its mode, owner and time (libarchive leaves existing
+ * directories alone); without one it gets the newest mtime in the tar, so
+ * that one tar always gives one tree. */
+static int extract_tar(const char *src, const char *root, bool whiteouts, struct dsec_err *err)
+{
+	struct archive *in = open_tar(src, err), *out;
+	struct archive_entry *e;
+	struct timespec newest[2] = { { 0 } };
+	bool have_root = false;
+	int r = 0, ar;
+
+	if (!in)
+		return -EINVAL;
+	out = archive_write_disk_new();
 	/* Numeric owners (no lookup set), nothing through symlinks, no "..". */
 	archive_write_disk_set_options(out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
 				       ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
 				       ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_FFLAGS |
 				       ARCHIVE_EXTRACT_SECURE_SYMLINKS |
 				       ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK);
-	if (archive_read_open_filename(in, src, 1 << 16) != ARCHIVE_OK) {
-		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
-				 "cannot read tar '%s': %s", src, archive_error_string(in));
-		goto out;
-	}
 	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
 		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
 		char *p = clean_path(name);
+		if (archive_entry_mtime(e) > newest[0].tv_sec)
+			newest[0].tv_sec = archive_entry_mtime(e);
 		if (!p && archive_entry_filetype(e) == AE_IFDIR) {
 			/* "./": the root's owner, mode and times. */
 			archive_entry_set_pathname(e, root);
@@ -223,6 +321,7 @@ static int extract_tar(const char *src, const char *root, struct dsec_err *err)
 			    archive_write_finish_entry(out) < ARCHIVE_WARN)
 				log_warn("cannot set the root of '%s' up: %s", src,
 					 archive_error_string(out));
+			have_root = true;
 			continue;
 		}
 		if (!p) {
@@ -232,10 +331,10 @@ static int extract_tar(const char *src, const char *root, struct dsec_err *err)
 		}
 		char *slash = strrchr(p, '/');
 		const char *base = slash ? slash + 1 : p;
-		if (!strncmp(base, WH_PREFIX, strlen(WH_PREFIX))) {
+		if (whiteouts && !strncmp(base, WH_PREFIX, strlen(WH_PREFIX))) {
 			if (slash)
 				*slash = '\0';
-			if ((r = whiteout(root, slash ? p : "", base, err)) < 0)
+			if ((r = whiteout(root, slash ? p : "", base, e, err)) < 0)
 				goto out;
 			continue;
 		}
@@ -264,39 +363,127 @@ static int extract_tar(const char *src, const char *root, struct dsec_err *err)
 		}
 	}
 	if (ar != ARCHIVE_EOF)
-		r = dsec_err_set(err, archive_errno(in) > 0 ? archive_errno(in) : EINVAL,
-				 "cannot read tar '%s': %s", src, archive_error_string(in));
+		r = tar_err(in, src, err);
 out:
 	archive_read_free(in);
-	archive_write_free(out);
+	archive_write_free(out);	/* sets the directories' times */
+	if (r == 0 && mkdir(root, 0755) < 0 && errno != EEXIST)
+		r = dsec_err_set(err, errno, "cannot create '%s': %s", root, strerror(errno));
+	newest[1] = newest[0];
+	if (r == 0 && !have_root)
+		utimensat(AT_FDCWD, root, newest, 0);
 	return r;
 }
 
-int fs3_import_stage(const char *src, const char *staging, char ***roots, struct dsec_err *err)
+/* Does the tar at src hold an image (OCI layout, docker save) rather than
+ * a root file system?  Reads its names only. */
+static int tar_is_image(const char *src, bool *image, struct dsec_err *err)
+{
+	struct archive *in = open_tar(src, err);
+	struct archive_entry *e;
+	bool oci = false, manifest = false, layers = false;
+	int ar, r = 0;
+
+	if (!in)
+		return -EINVAL;
+	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
+		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
+		const char *p = clean_path(name);
+		size_t n = p ? strlen(p) : 0;
+		if (!p)
+			continue;
+		oci |= !strcmp(p, "oci-layout");
+		manifest |= !strcmp(p, "manifest.json");
+		layers |= !strncmp(p, "blobs/sha256/", 13) ||
+			  (n > 10 && !strcmp(p + n - 10, "/layer.tar"));
+		archive_read_data_skip(in);
+	}
+	if (ar != ARCHIVE_EOF)
+		r = tar_err(in, src, err);
+	*image = oci || (manifest && layers);
+	archive_read_free(in);
+	return r;
+}
+
+/* mkdir -p dir, then its path with symlinks resolved (caller frees), so that
+ * SECURE_SYMLINKS only ever sees the tar's own. */
+static char *real_dir(const char *dir, struct dsec_err *err)
 {
 	char real[PATH_MAX];
-	struct stat sb;
 	int r;
 
+	if ((r = dsec_mkdir_p(dir, 0755)) < 0)
+		return dsec_err_set(err, -r, "cannot create '%s': %s", dir, strerror(-r)), NULL;
+	if (!realpath(dir, real))
+		return dsec_err_set(err, errno, "cannot resolve '%s': %s", dir, strerror(errno)), NULL;
+	return xstrdup(real);
+}
+
+/* Resolves the parent of path (created) and returns it + the last name. */
+static char *real_path_in(const char *path, struct dsec_err *err)
+{
+	_cleanup_free_ char *parent = xstrdup(path);
+	char *slash = strrchr(parent, '/');
+
+	DSEC_ASSERT(slash && slash[1]);
+	*slash = '\0';
+	_cleanup_free_ char *real = real_dir(parent, err);
+	return real ? xasprintf("%s/%s", real, slash + 1) : NULL;
+}
+
+static int extract_into(const char *tar, const char *root, bool whiteouts, struct dsec_err *err)
+{
+	_cleanup_free_ char *real = real_path_in(root, err);
+
+	return real ? extract_tar(tar, real, whiteouts, err) : -EIO;
+}
+
+int fs3_import_open(const char *src, const char *staging, struct fs3_import_src *out,
+		    struct dsec_err *err)
+{
+	struct stat sb;
+	bool image;
+	int r;
+
+	memset(out, 0, sizeof(*out));
 	if (stat(src, &sb) < 0)
 		return dsec_err_set(err, errno, "cannot import '%s': %s", src, strerror(errno));
 	if (S_ISDIR(sb.st_mode)) {
-		*roots = xcalloc(2, sizeof(char *));
-		(*roots)[0] = xstrdup(src);
+		if (fs3_oci_is_layout(src))
+			return fs3_oci_read(src, &out->tars, &out->config, &out->format, err);
+		out->dir = xstrdup(src);
+		out->format = "directory";
 		return 0;
 	}
 	if (!S_ISREG(sb.st_mode))
 		return dsec_err_set(err, EINVAL, "cannot import '%s': not a directory or a tar file",
 				    src);
-	_cleanup_free_ char *l0 = xasprintf("%s/l0", staging);
-	if ((r = dsec_mkdir_p(l0, 0755)) < 0)
-		return dsec_err_set(err, -r, "cannot create '%s': %s", l0, strerror(-r));
-	/* Symlink-free, so that SECURE_SYMLINKS only ever sees the tar's own. */
-	if (!realpath(l0, real))
-		return dsec_err_set(err, errno, "cannot resolve '%s': %s", l0, strerror(errno));
-	if ((r = extract_tar(src, real, err)) < 0)
+	if ((r = tar_is_image(src, &image, err)) < 0)
 		return r;
-	*roots = xcalloc(2, sizeof(char *));
-	(*roots)[0] = xstrdup(real);
-	return 0;
+	if (!image) {
+		out->tars = xcalloc(2, sizeof(char *));
+		out->tars[0] = xstrdup(src);
+		out->format = "tar";
+		return 0;
+	}
+	_cleanup_free_ char *dir = xasprintf("%s/image", staging);
+	if ((r = extract_into(src, dir, false, err)) < 0)
+		return r;
+	r = fs3_oci_read(dir, &out->tars, &out->config, &out->format, err);
+	out->format = !strcmp(out->format, "oci") ? "oci archive" : "docker archive";
+	return r;
+}
+
+void fs3_import_src_free(struct fs3_import_src *s)
+{
+	free(s->dir);
+	if (s->tars)
+		dsec_strv_free(s->tars);
+	fs3_image_config_free(&s->config);
+	memset(s, 0, sizeof(*s));
+}
+
+int fs3_extract_layer(const char *tar, const char *root, struct dsec_err *err)
+{
+	return extract_into(tar, root, true, err);
 }

@@ -1,6 +1,6 @@
 /* import.h - turning a rootfs directory or a tar into EROFS layer images.
  *
- * A tar (any compression libarchive reads) is extracted under a staging
+ * A layer tar (any compression libarchive reads) is extracted under a staging
  * directory with numeric owners, modes, times and xattrs kept, and OCI/docker
  * whiteouts turned into their overlayfs form as they come:
  *   DIR/.wh.NAME        -> DIR/NAME, a character device 0/0
@@ -13,12 +13,26 @@
 #define FS3_IMPORT_H
 
 #include "err.h"
+#include "fs3.h"
 
-/* Stages src for import.  A directory is used in place; a tar file is
- * extracted into STAGING/l0.  *roots gets the layer trees, bottom first,
- * NULL-terminated (caller frees with dsec_strv_free).  Needs root for tars
- * with whiteouts, owners or device nodes. */
-int fs3_import_stage(const char *src, const char *staging, char ***roots, struct dsec_err *err);
+/* What an import reads. */
+struct fs3_import_src {
+	char *dir;			/* a rootfs directory, used in place, or NULL */
+	char **tars;			/* else the layer tars, bottom first, NULL-terminated */
+	struct fs3_image_config config;	/* what an OCI/docker image brings, else empty */
+	const char *format;		/* "directory", "tar", "oci", "oci archive", ... */
+};
+
+/* Looks at src: a rootfs directory, an OCI image layout directory, a rootfs
+ * tar, or a tar of an OCI layout or of `docker save` (extracted into
+ * STAGING/image).  Caller frees out with fs3_import_src_free. */
+int fs3_import_open(const char *src, const char *staging, struct fs3_import_src *out,
+		    struct dsec_err *err);
+void fs3_import_src_free(struct fs3_import_src *s);
+
+/* Extracts one layer tar into root (created), whiteouts mapped.  Needs root
+ * for whiteouts, owners and device nodes. */
+int fs3_extract_layer(const char *tar, const char *root, struct dsec_err *err);
 
 /* Builds the EROFS image out from the tree at root with mkfs.erofs, run as
  * a subprocess (its messages go to the file log). */

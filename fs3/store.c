@@ -38,6 +38,29 @@ void fs3_sha256(const void *p, size_t n, struct fs3_digest *out)
 		DSEC_BUG("EVP_Digest(sha256) failed");
 }
 
+int fs3_sha256_file(const char *path, struct fs3_digest *out)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_free_ char *buf = xmalloc(1 << 20);
+	EVP_MD_CTX *md;
+	size_t got;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	md = EVP_MD_CTX_new();
+	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
+		DSEC_BUG("cannot set up sha256");
+	do {
+		if ((r = fs3_read_full(fd, buf, 1 << 20, &got)) < 0)
+			break;
+		EVP_DigestUpdate(md, buf, got);
+	} while (got == 1 << 20);
+	EVP_DigestFinal_ex(md, out->b, NULL);
+	EVP_MD_CTX_free(md);
+	return r;
+}
+
 void fs3_digest_hex(const struct fs3_digest *d, char hex[FS3_HEX_LEN + 1])
 {
 	static const char x[] = "0123456789abcdef";
@@ -266,6 +289,7 @@ int fs3_store_put(struct fs3_store *st, enum fs3_kind kind, const void *data, si
 {
 	_cleanup_free_ char *p = NULL;
 	_cleanup_free_ void *z = NULL;
+	struct dsec_buf have, plain;
 	size_t zlen;
 	int r;
 
@@ -273,20 +297,32 @@ int fs3_store_put(struct fs3_store *st, enum fs3_kind kind, const void *data, si
 	fs3_sha256(data, len, d);
 	*stored = 0;
 	p = fs3_store_path(st->origin, kind, d);
-	bool have = access(p, F_OK) == 0;
 	_cleanup_free_ char *c = fs3_store_path(st->cache, kind, d);
-	if (have && access(c, F_OK) == 0)
+	bool cached = access(c, F_OK) == 0;
+	/* The origin's copy, if good, is what the cache gets; a bad one is
+	 * written again: an import heals the objects it would have stored. */
+	dsec_buf_init(&have);
+	dsec_buf_init(&plain);
+	r = fs3_read_all(p, ZSTD_compressBound(FS3_OBJECT_MAX), &have);
+	if (r == 0 && (r = unpack_verify(&have, d, &plain)) == 0) {
+		if (!cached)
+			cache_add(st, kind, d, have.data, have.len);
+	} else if (r == -EBADMSG) {
+		log_warn("%s '%s' is corrupt in the origin; writing it again", kind_name[kind], p);
+	}
+	dsec_buf_free(&have);
+	dsec_buf_free(&plain);
+	if (r == 0)
 		return 0;
 	z = xmalloc(ZSTD_compressBound(len));
 	zlen = ZSTD_compress(z, ZSTD_compressBound(len), data, len, FS3_ZSTD_LEVEL);
 	if (ZSTD_isError(zlen))
 		return -ENOMEM;
-	if (!have) {
-		if ((r = fs3_write_atomic(p, z, zlen, true)) < 0)
-			return r;
-		*stored = zlen;
-	}
-	cache_add(st, kind, d, z, zlen);
+	if ((r = fs3_write_atomic(p, z, zlen, true)) < 0)
+		return r;
+	*stored = zlen;
+	if (!cached)
+		cache_add(st, kind, d, z, zlen);
 	return 0;
 }
 

@@ -21,12 +21,11 @@
 #include <stdbool.h>
 
 #include "err.h"
+#include "fs3.h"
 #include "util.h"
 
 #define FS3_DIGEST_LEN 32
 #define FS3_HEX_LEN 64
-/* "sha256:" + 64 hex digits + NUL */
-#define FS3_REF_LEN (7 + FS3_HEX_LEN + 1)
 /* Largest object fs3 stores or accepts from a tier: chunks are at most
  * 4 x the chunk size, whose cap is 4 MiB, so 16 MiB. */
 #define FS3_OBJECT_MAX (16u << 20)
@@ -67,6 +66,8 @@ struct fs3_store {
 
 /* Digests: raw <-> "sha256:<hex>" (parse also takes bare hex). */
 void fs3_sha256(const void *p, size_t n, struct fs3_digest *out);
+/* SHA-256 of a whole file; 0 or -errno. */
+int fs3_sha256_file(const char *path, struct fs3_digest *out);
 void fs3_digest_hex(const struct fs3_digest *d, char hex[FS3_HEX_LEN + 1]);
 void fs3_digest_ref(const struct fs3_digest *d, char ref[FS3_REF_LEN]);
 int fs3_digest_parse(const char *s, struct fs3_digest *d);

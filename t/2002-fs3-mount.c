@@ -11,10 +11,12 @@
 
 #include "fs3-test.h"
 #include "fs3.h"
+#include "image.h"
+#include "layer.h"
 #include "store.h"
 
 #define CHUNK (64u << 10)
-#define NTESTS 35
+#define NTESTS 41
 #define NTHREADS 8
 
 static struct fs3 *open_store(const char *name, uint64_t cache_max, unsigned flags, int *rc)
@@ -48,7 +50,7 @@ static int mounts_at(const char *path)
 	return n;
 }
 
-static int import(struct fs3 *fs, const char *src, const char *tag, char digest[72])
+static int import(struct fs3 *fs, const char *src, const char *tag, char digest[FS3_REF_LEN])
 {
 	struct fs3_import_opts o = { .tag = tag };
 	struct fs3_import_res r;
@@ -59,7 +61,7 @@ static int import(struct fs3 *fs, const char *src, const char *tag, char digest[
 		return -1;
 	}
 	if (digest)
-		memcpy(digest, r.digest, 72);
+		memcpy(digest, r.digest, FS3_REF_LEN);
 	return 0;
 }
 
@@ -194,12 +196,119 @@ static void test_whiteouts(struct fs3 *fs)
 	free(gone), free(opq), free(low), free(top), free(tar), free(merged);
 }
 
+/* The first chunk of image ref's bottom layer, and that layer's file. */
+static void first_chunk(struct fs3 *fs, const char *ref, struct fs3_digest *chunk, char **layer_file,
+			char **mnt)
+{
+	char *cache = tpath("s/cache"), *origin = tpath("s-origin"), dig[FS3_REF_LEN], hex[FS3_HEX_LEN + 1];
+	struct fs3_store st;
+	struct fs3_manifest m;
+	struct fs3_index ix;
+	struct fs3_digest md;
+	struct dsec_buf b;
+	struct dsec_err err;
+
+	dsec_buf_init(&b);
+	fs3_store_init(&st, cache, origin, 0);
+	fs3_resolve(fs, ref, dig, &err);
+	fs3_digest_parse(dig, &md);
+	if (fs3_store_get(&st, FS3_MANIFEST, &md, &b, "manifest", &err) < 0 ||
+	    fs3_manifest_decode(b.data, b.len, &m) < 0 || fs3_layer_index(&st, &m.layers[0], &ix, &err) < 0)
+		DSEC_BUG("cannot read '%s': %s", ref, err.msg);
+	*chunk = ix.chunks[0].d;
+	fs3_digest_hex(&m.layers[0].digest, hex);
+	*layer_file = tpath("s/layers/%s.erofs", hex);
+	*mnt = tpath("s/mnt/%s", hex);
+	fs3_index_free(&ix);
+	fs3_manifest_free(&m);
+	fs3_store_fini(&st);
+	dsec_buf_free(&b);
+	free(cache);
+	free(origin);
+}
+
+/* An acquire on a thread of its own, for the tests of waiting. */
+struct bg {
+	struct fs3 *fs;			/* shared handle */
+	const char *ref;		/* image */
+	struct fs3_acquired *a;		/* what it got */
+	struct dsec_err err;		/* or why not */
+	int done;			/* set when it returned */
+};
+
+static void *bg_run(void *arg)
+{
+	struct bg *b = arg;
+
+	fs3_image_acquire(b->fs, b->ref, &b->a, &b->err);
+	__atomic_store_n(&b->done, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static void test_waiting(struct fs3 *fs, const char *src)
+{
+	char *cache = tpath("s/cache"), *origin = tpath("s-origin"), *layer_file, *mnt;
+	struct fs3_digest c;
+	struct fs3_acquired *w;
+	struct dsec_err err;
+	pthread_t th;
+
+	/* Cold: no layer file, no chunk in the cache; the origin's first chunk
+	 * a FIFO, so that the fetch blocks until we write the chunk into it. */
+	first_chunk(fs, "tar:gzip", &c, &layer_file, &mnt);
+	char *oc = fs3_store_path(origin, FS3_CHUNK, &c);
+	unlink(layer_file);
+	sh("rm -rf '%s/chunks' && mv '%s' '%s.real' && mkfifo '%s'", cache, oc, oc, oc);
+	struct bg b = { .fs = fs, .ref = "tar:gzip" };
+	pthread_create(&th, NULL, bg_run, &b);
+	usleep(200000);
+	int got = fs3_image_acquire(fs, "wh/low", &w, &err);
+	ok(got == 0 && !__atomic_load_n(&b.done, __ATOMIC_SEQ_CST),
+	   "while one acquire waits for a chunk, another image's acquire completes");
+	fs3_image_release(fs, got == 0 ? w : NULL);
+	sh("cat '%s.real' > '%s'", oc, oc);
+	pthread_join(th, NULL);
+	ok(b.a && tree_matches(b.a->layers[0], src), "... and the waiting one completes when the chunk comes");
+	fs3_image_release(fs, b.a);
+	sh("rm -f '%s' && mv '%s.real' '%s'", oc, oc, oc);
+
+	/* Every thread waiting on a layer that cannot be had fails with why. */
+	unlink(layer_file);
+	sh("rm -rf '%s/chunks' && mv '%s' '%s.away'", cache, oc, oc);
+	struct bg bs[4];
+	pthread_t ths[4];
+	for (int i = 0; i < 4; i++) {
+		bs[i] = (struct bg){ .fs = fs, .ref = "tar:gzip" };
+		pthread_create(&ths[i], NULL, bg_run, &bs[i]);
+	}
+	bool all_failed = true, all_said = true;
+	for (int i = 0; i < 4; i++) {
+		pthread_join(ths[i], NULL);
+		all_failed = all_failed && !bs[i].a;
+		all_said = all_said && strstr(bs[i].err.msg, "cannot fetch chunk 'sha256:") &&
+			   strstr(bs[i].err.msg, "origin: missing");
+		fs3_image_release(fs, bs[i].a);
+	}
+	ok(all_failed && all_said, "4 threads acquire an image with a chunk gone: each fails, naming it");
+	ok(mounts_at(mnt) == 0 && access(mnt, F_OK) < 0 && access(layer_file, F_OK) < 0,
+	   "... and leaves no mount, no mount point, no layer file");
+	sh("mv '%s.away' '%s'", oc, oc);
+	w = acquire(fs, "tar:gzip");
+	ok(w && tree_matches(w->layers[0], src), "the chunk back, the next acquire works");
+	fs3_image_release(fs, w);
+	free(oc);
+	free(layer_file);
+	free(mnt);
+	free(cache);
+	free(origin);
+}
+
 int main(void)
 {
 	struct dsec_err err;
 	struct fs3 *fs, *fs2;
 	struct fs3_acquired *a;
-	char d1[72], *src;
+	char d1[FS3_REF_LEN], *src;
 	int rc;
 
 	if (geteuid() != 0) {
@@ -208,6 +317,7 @@ int main(void)
 	}
 	plan(NTESTS);
 	t_setup();
+	dsec_log_set_level(DSEC_LOG_ERROR);	/* the warnings here are expected */
 	src = tpath("a");
 	make_tree(src);
 
@@ -283,6 +393,23 @@ int main(void)
 	ok(mounts_at(mnt) == 0, "released by the last, it is unmounted");
 	free(mnt);
 
+	test_waiting(fs, src);
+
+	/* Released while an overlay still stacks on it: detached, not broken. */
+	a = acquire(fs, "tar:plain");
+	/* Without an upper dir overlayfs wants two lower ones: add an empty one. */
+	char *ov = tpath("ov"), *empty = tpath("ov-empty");
+	char *ovopts = a ? xasprintf("lowerdir=%s:%s", a->lowerdir, empty) : xstrdup("");
+	dsec_mkdir_p(ov, 0755);
+	dsec_mkdir_p(empty, 0755);
+	mnt = xstrdup(a ? a->layers[0] : "");
+	rc = a ? mount("overlay", ov, "overlay", MS_RDONLY, ovopts) : -1;
+	fs3_image_release(fs, a);
+	ok(rc == 0 && mounts_at(mnt) == 0 && tree_matches(ov, src),
+	   "a layer released under a live overlay is detached; the overlay still reads");
+	umount(ov);
+	free(ov), free(empty), free(ovopts), free(mnt);
+
 	/* A chunk corrupt in the cache while the layer is cold. */
 	char *cache = tpath("s/cache");
 	struct dsec_buf chunks;
@@ -302,7 +429,7 @@ int main(void)
 
 	/* gc around an acquired image whose tag is gone. */
 	struct fs3_gc_res g;
-	char dz[72];
+	char dz[FS3_REF_LEN];
 	a = acquire(fs, "dir:1");
 	ok(a && fs3_untag(fs, "dir:1", &err) == 0 && fs3_gc(fs, &g, &err) == 0,
 	   "untag an acquired image and gc");

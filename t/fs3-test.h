@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "log.h"
 #include "tap.h"
 #include "util.h"
 
@@ -29,7 +30,7 @@ static void t_cleanup(void)
 }
 
 /* Makes $T under $TMPDIR (default /tmp) and removes it at exit. */
-static void t_setup(void)
+static inline void t_setup(void)
 {
 	const char *tmp = getenv("TMPDIR");
 	char *tmpl = xasprintf("%s/fs3-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -43,7 +44,7 @@ static void t_setup(void)
 }
 
 /* $T/rel as a new string. */
-DSEC_PRINTF(1, 2) static char *tpath(const char *fmt, ...)
+DSEC_PRINTF(1, 2) static inline char *tpath(const char *fmt, ...)
 {
 	va_list ap;
 	char *rel, *p;
@@ -59,7 +60,7 @@ DSEC_PRINTF(1, 2) static char *tpath(const char *fmt, ...)
 
 /* Writes n bytes of a seeded pseudo-random stream (incompressible) to path,
  * creating its directories. */
-static void put_random(const char *path, size_t n, uint64_t seed)
+static inline void put_random(const char *path, size_t n, uint64_t seed)
 {
 	char *dir = xstrdup(path), *buf = xmalloc(n ? n : 1);
 	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -82,7 +83,7 @@ static void put_random(const char *path, size_t n, uint64_t seed)
 	free(dir);
 }
 
-static void put_text(const char *path, const char *s)
+static inline void put_text(const char *path, const char *s)
 {
 	char *dir = xstrdup(path);
 	int fd;
@@ -98,7 +99,7 @@ static void put_text(const char *path, const char *s)
 }
 
 /* Runs a shell command; its exit status, -1 if it did not run. */
-DSEC_PRINTF(1, 2) static int sh(const char *fmt, ...)
+DSEC_PRINTF(1, 2) static inline int sh(const char *fmt, ...)
 {
 	va_list ap;
 	char *cmd;
@@ -116,7 +117,7 @@ DSEC_PRINTF(1, 2) static int sh(const char *fmt, ...)
 }
 
 /* Same content? (cmp -s) */
-static bool same_file(const char *a, const char *b)
+static inline bool same_file(const char *a, const char *b)
 {
 	return sh("cmp -s '%s' '%s'", a, b) == 0;
 }

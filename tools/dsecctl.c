@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,10 +72,10 @@ static int cmd_import(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
 		return r;
 	printf("%s\n", res.digest);
 	printf("layers %zu  logical %llu  chunks %llu  new %llu  stored %llu  dedup %.2f  "
-	       "seconds %.2f\n", res.nlayers, (unsigned long long)res.logical,
+	       "seconds %.2f  format %s\n", res.nlayers, (unsigned long long)res.logical,
 	       (unsigned long long)res.chunks, (unsigned long long)res.new_chunks,
 	       (unsigned long long)res.stored,
-	       res.stored ? (double)res.logical / (double)res.stored : 0.0, res.seconds);
+	       res.stored ? (double)res.logical / (double)res.stored : INFINITY, res.seconds, res.format);
 	return 0;
 }
 
