@@ -70,8 +70,27 @@ int be_cg_attach(struct be_cg *cg, pid_t pid);
 int be_cg_oom_kills(struct be_cg *cg, uint64_t *out);
 /* Kill every process in the group and its descendants with SIGKILL and wait
  * up to ~2 s for them to be gone: cgroup.kill on v2, freezer + kill on v1.
- * Returns -EBUSY when processes survive. */
+ * Works on frozen groups too (v1: the whole freezer subtree is thawed
+ * after the kill so the signals are delivered).  Returns -EBUSY when
+ * processes survive. */
 int be_cg_kill(struct be_cg *cg);
+/* Freeze every process in the group and below (also ones that join it
+ * later) and wait up to timeout_ms for the kernel to report the group
+ * frozen: v2 cgroup.freeze / cgroup.events "frozen 1", v1 freezer.state
+ * FROZEN (the freezer hierarchy must be one of the group's).  On timeout
+ * the group is thawed again and -ETIMEDOUT returned (a task stuck in an
+ * uninterruptible sleep can hold a freeze off); -EOPNOTSUPP when the
+ * host has no freezer for the group.  Idempotent. */
+int be_cg_freeze(struct be_cg *cg, int timeout_ms);
+/* Thaw the group (its descendants follow unless frozen themselves).
+ * Idempotent; -EOPNOTSUPP as above. */
+int be_cg_thaw(struct be_cg *cg);
+/* Ask the kernel to reclaim what it can of the group's memory: v2
+ * memory.reclaim of memory.current bytes (a partial reclaim is not an
+ * error), v1 memory.force_empty (reclaims page cache; anonymous memory
+ * only where there is swap).  *before and *after (either may be NULL)
+ * get the group's usage in bytes.  -EOPNOTSUPP without such a file. */
+int be_cg_reclaim(struct be_cg *cg, uint64_t *before, uint64_t *after);
 /* True while any process is in the group or below. */
 bool be_cg_populated(struct be_cg *cg);
 /* rmdir the group and every group below it, deepest first (after a kill).
