@@ -328,6 +328,36 @@ static int hier(const struct be_cg *cg, const char *name)
 	return -1;
 }
 
+int be_cg_add_unified(struct be_cg *cg)
+{
+	const char *base = strrchr(cg->path, '/');
+	_cleanup_free_ char *own = NULL, *dir = NULL;
+	_cleanup_close_ int up = -1;
+	struct statfs sf;
+	int fd;
+
+	if (cg->mode != BE_CG_V1 || cg->n >= BE_CG_MAXH || hier(cg, "unified") >= 0)
+		return 0;
+	if (statfs(CG_ROOT "/unified", &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+		return 0;
+	base = base ? base + 1 : cg->path;
+	own = own_path("");
+	dir = xasprintf(CG_ROOT "/unified%s", own);
+	if ((up = open_dir(AT_FDCWD, dir)) < 0)
+		return 0;
+	if ((fd = make_dir(up, base, true)) < 0)
+		return fd;
+	if (faccessat(fd, "cgroup.freeze", F_OK, 0) < 0) {
+		close(fd);
+		unlinkat(up, base, AT_REMOVEDIR);
+		return 0;
+	}
+	snprintf(cg->hname[cg->n], sizeof(cg->hname[0]), "unified");
+	cg->dirfd[cg->n++] = fd;
+	cg->has_kill = faccessat(fd, "cgroup.kill", F_OK, 0) == 0;
+	return 0;
+}
+
 int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
 {
 	char v[64];
@@ -513,22 +543,30 @@ static void thaw_tree(int dirfd)
 	thaw_tree_in(dirfd, NULL);
 }
 
-/* The descriptor that freezes the group: the v2 group itself, or the
- * group in the v1 freezer hierarchy; -1 when there is none. */
-static int freezer_fd(const struct be_cg *cg)
+/* The v2 group that freezes and kills: the group itself on v2, its part
+ * of the unified tree (be_cg_add_unified) on v1; -1 when there is none. */
+static int v2_fd(const struct be_cg *cg)
 {
 	if (cg->mode == BE_CG_V2 && cg->n > 0)
 		return cg->dirfd[0];
-	if (cg->mode == BE_CG_V1)
-		return hier(cg, "freezer");
-	return -1;
+	return cg->mode == BE_CG_V1 ? hier(cg, "unified") : -1;
 }
 
-static bool is_frozen(const struct be_cg *cg, int fd)
+/* The descriptor that freezes the group and whether it speaks v2
+ * (cgroup.freeze) or v1 (freezer.state); -1 when there is none. */
+static int freezer_fd(const struct be_cg *cg, bool *v2)
+{
+	int fd = v2_fd(cg);
+
+	*v2 = fd >= 0;
+	return fd >= 0 ? fd : cg->mode == BE_CG_V1 ? hier(cg, "freezer") : -1;
+}
+
+static bool is_frozen(int fd, bool v2)
 {
 	char buf[256];
 
-	if (cg->mode == BE_CG_V2)
+	if (v2)
 		return read_at(fd, "cgroup.events", buf, sizeof(buf)) == 0 &&
 		       strstr(buf, "frozen 1") != NULL;
 	return read_at(fd, "freezer.state", buf, sizeof(buf)) == 0 &&
@@ -537,11 +575,11 @@ static bool is_frozen(const struct be_cg *cg, int fd)
 
 int be_cg_freeze(struct be_cg *cg, int timeout_ms)
 {
-	bool v2 = cg->mode == BE_CG_V2;
+	bool v2;
+	int fd = freezer_fd(cg, &v2), rc;
 	const char *file = v2 ? "cgroup.freeze" : "freezer.state", *val = v2 ? "1" : "FROZEN";
 	uint64_t t0 = dsec_now_ns();
 	long nap = 20;
-	int fd = freezer_fd(cg), rc;
 
 	if (fd < 0)
 		return -EOPNOTSUPP;
@@ -550,7 +588,7 @@ int be_cg_freeze(struct be_cg *cg, int timeout_ms)
 	/* Sleeping tasks freeze at once, running ones at their next trip
 	 * through the kernel: poll, napping a little longer each time. */
 	for (int i = 1; ; i++) {
-		if (is_frozen(cg, fd))
+		if (is_frozen(fd, v2))
 			return 0;
 		if (dsec_now_ns() - t0 >= (uint64_t)timeout_ms * 1000000u)
 			break;
@@ -567,12 +605,12 @@ int be_cg_freeze(struct be_cg *cg, int timeout_ms)
 
 int be_cg_thaw(struct be_cg *cg)
 {
-	int fd = freezer_fd(cg), rc;
+	bool v2;
+	int fd = freezer_fd(cg, &v2), rc;
 
 	if (fd < 0)
 		return -EOPNOTSUPP;
-	rc = cg->mode == BE_CG_V2 ? write_at(fd, "cgroup.freeze", "0") :
-		write_at(fd, "freezer.state", "THAWED");
+	rc = v2 ? write_at(fd, "cgroup.freeze", "0") : write_at(fd, "freezer.state", "THAWED");
 	return rc == -ENOENT ? -EOPNOTSUPP : rc;
 }
 
@@ -615,16 +653,16 @@ int be_cg_reclaim(struct be_cg *cg, uint64_t *before, uint64_t *after)
 
 int be_cg_kill(struct be_cg *cg)
 {
-	int frz = hier(cg, "freezer");
+	int frz = hier(cg, "freezer"), kfd = v2_fd(cg);
 
 	if (cg->mode == BE_CG_NONE || cg->n == 0)
 		return 0;
 	for (int round = 0; round < 400; round++) {
 		if (!be_cg_populated(cg))
 			return 0;
-		if (cg->mode == BE_CG_V2 && cg->has_kill) {
+		if (kfd >= 0 && cg->has_kill) {
 			if (round % 20 == 0)
-				write_at(cg->dirfd[0], "cgroup.kill", "1");
+				write_at(kfd, "cgroup.kill", "1");
 		} else if (round % 4 == 0) {
 			/* Freeze so nothing forks while we collect pids, kill, thaw.
 			 * The thaw covers the subtree: a frozen task only dies of

@@ -34,15 +34,16 @@ struct be_cg_limits {
 	uint32_t pids;		/* tasks */
 };
 
-#define BE_CG_MAXH 4		/* hierarchies a group can span */
+#define BE_CG_MAXH 5		/* hierarchies a group can span */
 
 struct be_cg {
 	enum be_cg_mode mode;		/* which layout */
 	int n;				/* hierarchies used (0 for BE_CG_NONE) */
-	char hname[BE_CG_MAXH][12];	/* "memory", "cpu", "pids", "freezer"; "unified" on v2 */
+	char hname[BE_CG_MAXH][12];	/* "memory", "cpu", "pids", "freezer"; "unified" on v2
+					 * and, with be_cg_add_unified, last on v1 */
 	int dirfd[BE_CG_MAXH];		/* O_DIRECTORY fd of the group in each hierarchy */
 	char *path;			/* path below the hierarchy root, for messages */
-	bool has_kill;			/* v2 cgroup.kill exists */
+	bool has_kill;			/* cgroup.kill exists (v2, or v1's "unified") */
 };
 
 /* Detect the host's layout and create the group `name` (one path
@@ -52,6 +53,16 @@ struct be_cg {
  * any usable cgroupfs gives a BE_CG_NONE group (check be_cg_mode) rather
  * than an error, so callers can run without limits and say so. */
 int be_cg_open_root(struct be_cg **out, const char *name, struct dsec_err *err);
+
+/* On a hybrid host (v1 controllers, and a v2 tree without controllers at
+ * /sys/fs/cgroup/unified), also make root group cg there and use it to
+ * freeze, thaw and kill: v2 freezing costs tens of microseconds, while
+ * every v1 freezer state change that starts or ends the host's only
+ * frozen group flips a kernel static key (5-30 ms on a VM), and
+ * cgroup.kill needs no freeze-collect-kill loop.  Children made after this
+ * are made there too.  Returns 0, also when there is no such tree (then
+ * nothing changes), or -errno when the group cannot be made there. */
+int be_cg_add_unified(struct be_cg *cg);
 
 /* The child group `name` of parent, created if `create` (an existing one is
  * reused).  `delegate` enables the controllers for the child's own children

@@ -2224,6 +2224,10 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 				   "container needs a usable cgroup hierarchy (limits, kill)");
 		goto fail;
 	}
+	/* Hybrid host: pause and kill through the v2 tree (see be_cgroup.h). */
+	if ((rc = be_cg_add_unified(be->cg)) < 0)
+		LOG(be, DSEC_LOG_WARN, "container: cannot use the unified cgroup tree: %s; "
+		    "pause uses the v1 freezer", strerror(-rc));
 	be_cg_remove_stale(be->cg, "dsec-container.");
 	remove_stale(be);
 	ev_idle_init(&be->idle, idle_cb);
@@ -2231,7 +2235,9 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	ev_check_start(host->loop, &be->check);
 	ev_unref(host->loop);
 	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
-	    be->cg->mode == BE_CG_V2 ? "v2" : "v1", be->cg->path,
+	    be->cg->mode == BE_CG_V2 ? "v2" :
+	    be->cg->n && !strcmp(be->cg->hname[be->cg->n - 1], "unified") ? "v1 + v2 (hybrid)" :
+	    "v1", be->cg->path,
 	    *be->conf.rootfs ? be->conf.rootfs : "assembled from the host");
 	*out = be;
 	return 0;

@@ -1,8 +1,10 @@
 /* 3102-cgroup-freeze.c - be_cgroup's freeze, thaw, reclaim and kill of a
  * frozen group, on the host's own layout (v1 freezer on a v1 or hybrid
- * host, cgroup.freeze on pure v2) and, on a hybrid host, also on the v2
- * tree mounted at /sys/fs/cgroup/unified (freeze and kill work there
- * without controllers), so both drivers run wherever this can.
+ * host, cgroup.freeze on pure v2) and, on a hybrid host, also with the
+ * group added to the v2 tree at /sys/fs/cgroup/unified (be_cg_add_unified,
+ * as the container backend does) and on a group of that tree alone in v2
+ * mode (freeze and kill work there without controllers), so the v1 and
+ * v2 drivers both run wherever this can.
  *
  * A busy child sits in a group below the frozen one, as an exec sits
  * below its sandbox; "uses no CPU" is its schedstat run time not moving.
@@ -135,7 +137,7 @@ static struct be_cg *open_unified(const char *name)
 
 int main(void)
 {
-	struct be_cg *host = NULL, *uni;
+	struct be_cg *host = NULL, *hyb = NULL, *uni;
 	struct dsec_err err;
 	char name[64];
 	int n = 0;
@@ -155,6 +157,16 @@ int main(void)
 		be_cg_thaw(host);
 		n += PER_SUITE;
 	}
+	snprintf(name, sizeof(name), "dsec-t3102h.%d", (int)getpid());
+	if (host && host->mode == BE_CG_V1 && be_cg_open_root(&hyb, name, &err) == 0) {
+		if (be_cg_add_unified(hyb) == 0 && !strcmp(hyb->hname[hyb->n - 1], "unified")) {
+			n += PER_SUITE;
+		} else {
+			be_cg_remove(hyb);
+			be_cg_free(hyb);
+			hyb = NULL;
+		}
+	}
 	snprintf(name, sizeof(name), "dsec-t3102u.%d", (int)getpid());
 	uni = host && host->mode == BE_CG_V2 ? NULL : open_unified(name);
 	if (uni)
@@ -167,6 +179,10 @@ int main(void)
 	if (host) {
 		suite(host, host->mode == BE_CG_V2 ? "v2" : "v1");
 		be_cg_free(host);
+	}
+	if (hyb) {
+		suite(hyb, "v1 + unified (hybrid)");
+		be_cg_free(hyb);
 	}
 	if (uni) {
 		suite(uni, "v2 (unified tree of a hybrid host)");
