@@ -9,7 +9,7 @@ need_container
 [ -d /sys/fs/cgroup/freezer ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a cgroup freezer"
 [ -r /proc/self/schedstat ] || skip_all "needs /proc/PID/schedstat (CONFIG_SCHED_INFO)"
 
-plan 33
+plan 36
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -108,11 +108,11 @@ like "$OUT" '"code":"unsupported".*fncall' "fncall: pause is unsupported, with t
 req destroy id="$fid" >/dev/null
 
 # Idle TTL spares a paused sandbox; the wall TTL does not.
-idle=$(new_sb idle_ttl%=1)
-wall=$(new_sb ttl%=2)
-ctl=$(new_sb idle_ttl%=1)
+idle=$(new_sb idle_ttl%=2)
 req pause id="$idle" >/dev/null
+wall=$(new_sb ttl%=2)
 req pause id="$wall" >/dev/null
+ctl=$(new_sb idle_ttl%=2)
 sleep 3.5
 is "$(state "$idle")" "paused" "a paused sandbox outlives its idle TTL"
 run req info id="$ctl"
@@ -120,6 +120,12 @@ like "$OUT" '"code":"not_found"' "(an unpaused one with the same idle TTL expire
 run req info id="$wall"
 like "$OUT" '"code":"not_found"' "the wall TTL still expires a paused sandbox"
 req destroy id="$idle" >/dev/null
+
+# dsec-bench --mode pause: a row for pause and one for resume, no errors.
+run dsec-bench --mode pause --backend container -c 2 -n 20
+is "$RC" 0 "dsec-bench --mode pause: exits 0"
+like "$OUT" "$(printf 'pause +container +default +2 +20 +0 +0 .*')" "dsec-bench: a pause row, 20 requests, no errors"
+like "$OUT" "$(printf 'resume +container +default +2 +20 +0 +0 .*')" "dsec-bench: a resume row"
 
 # Destroy of a paused sandbox leaves nothing.
 init=$(sb_pids | head -1)
