@@ -9,7 +9,7 @@ need_container
 [ -d /sys/fs/cgroup/freezer ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a cgroup freezer"
 [ -r /proc/self/schedstat ] || skip_all "needs /proc/PID/schedstat (CONFIG_SCHED_INFO)"
 
-plan 36
+plan 39
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -153,3 +153,20 @@ ok $([ -z "$(cgroot)" ] && [ -z "$(ls -A "$T/state/backends/container" 2>/dev/nu
 none_alive() { local p; for p in "$@"; do if kill -0 "$p" 2>/dev/null; then diag "left: $(cat /proc/$p/status | head -3 | tr "\n" " ")"; return 1; fi; done; }
 for i in $(seq 20); do none_alive $pids 2>/dev/null && break; sleep 0.1; done
 ok $(none_alive $pids; echo $?) "no process of the paused sandboxes is left"
+
+# A daemon killed with SIGKILL leaves a paused sandbox frozen; the next one
+# to start kills it and removes its cgroups.
+start_dsecd --set backends=container || bail "dsecd did not restart"
+k=$(new_sb)
+dsec-run --id "$k" -c 'true' >/dev/null 2>&1
+req pause id="$k" >/dev/null
+pids=$(sb_pids)
+is "$(state "$k"):$([ -n "$pids" ] && echo procs)" "paused:procs" "a paused sandbox, then dsecd is killed with SIGKILL"
+old=$DSECD_PID
+kill -KILL "$DSECD_PID"
+wait "$DSECD_PID" 2>/dev/null
+DSECD_PID=
+start_dsecd --set backends=container || bail "dsecd did not restart"
+for i in $(seq 20); do none_alive $pids 2>/dev/null && break; sleep 0.1; done
+ok $(none_alive $pids; echo $?) "the next dsecd kills the frozen processes it left"
+ok $([ -z "$(DSECD_PID=$old container_cgroups)" ]; echo $?) "and removes the cgroups it left"
