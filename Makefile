@@ -148,6 +148,11 @@ t/c/%.t: build/t/%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
+# C tests of the backends' shared code (be_*.c) link it in.
+t/c/3102-cgroup-freeze.t: build/t/3102-cgroup-freeze.o $(BE_LIB) lib/libdsec.a
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
 build/%.o: %.c
 	$(q) CC $@
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<

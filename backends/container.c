@@ -65,6 +65,7 @@
 #define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 #define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
 #define CT_MAX_LAYERS 64		/* layers of one image */
+#define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -166,6 +167,10 @@ struct ct_sb {
 	dsec_be_done_fn ddone;		/* destroy's */
 	void *darg;			/* its argument */
 	uint64_t next_x;		/* exec cgroup names */
+	bool paused;			/* pause began and no resume has completed */
+	bool switching;			/* a pause or resume is on a pool thread */
+	uint64_t paused_at;		/* when the pause began, ns */
+	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
 };
 
 struct ct_exec {
@@ -182,7 +187,8 @@ struct ct_exec {
 	ev_child cw;			/* helper */
 	struct dsec_buf st;		/* status bytes */
 	size_t cap;			/* output cap */
-	uint64_t t0;			/* start, ns */
+	uint64_t t0;			/* start, ns (moved on by time spent paused) */
+	double left;			/* while paused: seconds left on timer, < 0 none */
 	bool reaped;			/* helper reaped (or no ev_child) */
 	bool killed;			/* cgroup kill sent */
 	bool finished;			/* result decided */
@@ -1178,6 +1184,7 @@ static void kill_done(void *arg)
 struct ct_xclean {
 	struct ct_sb *sb;		/* sandbox */
 	struct ct_cgref *cg;		/* the exec's group */
+	struct ct_xclean *next;		/* sb->held */
 };
 
 static void sb_maybe_destroy(struct ct_sb *sb);
@@ -1245,6 +1252,19 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 	c->sb = sb;
 	c->cg = x->cg;
 	free(x);
+	if (sb->destroying) {
+		/* The teardown kills and removes the whole tree. */
+		cgref_put(c->cg);
+		sb->busy--;
+		free(c);
+		return;
+	}
+	if (sb->paused) {
+		/* Its leftovers are frozen: a kill would wait for the thaw. */
+		c->next = sb->held;
+		sb->held = c;
+		return;
+	}
 	ct_submit(be, xclean_work, xclean_done, c);	/* sb->busy drops there */
 }
 
@@ -1430,6 +1450,9 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
+	if (sb->paused)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "sandbox '%s' is paused: resume it first", sb->id);
 	if (!req->argv && !req->code)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "exec needs argv or code");
 	if (req->argv && !req->argv[0])
@@ -1522,6 +1545,7 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	x->st_fd = ps[0];
 	x->cap = req->output_cap ? req->output_cap : CT_DEFAULT_CAP;
 	x->t0 = dsec_now_ns();
+	x->left = -1;
 	dsec_buf_init(&x->st);
 	res->exit_code = -1;
 	res->signal = 0;
@@ -1841,6 +1865,180 @@ static int ct_net_allow(void *vsb, const char *const *allow, dsec_be_done_fn don
 	return 0;
 }
 
+/* ---- pause and resume --------------------------------------------------------- */
+
+/* Pause freezes the sandbox's cgroup, which holds pid 1 and every exec
+ * (their groups are its children), so nothing of it runs; then it asks
+ * the kernel to reclaim the group's memory.  Execs in flight are frozen
+ * with the rest: their timers stop and their duration leaves the paused
+ * time out, so a pause never makes a command time out.  The loop side
+ * marks the sandbox paused when the freeze starts, so no timer fires and
+ * no cleanup starts on a group that is being frozen. */
+
+struct ct_pwork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	uint64_t before, after;		/* memory usage around the reclaim */
+	uint64_t t0;			/* start, ns */
+};
+
+/* Cleanups of execs that ended while paused: dropped, the teardown does it. */
+static void drop_held(struct ct_sb *sb)
+{
+	while (sb->held) {
+		struct ct_xclean *c = sb->held;
+
+		sb->held = c->next;
+		cgref_put(c->cg);
+		sb->busy--;
+		free(c);
+	}
+}
+
+static void stop_exec_timers(struct ct_sb *sb)
+{
+	struct ev_loop *loop = sb->be->host->loop;
+
+	sb->paused = true;
+	sb->paused_at = dsec_now_ns();
+	for (struct ct_exec *x = sb->execs; x; x = x->next) {
+		x->left = -1;
+		if (ev_is_active(&x->timer)) {
+			x->left = ev_timer_remaining(loop, &x->timer);
+			ev_timer_stop(loop, &x->timer);
+		}
+	}
+}
+
+/* Running again: timers go on where they stopped, held cleanups start. */
+static void restart_exec_timers(struct ct_sb *sb)
+{
+	struct ev_loop *loop = sb->be->host->loop;
+	uint64_t was = dsec_now_ns() - sb->paused_at;
+
+	sb->paused = false;
+	for (struct ct_exec *x = sb->execs; x; x = x->next) {
+		x->t0 += was;
+		if (x->left >= 0) {
+			ev_timer_set(&x->timer, x->left, 0);
+			ev_timer_start(loop, &x->timer);
+		}
+		x->left = -1;
+	}
+	while (sb->held) {
+		struct ct_xclean *c = sb->held;
+
+		sb->held = c->next;
+		ct_submit(sb->be, xclean_work, xclean_done, c);
+	}
+}
+
+static int switch_err(struct ct_pwork *w, const char *what, int rc)
+{
+	if (rc == -EOPNOTSUPP)
+		return dsec_err_setc(&w->err, DSEC_E_UNSUPPORTED, EOPNOTSUPP,
+				     "cannot %s sandbox '%s': this host has no cgroup freezer",
+				     what, w->sb->id);
+	if (rc == -ETIMEDOUT)
+		return dsec_err_setc(&w->err, DSEC_E_TIMEOUT, ETIMEDOUT,
+				     "cannot %s sandbox '%s': not frozen after %d ms "
+				     "(a process stuck in the kernel?); it keeps running",
+				     what, w->sb->id, CT_FREEZE_TIMEOUT_MS);
+	return dsec_err_setc(&w->err, DSEC_E_BACKEND, -rc, "cannot %s sandbox '%s': %s", what,
+			     w->sb->id, strerror(-rc));
+}
+
+static void pause_work(void *arg)
+{
+	struct ct_pwork *w = arg;
+	int rc;
+
+	if ((rc = be_cg_freeze(w->sb->cg, CT_FREEZE_TIMEOUT_MS)) < 0) {
+		w->rc = switch_err(w, "pause", rc);
+		return;
+	}
+	/* Best effort: the sandbox is paused whatever the kernel gives back. */
+	be_cg_reclaim(w->sb->cg, &w->before, &w->after);
+}
+
+static void resume_work(void *arg)
+{
+	struct ct_pwork *w = arg;
+	int rc;
+
+	if ((rc = be_cg_thaw(w->sb->cg)) < 0)
+		w->rc = switch_err(w, "resume", rc);
+}
+
+static void switch_done(struct ct_pwork *w, bool pause)
+{
+	struct ct_sb *sb = w->sb;
+	struct ct_be *be = sb->be;
+
+	sb->busy--;
+	sb->switching = false;
+	if (!sb->destroying && (pause ? w->rc < 0 : w->rc == 0))
+		restart_exec_timers(sb);
+	if (pause && w->rc == 0)
+		LOG(be, DSEC_LOG_DEBUG, "container: paused '%s' in %.3f ms, memory %" PRIu64
+		    " -> %" PRIu64 " KiB", sb->id, (double)(dsec_now_ns() - w->t0) / 1e6,
+		    w->before >> 10, w->after >> 10);
+	defer(be, w->done, w->arg, w->rc, &w->err);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+static void pause_done(void *arg)
+{
+	switch_done(arg, true);
+}
+
+static void resume_done(void *arg)
+{
+	switch_done(arg, false);
+}
+
+static int start_switch(struct ct_sb *sb, bool pause, dsec_be_done_fn done, void *arg,
+			struct dsec_err *err)
+{
+	struct ct_pwork *w;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (sb->switching)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "a pause or resume of sandbox '%s' is in progress", sb->id);
+	if (sb->paused == pause) {
+		defer(sb->be, done, arg, 0, NULL);	/* already there */
+		return 0;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	w->done = done;
+	w->arg = arg;
+	w->t0 = dsec_now_ns();
+	if (pause)
+		stop_exec_timers(sb);
+	sb->switching = true;
+	sb->busy++;
+	ct_submit(sb->be, pause ? pause_work : resume_work, pause ? pause_done : resume_done, w);
+	return 0;
+}
+
+static int ct_pause(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	return start_switch(vsb, true, done, arg, err);
+}
+
+static int ct_resume(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	return start_switch(vsb, false, done, arg, err);
+}
+
 /* ---- destroy ---------------------------------------------------------------- */
 
 static void destroy_work(void *arg)
@@ -1886,6 +2084,7 @@ static int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_er
 	sb->destroying = true;
 	sb->ddone = done;
 	sb->darg = arg;
+	drop_held(sb);
 	while (sb->execs) {
 		struct ct_exec *x = sb->execs;
 		struct dsec_err e;
@@ -1920,7 +2119,8 @@ static void ct_fini(void *vbe)
 	/* Everything dies with the backend's group. */
 	if (be->cg)
 		be_cg_kill(be->cg);
-	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next)
+	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
+		drop_held(sb);
 		while (sb->execs) {
 			struct ct_exec *x = sb->execs;
 
@@ -1930,6 +2130,7 @@ static void ct_fini(void *vbe)
 			dsec_buf_free(&x->st);
 			free(x);
 		}
+	}
 	for (int i = 0; i < 30000 && __atomic_load_n(&be->busy, __ATOMIC_ACQUIRE) > 0; i++)
 		usleep(1000);
 	while (be->sbs) {
@@ -2023,6 +2224,10 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 				   "container needs a usable cgroup hierarchy (limits, kill)");
 		goto fail;
 	}
+	/* Hybrid host: pause and kill through the v2 tree (see be_cgroup.h). */
+	if ((rc = be_cg_add_unified(be->cg)) < 0)
+		LOG(be, DSEC_LOG_WARN, "container: cannot use the unified cgroup tree: %s; "
+		    "pause uses the v1 freezer", strerror(-rc));
 	be_cg_remove_stale(be->cg, "dsec-container.");
 	remove_stale(be);
 	ev_idle_init(&be->idle, idle_cb);
@@ -2030,7 +2235,9 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	ev_check_start(host->loop, &be->check);
 	ev_unref(host->loop);
 	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
-	    be->cg->mode == BE_CG_V2 ? "v2" : "v1", be->cg->path,
+	    be->cg->mode == BE_CG_V2 ? "v2" :
+	    be->cg->n && !strcmp(be->cg->hname[be->cg->n - 1], "unified") ? "v1 + v2 (hybrid)" :
+	    "v1", be->cg->path,
 	    *be->conf.rootfs ? be->conf.rootfs : "assembled from the host");
 	*out = be;
 	return 0;
@@ -2052,6 +2259,8 @@ const struct dsec_be_ops dsec_backend = {
 	.exec = ct_exec,
 	.file_read = ct_file_read,
 	.file_write = ct_file_write,
+	.pause = ct_pause,
+	.resume = ct_resume,
 	.destroy = ct_destroy,
 	.stats = ct_stats,
 	.call = NULL,

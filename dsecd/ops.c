@@ -46,7 +46,10 @@ struct dsecd_req {
 	char *path;			/* file path */
 	struct dsec_buf data;		/* file_read result */
 	uint64_t t0;			/* receive time, ns */
+	struct dsecd_req *gnext;	/* sb->gate link */
 };
+
+static void rerun(struct dsecd_req *r);
 
 static void req_free(struct dsecd_req *r)
 {
@@ -109,14 +112,15 @@ static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 
 static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb)
 {
-	static const char *const states[] = { "creating", "ready", "destroying" };
+	static const char *const states[] = { "creating", "running", "destroying" };
 
 	msgpack_pack_map(&p->pk, 11);
 	dsec_pk_kv_str(p, "id", sb->id);
 	dsec_pk_kv_str(p, "backend", sb->be->name);
 	dsec_pk_kv_str(p, "runtime", sb->runtime ? sb->runtime : "");
 	dsec_pk_kv_str(p, "image", sb->image ? sb->image : "");
-	dsec_pk_kv_str(p, "state", states[sb->state]);
+	dsec_pk_kv_str(p, "state", sb->state == SB_READY && sb->paused ? "paused" :
+		       states[sb->state]);
 	dsec_pk_kv_double(p, "created", sb->created);
 	dsec_pk_kv_double(p, "ttl", sb->ttl);
 	dsec_pk_kv_double(p, "idle_ttl", sb->idle_ttl);
@@ -270,6 +274,124 @@ static int get_sandbox(struct dsecd_req *r, struct dsec_err *err)
 	r->sb = sb;
 	dsecd_sb_touch(r->d, sb);
 	return 0;
+}
+
+/* ---- pause and resume ------------------------------------------------------
+ *
+ * One backend pause or resume at a time per sandbox.  While one is in
+ * flight, every request that depends on the outcome (pause, resume, exec,
+ * file_read, file_write) waits in sb->gate; when the backend answers they
+ * all run again from the start, in order, so each sees the new state.
+ * The request that started the switch gets the backend's error if it
+ * failed (the others run again and may try for themselves).  exec and the
+ * file operations on a paused sandbox start a resume first and wait for
+ * it: paused sandboxes resume on the next request, transparently.
+ */
+
+static void gate_add(struct dsecd_sb *sb, struct dsecd_req *r)
+{
+	if (!sb->gate)
+		sb->gate_tail = &sb->gate;
+	r->gnext = NULL;
+	*sb->gate_tail = r;
+	sb->gate_tail = &r->gnext;
+}
+
+static void switch_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_sb *sb = arg;
+	struct dsecd *d = dsecd_global;
+	struct dsecd_req *q = sb->gate, *first = sb->switcher;
+
+	d->ops_inflight--;
+	sb->switching = false;
+	sb->switcher = NULL;
+	sb->gate = NULL;
+	if (rc == 0) {
+		sb->paused = !sb->paused;
+		log_debug("sandbox %s %s", sb->id, sb->paused ? "paused" : "resumed");
+		if (sb->state == SB_READY)
+			dsecd_sb_touch(d, sb);
+	}
+	while (q) {
+		struct dsecd_req *r = q;
+
+		q = q->gnext;
+		r->gnext = NULL;
+		if (r == first && rc < 0)
+			reply_err(r, err);
+		else
+			rerun(r);
+	}
+	dsecd_sb_unref(d, sb);
+}
+
+/* Asks the backend to pause (or resume) r->sb; r waits for the answer in
+ * the gate.  Returns 0, or -errno with *err when it could not start. */
+static int start_switch(struct dsecd_req *r, bool pause, struct dsec_err *err)
+{
+	struct dsecd_sb *sb = r->sb;
+	const struct dsec_be_ops *ops = sb->be->ops;
+	int (*fn)(void *, dsec_be_done_fn, void *, struct dsec_err *) =
+		pause ? ops->pause : ops->resume;
+	int rc;
+
+	if (!fn)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "backend '%s' cannot pause or resume sandboxes", sb->be->name);
+	if ((rc = fn(sb->handle, switch_done, sb, err)) < 0)
+		return rc;
+	r->d->ops_inflight++;
+	dsecd_sb_ref(sb);
+	sb->switching = true;
+	sb->switcher = r;
+	gate_add(sb, r);
+	return 0;
+}
+
+/* For exec and the file operations, after get_sandbox: true when r can go
+ * on now; false when it waits for a pause or resume (started here for a
+ * paused sandbox) and will run again, or has been answered. */
+static bool need_running(struct dsecd_req *r)
+{
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err err;
+
+	if (sb->switching) {
+		gate_add(sb, r);
+		return false;
+	}
+	if (!sb->paused)
+		return true;
+	log_debug("sandbox %s: resuming for %s", sb->id, dsec_ops[r->op].name);
+	dsec_err_clear(&err);
+	if (start_switch(r, false, &err) < 0)
+		reply_err(r, &err);
+	return false;
+}
+
+static void op_switch(struct dsecd_req *r)
+{
+	bool pause = r->op == DSEC_OP_PAUSE;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	if (r->sb->switching)
+		return gate_add(r->sb, r);
+	if (r->sb->paused != pause) {
+		if (start_switch(r, pause, &err) < 0)
+			return reply_err(r, &err);
+		return;
+	}
+	/* There already (also the second time round, after the switch). */
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 2);
+	dsec_pk_kv_str(&p, "id", r->sb->id);
+	dsec_pk_kv_str(&p, "state", pause ? "paused" : "running");
+	send_pk(r, &p);
 }
 
 static void op_ping(struct dsecd_req *r)
@@ -540,7 +662,11 @@ static void op_exec(struct dsecd_req *r)
 	struct dsec_err err;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0 || parse_exec(r, &err) < 0)
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	if (!need_running(r))
+		return;
+	if (parse_exec(r, &err) < 0)
 		return reply_err(r, &err);
 	if (r->sb->env) {
 		/* A sandbox from a warm pool: its create's env, then the exec's. */
@@ -674,6 +800,8 @@ static void op_file(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (get_sandbox(r, &err) < 0)
 		return reply_err(r, &err);
+	if (!need_running(r))
+		return;
 	if ((rc = dsec_get_str(m, "path", &r->path, &err)) < 0) {
 		if (rc == -ENOENT)
 			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'path'",
@@ -803,7 +931,27 @@ static const op_fn handlers[DSEC_OP__COUNT] = {
 	[DSEC_OP_FILE_WRITE] = op_file,
 	[DSEC_OP_DESTROY] = op_destroy,
 	[DSEC_OP_NET_ALLOW] = op_net_allow,
+	[DSEC_OP_PAUSE] = op_switch,
+	[DSEC_OP_RESUME] = op_switch,
 };
+
+/* A request that waited for a pause or resume runs again from the start:
+ * the sandbox may have changed state, or be gone. */
+static void rerun(struct dsecd_req *r)
+{
+	struct dsec_err err;
+
+	if (r->sb) {
+		dsecd_sb_unref(r->d, r->sb);
+		r->sb = NULL;
+	}
+	if (r->d->shutting_down) {
+		dsec_err_setc(&err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
+			      r->d->conf.node);
+		return reply_err(r, &err);
+	}
+	handlers[r->op](r);
+}
 
 /* Frame in; exactly one reply out, now or when the backend completes. */
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len)

@@ -162,7 +162,14 @@ struct dsec_be_ops {
 	int (*file_write)(void *sb, const char *path, const void *data, size_t len,
 			  uint32_t mode, dsec_be_done_fn done, void *arg,
 			  struct dsec_err *err);
-	/* Freeze / thaw.  Optional.  Async. (ABI 1) */
+	/* Freeze / thaw.  Optional (NULL: pause is "unsupported").  pause
+	 * stops every process of sb, commands in flight included (their
+	 * timeouts and durations must leave the paused time out), and may
+	 * reclaim memory; done comes once sb is frozen.  resume thaws.  Both
+	 * are idempotent.  The daemon starts at most one of them at a time
+	 * per sandbox and starts no exec, file_read or file_write while sb is
+	 * paused (it resumes first); destroy may come at any time, also
+	 * while paused or while a pause is in flight.  Async. (ABI 1) */
 	int (*pause)(void *sb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	int (*resume)(void *sb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	/* Destroy sb: in-flight execs complete first with rc -ECANCELED; after

@@ -418,14 +418,16 @@ int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint
 	return rc;
 }
 
-int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
+/* An op whose only field is the sandbox id and whose result is not used
+ * (destroy, pause, resume). */
+static int id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "destroy", 1);
+	dsec_pk_request(&p, op, 1);
 	dsec_pk_kv_str(&p, "id", id);
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
@@ -447,6 +449,21 @@ int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *all
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
 	return rc;
+}
+
+int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "destroy", id, err);
+}
+
+int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "pause", id, err);
+}
+
+int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "resume", id, err);
 }
 
 static void unpack_sandbox(const msgpack_object *m, struct dsec_sandbox_info *s)

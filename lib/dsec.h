@@ -69,6 +69,13 @@ int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err);
 int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *allow,
 		   struct dsec_err *err);
 void dsec_exec_res_free(struct dsec_exec_res *res);
+/* Freezes sandbox id: nothing in it runs until dsec_resume, or until the
+ * next dsec_exec, dsec_file_read or dsec_file_write, which resume it
+ * first.  Pausing a paused sandbox succeeds; a backend that cannot pause
+ * fails with "unsupported". */
+int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err);
+/* Thaws a paused sandbox; resuming a running one succeeds. */
+int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err);
 
 /* One sandbox as info and list report it. */
 struct dsec_sandbox_info {
@@ -76,7 +83,7 @@ struct dsec_sandbox_info {
 	char *backend;			/* backend name */
 	char *runtime;			/* runtime or "" */
 	char *image;			/* image or "" */
-	char *state;			/* "creating", "ready", "destroying" */
+	char *state;			/* "creating", "running", "paused" */
 	double created;			/* unix time of creation */
 	double ttl;			/* wall TTL in seconds, 0 = none */
 	double idle_ttl;		/* idle TTL in seconds, 0 = none */

@@ -18,6 +18,8 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
 	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
 				"change what a sandbox's network may reach" },
+	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox" },
+	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox" },
 };
 
 const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
