@@ -21,7 +21,7 @@ INSTALL     ?= install
 
 # Debian packages the build and the tests need (make deps installs the missing ones).
 DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
-	libseccomp-dev libnl-3-dev libnl-route-3-dev libzstd-dev mandoc \
+	libseccomp-dev libnl-3-dev libnl-route-3-dev libzstd-dev libarchive-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
@@ -33,6 +33,9 @@ OPT        ?= -O2 -g
 # libev and nng ship no .pc file on Debian 12: fall back to plain -l flags.
 PC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags msgpack libseccomp 2>/dev/null)
 PC_LIBS    := $(shell $(PKG_CONFIG) --libs msgpack libseccomp 2>/dev/null || echo -lmsgpackc -lseccomp)
+# libarchive: tar upload and download of backends (be_fs), nothing else.
+ARCHIVE_CFLAGS := $(shell $(PKG_CONFIG) --cflags libarchive 2>/dev/null)
+ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
 CPPFLAGS   += -Ilib -D_GNU_SOURCE \
 	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"'
 CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS)
@@ -54,6 +57,8 @@ DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/be_%.c,$(wildcard backends/*.c)))
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
 BE_COMMON   = $(patsubst %.c,build/%.o,$(wildcard backends/be_*.c))
+# What helper programs link: the file API stays in the backends.
+BE_HELPER_COMMON = $(filter-out build/backends/be_fs.o,$(BE_COMMON))
 HELPER_SRC  = $(wildcard backends/*-helper.c)
 HELPERS     = $(HELPER_SRC:-helper.c=)
 HELPER_FILES = $(wildcard backends/*.py)
@@ -88,14 +93,15 @@ dsecd/dsecd: $(DSECD_OBJ) lib/libdsec.a
 
 # Backends: one shared object each; only the ops table is exported.
 build/backends/%.o: CFLAGS += -fvisibility=hidden
+build/backends/be_fs.o: CFLAGS += $(ARCHIVE_CFLAGS)
 backends/%.so: build/backends/%.o $(BE_COMMON) lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $< $(BE_COMMON) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
-		-lev -lpthread $(PC_LIBS)
+		-lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
 
-backends/%: build/backends/%-helper.o $(BE_COMMON) lib/libdsec.a
+backends/%: build/backends/%-helper.o $(BE_HELPER_COMMON) lib/libdsec.a
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< $(BE_COMMON) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -o $@ $< $(BE_HELPER_COMMON) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 tools/%: build/tools/%.o lib/libdsec.a
 	$(q) LD $@
