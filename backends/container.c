@@ -48,6 +48,7 @@
 #include "be_conf.h"
 #include "be_io.h"
 #include "be_cgroup.h"
+#include "be_fs.h"
 #include "log.h"
 #include "util.h"
 
@@ -1048,6 +1049,8 @@ struct ct_fwork {
 	const void *data;		/* file_write data (caller's) */
 	size_t dlen;			/* its length */
 	uint32_t mode;			/* file_write mode */
+	const struct dsec_file_req *req;	/* file: the request (caller's) */
+	struct dsec_file_res *res;	/* file: its result (caller's) */
 };
 
 /* Resolve inside the sandbox's root: ".." stops at the root, absolute
@@ -1207,6 +1210,25 @@ static int ct_file_write(void *vsb, const char *path, const void *data, size_t l
 			      .data = data, .dlen = len, .mode = mode ? mode : 0644 };
 
 	return file_op(sb, write_work, &t, err);
+}
+
+static void fs_work(void *arg)
+{
+	struct ct_fwork *w = arg;
+	struct ct_conf *c = &w->sb->be->conf;
+	struct be_fs_root root = { .fd = w->sb->rootfd, .in_root = true, .uid = (uint32_t)c->uid,
+				   .gid = (uint32_t)c->gid, .mode_mask = 07777 };
+
+	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
+}
+
+static int ct_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
+		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_fwork t = { .sb = vsb, .done = done, .arg = arg, .path = (char *)req->path,
+			      .req = req, .res = res };
+
+	return file_op(vsb, fs_work, &t, err);
 }
 
 /* ---- destroy ---------------------------------------------------------------- */
@@ -1420,4 +1442,5 @@ const struct dsec_be_ops dsec_backend = {
 	.destroy = ct_destroy,
 	.stats = ct_stats,
 	.call = NULL,
+	.file = ct_file,
 };

@@ -45,6 +45,7 @@
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "be_fncall.h"
+#include "be_fs.h"
 #include "log.h"
 #include "proto.h"
 #include "util.h"
@@ -1086,6 +1087,8 @@ struct fc_work {
 	const void *data;		/* file_write data (caller's) */
 	size_t dlen;			/* its length */
 	uint32_t mode;			/* file_write mode */
+	const struct dsec_file_req *req;	/* file: the request (caller's) */
+	struct dsec_file_res *res;	/* file: its result (caller's) */
 };
 
 static void sb_free(struct fc_sb *sb)
@@ -1430,6 +1433,27 @@ static int fc_file_write(void *vsb, const char *path, const void *data, size_t l
 			     .mode = mode ? mode : 0644 };
 
 	return file_op(sb, write_work, &t, err);
+}
+
+static void fs_work(void *arg)
+{
+	struct fc_work *w = arg;
+	const struct fc_conf *c = &w->be->conf;
+	struct be_fs_root root = { .fd = w->sb->dirfd, .in_root = false, .prefix = "/work",
+				   .uid = (uint32_t)c->uid, .gid = (uint32_t)c->gid,
+				   .mode_mask = 0777 };
+
+	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
+}
+
+static int fc_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
+		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct fc_sb *sb = vsb;
+	struct fc_work t = { .be = sb->be, .sb = sb, .done = done, .arg = arg,
+			     .path = (char *)req->path, .req = req, .res = res };
+
+	return file_op(sb, fs_work, &t, err);
 }
 
 /* ---- destroy ----------------------------------------------------------- */
@@ -1782,4 +1806,5 @@ const struct dsec_be_ops dsec_backend = {
 	.destroy = fc_destroy,
 	.stats = fc_stats,
 	.call = fc_call,
+	.file = fc_file,
 };
