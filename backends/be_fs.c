@@ -4,11 +4,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -907,8 +909,13 @@ static int put_tree(struct archive *a, int dir, const char *name, struct dsec_bu
 	}
 	if (fd == -EXDEV)
 		return 0;
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return fd < 0 ? fd : -errno;
+	if (fd < 0)
+		return fd;
+	mode_t type = st.st_mode & S_IFMT;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((st.st_mode & S_IFMT) != type)
+		return 0;	/* swapped meanwhile */
 	++*count;
 	if ((rc = put_header(a, m->data, &st, NULL)) < 0)
 		return rc;
@@ -975,6 +982,7 @@ static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q
 	struct archive *a;
 	struct dsec_buf m;
 	struct stat st, st2;
+	struct statfs sfs;
 	char b[256];
 	int rc = 0, dfd;
 
@@ -983,6 +991,11 @@ static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "cannot download '%s': not a file or directory", q->path);
+	/* The kernel's files are no tree to archive (and some read with effects). */
+	if (fstatfs(fd, &sfs) == 0 && (sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot download '%s': it is in a kernel file system (/proc, /sys)",
+				     q->path);
 	/* Now for reading: the same inode, or it changed under us. */
 	dfd = root_open(r, rel, O_RDONLY | O_NONBLOCK | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
 	if (dfd < 0 || fstat(dfd, &st2) < 0 || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev) {
