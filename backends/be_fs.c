@@ -379,7 +379,10 @@ static int write_into(int dir, const char *name, const void *data, size_t len, m
 	int rc;
 
 	snprintf(tmp, sizeof(tmp), ".dsec-write.%d", (int)gettid());
-	if ((fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600)) < 0)
+	fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+	if (fd == -EEXIST && unlinkat(dir, tmp, 0) == 0)	/* left by a failed write */
+		fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+	if (fd < 0)
 		return fd;
 	if ((rc = dsec_write_all(fd, data, len)) < 0 || (rc = fchown(fd, uid, gid) < 0 ? -errno : 0) ||
 	    (rc = fchmod(fd, mode) < 0 ? -errno : 0) ||
