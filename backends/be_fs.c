@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "be_fs.h"
+#include "be_io.h"
 #include "util.h"
 
 #define FS_MAX_DEPTH 256		/* directory levels a walk goes down */
@@ -1076,4 +1077,29 @@ int be_fs_run(const struct be_fs_root *root, const struct dsec_file_req *req,
 	if ((rc = clean_path(root, req->path, &rel, err)) < 0)
 		return rc;
 	return fs_ops[req->op](root, req, rel, res, err);
+}
+
+int be_fs_read(const struct be_fs_root *root, const char *path, uint64_t offset, uint64_t len,
+	       struct dsec_buf *out, struct dsec_err *err)
+{
+	_cleanup_free_ char *rel = NULL;
+	_cleanup_close_ int fd = -1;
+	int rc;
+
+	if ((rc = clean_path(root, path, &rel, err)) < 0)
+		return rc;
+	if ((fd = root_open(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK)) < 0)
+		return fs_err(err, fd, "read", path);
+	return be_read_file(fd, path, offset, len, out, err);
+}
+
+int be_fs_write(const struct be_fs_root *root, const char *path, const void *data, size_t len,
+		uint32_t mode, struct dsec_err *err)
+{
+	struct dsec_file_req q = { .op = DSEC_FILE_WRITE, .path = path, .data = data, .len = len,
+				   .mode = mode, .uid = DSEC_OWNER_DEFAULT, .gid = DSEC_OWNER_DEFAULT };
+	struct dsec_file_res res;
+
+	memset(&res, 0, sizeof(res));	/* a write fills nothing in it */
+	return be_fs_run(root, &q, &res, err);
 }

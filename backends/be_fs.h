@@ -38,4 +38,13 @@ struct be_fs_root {
 int be_fs_run(const struct be_fs_root *root, const struct dsec_file_req *req,
 	      struct dsec_file_res *res, struct dsec_err *err);
 
+/* The ABI 1 file_write on root: a DSEC_FILE_WRITE with no owner. */
+int be_fs_write(const struct be_fs_root *root, const char *path, const void *data, size_t len,
+		uint32_t mode, struct dsec_err *err);
+
+/* The ABI 1 file_read on root: up to len bytes (0: to the end) at offset
+ * of regular file path, appended to out.  0 or -errno with *err. */
+int be_fs_read(const struct be_fs_root *root, const char *path, uint64_t offset, uint64_t len,
+	       struct dsec_buf *out, struct dsec_err *err);
+
 #endif

@@ -1053,113 +1053,41 @@ struct ct_fwork {
 	struct dsec_file_res *res;	/* file: its result (caller's) */
 };
 
-/* Resolve inside the sandbox's root: ".." stops at the root, absolute
+/* The sandbox's root as be_fs sees it: ".." stops at the root, absolute
  * symlinks are relative to it, /proc magic links are refused. */
-static int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
+static void fs_root(const struct ct_fwork *w, struct be_fs_root *root)
 {
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
+	const struct ct_conf *c = &w->sb->be->conf;
 
-	return fd < 0 ? -errno : (int)fd;
+	*root = (struct be_fs_root){ .fd = w->sb->rootfd, .in_root = true, .uid = (uint32_t)c->uid,
+				     .gid = (uint32_t)c->gid, .mode_mask = 07777 };
 }
-
 
 static void read_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	_cleanup_close_ int fd = -1;
+	struct be_fs_root root;
 
-	if ((fd = open_in_root(w->sb->rootfd, w->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)) < 0) {
-		w->rc = be_path_err(&w->err, fd, w->path, "read");
-		return;
-	}
-	w->rc = be_read_file(fd, w->path, w->offset, w->len, w->out, &w->err);
+	fs_root(w, &root);
+	w->rc = be_fs_read(&root, w->path, w->offset, w->len, w->out, &w->err);
 }
 
 static void write_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	_cleanup_free_ char *p = xstrdup(w->path), *tmp = NULL;
-	_cleanup_close_ int dir = -1, fd = -1;
-	char *last, *s;
-	int rc;
+	struct be_fs_root root;
 
-	/* Strip trailing slashes; the last component is the file. */
-	for (size_t n = strlen(p); n > 0 && p[n - 1] == '/'; n--)
-		p[n - 1] = '\0';
-	last = strrchr(p, '/');
-	if (!*p || (last && !last[1]) || !strcmp(last ? last + 1 : p, "..") ||
-	    !strcmp(last ? last + 1 : p, ".")) {
-		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EISDIR, "'%s' is not a file path",
-				      w->path);
-		return;
-	}
-	/* mkdir -p the parents, each resolved inside the root. */
-	if (last) {
-		*last = '\0';
-		for (s = p + 1; ; s++) {
-			bool end = !*s;
+	fs_root(w, &root);
+	w->rc = be_fs_write(&root, w->path, w->data, w->dlen, w->mode, &w->err);
+}
 
-			if (*s != '/' && !end)
-				continue;
-			*s = '\0';
-			if (*p && (dir = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0)) ==
-			    -ENOENT) {
-				char *sl = strrchr(p, '/');
-				_cleanup_close_ int par = -1;
+static void fs_work(void *arg)
+{
+	struct ct_fwork *w = arg;
+	struct be_fs_root root;
 
-				if (sl) {
-					*sl = '\0';
-					par = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0);
-					*sl = '/';
-				} else {
-					par = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
-				}
-				if (par < 0 || (mkdirat(par, sl ? sl + 1 : p, 0755) < 0 &&
-						errno != EEXIST)) {
-					w->rc = par < 0 ? be_path_err(&w->err, par, w->path, "write") :
-						dsec_err_set(&w->err, errno, "cannot create '%s': %s",
-							     w->path, strerror(errno));
-					return;
-				}
-			} else if (dir < 0 && *p) {
-				w->rc = be_path_err(&w->err, dir, w->path, "write");
-				return;
-			}
-			if (dir >= 0) {
-				close(dir);
-				dir = -1;
-			}
-			if (end)
-				break;
-			*s = '/';
-		}
-		dir = open_in_root(w->sb->rootfd, *p ? p : "/", O_PATH | O_DIRECTORY, 0);
-		last++;
-	} else {
-		dir = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
-		last = p;
-	}
-	if (dir < 0) {
-		w->rc = be_path_err(&w->err, dir, w->path, "write");
-		return;
-	}
-	tmp = xasprintf(".dsec-write.%d", (int)gettid());
-	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
-		w->rc = be_path_err(&w->err, -errno, w->path, "write");
-		return;
-	}
-	if ((rc = dsec_write_all(fd, w->data, w->dlen)) < 0 ||
-	    fchmod(fd, (mode_t)(w->mode & 07777)) < 0 || renameat(dir, tmp, dir, last) < 0) {
-		int e = rc < 0 ? -rc : errno;
-
-		unlinkat(dir, tmp, 0);
-		w->rc = dsec_err_set(&w->err, e, "cannot write '%s': %s", w->path, strerror(e));
-	}
+	fs_root(w, &root);
+	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
 }
 
 static void file_done(void *arg)
@@ -1210,16 +1138,6 @@ static int ct_file_write(void *vsb, const char *path, const void *data, size_t l
 			      .data = data, .dlen = len, .mode = mode ? mode : 0644 };
 
 	return file_op(sb, write_work, &t, err);
-}
-
-static void fs_work(void *arg)
-{
-	struct ct_fwork *w = arg;
-	struct ct_conf *c = &w->sb->be->conf;
-	struct be_fs_root root = { .fd = w->sb->rootfd, .in_root = true, .uid = (uint32_t)c->uid,
-				   .gid = (uint32_t)c->gid, .mode_mask = 07777 };
-
-	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
 }
 
 static int ct_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
