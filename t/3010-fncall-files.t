@@ -5,6 +5,7 @@
 
 need_root
 need_cmd helper-req
+need_cmd helper-files
 need_cmd python3
 need_cmd zstd
 [ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"

@@ -5,6 +5,7 @@
 
 need_root
 need_cmd helper-req
+need_cmd helper-files
 need_cmd dsec-run
 need_cmd python3
 need_cmd zstd

@@ -9,7 +9,7 @@
 # the host: each one is refused or stays inside the sandbox, and both are
 # unchanged at the end.  FILES_TESTS is the number of tests it runs.
 
-FILES_TESTS=53
+FILES_TESTS=54
 
 files_tests() {
 	P=/work
@@ -74,6 +74,11 @@ files_tests() {
 	run hr file_remove id="$id" path=$P/lnk
 	run hr file_stat id="$id" path=$P/a/b.txt
 	like "$OUT" '"size":5' "$BE: file_remove of a symlink leaves its target"
+
+	# ---- the same through libdsec's calls
+	run helper-files "$DSEC_HOST" "$id" $P/client
+	is "$RC:$(printf '%s' "$OUT" | grep -vc '^ok ')" "0:0" "$BE: libdsec file calls (helper-files)"
+	[ "$RC" = 0 ] || diag "$OUT"
 
 	# ---- tar upload and download, plain and zstd
 	mkdir -p "$T/src/d/e"
