@@ -400,7 +400,7 @@ static int do_write(const struct be_fs_root *r, const struct dsec_file_req *q, c
 	_cleanup_close_ int pfd = -1;
 	int rc;
 
-	if (!name)
+	if (!name || q->path[strlen(q->path) - 1] == '/')
 		return fs_err(err, EISDIR, "write", q->path);
 	if ((pfd = mkdir_p(r, parent, 0755, r->uid, r->gid)) < 0)
 		return fs_err(err, pfd, "write", q->path);

@@ -9,7 +9,7 @@
 # the host: each one is refused or stays inside the sandbox, and both are
 # unchanged at the end.  FILES_TESTS is the number of tests it runs.
 
-FILES_TESTS=54
+FILES_TESTS=55
 
 files_tests() {
 	P=/work
@@ -42,6 +42,9 @@ files_tests() {
 	like "$OUT" '"code":"invalid"' "$BE: a mode over 07777 is invalid"
 	run hr file_write id="$id" path=$P/a/b.txt data=x uid#=4294967295
 	like "$OUT" '"code":"invalid"' "$BE: a uid out of range is invalid"
+	run hr file_write id="$id" path=$P/a/ data=x
+	like "$OUT" "\"code\":\"invalid\",\"message\":\"cannot write '$P/a/': is a directory\"" \
+		"$BE: file_write of a directory path is invalid"
 	run hr file_mkdir id="$id" path=$P/m/n/o parents?=true mode#=448 uid#=77 gid#=78
 	like "$OUT" '"ok":true' "$BE: file_mkdir with parents"
 	run hr file_stat id="$id" path=$P/m/n/o
