@@ -9,7 +9,7 @@
 # the host: each one is refused or stays inside the sandbox, and both are
 # unchanged at the end.  FILES_TESTS is the number of tests it runs.
 
-FILES_TESTS=55
+FILES_TESTS=56
 
 files_tests() {
 	P=/work
@@ -148,6 +148,24 @@ files_tests() {
 		data@="$T/up.tar"
 	escape "file_download through a relative symlink climbing out" file_download id="$id" \
 		path=$P/rel/hostdir
+	# A command swaps symlinks to the host in and out while the daemon
+	# removes, unpacks, packs and writes in the same place.
+	dsec-run --id "$id" --timeout 20 -c "end=\$((\$(date +%s) + 4)); mkdir -p $P/race; \
+while [ \$(date +%s) -lt \$end ]; do rm -rf $P/race/d; ln -s $T/hostdir $P/race/d; rm -f $P/race/d; \
+mkdir -p $P/race/d/sub; ln -s $T/hostdir $P/race/d/sub/l; rm -rf $P/race/d/sub; \
+ln -s $T/hostdir $P/race/d/sub; done" >/dev/null 2>&1 &
+	racer=$!
+	sleep 0.5
+	for i in $(seq 15); do
+		hr file_remove id="$id" path=$P/race/d recursive?=true
+		hr file_upload id="$id" path=$P/race/d data@="$T/up.tar"
+		hr file_write id="$id" path=$P/race/d/sub/host data=pwned
+		hr file_mkdir id="$id" path=$P/race/d/sub/d/new parents?=true
+		hr file_download id="$id" path=$P/race/d
+		hr file_remove id="$id" path=$P/race/d/sub recursive?=true
+	done >/dev/null 2>&1
+	wait $racer
+	is "$(host_sum)" "$host0" "$BE: symlinks swapped in during file operations lead nowhere on the host"
 	run hr file_remove id="$id" path=$P/tree recursive?=true
 	like "$OUT" '"removed":5' "$BE: recursive remove of a tree holding symlinks to a host directory"
 	ok $([ -f "$T/hostdir/sub/f" ]; echo $?) "$BE: ... removes the links, not the host directory"
