@@ -153,8 +153,9 @@ struct dsec_file_req {
 	bool parents;			/* MKDIR: make missing parents, an existing dir is fine */
 	bool recursive;			/* REMOVE: a directory with everything in it */
 	enum dsec_file_format format;	/* UPLOAD, DOWNLOAD */
-	size_t max_entries;		/* LIST: entries at most (then truncated) */
-	size_t max_bytes;		/* LIST, DOWNLOAD: bytes the result may take */
+	size_t max_entries;		/* LIST: entries at most, > 0 (then truncated) */
+	size_t max_bytes;		/* LIST, DOWNLOAD: bytes the result may take, > 0
+					 * (LIST truncates, DOWNLOAD fails too_large) */
 };
 
 /* What stat reports of a path, and list of each entry. */
