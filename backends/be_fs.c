@@ -583,26 +583,60 @@ static bool link_inside(const char *member, const char *target)
 	return true;
 }
 
-/* True when clean path p lies below one of the n symlink members. */
-static bool under_link(char **links, size_t n, const char *p)
+static int name_cmp(const void *a, const void *b)
 {
-	for (size_t i = 0; i < n; i++) {
-		size_t l = strlen(links[i]);
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
-		if (!strncmp(p, links[i], l) && p[l] == '/')
+/* A growable array of strings it owns. */
+struct names {
+	char **v;			/* the strings */
+	size_t n, cap;			/* used, allocated */
+};
+
+static void names_add(struct names *s, char *x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 32;
+		s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+	}
+	s->v[s->n++] = x;
+}
+
+static void names_free(struct names *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
+/* True when clean path p lies below one of the (sorted) symlink members:
+ * one lookup per component, so a large archive stays cheap to check. */
+static bool under_link(const struct names *links, const char *p)
+{
+	_cleanup_free_ char *d = xstrdup(p);
+
+	for (char *s = strchr(d, '/'); s; s = strchr(s + 1, '/')) {
+		const char *key = d;
+		bool hit;
+
+		*s = '\0';
+		hit = bsearch(&key, links->v, links->n, sizeof(*links->v), name_cmp) != NULL;
+		*s = '/';
+		if (hit)
 			return true;
 	}
 	return false;
 }
 
 /* First pass: every header is checked before anything is written, so an
- * archive with one bad member changes nothing. */
+ * archive with one bad member changes nothing.  Whatever the order, no
+ * member (nor hard link target) may lie below a symlink member. */
 static int upload_check(const struct dsec_file_req *q, struct dsec_err *err)
 {
 	struct archive *a = reader(q);
 	struct archive_entry *e;
-	char **links = NULL;
-	size_t nlinks = 0;
+	struct names links = { 0 }, paths = { 0 };
 	char b[256];
 	int rc = 0, ar;
 
@@ -613,7 +647,7 @@ static int upload_check(const struct dsec_file_req *q, struct dsec_err *err)
 	}
 	while (rc == 0 && (ar = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
 		const char *name = archive_entry_pathname(e), *hl, *sl;
-		_cleanup_free_ char *p = NULL, *t = NULL;
+		char *p = NULL, *t = NULL;
 		mode_t type;
 
 		if (ar < ARCHIVE_WARN) {
@@ -630,11 +664,7 @@ static int upload_check(const struct dsec_file_req *q, struct dsec_err *err)
 		hl = archive_entry_hardlink(e);
 		sl = archive_entry_symlink(e);
 		type = archive_entry_filetype(e);
-		if (under_link(links, nlinks, p))
-			rc = dsec_err_setc(err, DSEC_E_PERMISSION, ELOOP,
-					   "cannot upload to '%s': member '%s' goes through a symlink",
-					   q->path, name);
-		else if (hl && (!(t = member_clean(hl)) || under_link(links, nlinks, t)))
+		if (hl && !(t = member_clean(hl)))
 			rc = dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
 					   "cannot upload to '%s': hard link '%s' points outside the target directory",
 					   q->path, name);
@@ -646,15 +676,22 @@ static int upload_check(const struct dsec_file_req *q, struct dsec_err *err)
 			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 					   "cannot upload to '%s': member '%s' is not a file, directory or link",
 					   q->path, name);
-		else if (!hl && type == AE_IFLNK) {
-			links = xrealloc(links, (nlinks + 1) * sizeof(*links));
-			links[nlinks++] = dsec_steal_pointer(&p);
-		}
+		if (!hl && type == AE_IFLNK)
+			names_add(&links, xstrdup(p));
+		names_add(&paths, p);
+		if (t)
+			names_add(&paths, t);
 	}
+	if (links.n)
+		qsort(links.v, links.n, sizeof(*links.v), name_cmp);
+	for (size_t i = 0; rc == 0 && links.n && i < paths.n; i++)
+		if (under_link(&links, paths.v[i]))
+			rc = dsec_err_setc(err, DSEC_E_PERMISSION, ELOOP,
+					   "cannot upload to '%s': member '%s' goes through a symlink",
+					   q->path, paths.v[i]);
 out:
-	for (size_t i = 0; i < nlinks; i++)
-		free(links[i]);
-	free(links);
+	names_free(&links);
+	names_free(&paths);
 	archive_read_free(a);
 	return rc;
 }
@@ -930,19 +967,14 @@ static int put_tree(struct archive *a, int dir, const char *name, struct dsec_bu
 	return put_children(a, dsec_steal_fd(&fd), m, depth + 1, count);
 }
 
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Adds what is in directory fd (taken over) below member prefix m, sorted
  * so that the same tree gives the same archive. */
 static int put_children(struct archive *a, int fd, struct dsec_buf *m, int depth,
 			uint64_t *count)
 {
 	DIR *d = fdopendir(fd);
-	char **names = NULL;
-	size_t n = 0, cap = 0, mlen = m->len;
+	struct names names = { 0 };
+	size_t mlen = m->len;
 	struct dirent *de;
 	int rc = 0;
 
@@ -951,27 +983,18 @@ static int put_children(struct archive *a, int fd, struct dsec_buf *m, int depth
 		close(fd);
 		return rc;
 	}
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 32;
-			names = xrealloc(names, cap * sizeof(*names));
-		}
-		names[n++] = xstrdup(de->d_name);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			names_add(&names, xstrdup(de->d_name));
+	if (names.n)
+		qsort(names.v, names.n, sizeof(*names.v), name_cmp);
+	for (size_t i = 0; rc == 0 && i < names.n; i++) {
+		dsec_buf_addf(m, "%s%s", mlen ? "/" : "", names.v[i]);
+		rc = put_tree(a, dirfd(d), names.v[i], m, depth, count);
+		m->len = mlen;
+		m->data[mlen] = '\0';
 	}
-	if (n)
-		qsort(names, n, sizeof(*names), name_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (rc == 0) {
-			dsec_buf_addf(m, "%s%s", mlen ? "/" : "", names[i]);
-			rc = put_tree(a, dirfd(d), names[i], m, depth, count);
-			m->len = mlen;
-			m->data[mlen] = '\0';
-		}
-		free(names[i]);
-	}
-	free(names);
+	names_free(&names);
 	closedir(d);
 	return rc;
 }
