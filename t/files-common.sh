@@ -9,7 +9,7 @@
 # the host: each one is refused or stays inside the sandbox, and both are
 # unchanged at the end.  FILES_TESTS is the number of tests it runs.
 
-FILES_TESTS=56
+FILES_TESTS=57
 
 files_tests() {
 	P=/work
@@ -190,11 +190,12 @@ ln -s $T/hostdir $P/race/d/sub; done" >/dev/null 2>&1 &
 	tar("abs", [(t + "/host", tarfile.REGTYPE, b"pwned")])
 	tar("symabs", [("l", tarfile.SYMTYPE, t), ("l/host", tarfile.REGTYPE, b"pwned")])
 	tar("symin", [("s", tarfile.DIRTYPE, ""), ("l", tarfile.SYMTYPE, "s"), ("l/x", tarfile.REGTYPE, b"x")])
+	tar("symlater", [("l/x", tarfile.REGTYPE, b"x"), ("l", tarfile.SYMTYPE, "s")])
 	tar("symup", [("l", tarfile.SYMTYPE, "../../../../../../../.." + t)])
 	tar("hard", [("h", tarfile.LNKTYPE, "../../../../../../../.." + t + "/host")])
 	tar("dev", [("null", tarfile.CHRTYPE, "")])
 EOF
-	for a in dotdot abs symabs symin symup hard; do
+	for a in dotdot abs symabs symin symlater symup hard; do
 		run hr file_upload id="$id" path=$P/bad-$a data@="$T/$a.tar"
 		like "$OUT" '"code":"permission"' "$BE: a tar with a bad member ($a) is refused"
 	done
