@@ -21,8 +21,9 @@ INSTALL     ?= install
 
 # Debian packages the build and the tests need (make deps installs the missing ones).
 DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
-	libseccomp-dev libnl-3-dev libnl-route-3-dev libzstd-dev libarchive-dev mandoc \
-	python3 python3-msgpack perl iproute2 util-linux procps
+	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
+	python3 python3-msgpack perl iproute2 util-linux procps \
+	libssl-dev libarchive-dev erofs-utils zstd
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
@@ -33,14 +34,20 @@ OPT        ?= -O2 -g
 # libev and nng ship no .pc file on Debian 12: fall back to plain -l flags.
 PC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags msgpack libseccomp 2>/dev/null)
 PC_LIBS    := $(shell $(PKG_CONFIG) --libs msgpack libseccomp 2>/dev/null || echo -lmsgpackc -lseccomp)
-# libarchive: tar upload and download of backends (be_fs), nothing else.
-ARCHIVE_CFLAGS := $(shell $(PKG_CONFIG) --cflags libarchive 2>/dev/null)
-ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
-CPPFLAGS   += -Ilib -D_GNU_SOURCE \
+CPPFLAGS   += -Ilib -Ifs3 -D_GNU_SOURCE \
 	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"'
-CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS)
+CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS) $(FS3_CFLAGS)
+# Links and nftables rules of allowlisted sandbox networks (container.so).
+NET_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 libnftables 2>/dev/null || echo -I/usr/include/libnl3)
+NET_LIBS   := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 libnftables 2>/dev/null || echo -lnl-route-3 -lnl-3 -lnftables)
 LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
 LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
+# libarchive: tar upload and download of the file API (be_fs in backends).
+ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
+# fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd.
+FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd 2>/dev/null)
+FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd 2>/dev/null || \
+	echo -lcrypto -larchive -lzstd)
 
 ifeq ($(V),1)
 Q =
@@ -52,26 +59,33 @@ endif
 
 LIB_SRC     = $(wildcard lib/*.c)
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
+FS3_SRC     = $(wildcard fs3/*.c)
+FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = $(wildcard dsecd/*.c)
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/be_%.c,$(wildcard backends/*.c)))
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
 BE_COMMON   = $(patsubst %.c,build/%.o,$(wildcard backends/be_*.c))
-# What helper programs link: the file API stays in the backends.
-BE_HELPER_COMMON = $(filter-out build/backends/be_fs.o,$(BE_COMMON))
+# An archive, so each backend and helper links only the modules it uses.
+BE_LIB      = build/backends/libbe.a
 HELPER_SRC  = $(wildcard backends/*-helper.c)
 HELPERS     = $(HELPER_SRC:-helper.c=)
 HELPER_FILES = $(wildcard backends/*.py)
-TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c))
+TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c)) tools/dsecctl
 TEST_C      = $(filter-out t/helper-%.c t/be-%.c,$(wildcard t/*.c))
 TEST_BIN    = $(patsubst t/%.c,t/c/%.t,$(TEST_C))
 TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
+all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
 
 lib/libdsec.a: $(LIB_OBJ)
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# fs3: a static library for dsecd, dsecctl and the t/2xxx tests.
+fs3/libfs3.a: $(FS3_OBJ)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
@@ -87,21 +101,31 @@ lib/dsec.pc: Makefile
 		'Libs: -L$${libdir} -ldsec' 'Libs.private: -lnng -lpthread' \
 		'Cflags: -I$${includedir}' > $@
 
-dsecd/dsecd: $(DSECD_OBJ) lib/libdsec.a
+dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $(DSECD_OBJ) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -o $@ $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 # Backends: one shared object each; only the ops table is exported.
 build/backends/%.o: CFLAGS += -fvisibility=hidden
-build/backends/be_fs.o: CFLAGS += $(ARCHIVE_CFLAGS)
-backends/%.so: build/backends/%.o $(BE_COMMON) lib/libdsec.a
-	$(q) LD $@
-	$(Q)$(CC) -shared -o $@ $< $(BE_COMMON) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
-		-lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
+$(BE_LIB): $(BE_COMMON)
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-backends/%: build/backends/%-helper.o $(BE_HELPER_COMMON) lib/libdsec.a
+build/backends/be_netpol.o: CFLAGS += $(NET_CFLAGS)
+backends/container.so: BE_LIBS = $(NET_LIBS)
+
+backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< $(BE_HELPER_COMMON) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -shared -o $@ $< $(BE_LIB) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
+		$(BE_LIBS) -lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
+
+backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 tools/%: build/tools/%.o lib/libdsec.a
 	$(q) LD $@
@@ -115,6 +139,11 @@ build/t/be-%.o: CFLAGS += -fvisibility=hidden
 t/%.so: build/t/be-%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $< lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) -lev $(PC_LIBS)
+
+# fs3 tests (2xxx) link fs3 too.
+t/c/2%.t: build/t/2%.o fs3/libfs3.a lib/libdsec.a
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 t/c/%.t: build/t/%.o lib/libdsec.a
 	$(q) LD $@
@@ -173,7 +202,7 @@ install: all
 
 clean:
 	rm -rf build
-	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc dsecd/dsecd backends/*.so $(HELPERS) \
+	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
 		$(TOOLS) $(TEST_HELPERS)
 	rm -rf t/c
 

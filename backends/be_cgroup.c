@@ -456,6 +456,25 @@ bool be_cg_populated(struct be_cg *cg)
 	return each_proc(cg->dirfd[0], NULL) > 0;
 }
 
+int be_cg_oom_kills(struct be_cg *cg, uint64_t *out)
+{
+	bool v2 = cg->mode == BE_CG_V2;
+	int mem = v2 ? (cg->n ? cg->dirfd[0] : -1) : hier(cg, "memory");
+	char buf[1024];
+	const char *p;
+	int rc;
+
+	*out = 0;
+	if (cg->mode == BE_CG_NONE || mem < 0)
+		return -ENOENT;
+	if ((rc = read_at(mem, v2 ? "memory.events" : "memory.oom_control", buf, sizeof(buf))) < 0)
+		return rc;
+	for (p = buf; (p = strstr(p, "oom_kill ")); p++)
+		if (p == buf || p[-1] == '\n')
+			return sscanf(p, "oom_kill %" SCNu64, out) == 1 ? 0 : -EINVAL;
+	return -ENOENT;		/* a kernel older than 4.13 does not count */
+}
+
 int be_cg_kill(struct be_cg *cg)
 {
 	int frz = hier(cg, "freezer");

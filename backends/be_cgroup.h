@@ -64,6 +64,10 @@ int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delega
 int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim);
 /* Move pid (0 = the caller) into the group in every hierarchy. */
 int be_cg_attach(struct be_cg *cg, pid_t pid);
+/* *out = how many processes of the group the kernel's OOM killer killed
+ * (memory.events on v2, memory.oom_control on v1).  -ENOENT when the host
+ * does not count them. */
+int be_cg_oom_kills(struct be_cg *cg, uint64_t *out);
 /* Kill every process in the group and its descendants with SIGKILL and wait
  * up to ~2 s for them to be gone: cgroup.kill on v2, freezer + kill on v1.
  * Returns -EBUSY when processes survive. */

@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/capability.h>
@@ -118,15 +119,37 @@ static void bind_ro(const char *root, const char *host, unsigned long extra)
 	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra, NULL);
 }
 
+/* Write root/rel, rel resolved inside root: an image's /etc may hold
+ * symlinks (resolv.conf often is one), and they must neither fail the
+ * sandbox nor lead outside its root.  A symlink at rel is replaced. */
 static void put_file(const char *root, const char *rel, const char *data)
 {
-	char dst[PATH_MAX];
-	int fd;
+	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+				.mode = 0644,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
 
-	snprintf(dst, sizeof(dst), "%s%s", root, rel);
-	fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (rfd >= 0) {
+		fd = (int)syscall(SYS_openat2, rfd, rel, &how, sizeof(how));
+		if (fd < 0 && errno == ELOOP) {
+			char parent[PATH_MAX];
+			struct open_how dh = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+					       .resolve = RESOLVE_IN_ROOT |
+							  RESOLVE_NO_MAGICLINKS };
+			const char *base = strrchr(rel, '/') + 1;
+			int dfd;
+
+			snprintf(parent, sizeof(parent), "%.*s", (int)(base - rel), rel);
+			dfd = (int)syscall(SYS_openat2, rfd, parent, &dh, sizeof(dh));
+			if (dfd >= 0 && unlinkat(dfd, base, 0) == 0)
+				fd = (int)syscall(SYS_openat2, rfd, rel, &how, sizeof(how));
+			if (dfd >= 0)
+				close(dfd);
+		}
+		close(rfd);
+	}
 	if (fd < 0 || dsec_write_all(fd, data, strlen(data)) < 0)
-		fail(errno, "cannot write '%s': %s", dst, strerror(errno));
+		fail(errno, "cannot write '%s' in the sandbox's root: %s", rel, strerror(errno));
 	close(fd);
 }
 
@@ -215,10 +238,14 @@ static void build_root(const char *dir, const char *rootfs, const char *disk)
 		put_file(root, "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
 			 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
 		put_file(root, "/etc/group", "root:x:0:\nnogroup:x:65534:\n");
-		put_file(root, "/etc/hosts", "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n");
-		put_file(root, "/etc/hostname", "sandbox\n");
-		put_file(root, "/etc/resolv.conf", "");
 	}
+	/* Whatever the root, the sandbox's own name and no resolver (the
+	 * network is loopback only). */
+	snprintf(p, sizeof(p), "%s/etc", root);
+	xmkdir(p, 0755);
+	put_file(root, "/etc/hosts", "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n");
+	put_file(root, "/etc/hostname", "sandbox\n");
+	put_file(root, "/etc/resolv.conf", "");
 
 	/* /dev: a small tmpfs with the harmless nodes bound from the host. */
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
@@ -329,7 +356,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	sigset_t all, chld;
 	int st;
 
-	if (strlen(dir) > 1024 || strlen(rootfs) > 1024)
+	if (strlen(dir) > 1024 || strlen(rootfs) > 3000)
 		fail(ENAMETOOLONG, "path too long");
 	if (strcmp(desc, "none")) {
 		if (be_cg_import(&cg, desc, 4, &err) < 0)
@@ -399,15 +426,21 @@ static int load_seccomp(void)
 	return rc;
 }
 
-static void drop_caps(void)
+/* The bounding set goes first, while CAP_SETPCAP is still ours (before
+ * the switch to a non-root uid); the remaining sets after it. */
+static void drop_bounding_caps(void)
 {
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
-
 	for (int c = 0; c <= 63; c++)
 		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
 			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
 	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
+static void clear_caps(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { { 0 } };
+
 	if (syscall(SYS_capset, &h, d) < 0)
 		fail(errno, "cannot drop capabilities: %s", strerror(errno));
 }
@@ -451,12 +484,14 @@ static int do_exec(int argc, char **argv)
 			fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
 		setsid();
 		setrlimit(RLIMIT_NOFILE, &rl);
-		if (chdir(cwd) < 0)
-			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
+		drop_bounding_caps();
 		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
 		    setresuid(uid, uid, uid) < 0)
 			fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
-		drop_caps();
+		clear_caps();
+		/* As the command's user, so its permissions apply. */
+		if (chdir(cwd) < 0)
+			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (e = load_seccomp()) < 0)
 			fail(EPERM, "cannot load the seccomp filter");
 		syscall(SYS_close_range, 3, ~0U, 0);

@@ -26,12 +26,14 @@
  * cgroup (pid 1 and with it the namespaces and mounts go), removes the
  * cgroups and the state directory.
  */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <net/if.h>
 #include <sched.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,6 +50,7 @@
 #include "be_conf.h"
 #include "be_io.h"
 #include "be_cgroup.h"
+#include "be_netpol.h"
 #include "be_fs.h"
 #include "log.h"
 #include "util.h"
@@ -57,6 +60,7 @@
 #define CT_GRACE 1.0			/* s to wait for pipe EOF after the exit */
 #define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
 #define CT_CREATE_TIMEOUT 30.0		/* s for the helper to build a sandbox */
+#define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -71,6 +75,9 @@ struct ct_conf {
 	uint64_t gid;		/* gid commands run as inside */
 	uint64_t max_sandboxes;	/* sandboxes before "capacity" */
 	double timeout;		/* seconds when a request gives none */
+	char *network;		/* "none" or "allowlist" when a request gives none */
+	char *bridge;		/* the node's bridge for allowlisted sandboxes */
+	char *subnet;		/* its IPv4 subnet */
 };
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -86,6 +93,9 @@ static const struct be_conf_key conf_table[] = {
 	{ "gid", BE_K_COUNT, F(gid), "0" },
 	{ "max_sandboxes", BE_K_COUNT, F(max_sandboxes), "1024" },
 	{ "timeout", BE_K_SECS, F(timeout), "300" },
+	{ "network", BE_K_STR, F(network), "none" },
+	{ "bridge", BE_K_STR, F(bridge), "dsec0" },
+	{ "subnet", BE_K_STR, F(subnet), "10.231.0.0/16" },
 #undef F
 };
 
@@ -113,8 +123,18 @@ struct ct_sb {
 	struct ct_sb *next;		/* be->sbs */
 	char *id;			/* sandbox id */
 	char *dir;			/* state_dir/sb.N (empty on the host) */
+	uint64_t serial;		/* the N */
 	char **env;			/* create env, NULL-terminated */
 	char *cwd;			/* default working directory */
+	char *lower;			/* the image's layers joined by ':', NULL = rootfs */
+	uint64_t uid, gid;		/* ids commands run as */
+	bool net_allow;			/* network "allowlist" (else loopback only) */
+	struct be_net_rule *rules;	/* the allowlist now in force */
+	size_t nrules;			/* entries in rules */
+	uint32_t dns;			/* allowed resolver, host order, 0 = none */
+	uint32_t ip;			/* address on the bridge, 0 = none yet */
+	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
+	int netfd;			/* the sandbox's network namespace, -1 = none */
 	struct dsec_be_limits lim;	/* limits asked for */
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
@@ -170,6 +190,8 @@ struct ct_be {
 	ev_check check;			/* drains it */
 	ev_idle idle;			/* keeps the loop spinning while it is not empty */
 	bool stopping;			/* fini started */
+	struct be_bridge br;		/* allowlisted sandboxes' bridge (up on first use) */
+	pthread_mutex_t br_lock;	/* serialises bringing it up */
 	unsigned nwork;			/* submitted work whose done has not run */
 	unsigned busy;			/* work running on pool threads (atomic) */
 };
@@ -179,6 +201,11 @@ struct ct_be {
 static void ct_free(struct ct_be *be)
 {
 	free(be->conf.rootfs);
+	free(be->conf.network);
+	free(be->conf.bridge);
+	free(be->conf.subnet);
+	pthread_mutex_destroy(&be->br_lock);
+	pthread_mutex_destroy(&be->br.lock);
 	free(be);
 }
 
@@ -290,6 +317,14 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "container.rootfs '%s' is not an absolute directory path "
 				     "without ',' or ':'", be->conf.rootfs);
+	if (strcmp(be->conf.network, "none") && strcmp(be->conf.network, "allowlist"))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container.network '%s' is not 'none' or 'allowlist'",
+				     be->conf.network);
+	if ((rc = be_bridge_conf(&be->br, be->conf.bridge, be->conf.subnet, err)) < 0) {
+		dsec_err_prefix(err, "container.bridge or container.subnet");
+		return rc;
+	}
 	return 0;
 }
 
@@ -376,6 +411,10 @@ static void sb_free(struct ct_sb *sb)
 	dsec_buf_free(&sb->st);
 	dsec_strv_free(sb->env);
 	free(sb->cwd);
+	free(sb->lower);
+	free(sb->rules);
+	if (sb->netfd >= 0)
+		close(sb->netfd);
 	free(sb->dir);
 	free(sb->id);
 	free(sb);
@@ -394,6 +433,14 @@ static void sb_teardown(struct ct_sb *sb)
 		if (be_cg_remove(sb->cg) < 0)
 			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", sb->cg->path);
 	}
+	if (sb->netfd >= 0) {
+		close(sb->netfd);
+		sb->netfd = -1;
+	}
+	if (sb->host_if[0])
+		be_veth_del(sb->host_if);
+	be_bridge_ip_put(&be->br, sb->ip);
+	sb->ip = 0;
 	rmdir(rw);
 	rmdir(root);
 	if (rmdir(sb->dir) < 0 && errno != ENOENT)
@@ -470,6 +517,80 @@ static void create_fail(struct ct_sb *sb, int rc, const struct dsec_err *err)
 	ct_submit(be, create_fail_work, create_fail_done, w);
 }
 
+static void create_ready(struct ct_sb *sb)
+{
+	struct ct_be *be = sb->be;
+
+	sb->ready = true;
+	sb->next = be->sbs;
+	be->sbs = sb;
+	be->nsbs++;
+	defer(be, sb->cdone, sb->carg, 0, NULL);
+}
+
+static int open_in_root(int rootfd, const char *path, int flags, mode_t mode);
+
+/* The allowlisted network of a new sandbox, on a pool thread: the filter
+ * first (so eth0 never carries a packet unfiltered), then the bridge (once
+ * per daemon), an address, the veth, and the resolver in /etc/resolv.conf. */
+static void net_setup_work(void *arg)
+{
+	struct ct_cwork *w = arg;
+	struct ct_sb *sb = w->sb;
+	struct ct_be *be = sb->be;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->init);
+	if ((sb->netfd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		w->rc = dsec_err_set(&w->err, errno, "cannot open the network namespace of '%s': %s",
+				     sb->id, strerror(errno));
+		return;
+	}
+	if ((w->rc = be_netns_filter(sb->netfd, sb->rules, sb->nrules, sb->dns, &w->err)) < 0)
+		return;
+	pthread_mutex_lock(&be->br_lock);
+	if (!be->br.ifindex)
+		w->rc = be_bridge_up(&be->br, &w->err);
+	pthread_mutex_unlock(&be->br_lock);
+	if (w->rc < 0 || (w->rc = be_bridge_ip_get(&be->br, &sb->ip, &w->err)) < 0)
+		return;
+	snprintf(sb->host_if, sizeof(sb->host_if), "dsv%05x%06" PRIx64,
+		 (unsigned)getpid() & 0xfffff, sb->serial & 0xffffff);
+	if ((w->rc = be_veth_attach(&be->br, sb->netfd, sb->host_if, sb->ip, &w->err)) < 0) {
+		sb->host_if[0] = '\0';
+		return;
+	}
+	if (sb->dns) {
+		struct in_addr a = { .s_addr = htonl(sb->dns) };
+		char line[64], ip[INET_ADDRSTRLEN];
+		int fd = open_in_root(sb->rootfd, "/etc/resolv.conf",
+				      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+
+		snprintf(line, sizeof(line), "nameserver %s\n",
+			 inet_ntop(AF_INET, &a, ip, sizeof(ip)));
+		if (fd < 0 || dsec_write_all(fd, line, strlen(line)) < 0)
+			w->rc = dsec_err_set(&w->err, fd < 0 ? -fd : errno,
+					     "cannot write the sandbox's /etc/resolv.conf: %s",
+					     strerror(fd < 0 ? -fd : errno));
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+static void net_setup_done(void *arg)
+{
+	struct ct_cwork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	if (w->rc < 0) {
+		dsec_err_prefix(&w->err, "cannot connect sandbox '%s'", sb->id);
+		create_fail(sb, w->rc, &w->err);
+	} else {
+		create_ready(sb);
+	}
+	free(w);
+}
+
 static void create_finish(struct ct_sb *sb)
 {
 	struct ct_be *be = sb->be;
@@ -494,12 +615,14 @@ static void create_finish(struct ct_sb *sb)
 				      "cannot open the init of sandbox '%s': %s", sb->id, strerror(e));
 			return create_fail(sb, -e, &err);
 		}
-		sb->ready = true;
-		sb->next = be->sbs;
-		be->sbs = sb;
-		be->nsbs++;
-		defer(be, sb->cdone, sb->carg, 0, NULL);
-		return;
+		if (sb->net_allow) {
+			struct ct_cwork *w = xcalloc(1, sizeof(*w));
+
+			w->sb = sb;
+			ct_submit(be, net_setup_work, net_setup_done, w);
+			return;
+		}
+		return create_ready(sb);
 	}
 	if (sscanf(line, "err %d", &e) == 1 && strchr(line, ' ') && strchr(line + 4, ' ')) {
 		char *msg = strchr(line + 4, ' ') + 1;
@@ -560,7 +683,8 @@ static void create_prep_done(void *arg)
 	ncg = be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
 	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
-			       (char *)"--rootfs", *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
+			       (char *)"--rootfs",
+			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
 			       (char *)"--disk", disk, (char *)"--cg", desc, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
@@ -594,27 +718,138 @@ static void create_prep_done(void *arg)
 	}
 }
 
+/* The overlay's lower layers for an image: the directories dsecd mounted,
+ * joined top first.  A sandbox without an image gets *out = NULL (the
+ * configured rootfs or the host skeleton). */
+static int image_root(const struct dsec_be_spec *spec, char **out, struct dsec_err *err)
+{
+	struct dsec_buf b;
+
+	*out = NULL;
+	if (!spec->image || !*spec->image)
+		return 0;
+	if (!spec->layers || !spec->layers[0])
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "image '%s' has no layers here (dsecd runs without fs3)",
+				     spec->image);
+	dsec_buf_init(&b);
+	for (size_t i = 0; spec->layers[i]; i++) {
+		const char *l = spec->layers[i];
+
+		if (l[0] != '/' || strpbrk(l, ":,\\")) {
+			dsec_buf_free(&b);
+			return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL,
+					     "layer directory '%s' of image '%s' is not an absolute "
+					     "path without ':', ',' or '\\'", l, spec->image);
+		}
+		if (i)
+			dsec_buf_add(&b, ":", 1);
+		dsec_buf_add(&b, l, strlen(l));
+	}
+	if (b.len > CT_LOWER_MAX) {
+		dsec_buf_free(&b);
+		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				     "image '%s' has too many layers for one overlay mount",
+				     spec->image);
+	}
+	dsec_buf_add(&b, "", 1);
+	*out = b.data;
+	return 0;
+}
+
+/* "uid[:gid]" of an image, numeric; NULL or "" = the configured ids. */
+static int parse_user(struct ct_be *be, const char *user, uint64_t *uid, uint64_t *gid,
+		      struct dsec_err *err)
+{
+	char *end;
+
+	*uid = be->conf.uid;
+	*gid = be->conf.gid;
+	if (!user || !*user)
+		return 0;
+	errno = 0;
+	*uid = strtoull(user, &end, 10);
+	*gid = *uid;
+	if (!errno && end != user && *end == ':' && end[1])
+		*gid = strtoull(end + 1, &end, 10);
+	if (errno || end == user || *end || *uid > UINT32_MAX - 1 || *gid > UINT32_MAX - 1)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "image user '%s' is not a numeric uid[:gid]", user);
+	return 0;
+}
+
+/* network "none" (loopback only) or "allowlist" with its rules and an
+ * optional resolver. */
+static int parse_network(struct ct_be *be, const struct dsec_be_spec *spec, bool *allow,
+			 struct be_net_rule **rules, size_t *n, uint32_t *dns, struct dsec_err *err)
+{
+	const char *mode = spec->network && *spec->network ? spec->network : be->conf.network;
+	struct in_addr a;
+	int rc;
+
+	*allow = false;
+	*rules = NULL;
+	*n = 0;
+	*dns = 0;
+	if (!strcmp(mode, "none")) {
+		if ((spec->allow && spec->allow[0]) || (spec->dns && *spec->dns))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "an allowlist or a resolver needs network 'allowlist', "
+					     "not 'none'");
+		return 0;
+	}
+	if (strcmp(mode, "allowlist"))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "network '%s' is not 'none' or 'allowlist'", mode);
+	if (spec->dns && *spec->dns) {
+		if (inet_pton(AF_INET, spec->dns, &a) != 1)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "resolver '%s' is not an IPv4 address", spec->dns);
+		*dns = ntohl(a.s_addr);
+	}
+	if ((rc = be_net_rules_parse(spec->allow, rules, n, err)) < 0)
+		return rc;
+	*allow = true;
+	return 0;
+}
+
 static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		     dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct ct_be *be = vbe;
 	struct ct_cwork *w;
 	struct ct_sb *sb;
+	struct be_net_rule *rules = NULL;
+	char *lower = NULL;
+	uint64_t uid, gid;
+	uint32_t dns = 0;
+	size_t nrules = 0;
+	bool net_allow;
+	int rc;
 
 	if (be->stopping)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "container is stopping");
-	if (spec->image && *spec->image)
-		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "container has no image '%s' yet (set container.rootfs)",
-				     spec->image);
 	if (be->nsbs >= be->conf.max_sandboxes)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 				     "container has %u sandboxes, its maximum", be->nsbs);
+	if ((rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
+	    (rc = parse_network(be, spec, &net_allow, &rules, &nrules, &dns, err)) < 0)
+		return rc;
+	if ((rc = image_root(spec, &lower, err)) < 0) {
+		free(rules);
+		return rc;
+	}
 	sb = xcalloc(1, sizeof(*sb));
 	sb->be = be;
 	sb->id = xstrdup(spec->id ? spec->id : "");
-	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, ++be->next_sb);
+	sb->serial = ++be->next_sb;
+	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
 	sb->pidfd = sb->rootfd = sb->st_fd = -1;
+	sb->netfd = -1;
+	sb->net_allow = net_allow;
+	sb->rules = rules;
+	sb->nrules = nrules;
+	sb->dns = dns;
 	sb->cdone = done;
 	sb->carg = arg;
 	dsec_buf_init(&sb->st);
@@ -626,6 +861,9 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 			sb->env[i] = xstrdup(spec->env[i]);
 	}
 	sb->cwd = xstrdup(spec->cwd && *spec->cwd ? spec->cwd : "/");
+	sb->lower = lower;
+	sb->uid = uid;
+	sb->gid = gid;
 	sb->lim = spec->limits;
 	*out = sb;
 	w = xcalloc(1, sizeof(*w));
@@ -739,6 +977,15 @@ static void exec_kill(struct ct_exec *x)
 }
 
 
+/* Did the OOM killer kill any process of the exec's group?  Asked only when
+ * something could have been killed (one small cgroupfs read). */
+static bool exec_oom_killed(struct ct_exec *x)
+{
+	uint64_t n = 0;
+
+	return be_cg_oom_kills(x->cg->cg, &n) == 0 && n > 0;
+}
+
 /* Status known: parse it; complete once the pipes are closed too. */
 static void exec_maybe_done(struct ct_exec *x)
 {
@@ -768,6 +1015,7 @@ static void exec_maybe_done(struct ct_exec *x)
 		x->res->exit_code = -1;
 		x->res->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 	}
+	x->res->oom_killed = exec_oom_killed(x);
 	if ((x->out_fd < 0 && x->err_fd < 0 && x->reaped))
 		return exec_finish(x, 0, NULL);
 	/* Something left in the background still holds a pipe: a short grace. */
@@ -916,8 +1164,8 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
 		return rc;
 	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
-	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, be->conf.uid);
-	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, be->conf.gid);
+	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, sb->uid);
+	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, sb->gid);
 	snprintf(a_nof, sizeof(a_nof), "%" PRIu64,
 		 sb->lim.nofile ? (uint64_t)sb->lim.nofile : be->conf.nofile);
 	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;
@@ -1053,14 +1301,28 @@ struct ct_fwork {
 	struct dsec_file_res *res;	/* file: its result (caller's) */
 };
 
-/* The sandbox's root as be_fs sees it: ".." stops at the root, absolute
+/* Resolve inside the sandbox's root: ".." stops at the root, absolute
  * symlinks are relative to it, /proc magic links are refused. */
+static int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+	};
+	long fd = syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* The sandbox's root as be_fs sees it: ".." stops at the root, absolute
+ * symlinks are relative to it, /proc magic links are refused; what is made
+ * belongs to the ids commands run as (the image's user or the config's). */
 static void fs_root(const struct ct_fwork *w, struct be_fs_root *root)
 {
-	const struct ct_conf *c = &w->sb->be->conf;
-
-	*root = (struct be_fs_root){ .fd = w->sb->rootfd, .in_root = true, .uid = (uint32_t)c->uid,
-				     .gid = (uint32_t)c->gid, .mode_mask = 07777 };
+	*root = (struct be_fs_root){ .fd = w->sb->rootfd, .in_root = true,
+				     .uid = (uint32_t)w->sb->uid, .gid = (uint32_t)w->sb->gid,
+				     .mode_mask = 07777 };
 }
 
 static void read_work(void *arg)
@@ -1138,6 +1400,72 @@ static int ct_file_write(void *vsb, const char *path, const void *data, size_t l
 			      .data = data, .dlen = len, .mode = mode ? mode : 0644 };
 
 	return file_op(sb, write_work, &t, err);
+}
+
+/* ---- network allowlist ---------------------------------------------------- */
+
+struct ct_nwork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	struct be_net_rule *rules;	/* the new allowlist (ours until done) */
+	size_t n;			/* its entries */
+};
+
+static void allow_work(void *arg)
+{
+	struct ct_nwork *w = arg;
+
+	w->rc = be_netns_filter(w->sb->netfd, w->rules, w->n, w->sb->dns, &w->err);
+}
+
+static void allow_done(void *arg)
+{
+	struct ct_nwork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	sb->busy--;
+	if (w->rc == 0) {
+		free(sb->rules);
+		sb->rules = w->rules;
+		sb->nrules = w->n;
+		w->rules = NULL;
+	}
+	defer(sb->be, w->done, w->arg, w->rc, &w->err);
+	free(w->rules);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+static int ct_net_allow(void *vsb, const char *const *allow, dsec_be_done_fn done, void *arg,
+			struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+	struct ct_nwork *w;
+	struct be_net_rule *rules;
+	size_t n;
+	int rc;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (!sb->net_allow || sb->netfd < 0)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "sandbox '%s' has network 'none': create it with network "
+				     "'allowlist' to change what it may reach", sb->id);
+	if ((rc = be_net_rules_parse(allow, &rules, &n, err)) < 0)
+		return rc;
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	w->done = done;
+	w->arg = arg;
+	w->rules = rules;
+	w->n = n;
+	sb->busy++;
+	ct_submit(sb->be, allow_work, allow_done, w);
+	return 0;
 }
 
 static int ct_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
@@ -1268,6 +1596,7 @@ static void ct_fini(void *vbe)
 		be_cg_free(be->cg);
 		be->cg = NULL;
 	}
+	be_bridge_down(&be->br);
 	if (be->nwork == 0)
 		ct_free(be);
 }
@@ -1301,6 +1630,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->pend_tail = &be->pend;
+	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "container: host ABI mismatch");
@@ -1360,5 +1690,7 @@ const struct dsec_be_ops dsec_backend = {
 	.destroy = ct_destroy,
 	.stats = ct_stats,
 	.call = NULL,
+	.net_allow = ct_net_allow,
+	.caps = DSEC_BE_CAP_LAYERS,
 	.file = ct_file,
 };

@@ -41,6 +41,9 @@ struct dsecd_conf {
 	double max_exec_timeout;	/* the largest timeout a request may ask */
 	uint64_t output_cap;		/* default bytes kept of stdout/stderr */
 	double shutdown_grace;		/* seconds SIGTERM waits for requests */
+	char *image_store;		/* fs3 store, NULL = STATE_DIR/fs3 */
+	char *image_origin;		/* fs3 origin, NULL = IMAGE_STORE/origin */
+	uint64_t image_cache_max;	/* bytes of chunk cache */
 	char **be_keys;			/* "BACKEND.key" names, NULL-terminated */
 	char **be_vals;			/* their values, parallel to be_keys */
 	char *config_file;		/* file read, or NULL */

@@ -5,6 +5,7 @@
  *   loader.c   backends: dlopen, ABI checks, host services
  *   sandbox.c  the sandbox table, ids, TTL and idle TTL timers
  *   ops.c      one handler per protocol op (the table in proto.c)
+ *   image.c    images: fs3 acquire/release on the worker pool
  *   main.c     start-up, signals, shutdown
  */
 #ifndef DSECD_DAEMON_H
@@ -44,6 +45,7 @@ struct dsecd_sb {
 	double last_used;		/* loop time of the last request */
 	uint64_t execs;			/* commands run */
 	uint32_t running;		/* commands running now */
+	struct fs3_acquired *img;	/* its image's mounted layers, or NULL */
 	unsigned refs;			/* table + in-flight requests */
 	ev_timer ttl_timer;		/* wall TTL */
 	ev_timer idle_timer;		/* idle TTL */
@@ -51,8 +53,12 @@ struct dsecd_sb {
 	struct dsecd_sb *hnext;		/* hash chain */
 };
 
+struct fs3;
+struct fs3_acquired;
+
 struct dsecd {
 	struct ev_loop *loop;		/* the default loop */
+	struct fs3 *images;		/* the node's image store (fs3), or NULL */
 	struct dsecd_conf conf;		/* settings */
 	struct dsecd_server *server;	/* API endpoint */
 	struct dsecd_pool *pool;	/* blocking work */
@@ -102,6 +108,20 @@ void dsecd_sb_destroy(struct dsecd *d, struct dsecd_sb *sb, const char *reason,
 /* Calls fn on every sandbox (safe against removal during the walk). */
 void dsecd_sb_foreach(struct dsecd *d, void (*fn)(struct dsecd *, struct dsecd_sb *, void *),
 		      void *arg);
+
+/* image.c */
+typedef void (*dsecd_image_done_fn)(void *arg, struct fs3_acquired *a, int rc,
+				    const struct dsec_err *err);
+/* Opens the store (image_store, default STATE_DIR/fs3) as its mounter. */
+int dsecd_images_open(struct dsecd *d, struct dsec_err *err);
+void dsecd_images_close(struct dsecd *d);
+/* Acquires image ref on the pool; done(arg, a, 0, NULL) on the loop with
+ * the caller owning a, or done(arg, NULL, -errno, err).  Returns 0 or
+ * -errno with *err (done is then not called). */
+int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn done, void *arg,
+			struct dsec_err *err);
+/* Gives a back (on the pool); NULL is a no-op.  Takes ownership. */
+void dsecd_image_release(struct dsecd *d, struct fs3_acquired *a);
 
 /* ops.c */
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len);

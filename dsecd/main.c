@@ -227,6 +227,11 @@ int main(int argc, char **argv)
 		log_error("cannot start worker pool: %s", strerror(-rc));
 		return 1;
 	}
+	if (dsecd_images_open(d, &err) < 0) {
+		log_error("%s", err.msg);
+		rc = 1;
+		goto out_pool;
+	}
 	if (dsecd_backends_load(d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;
@@ -283,6 +288,7 @@ out_pool:
 	dsecd_pool_free(d->pool);
 	/* Run the reaper once more for sandboxes freed during teardown. */
 	ev_invoke(d->loop, &d->reaper, EV_PREPARE);
+	dsecd_images_close(d);
 	free(d->buckets);
 	if (serving) {
 		for (char **u = d->conf.listen; u && *u; u++)

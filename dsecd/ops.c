@@ -13,6 +13,7 @@
 
 #include "daemon.h"
 #include "dsec.h"
+#include "fs3.h"
 #include "log.h"
 #include "proto.h"
 
@@ -35,6 +36,10 @@ struct dsecd_req {
 	/* create and call */
 	char *image, *runtime, *ccwd;	/* create fields */
 	char **cenv;			/* create env */
+	char *network, *dns;		/* create: network mode and resolver */
+	char **allow;			/* create and net_allow: the allowlist */
+	char **ienv;			/* create: the image's env, then the request's */
+	dsec_be_done_fn create_cb;	/* create's completion (create or call) */
 	struct dsec_be_spec spec;	/* what the backend gets */
 	/* files */
 	char *call_id;			/* id given to a one-shot call */
@@ -59,6 +64,10 @@ static void req_free(struct dsecd_req *r)
 	free(r->runtime);
 	free(r->ccwd);
 	dsec_strv_free(r->cenv);
+	free(r->network);
+	free(r->dns);
+	dsec_strv_free(r->allow);
+	dsec_strv_free(r->ienv);
 	free(r->call_id);
 	free(r->path);
 	dsec_buf_free(&r->data);
@@ -89,7 +98,7 @@ static void reply_err(struct dsecd_req *r, const struct dsec_err *err)
 /* Packs an exec result; caps are already applied by the backend. */
 static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 {
-	dsec_pk_reply_ok(p, 8);
+	dsec_pk_reply_ok(p, 9);
 	dsec_pk_kv_i64(p, "exit_code", res->exit_code);
 	dsec_pk_kv_u64(p, "signal", (uint64_t)(res->signal > 0 ? res->signal : 0));
 	dsec_pk_kv_bool(p, "timed_out", res->timed_out);
@@ -98,6 +107,7 @@ static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 	dsec_pk_kv_bool(p, "stdout_truncated", res->out_truncated);
 	dsec_pk_kv_bool(p, "stderr_truncated", res->err_truncated);
 	dsec_pk_kv_double(p, "duration", res->duration);
+	dsec_pk_kv_bool(p, "oom_killed", res->oom_killed);
 }
 
 static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb)
@@ -152,6 +162,10 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	if (r->op == DSEC_OP_CREATE &&
 	    (rc = dsec_get_str(m, "cwd", &r->ccwd, err)) < 0 && rc != -ENOENT)
 		return rc;
+	if (((rc = dsec_get_str(m, "network", &r->network, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_strv(m, "allow", &r->allow, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_str(m, "dns", &r->dns, err)) < 0 && rc != -ENOENT))
+		return rc;
 	lim = dsec_map_get(m, "limits");
 	if (lim && lim->type != MSGPACK_OBJECT_NIL) {
 		uint64_t v;
@@ -185,6 +199,9 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	r->spec.runtime = r->runtime;
 	r->spec.env = (const char *const *)r->cenv;
 	r->spec.cwd = r->ccwd;
+	r->spec.network = r->network;
+	r->spec.allow = (const char *const *)r->allow;
+	r->spec.dns = r->dns;
 	return 0;
 }
 
@@ -348,6 +365,71 @@ static void op_list(struct dsecd_req *r)
 	send_pk(r, &p);
 }
 
+static int be_create(struct dsecd_req *r, struct dsec_err *err)
+{
+	if (r->be->ops->create(r->be->be, &r->spec, &r->sb->handle, r->create_cb, r, err) < 0) {
+		r->sb->handle = NULL;
+		return -1;
+	}
+	r->d->ops_inflight++;
+	return 0;
+}
+
+/* The image's layers are mounted: the backend gets them, the image's env
+ * under the request's, and its cwd and user unless the request says. */
+static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd *d = r->d;
+	struct dsec_err e;
+	size_t n = 0;
+
+	dsec_err_clear(&e);
+	if (rc < 0) {
+		e = *err;
+	} else {
+		r->sb->img = a;	/* released when the sandbox is gone */
+		if (d->shutting_down) {
+			rc = dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
+					   "node '%s' is shutting down", d->conf.node);
+		} else {
+			const struct fs3_image_config *c = &a->config;
+
+			r->ienv = xcalloc(dsec_strv_len((const char *const *)c->env) +
+					  (r->cenv ? dsec_strv_len((const char *const *)r->cenv) : 0) + 1,
+					  sizeof(char *));
+			for (size_t i = 0; c->env[i]; i++)
+				r->ienv[n++] = xstrdup(c->env[i]);
+			for (size_t i = 0; r->cenv && r->cenv[i]; i++)
+				r->ienv[n++] = xstrdup(r->cenv[i]);
+			r->spec.env = (const char *const *)r->ienv;
+			r->spec.layers = (const char *const *)a->layers;
+			if (!r->spec.cwd && *c->cwd)
+				r->spec.cwd = c->cwd;
+			if (*c->user)
+				r->spec.user = c->user;
+			if (be_create(r, &e) == 0)
+				return;
+			rc = e.errnum ? -e.errnum : -EIO;
+		}
+	}
+	/* Fail the way the backend's own failure would: the create callback
+	 * destroys the sandbox and replies. */
+	d->ops_inflight++;
+	r->create_cb(r, rc, &e);
+}
+
+/* Starts the backend's create of r->sb, done = create's completion; a
+ * backend that runs images from layers gets the image acquired first.
+ * Returns 0, or -1 with *err (the caller destroys r->sb and replies). */
+static int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err)
+{
+	r->create_cb = done;
+	if (r->image && *r->image && (r->be->ops->caps & DSEC_BE_CAP_LAYERS))
+		return dsecd_image_acquire(r->d, r->image, image_acquired, r, err) < 0 ? -1 : 0;
+	return be_create(r, err);
+}
+
 static void create_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
@@ -412,13 +494,11 @@ static void op_create(struct dsecd_req *r)
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;
-	if (r->be->ops->create(r->be->be, &r->spec, &sb->handle, create_done, r, &err) < 0) {
-		sb->handle = NULL;
+	if (start_create(r, create_done, &err) < 0) {
 		dsecd_sb_destroy(d, sb, "create failed", NULL);
 		dsec_err_prefix(&err, "cannot create %s sandbox", r->be->name);
 		return reply_err(r, &err);
 	}
-	d->ops_inflight++;
 }
 
 static void exec_done(void *arg, int rc, const struct dsec_err *err)
@@ -517,12 +597,10 @@ static void op_call(struct dsecd_req *r)
 		dsecd_sb_ref(sb);
 		r->sb = sb;
 		r->spec.id = sb->id;
-		if (r->be->ops->create(r->be->be, &r->spec, &sb->handle, call_created, r, &err) < 0) {
-			sb->handle = NULL;
+		if (start_create(r, call_created, &err) < 0) {
 			dsecd_sb_destroy(d, sb, "create failed", NULL);
 			return reply_err(r, &err);
 		}
-		d->ops_inflight++;
 		return;
 	}
 	r->call_id = xasprintf("%s:%016" PRIx64, d->conf.node, d->next_serial++);
@@ -815,6 +893,49 @@ static void op_fs(struct dsecd_req *r)
 	d->ops_inflight++;
 }
 
+static void net_allow_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (r->sb)
+		dsecd_sb_touch(r->d, r->sb);
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 0);
+	send_pk(r, &p);
+}
+
+/* Replace a running sandbox's network allowlist. */
+static void op_net_allow(struct dsecd_req *r)
+{
+	const struct dsec_be_ops *ops;
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	if ((rc = dsec_get_strv(r->msg.root, "allow", &r->allow, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
+				      "net_allow needs field 'allow' (an array, [] for nothing)");
+		return reply_err(r, &err);
+	}
+	ops = r->sb->be->ops;
+	if (!ops->net_allow) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
+			      "backend '%s' has no network allowlists", r->sb->be->name);
+		return reply_err(r, &err);
+	}
+	if (ops->net_allow(r->sb->handle, (const char *const *)r->allow, net_allow_done, r,
+			   &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+}
+
 void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r)
 {
 	struct dsec_pk p;
@@ -846,6 +967,7 @@ static const op_fn handlers[DSEC_OP__COUNT] = {
 	[DSEC_OP_FILE_READ] = op_file,
 	[DSEC_OP_FILE_WRITE] = op_file,
 	[DSEC_OP_DESTROY] = op_destroy,
+	[DSEC_OP_NET_ALLOW] = op_net_allow,
 	[DSEC_OP_FILE_STAT] = op_fs,
 	[DSEC_OP_FILE_LIST] = op_fs,
 	[DSEC_OP_FILE_MKDIR] = op_fs,

@@ -203,6 +203,8 @@ static void destroyed(void *arg, int rc, const struct dsec_err *err)
 	else
 		log_debug("sandbox %s destroyed", sb->id);
 	sb->handle = NULL;
+	dsecd_image_release(d, sb->img);
+	sb->img = NULL;
 	if (sb->waiters) {
 		struct dsecd_req *r = sb->waiters;
 		sb->waiters = NULL;

@@ -28,7 +28,7 @@
 #include <sys/types.h>
 #include "err.h"
 
-#define DSEC_BE_ABI 2
+#define DSEC_BE_ABI 1
 #define DSEC_BE_SYMBOL "dsec_backend"
 
 struct ev_loop;
@@ -73,6 +73,23 @@ struct dsec_be_spec {
 	const char *const *env;		/* extra "K=V" strings, NULL-terminated, or NULL */
 	const char *cwd;		/* working directory inside, NULL = default */
 	struct dsec_be_limits limits;	/* resource limits */
+	/* The image's read-only layers, mounted by dsecd (fs3), top layer
+	 * first, NULL-terminated; NULL when the sandbox has no image or the
+	 * backend gets none. (ABI 1, appended) */
+	const char *const *layers;
+	/* "uid[:gid]" the image says commands run as, NULL = the backend's
+	 * default. (ABI 1, appended) */
+	const char *user;
+	/* "none" (loopback only) or "allowlist"; NULL = the backend's
+	 * default. (ABI 1, appended) */
+	const char *network;
+	/* With "allowlist": what the sandbox may reach, "ADDR[/BITS][:PORTS
+	 * [/PROTO]]" strings, NULL-terminated, or NULL (nothing). (ABI 1,
+	 * appended) */
+	const char *const *allow;
+	/* With "allowlist": the one resolver DNS may go to (IPv4), or NULL.
+	 * (ABI 1, appended) */
+	const char *dns;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */
@@ -96,6 +113,9 @@ struct dsec_exec_res {
 	struct dsec_buf out;		/* stdout (caller frees with dsec_buf_free) */
 	struct dsec_buf err;		/* stderr (caller frees with dsec_buf_free) */
 	double duration;		/* seconds from start to exit */
+	bool oom_killed;		/* the kernel's OOM killer killed a process of the
+					 * command (its memory limit was hit) (ABI 1,
+					 * appended; zeroed by the daemon) */
 };
 
 /* Capacity and occupancy, for info, placement and dsec-top. */
@@ -108,7 +128,7 @@ struct dsec_be_stats {
 	uint64_t calls;			/* commands completed since start */
 };
 
-/* ---- ABI 2: the file API (one entry point, `file`, for every kind) ---- */
+/* ---- the file API (ABI 1, appended): one entry point, `file`, for every kind ---- */
 
 /* What a file request does.  Append only. */
 enum dsec_file_op {
@@ -230,13 +250,25 @@ struct dsec_be_ops {
 	int (*call)(void *be, const struct dsec_be_spec *spec, const struct dsec_exec_req *req,
 		    struct dsec_exec_res *res, dsec_be_done_fn done, void *arg,
 		    struct dsec_err *err);
+	/* Replace what an "allowlist" sandbox may reach (entries as in
+	 * dsec_be_spec.allow; NULL or empty = nothing), atomically, while it
+	 * runs.  Optional.  Async. (ABI 1, appended) */
+	int (*net_allow)(void *sb, const char *const *allow, dsec_be_done_fn done, void *arg,
+			 struct dsec_err *err);
+	/* DSEC_BE_CAP_* bits. (ABI 1, appended) */
+	uint32_t caps;
 	/* Every file request of struct dsec_file_req; fills *res.  Paths
 	 * resolve inside the sandbox; escapes fail with DSEC_E_PERMISSION.
 	 * Kinds it does not know fail with DSEC_E_UNSUPPORTED.  When set, the
 	 * daemon sends file_write through it too (file_write may be NULL).
-	 * Optional.  Async. (ABI 2) */
+	 * Optional.  Async. (ABI 1, appended) */
 	int (*file)(void *sb, const struct dsec_file_req *req, struct dsec_file_res *res,
 		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 };
+
+/* The backend runs images from layers: dsecd acquires a create's image from
+ * its store (fs3) and passes the mounted layers in dsec_be_spec.layers, the
+ * image's env first in env, its cwd and user as defaults. */
+#define DSEC_BE_CAP_LAYERS 0x1u
 
 #endif

@@ -208,7 +208,7 @@ static size_t count_create(const struct dsec_create_opts *o, bool call)
 	if (!o)
 		return 0;
 	return !!o->backend + !!o->image + !!o->runtime + (o->ttl > 0) + (o->idle_ttl > 0) +
-	       (!call && o->env) + (!call && o->cwd) + 1;
+	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns + 1;
 }
 
 static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l)
@@ -247,6 +247,12 @@ static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, boo
 		dsec_pk_kv_env(p, "env", o->env);
 	if (o->cwd && !call)
 		dsec_pk_kv_str(p, "cwd", o->cwd);
+	if (o->network)
+		dsec_pk_kv_str(p, "network", o->network);
+	if (o->allow)
+		dsec_pk_kv_strv(p, "allow", o->allow);
+	if (o->dns)
+		dsec_pk_kv_str(p, "dns", o->dns);
 	pack_limits(p, &o->limits);
 }
 
@@ -309,6 +315,7 @@ static int unpack_exec(const msgpack_object *m, struct dsec_exec_res *res, struc
 	dsec_get_bool(m, "stdout_truncated", &res->out_truncated, NULL);
 	dsec_get_bool(m, "stderr_truncated", &res->err_truncated, NULL);
 	res->duration = get_double_or(m, "duration", 0);
+	dsec_get_bool(m, "oom_killed", &res->oom_killed, NULL);
 	if (dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL) == 0)
 		dsec_buf_add(&res->out, d, n);
 	if (dsec_get_bin(m, "stderr", SIZE_MAX, &d, &n, NULL) == 0)
@@ -606,6 +613,23 @@ int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "destroy", 1);
 	dsec_pk_kv_str(&p, "id", id);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *allow,
+		   struct dsec_err *err)
+{
+	static const char *const none[] = { NULL };
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "net_allow", 2);
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_strv(&p, "allow", allow ? allow : none);
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
 	return rc;

@@ -43,6 +43,9 @@ struct dsec_create_opts {
 	const char *const *env;		/* "K=V" strings, NULL-terminated, or NULL */
 	const char *cwd;		/* working directory inside, or NULL */
 	struct dsec_be_limits limits;	/* resource limits, 0 = default */
+	const char *network;		/* "none" or "allowlist"; NULL = backend default */
+	const char *const *allow;	/* allowlist entries (dsec-protocol(7)), or NULL */
+	const char *dns;		/* with "allowlist": the resolver, or NULL */
 };
 
 /* Creates a sandbox; *id (caller frees) names it and its owner node. */
@@ -62,6 +65,9 @@ int dsec_file_write(struct dsec_client *c, const char *id, const char *path,
 int dsec_file_read(struct dsec_client *c, const char *id, const char *path,
 		   uint64_t offset, uint64_t len, struct dsec_buf *out, struct dsec_err *err);
 int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err);
+/* Replace what an "allowlist" sandbox may reach (NULL or {NULL} = nothing). */
+int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *allow,
+		   struct dsec_err *err);
 void dsec_exec_res_free(struct dsec_exec_res *res);
 
 /* The rest of the file API (dsec-protocol(7)).  Paths resolve inside the

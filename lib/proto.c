@@ -16,6 +16,8 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read", "read a file in a sandbox" },
 	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write", "write a file in a sandbox" },
 	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
+	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
+				"change what a sandbox's network may reach" },
 	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat", "describe a file in a sandbox" },
 	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list", "list a directory in a sandbox" },
 	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir", "make a directory in a sandbox" },

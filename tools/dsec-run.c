@@ -30,6 +30,8 @@ struct run_opts {
 	struct dsec_create_opts create;	/* backend, image, runtime for new sandboxes */
 	const char **env;		/* --env K=V strings, NULL-terminated */
 	size_t nenv;			/* entries in env */
+	const char **allow;		/* --allow entries, NULL-terminated */
+	size_t nallow;			/* entries in allow */
 	const char *cwd;		/* --cwd */
 	const char *stdin_path;		/* --stdin FILE or "-", NULL = empty stdin */
 	double timeout;			/* --timeout seconds, 0 = daemon default */
@@ -53,6 +55,9 @@ enum {
 	OPT_KEEP,
 	OPT_ID,
 	OPT_CLIENT_TIMEOUT,
+	OPT_NETWORK,
+	OPT_ALLOW,
+	OPT_DNS,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -70,6 +75,9 @@ static const struct option long_opts[] = {
 	{ .name = "keep",	.has_arg = no_argument,		.val = OPT_KEEP },
 	{ .name = "id",		.has_arg = required_argument,	.val = OPT_ID },
 	{ .name = "client-timeout", .has_arg = required_argument, .val = OPT_CLIENT_TIMEOUT },
+	{ .name = "network",	.has_arg = required_argument,	.val = OPT_NETWORK },
+	{ .name = "allow",	.has_arg = required_argument,	.val = OPT_ALLOW },
+	{ .name = "dns",	.has_arg = required_argument,	.val = OPT_DNS },
 	{ .name = "code",	.has_arg = required_argument,	.val = 'c' },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
@@ -79,6 +87,7 @@ static const struct option long_opts[] = {
 static const char usage_text[] =
 	"usage: dsec-run [-H ADDR] [--backend B] [--image I] [--runtime R] [--timeout S]\n"
 	"                [--env K=V]... [--cwd DIR] [--stdin FILE|-] [--output-cap BYTES]\n"
+	"                [--network none|allowlist] [--allow ADDR[:PORTS[/PROTO]]]... [--dns IP]\n"
 	"                [--keep | --id ID] [--client-timeout S] (-c CODE | [--] CMD [ARG]...)\n"
 	"\n"
 	"Run a command in a fresh dsec sandbox; its stdout and stderr come out here and\n"
@@ -94,6 +103,10 @@ static const char usage_text[] =
 	"      --cwd DIR            working directory inside the sandbox\n"
 	"      --stdin FILE|-       feed FILE (- = our stdin) to the command; default: empty\n"
 	"      --output-cap N       keep at most N bytes (64k, 1M) of stdout and of stderr\n"
+	"      --network MODE       none (loopback only) or allowlist (container)\n"
+	"      --allow ENTRY        let the sandbox reach ENTRY, e.g. 10.0.0.0/8:443/tcp\n"
+	"                           (repeatable; implies --network allowlist)\n"
+	"      --dns IP             the resolver the sandbox may use (allowlist)\n"
 	"      --keep               keep the sandbox; its id is printed on stderr first\n"
 	"      --id ID              run in the existing sandbox ID\n"
 	"      --client-timeout S   wait at most S for the daemon to take the request,\n"
@@ -222,6 +235,18 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 			    o->client_timeout <= 0)
 				usage_error("invalid client timeout '%s'", optarg);
 			break;
+		case OPT_NETWORK:
+			o->create.network = optarg;
+			break;
+		case OPT_ALLOW:
+			o->allow = xrealloc(o->allow, (o->nallow + 2) * sizeof(*o->allow));
+			o->allow[o->nallow++] = optarg;
+			o->allow[o->nallow] = NULL;
+			o->create.allow = o->allow;
+			break;
+		case OPT_DNS:
+			o->create.dns = optarg;
+			break;
 		case 'c':
 			o->code = optarg;
 			break;
@@ -245,8 +270,12 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 		usage_error("no command given");
 	if (o->keep && o->id)
 		usage_error("--keep and --id are exclusive");
-	if (o->id && (o->create.backend || o->create.image || o->create.runtime))
-		usage_error("--backend, --image and --runtime apply to new sandboxes, not to --id");
+	if ((o->create.allow || o->create.dns) && !o->create.network)
+		o->create.network = "allowlist";
+	if (o->id && (o->create.backend || o->create.image || o->create.runtime ||
+		      o->create.network))
+		usage_error("--backend, --image, --runtime and the network options apply to new "
+			    "sandboxes, not to --id");
 }
 
 /* Write what the command printed, then map its status to ours. */
@@ -271,6 +300,9 @@ static int report(const struct dsec_exec_res *res)
 		fprintf(stderr, "dsec-run: command timed out after %.3g s\n", res->duration);
 		return EXIT_TIMEOUT;
 	}
+	if (res->oom_killed)
+		fprintf(stderr, "dsec-run: the sandbox's memory limit was reached: "
+			"the kernel's OOM killer killed a process of the command\n");
 	if (res->signal > 0)
 		return 128 + res->signal;
 	if (res->exit_code < 0 || res->exit_code > 255)

@@ -1,0 +1,613 @@
+/* be_netpol.c - allowlisted networking: bridge, NAT, veth, nftables filter.
+ * See be_netpol.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/bridge.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/route.h>
+#include <nftables/libnftables.h>
+
+#include "be_netpol.h"
+#include "util.h"
+
+/* ---- allowlist ------------------------------------------------------------ */
+
+static int bad_entry(struct dsec_err *err, const char *s, const char *why)
+{
+	return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "allowlist entry '%.80s': %s", s, why);
+}
+
+static int parse_port(const char *s, uint16_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v == 0 || v > 65535)
+		return -EINVAL;
+	*out = (uint16_t)v;
+	return 0;
+}
+
+static int parse_one(const char *s, struct be_net_rule *r, struct dsec_err *err)
+{
+	char buf[96], *ports, *proto, *bits, *dash;
+	struct in_addr a;
+
+	memset(r, 0, sizeof(*r));
+	if (strlen(s) >= sizeof(buf))
+		return bad_entry(err, s, "too long");
+	strcpy(buf, s);
+	r->bits = 32;
+	if ((ports = strchr(buf, ':')))
+		*ports++ = '\0';
+	if ((bits = strchr(buf, '/'))) {
+		char *end;
+		unsigned long b;
+
+		*bits++ = '\0';
+		errno = 0;
+		b = strtoul(bits, &end, 10);
+		if (errno || !*bits || *end || b > 32)
+			return bad_entry(err, s, "the prefix length must be 0 to 32");
+		r->bits = (uint8_t)b;
+	}
+	if (inet_pton(AF_INET, buf, &a) != 1)
+		return bad_entry(err, s, "not an IPv4 address or network (names are not resolved)");
+	r->addr = ntohl(a.s_addr);
+	if (r->bits < 32)
+		r->addr &= r->bits ? ~((1u << (32 - r->bits)) - 1) : 0;
+	if (!ports)
+		return 0;
+	if ((proto = strchr(ports, '/'))) {
+		*proto++ = '\0';
+		if (!strcmp(proto, "tcp"))
+			r->proto = IPPROTO_TCP;
+		else if (!strcmp(proto, "udp"))
+			r->proto = IPPROTO_UDP;
+		else
+			return bad_entry(err, s, "the protocol must be tcp or udp");
+	}
+	if (!strcmp(ports, "*")) {
+		if (!r->proto)
+			return bad_entry(err, s, "'*' ports need a protocol (or leave out ':*')");
+		return 0;
+	}
+	if ((dash = strchr(ports, '-')))
+		*dash++ = '\0';
+	if (parse_port(ports, &r->port_lo) < 0 || (dash && parse_port(dash, &r->port_hi) < 0))
+		return bad_entry(err, s, "ports must be 1 to 65535, one or a range N-M");
+	if (!dash)
+		r->port_hi = r->port_lo;
+	if (r->port_hi < r->port_lo)
+		return bad_entry(err, s, "the port range is reversed");
+	return 0;
+}
+
+int be_net_rules_parse(const char *const *allow, struct be_net_rule **out, size_t *n,
+		       struct dsec_err *err)
+{
+	size_t cnt = allow ? dsec_strv_len(allow) : 0;
+	struct be_net_rule *r;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (cnt > 1024)
+		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				     "the allowlist has %zu entries, more than 1024", cnt);
+	r = xcalloc(cnt ? cnt : 1, sizeof(*r));
+	for (size_t i = 0; i < cnt; i++)
+		if ((rc = parse_one(allow[i], &r[i], err)) < 0) {
+			free(r);
+			return rc;
+		}
+	*out = r;
+	*n = cnt;
+	return 0;
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static const char *ip4(uint32_t a, char buf[INET_ADDRSTRLEN])
+{
+	struct in_addr x = { .s_addr = htonl(a) };
+
+	return inet_ntop(AF_INET, &x, buf, INET_ADDRSTRLEN);
+}
+
+/* libnl's error codes to errno, for callers that branch on them. */
+static int nl_errno(int e)
+{
+	switch (e < 0 ? -e : e) {
+	case NLE_EXIST: return EEXIST;
+	case NLE_NOMEM: return ENOMEM;
+	case NLE_PERM: return EPERM;
+	case NLE_NODEV: return ENODEV;
+	case NLE_OBJ_NOTFOUND: return ENOENT;
+	case NLE_INVAL: return EINVAL;
+	case NLE_BUSY: return EBUSY;
+	default: return EIO;
+	}
+}
+
+static int nl_fail(struct dsec_err *err, int e, const char *what, const char *obj)
+{
+	return dsec_err_setc(err, DSEC_E_BACKEND, nl_errno(e), "cannot %s '%s': %s", what, obj,
+			     nl_geterror(e));
+}
+
+static int nl_open(struct nl_sock **out, struct dsec_err *err)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	int e;
+
+	if (!sk)
+		return dsec_err_set(err, ENOMEM, "cannot allocate a netlink socket");
+	if ((e = nl_connect(sk, NETLINK_ROUTE)) < 0) {
+		nl_socket_free(sk);
+		return nl_fail(err, e, "connect", "rtnetlink");
+	}
+	*out = sk;
+	return 0;
+}
+
+/* Runs nft commands (one transaction) in the caller's network namespace. */
+static int nft_run(const char *cmds, const char *what, struct dsec_err *err)
+{
+	struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	int rc = 0;
+
+	if (!ctx)
+		return dsec_err_set(err, ENOMEM, "cannot start nftables");
+	nft_ctx_buffer_output(ctx);
+	nft_ctx_buffer_error(ctx);
+	if (nft_run_cmd_from_buffer(ctx, cmds) != 0) {
+		const char *m = nft_ctx_get_error_buffer(ctx);
+
+		rc = dsec_err_setc(err, DSEC_E_BACKEND, EINVAL, "cannot set %s: %.*s", what,
+				   m ? (int)strcspn(m, "\n") : 0, m ? m : "");
+	}
+	nft_ctx_free(ctx);
+	return rc;
+}
+
+struct ns_job {
+	int nsfd;					/* network namespace */
+	int (*fn)(void *arg, struct dsec_err *err);	/* what to run inside */
+	void *arg;					/* its argument */
+	struct dsec_err *err;				/* why it failed */
+	int rc;						/* its result */
+};
+
+static void *ns_thread(void *p)
+{
+	struct ns_job *j = p;
+
+	if (setns(j->nsfd, CLONE_NEWNET) < 0)
+		j->rc = dsec_err_set(j->err, errno,
+				     "cannot enter the sandbox's network namespace: %s",
+				     strerror(errno));
+	else
+		j->rc = j->fn(j->arg, j->err);
+	return NULL;
+}
+
+/* Runs fn in the network namespace nsfd on a thread of its own: a worker
+ * thread that entered a sandbox's namespace and failed to come back would
+ * run later work in the wrong one.  The thread dies with the namespace it
+ * holds. */
+static int in_netns(int nsfd, int (*fn)(void *, struct dsec_err *), void *arg,
+		    struct dsec_err *err)
+{
+	struct ns_job j = { .nsfd = nsfd, .fn = fn, .arg = arg, .err = err };
+	pthread_t t;
+	int e;
+
+	if ((e = pthread_create(&t, NULL, ns_thread, &j)) != 0)
+		return dsec_err_set(err, e, "cannot start a thread: %s", strerror(e));
+	pthread_join(t, NULL);
+	return j.rc;
+}
+
+static int link_up(struct nl_sock *sk, struct rtnl_link *l, const char *name,
+		   struct dsec_err *err)
+{
+	struct rtnl_link *chg = rtnl_link_alloc();
+	int e;
+
+	rtnl_link_set_flags(chg, IFF_UP);
+	e = rtnl_link_change(sk, l, chg, 0);
+	rtnl_link_put(chg);
+	return e < 0 ? nl_fail(err, e, "bring up", name) : 0;
+}
+
+static int addr_add(struct nl_sock *sk, int ifindex, uint32_t ip, uint8_t bits,
+		    const char *ifname, struct dsec_err *err)
+{
+	char s[INET_ADDRSTRLEN + 4], a[INET_ADDRSTRLEN];
+	struct rtnl_addr *ra = rtnl_addr_alloc();
+	struct nl_addr *local = NULL;
+	int e;
+
+	snprintf(s, sizeof(s), "%s/%u", ip4(ip, a), bits);
+	if ((e = nl_addr_parse(s, AF_INET, &local)) == 0) {
+		rtnl_addr_set_ifindex(ra, ifindex);
+		rtnl_addr_set_local(ra, local);
+		e = rtnl_addr_add(sk, ra, 0);
+		nl_addr_put(local);
+	}
+	rtnl_addr_put(ra);
+	if (e < 0 && nl_errno(e) != EEXIST)
+		return nl_fail(err, e, "add an address to", ifname);
+	return 0;
+}
+
+/* ---- bridge --------------------------------------------------------------- */
+
+int be_bridge_conf(struct be_bridge *br, const char *name, const char *subnet,
+		   struct dsec_err *err)
+{
+	const char *const v[] = { subnet, NULL };
+	struct be_net_rule *r;
+	size_t n;
+	int rc;
+
+	memset(br, 0, sizeof(*br));
+	pthread_mutex_init(&br->lock, NULL);
+	if (!*name || strlen(name) >= sizeof(br->name) || strpbrk(name, "/ :\"\\"))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "bridge name '%s' is not a valid interface name", name);
+	snprintf(br->name, sizeof(br->name), "%s", name);
+	if ((rc = be_net_rules_parse(v, &r, &n, err)) < 0)
+		return rc;
+	br->net = r->addr;
+	br->bits = r->bits;
+	free(r);
+	if (br->bits < 16 || br->bits > 30 || strchr(subnet, ':'))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "subnet '%s' must be an IPv4 network from /16 to /30", subnet);
+	br->gw = br->net + 1;
+	/* host numbers 0 (network), 1 (gateway) and the broadcast are taken */
+	br->used[0] |= 3;
+	{
+		uint32_t last = (1u << (32 - br->bits)) - 1;
+
+		br->used[last / 8] |= (uint8_t)(1u << (last % 8));
+	}
+	return 0;
+}
+
+static int nat_table(const struct be_bridge *br, char *buf, size_t len)
+{
+	char name[24];
+
+	/* nft identifiers: letters, digits and '_' only */
+	snprintf(name, sizeof(name), "dsec_%s", br->name);
+	for (char *p = name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9')))
+			*p = '_';
+	return snprintf(buf, len, "%s", name);
+}
+
+int be_bridge_up(struct be_bridge *br, struct dsec_err *err)
+{
+	struct rtnl_link *l = NULL, *cur = NULL;
+	struct nl_sock *sk = NULL;
+	char cmds[1024], tbl[24], net[INET_ADDRSTRLEN];
+	const char *type;
+	int e, rc, fd;
+
+	if ((rc = nl_open(&sk, err)) < 0)
+		return rc;
+	l = rtnl_link_bridge_alloc();
+	rtnl_link_set_name(l, br->name);
+	e = rtnl_link_add(sk, l, NLM_F_CREATE);
+	rtnl_link_put(l);
+	if (e < 0 && nl_errno(e) != EEXIST) {
+		rc = nl_fail(err, e, "create the bridge", br->name);
+		goto out;
+	}
+	if ((e = rtnl_link_get_kernel(sk, 0, br->name, &cur)) < 0) {
+		rc = nl_fail(err, e, "find the bridge", br->name);
+		goto out;
+	}
+	type = rtnl_link_get_type(cur);
+	if (!type || strcmp(type, "bridge")) {
+		rc = dsec_err_setc(err, DSEC_E_BACKEND, EEXIST,
+				   "cannot use '%s' as the sandboxes' bridge: it is a %s link",
+				   br->name, type ? type : "non-bridge");
+		goto out;
+	}
+	if ((rc = addr_add(sk, rtnl_link_get_ifindex(cur), br->gw, br->bits, br->name, err)) < 0 ||
+	    (rc = link_up(sk, cur, br->name, err)) < 0)
+		goto out;
+	/* Forwarding is the host's switch for routing sandboxes' packets out. */
+	if ((fd = open("/proc/sys/net/ipv4/ip_forward", O_RDWR | O_CLOEXEC)) >= 0) {
+		char c = '0';
+
+		if (read(fd, &c, 1) == 1 && c != '1' && pwrite(fd, "1\n", 2, 0) != 2) {
+			rc = dsec_err_set(err, errno, "cannot enable IPv4 forwarding: %s",
+					  strerror(errno));
+			close(fd);
+			goto out;
+		}
+		close(fd);
+	}
+	nat_table(br, tbl, sizeof(tbl));
+	snprintf(cmds, sizeof(cmds),
+		 "table ip %s\n"
+		 "delete table ip %s\n"
+		 "table ip %s {\n"
+		 "  chain postrouting {\n"
+		 "    type nat hook postrouting priority srcnat; policy accept;\n"
+		 "    ip saddr %s/%u oifname != \"%s\" masquerade\n"
+		 "  }\n"
+		 "}\n", tbl, tbl, tbl, ip4(br->net, net), br->bits, br->name);
+	if ((rc = nft_run(cmds, "the sandboxes' NAT table", err)) < 0)
+		goto out;
+	br->ifindex = rtnl_link_get_ifindex(cur);
+	rc = 0;
+out:
+	if (cur)
+		rtnl_link_put(cur);
+	nl_socket_free(sk);
+	return rc;
+}
+
+void be_bridge_down(struct be_bridge *br)
+{
+	struct nl_sock *sk = NULL;
+	struct rtnl_link *l;
+	struct dsec_err err;
+	char cmds[128], tbl[24];
+
+	if (!br->ifindex)
+		return;
+	nat_table(br, tbl, sizeof(tbl));
+	snprintf(cmds, sizeof(cmds), "table ip %s\ndelete table ip %s\n", tbl, tbl);
+	nft_run(cmds, "the sandboxes' NAT table", &err);
+	if (nl_open(&sk, &err) == 0) {
+		l = rtnl_link_alloc();
+		rtnl_link_set_name(l, br->name);
+		rtnl_link_delete(sk, l);
+		rtnl_link_put(l);
+		nl_socket_free(sk);
+	}
+	br->ifindex = 0;
+}
+
+int be_bridge_ip_get(struct be_bridge *br, uint32_t *ip, struct dsec_err *err)
+{
+	uint32_t hosts = 1u << (32 - br->bits);
+	int rc = -ENOSPC;
+
+	pthread_mutex_lock(&br->lock);
+	for (uint32_t h = 2; h < hosts && h < BE_BRIDGE_MAX_HOSTS; h++)
+		if (!(br->used[h / 8] & (1u << (h % 8)))) {
+			br->used[h / 8] |= (uint8_t)(1u << (h % 8));
+			*ip = br->net + h;
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&br->lock);
+	if (rc < 0)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, ENOSPC,
+				     "no free address left on bridge '%s'", br->name);
+	return 0;
+}
+
+void be_bridge_ip_put(struct be_bridge *br, uint32_t ip)
+{
+	uint32_t h = ip - br->net;
+
+	if (!ip || h >= BE_BRIDGE_MAX_HOSTS)
+		return;
+	pthread_mutex_lock(&br->lock);
+	br->used[h / 8] &= (uint8_t)~(1u << (h % 8));
+	pthread_mutex_unlock(&br->lock);
+}
+
+/* ---- a sandbox's end ------------------------------------------------------ */
+
+struct inside {
+	uint32_t ip, gw;	/* the sandbox's address and its gateway */
+	uint8_t bits;		/* prefix length */
+};
+
+static int configure_inside(void *arg, struct dsec_err *err)
+{
+	struct inside *in = arg;
+	struct rtnl_link *eth = NULL;
+	struct rtnl_route *rt = NULL;
+	struct nl_addr *gw = NULL, *dst = NULL;
+	struct nl_sock *sk;
+	char g[INET_ADDRSTRLEN];
+	int e, rc;
+
+	if ((rc = nl_open(&sk, err)) < 0)
+		return rc;
+	if ((e = rtnl_link_get_kernel(sk, 0, "eth0", &eth)) < 0) {
+		rc = nl_fail(err, e, "find the sandbox's link", "eth0");
+		goto out;
+	}
+	if ((rc = addr_add(sk, rtnl_link_get_ifindex(eth), in->ip, in->bits, "eth0", err)) < 0 ||
+	    (rc = link_up(sk, eth, "eth0", err)) < 0)
+		goto out;
+	rt = rtnl_route_alloc();
+	if ((e = nl_addr_parse("default", AF_INET, &dst)) < 0 ||
+	    (e = nl_addr_parse(ip4(in->gw, g), AF_INET, &gw)) < 0) {
+		rc = nl_fail(err, e, "parse the route to", g);
+		goto out;
+	}
+	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
+
+	rtnl_route_nh_set_ifindex(nh, rtnl_link_get_ifindex(eth));
+	rtnl_route_nh_set_gateway(nh, gw);
+	rtnl_route_set_family(rt, AF_INET);
+	rtnl_route_set_dst(rt, dst);
+	rtnl_route_add_nexthop(rt, nh);	/* rt owns nh */
+	if ((e = rtnl_route_add(sk, rt, NLM_F_CREATE)) < 0 && nl_errno(e) != EEXIST) {
+		rc = nl_fail(err, e, "add the default route via", g);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (gw)
+		nl_addr_put(gw);
+	if (dst)
+		nl_addr_put(dst);
+	if (rt)
+		rtnl_route_put(rt);
+	if (eth)
+		rtnl_link_put(eth);
+	nl_socket_free(sk);
+	return rc;
+}
+
+int be_veth_attach(struct be_bridge *br, int netns_fd, const char *host_if, uint32_t ip,
+		   struct dsec_err *err)
+{
+	struct inside in = { .ip = ip, .gw = br->gw, .bits = br->bits };
+	struct rtnl_link *veth, *peer, *cur = NULL;
+	struct nl_sock *sk;
+	int e, rc;
+
+	if ((rc = nl_open(&sk, err)) < 0)
+		return rc;
+	veth = rtnl_link_veth_alloc();
+	rtnl_link_set_name(veth, host_if);
+	rtnl_link_set_master(veth, br->ifindex);
+	peer = rtnl_link_veth_get_peer(veth);
+	rtnl_link_set_name(peer, "eth0");
+	rtnl_link_set_ns_fd(peer, netns_fd);
+	rtnl_link_put(peer);
+	e = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_link_veth_release(veth);
+	if (e < 0) {
+		rc = nl_fail(err, e, "create the veth pair", host_if);
+		goto out;
+	}
+	if ((e = rtnl_link_get_kernel(sk, 0, host_if, &cur)) < 0) {
+		rc = nl_fail(err, e, "find the veth", host_if);
+		goto out;
+	}
+	if ((rc = link_up(sk, cur, host_if, err)) < 0 ||
+	    (rc = in_netns(netns_fd, configure_inside, &in, err)) < 0)
+		goto out;
+	rc = 0;
+out:
+	if (cur)
+		rtnl_link_put(cur);
+	nl_socket_free(sk);
+	if (rc < 0)
+		be_veth_del(host_if);
+	return rc;
+}
+
+void be_veth_del(const char *host_if)
+{
+	struct nl_sock *sk;
+	struct rtnl_link *l;
+	struct dsec_err err;
+
+	if (nl_open(&sk, &err) < 0)
+		return;
+	l = rtnl_link_alloc();
+	rtnl_link_set_name(l, host_if);
+	rtnl_link_delete(sk, l);
+	rtnl_link_put(l);
+	nl_socket_free(sk);
+}
+
+/* ---- the filter ----------------------------------------------------------- */
+
+static void rule_text(struct dsec_buf *b, const struct be_net_rule *r)
+{
+	char a[INET_ADDRSTRLEN], line[160];
+	const char *proto = r->proto == IPPROTO_TCP ? "tcp" : r->proto == IPPROTO_UDP ? "udp" : NULL;
+	int n;
+
+	n = snprintf(line, sizeof(line), "    ip daddr %s/%u", ip4(r->addr, a), r->bits);
+	if (r->port_lo) {
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " %s dport %u",
+			      proto ? proto : "meta l4proto { tcp, udp } th", r->port_lo);
+		if (r->port_hi != r->port_lo)
+			n += snprintf(line + n, sizeof(line) - (size_t)n, "-%u", r->port_hi);
+	} else if (proto) {
+		n += snprintf(line + n, sizeof(line) - (size_t)n, " meta l4proto %s", proto);
+	}
+	snprintf(line + n, sizeof(line) - (size_t)n, " accept\n");
+	dsec_buf_add(b, line, strlen(line));
+}
+
+struct filter {
+	const char *text;	/* the nft commands */
+};
+
+static int apply_filter(void *arg, struct dsec_err *err)
+{
+	struct filter *f = arg;
+
+	return nft_run(f->text, "the sandbox's network filter", err);
+}
+
+int be_netns_filter(int netns_fd, const struct be_net_rule *rules, size_t n, uint32_t dns,
+		    struct dsec_err *err)
+{
+	static const char head[] =
+		"table inet dsec\n"
+		"delete table inet dsec\n"
+		"table inet dsec {\n"
+		"  chain input {\n"
+		"    type filter hook input priority filter; policy drop;\n"
+		"    iif lo accept\n"
+		"    ct state established,related accept\n"
+		"  }\n"
+		"  chain output {\n"
+		"    type filter hook output priority filter; policy drop;\n"
+		"    oif lo accept\n"
+		"    ct state established,related accept\n";
+	struct dsec_buf b;
+	struct filter f;
+	int rc;
+
+	dsec_buf_init(&b);
+	dsec_buf_add(&b, head, sizeof(head) - 1);
+	if (dns) {
+		struct be_net_rule r = { .addr = dns, .bits = 32, .port_lo = 53, .port_hi = 53 };
+
+		rule_text(&b, &r);
+	}
+	for (size_t i = 0; i < n; i++)
+		rule_text(&b, &rules[i]);
+	/* Refused rather than dropped: a denied connect fails at once
+	 * (ECONNREFUSED / EHOSTUNREACH) instead of hanging for a timeout. */
+	static const char tail[] =
+		"    meta l4proto tcp reject with tcp reset\n"
+		"    reject with icmpx type admin-prohibited\n"
+		"  }\n}\n";
+	dsec_buf_add(&b, tail, sizeof(tail));	/* with the NUL */
+	f.text = b.data;
+	rc = in_netns(netns_fd, apply_filter, &f, err);
+	dsec_buf_free(&b);
+	return rc;
+}

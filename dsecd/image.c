@@ -1,0 +1,130 @@
+/* image.c - images for sandboxes: fs3 on the worker pool.
+ *
+ * dsecd owns the node's fs3 store as its one mounter.  A create naming an
+ * image, for a backend that takes layers (DSEC_BE_CAP_LAYERS), first
+ * acquires the image on a pool thread (fetching and verifying chunks,
+ * assembling and mounting layers: all of it may block), then hands the
+ * mounted layer directories to the backend.  The sandbox holds the acquire
+ * until the backend has destroyed it; the release runs on the pool too.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "fs3.h"
+#include "log.h"
+
+int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
+{
+	_cleanup_free_ char *store = d->conf.image_store ? xstrdup(d->conf.image_store)
+							 : xasprintf("%s/fs3", d->conf.state_dir);
+	struct fs3_conf c = {
+		.store = store,
+		.origin = d->conf.image_origin,
+		.cache_max = d->conf.image_cache_max,
+		.flags = FS3_MOUNTER,
+	};
+	int rc;
+
+	if ((rc = fs3_open(&d->images, &c, err)) < 0) {
+		dsec_err_prefix(err, "cannot open the image store");
+		return rc;
+	}
+	log_info("images: store %s, origin %s", store,
+		 d->conf.image_origin ? d->conf.image_origin : "STORE/origin");
+	return 0;
+}
+
+void dsecd_images_close(struct dsecd *d)
+{
+	fs3_close(d->images);
+	d->images = NULL;
+}
+
+struct acq {
+	struct dsecd *d;		/* the daemon */
+	char *ref;			/* image asked for */
+	struct fs3_acquired *a;		/* the result */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	dsecd_image_done_fn done;	/* caller's */
+	void *arg;			/* its argument */
+};
+
+static void acq_work(void *p)
+{
+	struct acq *q = p;
+
+	q->rc = fs3_image_acquire(q->d->images, q->ref, &q->a, &q->err);
+}
+
+static void acq_done(void *p)
+{
+	struct acq *q = p;
+
+	q->d->ops_inflight--;
+	q->done(q->arg, q->a, q->rc, &q->err);
+	free(q->ref);
+	free(q);
+}
+
+int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn done, void *arg,
+			struct dsec_err *err)
+{
+	struct acq *q;
+	int rc;
+
+	if (!d->images)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "this node has no image store");
+	q = xcalloc(1, sizeof(*q));
+	q->d = d;
+	q->ref = xstrdup(ref);
+	q->done = done;
+	q->arg = arg;
+	if ((rc = dsecd_pool_submit(d->pool, acq_work, acq_done, q)) < 0) {
+		free(q->ref);
+		free(q);
+		return dsec_err_set(err, -rc, "cannot queue the image's acquire: %s", strerror(-rc));
+	}
+	d->ops_inflight++;
+	return 0;
+}
+
+struct rel {
+	struct dsecd *d;		/* the daemon */
+	struct fs3_acquired *a;		/* what to give back */
+};
+
+static void rel_work(void *p)
+{
+	struct rel *q = p;
+
+	fs3_image_release(q->d->images, q->a);
+}
+
+static void rel_done(void *p)
+{
+	struct rel *q = p;
+
+	q->d->ops_inflight--;
+	free(q);
+}
+
+void dsecd_image_release(struct dsecd *d, struct fs3_acquired *a)
+{
+	struct rel *q;
+
+	if (!a)
+		return;
+	q = xcalloc(1, sizeof(*q));
+	q->d = d;
+	q->a = a;
+	if (!d->pool || dsecd_pool_submit(d->pool, rel_work, rel_done, q) < 0) {
+		rel_work(q);	/* no pool left (teardown): do it here */
+		free(q);
+		return;
+	}
+	d->ops_inflight++;
+}

@@ -1,0 +1,1102 @@
+/* fs3.c - the fs3 handle: import, tags, shared layer mounts, gc.
+ *
+ * The local store directory STORE holds:
+ *   lock              flock: shared to add, exclusive for gc
+ *   mnt.lock          flock held by the one mounter (dsecd) while it runs
+ *   cache/            the cache tier (see store.h)
+ *   origin/           the origin when no other is configured
+ *   layers/HEX.erofs  layer images assembled from verified chunks
+ *   mnt/HEX/          where each layer is mounted, once per node
+ *   acquired/HEX      one file per image acquired by the mounter: gc roots,
+ *                     and what pins chunks in the cache
+ *   tmp/              staging of imports
+ * Tags live in ORIGIN/tags/NAME:TAG ('/' in NAME as '+'), so that every node
+ * sharing the origin sees them.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "fs3.h"
+#include "image.h"
+#include "import.h"
+#include "layer.h"
+#include "log.h"
+#include "store.h"
+
+#define FS3_CACHE_DEFAULT (10ull << 30)
+#define FS3_CHUNK_DEFAULT (1u << 20)
+#define FS3_CHUNK_MIN (64u << 10)
+#define FS3_CHUNK_MAX (4u << 20)
+#define FS3_MOUNT_FLAGS (MS_RDONLY | MS_NODEV | MS_NOSUID)
+
+/* A layer this handle has mounted. */
+struct mlayer {
+	struct fs3_digest d;	/* digest of the layer image */
+	unsigned refs;		/* held images that include it */
+	char *mnt;		/* its mount point */
+};
+
+/* An image this handle holds for acquires. */
+struct held {
+	struct fs3_digest d;		/* manifest digest */
+	unsigned refs;			/* acquires not yet released */
+	struct fs3_digest *layers;	/* its layers, bottom first */
+	size_t n;			/* entries in layers */
+};
+
+struct fs3 {
+	pthread_mutex_t mu;	/* serialises every call on this handle */
+	char *dir;		/* the store directory, symlinks resolved */
+	struct fs3_store st;	/* the tiers */
+	uint32_t chunk_size;	/* average chunk size for imports */
+	unsigned flags;		/* FS3_MOUNTER */
+	int lockfd;		/* STORE/lock */
+	int mntlockfd;		/* STORE/mnt.lock while we are the mounter, else -1 */
+	struct mlayer *ml;	/* mounted layers */
+	size_t nml, capml;	/* used, allocated */
+	struct held *hi;	/* held images */
+	size_t nhi, caphi;	/* used, allocated */
+};
+
+/* ---- digest sets ------------------------------------------------------- */
+
+/* A set of digests: add, then dset_seal (sort, dedupe), then dset_has. */
+struct dset {
+	struct fs3_digest *v;	/* members */
+	size_t n, cap;		/* used, allocated */
+};
+
+static void dset_add(struct dset *s, const struct fs3_digest *d)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? 2 * s->cap : 256;
+		s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+	}
+	s->v[s->n++] = *d;
+}
+
+static void dset_seal(struct dset *s)
+{
+	size_t w = 0;
+
+	if (!s->n)
+		return;
+	qsort(s->v, s->n, sizeof(*s->v), fs3_digest_cmp);
+	for (size_t i = 1; i < s->n; i++)
+		if (fs3_digest_cmp(&s->v[w], &s->v[i]))
+			s->v[++w] = s->v[i];
+	s->n = w + 1;
+}
+
+static bool dset_has(const struct dset *s, const struct fs3_digest *d)
+{
+	return s->n && bsearch(d, s->v, s->n, sizeof(*s->v), fs3_digest_cmp);
+}
+
+/* ---- locking ------------------------------------------------------------- */
+
+static int lock(struct fs3 *fs, int op, struct dsec_err *err)
+{
+	pthread_mutex_lock(&fs->mu);
+	while (flock(fs->lockfd, op) < 0) {
+		if (errno == EINTR)
+			continue;
+		int e = errno;
+		pthread_mutex_unlock(&fs->mu);
+		return dsec_err_set(err, e, "cannot lock store '%s': %s", fs->dir, strerror(e));
+	}
+	return 0;
+}
+
+static void unlock(struct fs3 *fs)
+{
+	flock(fs->lockfd, LOCK_UN);
+	pthread_mutex_unlock(&fs->mu);
+}
+
+/* ---- tags, manifests ----------------------------------------------------- */
+
+static char *tags_dir(struct fs3 *fs)
+{
+	return xasprintf("%s/tags", fs->st.origin);
+}
+
+static int read_tag(const char *path, struct fs3_digest *d)
+{
+	struct dsec_buf b;
+	int r;
+
+	dsec_buf_init(&b);
+	if ((r = fs3_read_all(path, 256, &b)) == 0) {
+		while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == ' '))
+			b.data[--b.len] = '\0';
+		r = fs3_digest_parse(b.data, d) < 0 ? -EBADMSG : 0;
+	}
+	dsec_buf_free(&b);
+	return r;
+}
+
+/* Calls fn(ctx, "name:tag", digest) for every tag.  A broken tag file is
+ * skipped with a warning, or with strict is -EBADMSG (gc must not guess). */
+static int walk_tags(struct fs3 *fs, bool strict,
+		     int (*fn)(void *ctx, const char *tag, const struct fs3_digest *d), void *ctx)
+{
+	_cleanup_free_ char *dir = tags_dir(fs);
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	int r = 0;
+
+	if (!dh)
+		return errno == ENOENT ? 0 : -errno;
+	while (r == 0 && (e = readdir(dh))) {
+		_cleanup_free_ char *tag = fs3_tag_from_file(e->d_name);
+		_cleanup_free_ char *p = xasprintf("%s/%s", dir, e->d_name);
+		struct fs3_digest d;
+		if (!tag)
+			continue;
+		if (read_tag(p, &d) < 0) {
+			log_warn("tag file '%s' is unreadable or broken%s", p, strict ? "" : "; ignored");
+			if (strict) {
+				r = -EBADMSG;
+				break;
+			}
+			continue;
+		}
+		r = fn(ctx, tag, &d);
+	}
+	closedir(dh);
+	return r;
+}
+
+/* State of a prefix search over the manifests. */
+struct prefix_find {
+	const char *hex;	/* the prefix */
+	size_t len;		/* its length */
+	struct fs3_digest d;	/* the last match */
+	int matches;		/* how many */
+};
+
+static int prefix_match(void *ctx, const struct fs3_digest *d, const char *path, uint64_t size)
+{
+	struct prefix_find *f = ctx;
+	char hex[FS3_HEX_LEN + 1];
+
+	fs3_digest_hex(d, hex);
+	if (!strncmp(hex, f->hex, f->len)) {
+		f->d = *d;
+		f->matches++;
+	}
+	return 0;
+}
+
+static int resolve(struct fs3 *fs, const char *ref, struct fs3_digest *d, struct dsec_err *err)
+{
+	if (!strncmp(ref, "sha256:", 7)) {
+		struct prefix_find f = { .hex = ref + 7, .len = strlen(ref + 7) };
+		if (fs3_digest_parse(ref, d) == 0)
+			return 0;
+		if (f.len < 8 || f.len > FS3_HEX_LEN || strspn(f.hex, "0123456789abcdef") != f.len)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "cannot resolve '%s': not a digest or a prefix of at least "
+					     "8 hex digits", ref);
+		fs3_store_walk(fs->st.origin, FS3_MANIFEST, prefix_match, &f);
+		if (f.matches == 1) {
+			*d = f.d;
+			return 0;
+		}
+		return dsec_err_setc(err, f.matches ? DSEC_E_INVALID : DSEC_E_NOT_FOUND,
+				     f.matches ? EINVAL : ENOENT, "cannot resolve '%s': %s", ref,
+				     f.matches ? "ambiguous prefix" : "no such image");
+	}
+	_cleanup_free_ char *file = fs3_tag_file(ref);
+	if (!file)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot resolve '%s': not a valid name[:tag] or sha256: digest", ref);
+	_cleanup_free_ char *dir = tags_dir(fs);
+	_cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
+	int r = read_tag(p, d);
+	if (r == -ENOENT)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "cannot resolve '%s': no such image",
+				     ref);
+	if (r < 0)
+		return dsec_err_set(err, -r, "cannot read tag '%s': %s", p,
+				    r == -EBADMSG ? "not a digest" : strerror(-r));
+	return 0;
+}
+
+static int load_manifest(struct fs3 *fs, const struct fs3_digest *d, struct fs3_manifest *m,
+			 struct dsec_err *err)
+{
+	char ref[FS3_REF_LEN];
+	struct dsec_buf b;
+	int r;
+
+	fs3_digest_ref(d, ref);
+	_cleanup_free_ char *what = xasprintf("manifest '%s'", ref);
+	dsec_buf_init(&b);
+	r = fs3_store_get(&fs->st, FS3_MANIFEST, d, &b, what, err);
+	if (r == 0 && fs3_manifest_decode(b.data, b.len, m) < 0)
+		r = dsec_err_set(err, EBADMSG, "cannot read %s: not a valid manifest", what);
+	dsec_buf_free(&b);
+	return r;
+}
+
+/* Adds the image d, its layers, their indexes and (with chunks) their chunks
+ * to s: everything that must stay for the image to be usable. */
+static int mark_image(struct fs3 *fs, const struct fs3_digest *d, struct dset *s, bool chunks,
+		      struct dsec_err *err)
+{
+	struct fs3_manifest m;
+	struct fs3_index ix;
+	int r;
+
+	if ((r = load_manifest(fs, d, &m, err)) < 0)
+		return r;
+	dset_add(s, d);
+	for (size_t i = 0; i < m.n && r == 0; i++) {
+		dset_add(s, &m.layers[i].digest);
+		dset_add(s, &m.layers[i].index);
+		if (!chunks || (r = fs3_layer_index(&fs->st, &m.layers[i], &ix, err)) < 0)
+			continue;
+		for (size_t j = 0; j < ix.n; j++)
+			dset_add(s, &ix.chunks[j].d);
+		fs3_index_free(&ix);
+	}
+	fs3_manifest_free(&m);
+	return r;
+}
+
+/* Marks every image acquired by the mounter of this store (STORE/acquired). */
+static int mark_acquired(struct fs3 *fs, struct dset *s, struct dsec_err *err)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/acquired", fs->dir);
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	int r = 0;
+
+	if (!dh)
+		return errno == ENOENT ? 0 : dsec_err_set(err, errno, "cannot read '%s': %s", dir,
+							  strerror(errno));
+	while (r == 0 && (e = readdir(dh))) {
+		struct fs3_digest d;
+		if (fs3_digest_parse(e->d_name, &d) == 0)
+			r = mark_image(fs, &d, s, true, err);
+	}
+	closedir(dh);
+	return r;
+}
+
+/* Keeps the cache under its cap without touching chunks of acquired images. */
+static void evict(struct fs3 *fs)
+{
+	struct dset pins = { 0 };
+	struct dsec_err err;
+
+	if (!fs->st.cache_max || fs->st.cache_bytes <= fs->st.cache_max)
+		return;
+	if (mark_acquired(fs, &pins, &err) < 0)
+		log_warn("cache '%s' not trimmed: cannot list what is in use: %s", fs->st.cache, err.msg);
+	else {
+		dset_seal(&pins);
+		int n = fs3_store_evict(&fs->st, pins.v, pins.n);
+		if (n > 0)
+			log_debug("evicted %d chunks from '%s'", n, fs->st.cache);
+	}
+	free(pins.v);
+}
+
+/* ---- open, close --------------------------------------------------------- */
+
+static bool is_mount_root(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) < 0)
+		return false;
+	return (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	       (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+/* Unmounts path (lazily when busy) and removes the mount point. */
+static void unmount_layer(const char *path)
+{
+	while (is_mount_root(path)) {
+		if (umount2(path, UMOUNT_NOFOLLOW) == 0)
+			continue;
+		if (errno == EBUSY)
+			log_warn("layer mount '%s' is busy; detaching it", path);
+		else
+			log_warn("cannot unmount '%s': %s; detaching it", path, strerror(errno));
+		if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) < 0) {
+			log_error("cannot detach '%s': %s", path, strerror(errno));
+			return;
+		}
+	}
+	rmdir(path);
+}
+
+/* Calls fn(path) for each entry of STORE/sub. */
+static void each_entry(struct fs3 *fs, const char *sub, void (*fn)(const char *path))
+{
+	_cleanup_free_ char *dir = xasprintf("%s/%s", fs->dir, sub);
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+
+	if (!dh)
+		return;
+	while ((e = readdir(dh))) {
+		if (e->d_name[0] == '.')
+			continue;
+		_cleanup_free_ char *p = xasprintf("%s/%s", dir, e->d_name);
+		fn(p);
+	}
+	closedir(dh);
+}
+
+static void unlink_path(const char *path)
+{
+	unlink(path);
+}
+
+static void rm_path(const char *path)
+{
+	dsec_rm_rf(path);
+}
+
+/* Our predecessor was killed: its mounts and acquire records are stale. */
+static void clean_stale(struct fs3 *fs)
+{
+	each_entry(fs, "mnt", unmount_layer);
+	each_entry(fs, "acquired", unlink_path);
+}
+
+int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err)
+{
+	char real[PATH_MAX];
+	struct fs3 *fs;
+	uint32_t cs = conf->chunk_size ? conf->chunk_size : FS3_CHUNK_DEFAULT;
+	int r;
+
+	if (!conf->store || !*conf->store)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot open fs3: no store directory");
+	if (cs < FS3_CHUNK_MIN || cs > FS3_CHUNK_MAX || (cs & (cs - 1)))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot open store '%s': chunk size %u is not a power of two "
+				     "from 64 KiB to 4 MiB", conf->store, cs);
+	if ((r = dsec_mkdir_p(conf->store, 0755)) < 0 || !realpath(conf->store, real))
+		return dsec_err_set(err, r < 0 ? -r : errno, "cannot create store '%s': %s",
+				    conf->store, strerror(r < 0 ? -r : errno));
+	fs = xcalloc(1, sizeof(*fs));
+	pthread_mutex_init(&fs->mu, NULL);
+	fs->dir = xstrdup(real);
+	fs->chunk_size = cs;
+	fs->flags = conf->flags;
+	fs->lockfd = fs->mntlockfd = -1;
+	static const char *const subdirs[] = { "layers", "mnt", "acquired", "tmp" };
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(subdirs); i++) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", fs->dir, subdirs[i]);
+		if ((r = dsec_mkdir_p(p, 0755)) < 0) {
+			r = dsec_err_set(err, -r, "cannot create '%s': %s", p, strerror(-r));
+			goto fail;
+		}
+	}
+	_cleanup_free_ char *cache = xasprintf("%s/cache", fs->dir);
+	_cleanup_free_ char *origin = conf->origin && *conf->origin ? xstrdup(conf->origin)
+								    : xasprintf("%s/origin", fs->dir);
+	if ((r = fs3_store_init(&fs->st, cache, origin,
+				conf->cache_max ? conf->cache_max : FS3_CACHE_DEFAULT)) < 0) {
+		r = dsec_err_set(err, -r, "cannot open store '%s' with origin '%s': %s", fs->dir,
+				 origin, strerror(-r));
+		goto fail;
+	}
+	_cleanup_free_ char *tags = tags_dir(fs);
+	_cleanup_free_ char *lk = xasprintf("%s/lock", fs->dir);
+	if ((r = dsec_mkdir_p(tags, 0755)) < 0 ||
+	    (fs->lockfd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+		r = dsec_err_set(err, r < 0 ? -r : errno, "cannot open store '%s': %s", fs->dir,
+				 strerror(r < 0 ? -r : errno));
+		goto fail;
+	}
+	if (fs->flags & FS3_MOUNTER) {
+		_cleanup_free_ char *ml = xasprintf("%s/mnt.lock", fs->dir);
+		fs->mntlockfd = open(ml, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fs->mntlockfd < 0 || flock(fs->mntlockfd, LOCK_EX | LOCK_NB) < 0) {
+			int e = errno;
+			r = dsec_err_set(err, e == EWOULDBLOCK ? EBUSY : e,
+					 "cannot mount layers of store '%s': %s", fs->dir,
+					 e == EWOULDBLOCK ? "another process mounts them" : strerror(e));
+			goto fail;
+		}
+		clean_stale(fs);
+	}
+	*out = fs;
+	return 0;
+fail:
+	fs3_close(fs);
+	return r;
+}
+
+static void drop_layer(struct fs3 *fs, const struct fs3_digest *d)
+{
+	for (size_t i = 0; i < fs->nml; i++) {
+		struct mlayer *l = &fs->ml[i];
+		if (memcmp(l->d.b, d->b, FS3_DIGEST_LEN))
+			continue;
+		if (--l->refs > 0)
+			return;
+		unmount_layer(l->mnt);
+		free(l->mnt);
+		fs->ml[i] = fs->ml[--fs->nml];
+		return;
+	}
+	DSEC_BUG("layer released more often than acquired");
+}
+
+static char *acquired_path(struct fs3 *fs, const struct fs3_digest *d)
+{
+	char hex[FS3_HEX_LEN + 1];
+
+	fs3_digest_hex(d, hex);
+	return xasprintf("%s/acquired/%s", fs->dir, hex);
+}
+
+void fs3_close(struct fs3 *fs)
+{
+	if (!fs)
+		return;
+	for (size_t i = 0; i < fs->nml; i++) {
+		unmount_layer(fs->ml[i].mnt);
+		free(fs->ml[i].mnt);
+	}
+	for (size_t i = 0; i < fs->nhi; i++) {
+		_cleanup_free_ char *p = acquired_path(fs, &fs->hi[i].d);
+		unlink(p);
+		free(fs->hi[i].layers);
+	}
+	free(fs->ml);
+	free(fs->hi);
+	if (fs->lockfd >= 0)
+		close(fs->lockfd);
+	if (fs->mntlockfd >= 0)
+		close(fs->mntlockfd);
+	fs3_store_fini(&fs->st);
+	pthread_mutex_destroy(&fs->mu);
+	free(fs->dir);
+	free(fs);
+}
+
+/* ---- import -------------------------------------------------------------- */
+
+static int write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d,
+		     struct dsec_err *err)
+{
+	_cleanup_free_ char *file = fs3_tag_file(tag);
+	char ref[FS3_REF_LEN];
+	int r;
+
+	if (!file)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot tag '%s': not a valid name[:tag]", tag);
+	_cleanup_free_ char *dir = tags_dir(fs);
+	_cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
+	_cleanup_free_ char *line = (fs3_digest_ref(d, ref), xasprintf("%s\n", ref));
+	if ((r = fs3_write_atomic(p, line, strlen(line), true)) < 0)
+		return dsec_err_set(err, -r, "cannot write tag '%s': %s", p, strerror(-r));
+	return 0;
+}
+
+static int import_locked(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
+			 struct fs3_import_res *res, struct dsec_err *err)
+{
+	_cleanup_free_ char *tmpl = xasprintf("%s/tmp/import-XXXXXX", fs->dir);
+	struct fs3_layer_stats stats = { 0 };
+	struct fs3_manifest m = { 0 };
+	struct fs3_digest md;
+	struct dsec_buf enc;
+	char **roots = NULL;
+	uint64_t stored = 0;
+	int r;
+
+	if (!mkdtemp(tmpl))
+		return dsec_err_set(err, errno, "cannot create a staging directory in '%s/tmp': %s",
+				    fs->dir, strerror(errno));
+	if ((r = fs3_import_stage(src, tmpl, &roots, err)) < 0)
+		goto out;
+	m.n = dsec_strv_len((const char *const *)roots);
+	m.layers = xcalloc(m.n, sizeof(*m.layers));
+	for (size_t i = 0; i < m.n; i++) {
+		_cleanup_free_ char *img = xasprintf("%s/layer%zu.erofs", tmpl, i);
+		_cleanup_free_ char *log = xasprintf("%s/mkfs.log", tmpl);
+		if ((r = fs3_mkfs_erofs(roots[i], img, log, err)) < 0 ||
+		    (r = fs3_layer_put(&fs->st, img, fs->chunk_size, &m.layers[i], &stats, err)) < 0)
+			goto out;
+		unlink(img);
+	}
+	fs3_config_copy(&m.config, &opts->config);
+	dsec_buf_init(&enc);
+	fs3_manifest_encode(&m, &enc);
+	r = fs3_store_put(&fs->st, FS3_MANIFEST, enc.data, enc.len, &md, &stored);
+	dsec_buf_free(&enc);
+	if (r < 0) {
+		r = dsec_err_set(err, -r, "cannot store the manifest of '%s': %s", src, strerror(-r));
+		goto out;
+	}
+	stats.stored += stored;
+	if (opts->tag && (r = write_tag(fs, opts->tag, &md, err)) < 0)
+		goto out;
+	fs3_digest_ref(&md, res->digest);
+	res->nlayers = m.n;
+	res->logical = stats.logical;
+	res->stored = stats.stored;
+	res->chunks = stats.chunks;
+	res->new_chunks = stats.new_chunks;
+out:
+	if (roots)
+		dsec_strv_free(roots);
+	fs3_manifest_free(&m);
+	dsec_rm_rf(tmpl);
+	return r;
+}
+
+int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
+	       struct fs3_import_res *res, struct dsec_err *err)
+{
+	static const struct fs3_import_opts none;
+	struct fs3_import_res mine;
+	double t0 = dsec_now();
+	int r;
+
+	if (!res)
+		res = &mine;
+	memset(res, 0, sizeof(*res));
+	if (!opts)
+		opts = &none;
+	_cleanup_free_ char *tagfile = opts->tag ? fs3_tag_file(opts->tag) : NULL;
+	if (opts->tag && !tagfile)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot tag '%s': not a valid "
+				     "name[:tag]", opts->tag);
+	if ((r = lock(fs, LOCK_SH, err)) < 0)
+		return r;
+	r = import_locked(fs, src, opts, res, err);
+	if (r == 0)
+		evict(fs);
+	unlock(fs);
+	res->seconds = dsec_now() - t0;
+	return r;
+}
+
+/* ---- tags, listing ------------------------------------------------------- */
+
+int fs3_resolve(struct fs3 *fs, const char *ref, char digest[72], struct dsec_err *err)
+{
+	struct fs3_digest d;
+	int r;
+
+	pthread_mutex_lock(&fs->mu);
+	r = resolve(fs, ref, &d, err);
+	pthread_mutex_unlock(&fs->mu);
+	if (r == 0)
+		fs3_digest_ref(&d, digest);
+	return r;
+}
+
+int fs3_tag(struct fs3 *fs, const char *ref, const char *tag, struct dsec_err *err)
+{
+	struct fs3_manifest m;
+	struct fs3_digest d;
+	int r;
+
+	if ((r = lock(fs, LOCK_SH, err)) < 0)
+		return r;
+	if ((r = resolve(fs, ref, &d, err)) == 0 && (r = load_manifest(fs, &d, &m, err)) == 0) {
+		fs3_manifest_free(&m);
+		r = write_tag(fs, tag, &d, err);
+	}
+	unlock(fs);
+	return r;
+}
+
+/* State of fs3_untag's walk over the tags. */
+struct untag {
+	struct fs3 *fs;			/* the store */
+	const struct fs3_digest *d;	/* the image whose tags go */
+	int removed;			/* tags removed */
+};
+
+static int untag_one(void *ctx, const char *tag, const struct fs3_digest *d)
+{
+	struct untag *u = ctx;
+
+	if (memcmp(d->b, u->d->b, FS3_DIGEST_LEN))
+		return 0;
+	_cleanup_free_ char *file = fs3_tag_file(tag);
+	_cleanup_free_ char *dir = tags_dir(u->fs);
+	_cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
+	if (unlink(p) < 0)
+		return -errno;
+	u->removed++;
+	return 0;
+}
+
+int fs3_untag(struct fs3 *fs, const char *ref, struct dsec_err *err)
+{
+	struct fs3_digest d;
+	int r;
+
+	if ((r = lock(fs, LOCK_SH, err)) < 0)
+		return r;
+	if (!strncmp(ref, "sha256:", 7)) {
+		struct untag u = { fs, &d, 0 };
+		if ((r = resolve(fs, ref, &d, err)) == 0 && (r = walk_tags(fs, false, untag_one, &u)) < 0)
+			r = dsec_err_set(err, -r, "cannot remove the tags of '%s': %s", ref, strerror(-r));
+	} else {
+		_cleanup_free_ char *file = fs3_tag_file(ref);
+		_cleanup_free_ char *dir = tags_dir(fs);
+		_cleanup_free_ char *p = file ? xasprintf("%s/%s", dir, file) : NULL;
+		if (!p)
+			r = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					  "cannot remove '%s': not a valid name[:tag] or digest", ref);
+		else if (unlink(p) < 0)
+			r = errno == ENOENT ? dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT,
+							    "cannot remove '%s': no such image", ref)
+					    : dsec_err_set(err, errno, "cannot remove tag '%s': %s", p,
+							   strerror(errno));
+		else
+			fs3_sync_parent(p);
+	}
+	unlock(fs);
+	return r;
+}
+
+static char *mnt_path(struct fs3 *fs, const struct fs3_digest *d)
+{
+	char hex[FS3_HEX_LEN + 1];
+
+	fs3_digest_hex(d, hex);
+	return xasprintf("%s/mnt/%s", fs->dir, hex);
+}
+
+/* Fills out for the image d (tags: NULL-terminated, taken over). */
+static int image_info(struct fs3 *fs, const struct fs3_digest *d, char **tags, bool deep,
+		      struct fs3_image_info *out, struct dsec_err *err)
+{
+	struct fs3_manifest m;
+	struct fs3_index ix;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	out->tags = tags;
+	fs3_digest_ref(d, out->digest);
+	if ((r = load_manifest(fs, d, &m, err)) < 0)
+		return r;
+	out->config = m.config;
+	memset(&m.config, 0, sizeof(m.config));
+	out->nlayers = m.n;
+	out->layers = xcalloc(m.n, sizeof(*out->layers));
+	for (size_t i = 0; i < m.n && r == 0; i++) {
+		struct fs3_layer_info *l = &out->layers[i];
+		fs3_digest_ref(&m.layers[i].digest, l->digest);
+		fs3_digest_ref(&m.layers[i].index, l->index);
+		l->size = m.layers[i].size;
+		out->size += l->size;
+		if (!deep)
+			continue;
+		_cleanup_free_ char *mnt = mnt_path(fs, &m.layers[i].digest);
+		l->mounted = is_mount_root(mnt);
+		if ((r = fs3_layer_index(&fs->st, &m.layers[i], &ix, err)) == 0) {
+			l->chunks = ix.n;
+			fs3_index_free(&ix);
+		}
+	}
+	fs3_manifest_free(&m);
+	return r;
+}
+
+/* One tag while listing. */
+struct tag_ent {
+	char *tag;		/* "name:tag" */
+	struct fs3_digest d;	/* the image it names */
+};
+
+/* The tags fs3_image_list collects. */
+struct tag_list {
+	struct tag_ent *v;	/* entries */
+	size_t n, cap;		/* used, allocated */
+};
+
+static int collect_tag(void *ctx, const char *tag, const struct fs3_digest *d)
+{
+	struct tag_list *l = ctx;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
+	}
+	l->v[l->n++] = (struct tag_ent){ xstrdup(tag), *d };
+	return 0;
+}
+
+static int tag_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct tag_ent *)a)->tag, ((const struct tag_ent *)b)->tag);
+}
+
+/* The tags of image d, NULL-terminated. */
+static char **tags_of(const struct tag_list *l, const struct fs3_digest *d)
+{
+	char **v = xcalloc(l->n + 1, sizeof(*v));
+	size_t k = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		if (!memcmp(l->v[i].d.b, d->b, FS3_DIGEST_LEN))
+			v[k++] = xstrdup(l->v[i].tag);
+	return v;
+}
+
+static void tag_list_free(struct tag_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].tag);
+	free(l->v);
+}
+
+int fs3_image_list(struct fs3 *fs, struct fs3_image_info **out, size_t *n, struct dsec_err *err)
+{
+	struct tag_list l = { 0 };
+	struct fs3_image_info *v;
+	size_t k = 0;
+	int r;
+
+	if ((r = lock(fs, LOCK_SH, err)) < 0)
+		return r;
+	if ((r = walk_tags(fs, false, collect_tag, &l)) < 0) {
+		r = dsec_err_set(err, -r, "cannot list the tags of '%s': %s", fs->st.origin,
+				 strerror(-r));
+		goto out;
+	}
+	qsort(l.v, l.n, sizeof(*l.v), tag_cmp);
+	v = xcalloc(l.n + 1, sizeof(*v));
+	for (size_t i = 0; i < l.n && r == 0; i++) {
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !memcmp(l.v[j].d.b, l.v[i].d.b, FS3_DIGEST_LEN);
+		if (!seen)
+			r = image_info(fs, &l.v[i].d, tags_of(&l, &l.v[i].d), false, &v[k++], err);
+	}
+	if (r < 0) {
+		fs3_image_list_free(v, k);
+		goto out;
+	}
+	*out = v;
+	*n = k;
+out:
+	tag_list_free(&l);
+	unlock(fs);
+	return r;
+}
+
+int fs3_image_inspect(struct fs3 *fs, const char *ref, struct fs3_image_info *out,
+		      struct dsec_err *err)
+{
+	struct tag_list l = { 0 };
+	struct fs3_digest d;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	if ((r = lock(fs, LOCK_SH, err)) < 0)
+		return r;
+	if ((r = resolve(fs, ref, &d, err)) == 0 && (r = walk_tags(fs, false, collect_tag, &l)) < 0)
+		r = dsec_err_set(err, -r, "cannot list the tags of '%s': %s", fs->st.origin,
+				 strerror(-r));
+	if (r == 0) {
+		qsort(l.v, l.n, sizeof(*l.v), tag_cmp);
+		if ((r = image_info(fs, &d, tags_of(&l, &d), true, out, err)) < 0)
+			fs3_image_info_clear(out);
+	}
+	tag_list_free(&l);
+	unlock(fs);
+	return r;
+}
+
+void fs3_image_info_clear(struct fs3_image_info *i)
+{
+	if (i->tags)
+		dsec_strv_free(i->tags);
+	free(i->layers);
+	fs3_image_config_free(&i->config);
+	memset(i, 0, sizeof(*i));
+}
+
+void fs3_image_list_free(struct fs3_image_info *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fs3_image_info_clear(&v[i]);
+	free(v);
+}
+
+/* ---- acquire, release ----------------------------------------------------- */
+
+/* Takes a reference on layer l, assembling and mounting it if this handle
+ * has not yet. */
+static int hold_layer(struct fs3 *fs, const struct fs3_layer_ref *l, struct dsec_err *err)
+{
+	char hex[FS3_HEX_LEN + 1], ref[FS3_REF_LEN];
+	struct stat sb;
+	int r;
+
+	for (size_t i = 0; i < fs->nml; i++) {
+		if (!memcmp(fs->ml[i].d.b, l->digest.b, FS3_DIGEST_LEN)) {
+			fs->ml[i].refs++;
+			return 0;
+		}
+	}
+	fs3_digest_hex(&l->digest, hex);
+	fs3_digest_ref(&l->digest, ref);
+	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
+	_cleanup_free_ char *mnt = mnt_path(fs, &l->digest);
+	/* An image file is only ever renamed into place once verified. */
+	if ((stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) &&
+	    (r = fs3_layer_materialize(&fs->st, l, img, err)) < 0)
+		return r;
+	unmount_layer(mnt);	/* a mount there is not ours: stale */
+	if (mkdir(mnt, 0755) < 0 && errno != EEXIST)
+		return dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
+	if (mount(img, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) < 0) {
+		r = dsec_err_set(err, errno, "cannot mount layer '%s' on '%s': %s", ref, mnt,
+				 strerror(errno));
+		rmdir(mnt);
+		return r;
+	}
+	if (fs->nml == fs->capml) {
+		fs->capml = fs->capml ? 2 * fs->capml : 16;
+		fs->ml = xrealloc(fs->ml, fs->capml * sizeof(*fs->ml));
+	}
+	fs->ml[fs->nml++] = (struct mlayer){ .d = l->digest, .refs = 1, .mnt = dsec_steal_pointer(&mnt) };
+	return 0;
+}
+
+static struct held *find_held(struct fs3 *fs, const struct fs3_digest *d)
+{
+	for (size_t i = 0; i < fs->nhi; i++)
+		if (!memcmp(fs->hi[i].d.b, d->b, FS3_DIGEST_LEN))
+			return &fs->hi[i];
+	return NULL;
+}
+
+/* Takes the layers of m (digest d) for one more acquire. */
+static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct fs3_manifest *m,
+		      struct dsec_err *err)
+{
+	struct held *h = find_held(fs, d);
+	size_t i;
+	int r = 0;
+
+	if (h) {
+		h->refs++;
+		return 0;
+	}
+	/* The record first: from here gc and eviction keep the image. */
+	_cleanup_free_ char *rec = acquired_path(fs, d);
+	if ((r = fs3_write_atomic(rec, "", 0, false)) < 0)
+		return dsec_err_set(err, -r, "cannot record the acquire in '%s': %s", rec, strerror(-r));
+	for (i = 0; i < m->n && r == 0; i++)
+		r = hold_layer(fs, &m->layers[i], err);
+	if (r < 0) {
+		for (i--; i-- > 0;)
+			drop_layer(fs, &m->layers[i].digest);
+		unlink(rec);
+		return r;
+	}
+	if (fs->nhi == fs->caphi) {
+		fs->caphi = fs->caphi ? 2 * fs->caphi : 16;
+		fs->hi = xrealloc(fs->hi, fs->caphi * sizeof(*fs->hi));
+	}
+	h = &fs->hi[fs->nhi++];
+	*h = (struct held){ .d = *d, .refs = 1, .n = m->n,
+			    .layers = xcalloc(m->n ? m->n : 1, sizeof(*h->layers)) };
+	for (i = 0; i < m->n; i++)
+		h->layers[i] = m->layers[i].digest;
+	return 0;
+}
+
+int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
+		      struct dsec_err *err)
+{
+	struct fs3_manifest m;
+	struct fs3_digest d;
+	struct fs3_acquired *a;
+	struct dsec_buf low;
+	int r;
+
+	*out = NULL;
+	if (!(fs->flags & FS3_MOUNTER))
+		return dsec_err_set(err, EPERM, "cannot acquire image '%s': store '%s' was not opened "
+				    "to mount layers", ref, fs->dir);
+	if ((r = lock(fs, LOCK_SH, err)) < 0)
+		return r;
+	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = load_manifest(fs, &d, &m, err)) < 0)
+		goto out;
+	if ((r = hold_image(fs, &d, &m, err)) < 0) {
+		fs3_manifest_free(&m);
+		goto out;
+	}
+	a = xcalloc(1, sizeof(*a));
+	fs3_digest_ref(&d, a->digest);
+	a->nlayers = m.n;
+	a->layers = xcalloc(m.n + 1, sizeof(*a->layers));
+	dsec_buf_init(&low);
+	for (size_t i = 0; i < m.n; i++) {
+		a->layers[i] = mnt_path(fs, &m.layers[m.n - 1 - i].digest);
+		dsec_buf_addf(&low, "%s%s", i ? ":" : "", a->layers[i]);
+	}
+	a->lowerdir = dsec_buf_detach(&low, NULL);
+	a->config = m.config;
+	memset(&m.config, 0, sizeof(m.config));
+	fs3_manifest_free(&m);
+	*out = a;
+	evict(fs);
+out:
+	unlock(fs);
+	return r;
+}
+
+void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
+{
+	struct fs3_digest d;
+	struct held *h;
+
+	if (!a)
+		return;
+	pthread_mutex_lock(&fs->mu);
+	DSEC_ASSERT(fs3_digest_parse(a->digest, &d) == 0);
+	h = find_held(fs, &d);
+	DSEC_ASSERT(h && h->refs > 0);
+	if (--h->refs == 0) {
+		_cleanup_free_ char *rec = acquired_path(fs, &d);
+		for (size_t i = h->n; i-- > 0;)
+			drop_layer(fs, &h->layers[i]);
+		unlink(rec);
+		free(h->layers);
+		*h = fs->hi[--fs->nhi];
+	}
+	pthread_mutex_unlock(&fs->mu);
+	fs3_acquired_free(a);
+}
+
+void fs3_acquired_free(struct fs3_acquired *a)
+{
+	if (!a)
+		return;
+	dsec_strv_free(a->layers);
+	free(a->lowerdir);
+	fs3_image_config_free(&a->config);
+	free(a);
+}
+
+/* ---- gc ------------------------------------------------------------------ */
+
+/* State of a sweep over one tier. */
+struct sweep {
+	const struct dset *live;	/* what stays */
+	struct fs3_gc_res *res;		/* counts */
+	uint64_t left;			/* stored bytes kept */
+};
+
+static int sweep_one(void *ctx, const struct fs3_digest *d, const char *path, uint64_t size)
+{
+	struct sweep *s = ctx;
+
+	if (dset_has(s->live, d)) {
+		s->res->kept++;
+		s->left += size;
+	} else if (unlink(path) == 0) {
+		s->res->removed++;
+		s->res->freed += size;
+	}
+	return 0;
+}
+
+/* Marks what the tags reach. */
+static int mark_tagged(void *ctx, const char *tag, const struct fs3_digest *d)
+{
+	void **a = ctx;	/* { fs, dset, err } */
+
+	return mark_image(a[0], d, a[1], true, a[2]);
+}
+
+static int sweep_layers(struct fs3 *fs, const struct dset *live, struct fs3_gc_res *res)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/layers", fs->dir);
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+
+	if (!dh)
+		return -errno;
+	while ((e = readdir(dh))) {
+		char hex[FS3_HEX_LEN + 1];
+		struct fs3_digest d;
+		if (e->d_name[0] == '.' || strlen(e->d_name) < FS3_HEX_LEN)
+			continue;
+		memcpy(hex, e->d_name, FS3_HEX_LEN);
+		hex[FS3_HEX_LEN] = '\0';
+		_cleanup_free_ char *p = xasprintf("%s/%s", dir, e->d_name);
+		bool tmp = strstr(e->d_name, ".tmp.") != NULL;	/* a killed assembly */
+		if (fs3_digest_parse(hex, &d) < 0 || (!tmp && dset_has(live, &d)))
+			continue;
+		_cleanup_free_ char *mnt = mnt_path(fs, &d);
+		if (!tmp && is_mount_root(mnt))
+			continue;
+		if (unlink(p) == 0)
+			res->layers_removed++;
+	}
+	closedir(dh);
+	return 0;
+}
+
+int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
+{
+	struct fs3_gc_res mine;
+	struct dset live = { 0 };
+	void *args[] = { fs, &live, err };
+	int r;
+
+	if (!res)
+		res = &mine;
+	memset(res, 0, sizeof(*res));
+	if (err)
+		dsec_err_clear(err);
+	if ((r = lock(fs, LOCK_EX, err)) < 0)
+		return r;
+	/* Anything unreadable aborts before the first removal. */
+	if ((r = walk_tags(fs, true, mark_tagged, args)) < 0 ||
+	    (r = mark_acquired(fs, &live, err)) < 0) {
+		if (r == -EBADMSG && err && !err->msg[0])
+			dsec_err_set(err, EBADMSG, "a tag file in '%s/tags' is broken", fs->st.origin);
+		dsec_err_prefix(err, "gc of '%s' stopped, nothing removed", fs->st.origin);
+		goto out;
+	}
+	dset_seal(&live);
+	for (int k = 0; k < FS3_KIND__COUNT; k++) {
+		struct sweep so = { &live, res, 0 }, sc = { &live, res, 0 };
+		fs3_store_walk(fs->st.origin, (enum fs3_kind)k, sweep_one, &so);
+		fs3_store_walk(fs->st.cache, (enum fs3_kind)k, sweep_one, &sc);
+		if (k == FS3_CHUNK)
+			fs->st.cache_bytes = sc.left;
+	}
+	sweep_layers(fs, &live, res);
+	/* No import runs while we hold the lock exclusively: staging is debris. */
+	each_entry(fs, "tmp", rm_path);
+out:
+	free(live.v);
+	unlock(fs);
+	return r;
+}

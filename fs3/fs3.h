@@ -1,0 +1,164 @@
+/* fs3.h - layered read-only images for dsec sandboxes: the whole interface.
+ *
+ * An image is a manifest: an ordered list of EROFS layers plus a config
+ * (env, cwd, user, entrypoint), addressed by the "sha256:" digest of its
+ * msgpack encoding and named by tags ("name:tag").  A layer is an EROFS image
+ * cut into content-defined chunks; chunks, chunk indexes and manifests are
+ * content-addressed, zstd-compressed and verified on every fetch, from the
+ * node's cache first, then the origin (a directory; in production a mount of
+ * a distributed file system).  See dsec-fs3(7) for the layout on disk.
+ *
+ * Blocking: every function here may block (disk, fsync, mkfs.erofs, mount);
+ * dsecd calls them from its worker pool, never from the loop.
+ *
+ * Threads: one struct fs3 may be used from several threads at once; calls
+ * are serialised by a mutex inside it.  Processes: writers that share a store
+ * directory (dsecd, dsecctl) take an flock on STORE/lock, shared for adding
+ * (import, acquire, tag) and exclusive for removing (gc).
+ *
+ * Errors: functions return 0 or -errno and fill err with a message such as
+ * "cannot fetch chunk 'sha256:..' of layer 'sha256:..': no good copy (...)".
+ */
+#ifndef FS3_FS3_H
+#define FS3_FS3_H
+
+#include <stdint.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+struct fs3;
+
+/* This process mounts layers (dsecd, tests): at open it takes STORE/mnt.lock
+ * (at most one mounter per store; -EBUSY if another runs) and unmounts what a
+ * killed predecessor left under STORE/mnt. */
+#define FS3_MOUNTER 0x1u
+
+/* Where the store is and how it behaves.  Zero fields take defaults. */
+struct fs3_conf {
+	const char *store;	/* local store directory (cache, layers, mounts, lock) */
+	const char *origin;	/* origin directory, NULL = STORE/origin */
+	uint64_t cache_max;	/* cache cap in stored bytes, 0 = 10 GiB */
+	uint32_t chunk_size;	/* average chunk size (power of two, 64 KiB..4 MiB), 0 = 1 MiB */
+	unsigned flags;		/* FS3_MOUNTER */
+};
+
+/* An image's run configuration. */
+struct fs3_image_config {
+	char **env;		/* "K=V" strings, NULL-terminated, never NULL */
+	char *cwd;		/* working directory, "" = unset */
+	char *user;		/* "uid[:gid]" or a name, "" = unset */
+	char **entrypoint;	/* argv, NULL-terminated, never NULL (may be empty) */
+};
+
+/* An acquired image: its layers are mounted and stay so until release. */
+struct fs3_acquired {
+	char digest[72];		/* "sha256:<hex>" of the manifest */
+	size_t nlayers;			/* entries in layers */
+	char **layers;			/* mounted layer directories, top layer first */
+	char *lowerdir;			/* the same joined by ':' for overlayfs lowerdir= */
+	struct fs3_image_config config;	/* the image's config */
+};
+
+/* Options of an import. */
+struct fs3_import_opts {
+	const char *tag;		/* "name[:tag]" to point at the image, NULL = none */
+	struct fs3_image_config config;	/* config of the image; NULL vectors/strings = unset */
+};
+
+/* What an import did. */
+struct fs3_import_res {
+	char digest[72];	/* "sha256:<hex>" of the new manifest */
+	size_t nlayers;		/* layers in the image */
+	uint64_t logical;	/* bytes of the layers' EROFS images */
+	uint64_t stored;	/* compressed bytes newly written to the origin */
+	uint64_t chunks;	/* chunks in the layers */
+	uint64_t new_chunks;	/* of which were not in the origin before */
+	double seconds;		/* wall time of the import */
+};
+
+/* One layer as inspect shows it. */
+struct fs3_layer_info {
+	char digest[72];	/* "sha256:" of the EROFS image */
+	char index[72];		/* "sha256:" of its chunk index */
+	uint64_t size;		/* bytes of the EROFS image */
+	uint64_t chunks;	/* chunks in it */
+	bool mounted;		/* mounted on this node now */
+};
+
+/* An image as ls and inspect show it. */
+struct fs3_image_info {
+	char digest[72];		/* "sha256:<hex>" of the manifest */
+	char **tags;			/* "name:tag" strings, NULL-terminated */
+	size_t nlayers;			/* entries in layers */
+	struct fs3_layer_info *layers;	/* bottom layer first, as stored */
+	uint64_t size;			/* sum of the layers' sizes */
+	struct fs3_image_config config;	/* the image's config */
+};
+
+/* What a gc did. */
+struct fs3_gc_res {
+	uint64_t kept;		/* objects kept (origin and cache) */
+	uint64_t removed;	/* objects removed */
+	uint64_t freed;		/* stored bytes removed */
+	uint64_t layers_removed; /* unused materialized layer files removed */
+};
+
+/* Opens (creating if needed) the store; caller closes it with fs3_close. */
+int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err);
+/* Unmounts every layer this handle mounted, whatever is still acquired
+ * (lazily where busy), and frees fs; outstanding fs3_acquired are then only
+ * memory, freed with fs3_acquired_free.  NULL is a no-op. */
+void fs3_close(struct fs3 *fs);
+
+/* Imports src, a rootfs directory or a tar file (plain, gzip, zstd, xz,
+ * bzip2; OCI/docker whiteouts mapped to overlayfs form), as a one-layer
+ * image; writes to the origin (fsync'd) and through to the cache; tags it if
+ * opts->tag.  res may be NULL. */
+int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
+	       struct fs3_import_res *res, struct dsec_err *err);
+
+/* Resolves ref ("name[:tag]", "sha256:<hex>" or a unique "sha256:" prefix of
+ * at least 8 hex digits) to a manifest digest "sha256:<hex>". */
+int fs3_resolve(struct fs3 *fs, const char *ref, char digest[72], struct dsec_err *err);
+
+/* Points tag ("name[:tag]") at the image ref names; replaces an old tag. */
+int fs3_tag(struct fs3 *fs, const char *ref, const char *tag, struct dsec_err *err);
+/* Removes a tag, or with a digest every tag of that image.  The image's data
+ * goes at the next fs3_gc unless another tag or an acquire holds it. */
+int fs3_untag(struct fs3 *fs, const char *ref, struct dsec_err *err);
+
+/* The tagged images, ordered by their first tag; layer chunk counts and
+ * mount states are left 0.  The caller frees *out with fs3_image_list_free. */
+int fs3_image_list(struct fs3 *fs, struct fs3_image_info **out, size_t *n, struct dsec_err *err);
+void fs3_image_list_free(struct fs3_image_info *v, size_t n);
+/* One image, in full; the caller clears *out with fs3_image_info_clear. */
+int fs3_image_inspect(struct fs3 *fs, const char *ref, struct fs3_image_info *out,
+		      struct dsec_err *err);
+void fs3_image_info_clear(struct fs3_image_info *info);
+
+/* Makes the image ref names usable: each layer is assembled from verified
+ * chunks into STORE/layers/<hex>.erofs (once) and mounted read-only at
+ * STORE/mnt/<hex> (once per node: a mount is shared and refcounted by every
+ * acquire of any image that has the layer).  Needs FS3_MOUNTER.  *out is
+ * the caller's until fs3_image_release. */
+int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
+		      struct dsec_err *err);
+/* Gives an acquire back and frees a; a layer is unmounted when its last
+ * user goes (lazily if something, e.g. an overlay, still holds it).  NULL
+ * is a no-op. */
+void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a);
+/* Frees a without giving it back: only for acquires still outstanding when
+ * fs3_close unmounted everything (a daemon shutting down). */
+void fs3_acquired_free(struct fs3_acquired *a);
+
+/* Collects what no tag and no acquire (of any process on this node) reaches:
+ * manifests, indexes and chunks in the origin and the cache, and unmounted
+ * layer files.  res may be NULL. */
+int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err);
+
+/* The image config helpers: free the strings and vectors. */
+void fs3_image_config_free(struct fs3_image_config *c);
+
+#endif

@@ -1,0 +1,124 @@
+/* fs3-test.h - helpers shared by the fs3 C tests (t/2xxx): trees of files,
+ * a private scratch directory, shell commands. */
+#ifndef DSEC_FS3_TEST_H
+#define DSEC_FS3_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tap.h"
+#include "util.h"
+
+static char *T;		/* the scratch directory, removed at exit */
+
+#define skip(...) \
+	do { printf("ok %d # SKIP ", ++tap_n); printf(__VA_ARGS__); printf("\n"); } while (0)
+
+static void t_cleanup(void)
+{
+	if (T) {
+		dsec_rm_rf(T);
+		free(T);
+		T = NULL;
+	}
+}
+
+/* Makes $T under $TMPDIR (default /tmp) and removes it at exit. */
+static void t_setup(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *tmpl = xasprintf("%s/fs3-test.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+
+	if (!mkdtemp(tmpl)) {
+		printf("Bail out! cannot create '%s': %s\n", tmpl, strerror(errno));
+		exit(1);
+	}
+	T = tmpl;
+	atexit(t_cleanup);
+}
+
+/* $T/rel as a new string. */
+DSEC_PRINTF(1, 2) static char *tpath(const char *fmt, ...)
+{
+	va_list ap;
+	char *rel, *p;
+
+	va_start(ap, fmt);
+	if (vasprintf(&rel, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	p = xasprintf("%s/%s", T, rel);
+	free(rel);
+	return p;
+}
+
+/* Writes n bytes of a seeded pseudo-random stream (incompressible) to path,
+ * creating its directories. */
+static void put_random(const char *path, size_t n, uint64_t seed)
+{
+	char *dir = xstrdup(path), *buf = xmalloc(n ? n : 1);
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+	int fd;
+
+	*strrchr(dir, '/') = '\0';
+	dsec_mkdir_p(dir, 0755);
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (char)(x >> 24);
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || dsec_write_all(fd, buf, n) < 0)
+		printf("# cannot write '%s'\n", path);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	free(dir);
+}
+
+static void put_text(const char *path, const char *s)
+{
+	char *dir = xstrdup(path);
+	int fd;
+
+	*strrchr(dir, '/') = '\0';
+	dsec_mkdir_p(dir, 0755);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || dsec_write_all(fd, s, strlen(s)) < 0)
+		printf("# cannot write '%s'\n", path);
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+}
+
+/* Runs a shell command; its exit status, -1 if it did not run. */
+DSEC_PRINTF(1, 2) static int sh(const char *fmt, ...)
+{
+	va_list ap;
+	char *cmd;
+	int st;
+
+	va_start(ap, fmt);
+	if (vasprintf(&cmd, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	st = system(cmd);
+	if (st != 0)
+		printf("# '%s' exited %d\n", cmd, st);
+	free(cmd);
+	return st == -1 ? -1 : WEXITSTATUS(st);
+}
+
+/* Same content? (cmp -s) */
+static bool same_file(const char *a, const char *b)
+{
+	return sh("cmp -s '%s' '%s'", a, b) == 0;
+}
+
+#endif

@@ -1,0 +1,296 @@
+/* dsecctl - administer a dsec node; today its fs3 image store.
+ *
+ * Works on the store directory directly, no daemon needed: fs3 takes the
+ * store's flock, so dsecctl and a running dsecd can both write to it.
+ * Exit status: 0 done, 1 failed, 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs3.h"
+#include "log.h"
+#include "util.h"
+
+#define DEFAULT_STORE "/var/lib/dsec/fs3"
+
+/* Everything the command line says. */
+struct ctl_opts {
+	struct fs3_conf conf;		/* store, origin, cache cap */
+	const char *tag;		/* import --tag */
+	struct fs3_image_config config;	/* import --config */
+	size_t nenv, nentry;		/* entries in config.env, config.entrypoint */
+	char **args;			/* after "image CMD" */
+	int nargs;			/* entries in args */
+};
+
+/* One "image" subcommand. */
+struct ctl_cmd {
+	const char *name;	/* "import" */
+	int min_args, max_args;	/* positional arguments it takes */
+	const char *usage;	/* its arguments, for messages */
+	int (*run)(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err);
+};
+
+static const char usage_text[] =
+	"usage: dsecctl [--store DIR] [--origin DIR] [--cache-max SIZE] image COMMAND\n"
+	"  image import [--tag NAME[:TAG]] [--config KEY=VALUE]... SRC\n"
+	"               SRC: a rootfs directory or a tar (plain, .gz, .zst, .xz, .bz2)\n"
+	"               KEY: env (K=V, repeatable), cwd, user, entrypoint (one argument,\n"
+	"               repeatable)\n"
+	"  image ls\n"
+	"  image inspect NAME[:TAG]|DIGEST\n"
+	"  image tag NAME[:TAG]|DIGEST NEW[:TAG]\n"
+	"  image rm NAME[:TAG]|DIGEST\n"
+	"  image gc\n"
+	"The store defaults to $DSEC_FS3_STORE, then " DEFAULT_STORE "; the origin to\n"
+	"$DSEC_FS3_ORIGIN, then STORE/origin.  See dsecctl(8) and dsec-fs3(7).\n";
+
+static void size_str(uint64_t n, char *buf, size_t len)
+{
+	static const char units[] = "BKMGT";
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.1f%c" : "%.0f%c", v, units[u]);
+}
+
+static int cmd_import(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	struct fs3_import_opts io = { .tag = o->tag, .config = o->config };
+	struct fs3_import_res res;
+	int r;
+
+	if ((r = fs3_import(fs, o->args[0], &io, &res, err)) < 0)
+		return r;
+	printf("%s\n", res.digest);
+	printf("layers %zu  logical %llu  chunks %llu  new %llu  stored %llu  dedup %.2f  "
+	       "seconds %.2f\n", res.nlayers, (unsigned long long)res.logical,
+	       (unsigned long long)res.chunks, (unsigned long long)res.new_chunks,
+	       (unsigned long long)res.stored,
+	       res.stored ? (double)res.logical / (double)res.stored : 0.0, res.seconds);
+	return 0;
+}
+
+static int cmd_ls(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	struct fs3_image_info *v;
+	size_t n;
+	char sz[32];
+	int r;
+
+	if ((r = fs3_image_list(fs, &v, &n, err)) < 0)
+		return r;
+	printf("%-32s %-19s %8s %s\n", "TAG", "DIGEST", "SIZE", "LAYERS");
+	for (size_t i = 0; i < n; i++) {
+		size_str(v[i].size, sz, sizeof(sz));
+		for (char **t = v[i].tags; *t; t++)
+			printf("%-32s %.19s %8s %zu\n", *t, v[i].digest, sz, v[i].nlayers);
+	}
+	fs3_image_list_free(v, n);
+	return 0;
+}
+
+static void print_strv(const char *key, char **v, bool one_line)
+{
+	if (one_line) {
+		printf("%-11s", key);
+		for (; *v; v++)
+			printf(" %s", *v);
+		printf("\n");
+		return;
+	}
+	for (; *v; v++)
+		printf("%-11s %s\n", key, *v);
+}
+
+static int cmd_inspect(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	struct fs3_image_info info;
+	int r;
+
+	if ((r = fs3_image_inspect(fs, o->args[0], &info, err)) < 0)
+		return r;
+	printf("%-11s %s\n", "digest", info.digest);
+	print_strv("tags", info.tags, true);
+	printf("%-11s %llu\n", "size", (unsigned long long)info.size);
+	for (size_t i = 0; i < info.nlayers; i++) {
+		const struct fs3_layer_info *l = &info.layers[i];
+		printf("%-11s %s size %llu chunks %llu index %s%s\n", "layer", l->digest,
+		       (unsigned long long)l->size, (unsigned long long)l->chunks, l->index,
+		       l->mounted ? " mounted" : "");
+	}
+	print_strv("env", info.config.env, false);
+	printf("%-11s %s\n", "cwd", info.config.cwd);
+	printf("%-11s %s\n", "user", info.config.user);
+	print_strv("entrypoint", info.config.entrypoint, true);
+	fs3_image_info_clear(&info);
+	return 0;
+}
+
+static int cmd_tag(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	return fs3_tag(fs, o->args[0], o->args[1], err);
+}
+
+static int cmd_rm(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	return fs3_untag(fs, o->args[0], err);
+}
+
+static int cmd_gc(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	struct fs3_gc_res res;
+	int r;
+
+	if ((r = fs3_gc(fs, &res, err)) < 0)
+		return r;
+	printf("kept %llu  removed %llu  freed %llu  layer files removed %llu\n",
+	       (unsigned long long)res.kept, (unsigned long long)res.removed,
+	       (unsigned long long)res.freed, (unsigned long long)res.layers_removed);
+	return 0;
+}
+
+static const struct ctl_cmd cmds[] = {
+	{ .name = "import", .min_args = 1, .max_args = 1, .usage = "SRC", .run = cmd_import },
+	{ .name = "ls", .min_args = 0, .max_args = 0, .usage = "", .run = cmd_ls },
+	{ .name = "inspect", .min_args = 1, .max_args = 1, .usage = "IMAGE", .run = cmd_inspect },
+	{ .name = "tag", .min_args = 2, .max_args = 2, .usage = "IMAGE NEW", .run = cmd_tag },
+	{ .name = "rm", .min_args = 1, .max_args = 1, .usage = "IMAGE", .run = cmd_rm },
+	{ .name = "gc", .min_args = 0, .max_args = 0, .usage = "", .run = cmd_gc },
+};
+
+enum {
+	OPT_STORE = 256,
+	OPT_ORIGIN,
+	OPT_CACHE_MAX,
+	OPT_TAG,
+	OPT_CONFIG,
+	OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+	{ .name = "store",	.has_arg = required_argument,	.val = OPT_STORE },
+	{ .name = "origin",	.has_arg = required_argument,	.val = OPT_ORIGIN },
+	{ .name = "cache-max",	.has_arg = required_argument,	.val = OPT_CACHE_MAX },
+	{ .name = "tag",	.has_arg = required_argument,	.val = OPT_TAG },
+	{ .name = "config",	.has_arg = required_argument,	.val = OPT_CONFIG },
+	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
+	{ 0 }
+};
+
+static _Noreturn DSEC_PRINTF(1, 2) void usage_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "dsecctl: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n%s", usage_text);
+	exit(2);
+}
+
+static void strv_push(char ***v, size_t *n, const char *s)
+{
+	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+	(*v)[(*n)++] = xstrdup(s);
+	(*v)[*n] = NULL;
+}
+
+static void add_config(struct ctl_opts *o, const char *kv)
+{
+	struct fs3_image_config *c = &o->config;
+	const char *eq = strchr(kv, '=');
+	size_t kl = eq ? (size_t)(eq - kv) : 0;
+
+	if (!eq)
+		usage_fail("--config '%s': expected KEY=VALUE", kv);
+	if (kl == 3 && !strncmp(kv, "env", 3)) {
+		if (!strchr(eq + 1, '=') || eq[1] == '=')
+			usage_fail("--config '%s': env wants K=V", kv);
+		strv_push(&c->env, &o->nenv, eq + 1);
+	} else if (kl == 3 && !strncmp(kv, "cwd", 3)) {
+		free(c->cwd);
+		c->cwd = xstrdup(eq + 1);
+	} else if (kl == 4 && !strncmp(kv, "user", 4)) {
+		free(c->user);
+		c->user = xstrdup(eq + 1);
+	} else if (kl == 10 && !strncmp(kv, "entrypoint", 10)) {
+		strv_push(&c->entrypoint, &o->nentry, eq + 1);
+	} else {
+		usage_fail("--config '%s': unknown key (env, cwd, user, entrypoint)", kv);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl_opts o = { 0 };
+	const struct ctl_cmd *cmd = NULL;
+	struct dsec_err err;
+	struct fs3 *fs;
+	int c, r;
+
+	dsec_log_set_ident("dsecctl");
+	dsec_log_set_level(DSEC_LOG_WARN);
+	o.conf.store = getenv("DSEC_FS3_STORE");
+	if (!o.conf.store || !*o.conf.store)
+		o.conf.store = DEFAULT_STORE;
+	o.conf.origin = getenv("DSEC_FS3_ORIGIN");
+	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_STORE:
+			o.conf.store = optarg;
+			break;
+		case OPT_ORIGIN:
+			o.conf.origin = optarg;
+			break;
+		case OPT_CACHE_MAX:
+			if (dsec_parse_size(optarg, &o.conf.cache_max) < 0 || !o.conf.cache_max)
+				usage_fail("--cache-max '%s': not a size", optarg);
+			break;
+		case OPT_TAG:
+			o.tag = optarg;
+			break;
+		case OPT_CONFIG:
+			add_config(&o, optarg);
+			break;
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			return 0;
+		default:
+			fputs(usage_text, stderr);
+			return 2;
+		}
+	}
+	if (argc - optind < 2 || strcmp(argv[optind], "image"))
+		usage_fail("%s", argc - optind < 1 ? "no command" : "expected 'image COMMAND'");
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(cmds); i++)
+		if (!strcmp(cmds[i].name, argv[optind + 1]))
+			cmd = &cmds[i];
+	if (!cmd)
+		usage_fail("unknown command 'image %s'", argv[optind + 1]);
+	o.args = argv + optind + 2;
+	o.nargs = argc - optind - 2;
+	if (o.nargs < cmd->min_args || o.nargs > cmd->max_args)
+		usage_fail("usage: dsecctl image %s %s", cmd->name, cmd->usage);
+	if (cmd->run != cmd_import && (o.tag || o.nenv || o.nentry || o.config.cwd || o.config.user))
+		usage_fail("--tag and --config go with 'image import' only");
+	dsec_err_clear(&err);
+	if ((r = fs3_open(&fs, &o.conf, &err)) == 0) {
+		r = cmd->run(fs, &o, &err);
+		fs3_close(fs);
+	}
+	fs3_image_config_free(&o.config);
+	if (r < 0) {
+		fprintf(stderr, "dsecctl: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}
