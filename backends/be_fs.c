@@ -21,6 +21,7 @@
 #define FS_MAX_DEPTH 256		/* directory levels a walk goes down */
 #define FS_ENTRY_COST 96		/* bytes a list entry takes besides its strings */
 #define FS_CHUNK (64 * 1024)		/* copy buffer */
+#define FS_OPEN_TRIES 128		/* openat2 attempts when it says EAGAIN */
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -65,6 +66,9 @@ static int fs_err(struct dsec_err *err, int e, const char *what, const char *pat
 
 /* ---- resolving -------------------------------------------------------------- */
 
+/* openat2(); -EAGAIN (a rename or mount anywhere on the machine raced a
+ * ".." step, and the kernel could not prove it stayed inside) is retried,
+ * as openat2(2) advises: a busy node sees it often. */
 static int openat2_fd(int dir, const char *path, int flags, mode_t mode, uint64_t resolve)
 {
 	struct open_how how = {
@@ -72,8 +76,12 @@ static int openat2_fd(int dir, const char *path, int flags, mode_t mode, uint64_
 		.mode = (flags & O_CREAT) ? mode : 0,
 		.resolve = resolve,
 	};
-	long fd = syscall(SYS_openat2, dir, path, &how, sizeof(how));
+	long fd = -1;
 
+	for (int i = 0; i < FS_OPEN_TRIES; i++)
+		if ((fd = syscall(SYS_openat2, dir, path, &how, sizeof(how))) >= 0 ||
+		    (errno != EAGAIN && errno != EINTR))
+			break;
 	return fd < 0 ? -errno : (int)fd;
 }
 

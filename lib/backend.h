@@ -196,7 +196,7 @@ struct dsec_file_res {
 	struct dsec_file_info *entries;	/* LIST: sorted by name */
 	size_t nentries;		/* LIST: how many */
 	bool truncated;			/* LIST: more entries than returned */
-	uint64_t count;			/* REMOVE: entries removed; UPLOAD: extracted */
+	uint64_t count;			/* REMOVE: removed; UPLOAD: extracted; DOWNLOAD: packed */
 	struct dsec_buf data;		/* DOWNLOAD: the archive */
 };
 
