@@ -182,7 +182,7 @@ static void copy_in(const char *root, const char *host)
 
 /* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
  * the default root) skel/; D/root is the overlay. */
-static void build_root(const char *dir, const char *rootfs, const char *disk)
+static void build_root(const char *dir, const char *rootfs, const char *disk, bool userns)
 {
 	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 					   "/libx32" };
@@ -220,11 +220,11 @@ static void build_root(const char *dir, const char *rootfs, const char *disk)
 			if (!strcmp(skel[i], "tmp"))
 				chmod(q, 01777);
 		}
-		snprintf(opt, sizeof(opt), "lowerdir=%s/skel,upperdir=%s/upper,workdir=%s/work",
-			 rw, rw, rw);
+		snprintf(opt, sizeof(opt), "lowerdir=%s/skel,upperdir=%s/upper,workdir=%s/work%s",
+			 rw, rw, rw, userns ? ",userxattr" : "");
 	} else {
-		snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work", rootfs,
-			 rw, rw);
+		snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s", rootfs,
+			 rw, rw, userns ? ",userxattr" : "");
 	}
 	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
 	if (dflt) {
@@ -411,7 +411,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
-	build_root(dir, rootfs, disk);
+	build_root(dir, rootfs, disk, strcmp(arg(argc, argv, "--userns", "0"), "0") != 0);
 	finish_root(dir);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		fail(errno, "cannot unshare the cgroup namespace: %s", strerror(errno));

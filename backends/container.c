@@ -32,6 +32,7 @@
 #include <ev.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <net/if.h>
 #include <sched.h>
@@ -54,6 +55,7 @@
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "be_netpol.h"
+#include "be_fs.h"
 #include "log.h"
 #include "util.h"
 
@@ -924,7 +926,8 @@ static void create_prep_done(void *arg)
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
 			       (char *)"--disk", disk, (char *)"--cg", desc,
-			       (char *)"--layers", nlayers, NULL };
+			       (char *)"--layers", nlayers,
+			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"), NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
 	if (pipe2(st, O_CLOEXEC) < 0 ||
@@ -1604,6 +1607,8 @@ struct ct_fwork {
 	const void *data;		/* file_write data (caller's) */
 	size_t dlen;			/* its length */
 	uint32_t mode;			/* file_write mode */
+	const struct dsec_file_req *req;	/* file: the request (caller's) */
+	struct dsec_file_res *res;	/* file: its result (caller's) */
 };
 
 /* Resolve inside the sandbox's root: ".." stops at the root, absolute
@@ -1620,31 +1625,45 @@ static int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/* The sandbox's root as be_fs sees it: ".." stops at the root, absolute
+ * symlinks are relative to it, /proc magic links are refused; what is made
+ * belongs to the ids commands run as (the image's user or the config's). */
+static void fs_root(const struct ct_fwork *w, struct be_fs_root *root)
+{
+	*root = (struct be_fs_root){ .fd = w->sb->rootfd, .in_root = true,
+				     .uid = (uint32_t)w->sb->uid, .gid = (uint32_t)w->sb->gid,
+				     .mode_mask = 07777, .id_base = w->sb->ubase };
+}
 
 static void read_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	_cleanup_close_ int fd = -1;
+	struct be_fs_root root;
 
-	if ((fd = open_in_root(w->sb->rootfd, w->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)) < 0) {
-		w->rc = be_path_err(&w->err, fd, w->path, "read");
-		return;
-	}
-	w->rc = be_read_file(fd, w->path, w->offset, w->len, w->out, &w->err);
+	fs_root(w, &root);
+	w->rc = be_fs_read(&root, w->path, w->offset, w->len, w->out, &w->err);
 }
 
-/* In a sandbox with a user namespace, files the API creates must belong to
- * the sandbox's root: the overlay refuses an owner its namespace cannot
- * map (the host's root), with EOVERFLOW.  So the pool thread takes the
- * sandbox root's host ids as its filesystem ids for the operation (per
- * thread; this also drops its file capabilities, so the API then has the
- * access of the sandbox's root on the files that root owns), and gives
- * them back after. */
+/* In a sandbox with a user namespace, what the file API creates must have
+ * an owner the sandbox's namespace can map: the overlay refuses the host's
+ * root (EOVERFLOW).  So the pool thread takes the sandbox root's host ids
+ * as its filesystem ids for the operation, per thread, and raises again the
+ * file capabilities that change drops from its effective set (the kernel
+ * gives them back itself when the ids return to 0), so be_fs can still
+ * chown to the ids a request names, shifted into the sandbox's range. */
 static void as_sandbox_root(const struct ct_sb *sb)
 {
-	if (sb->ubase) {
-		setfsgid(sb->ubase);
-		setfsuid(sb->ubase);
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (!sb->ubase)
+		return;
+	setfsgid(sb->ubase);
+	setfsuid(sb->ubase);
+	if (syscall(SYS_capget, &h, d) == 0) {
+		d[0].effective = d[0].permitted;
+		d[1].effective = d[1].permitted;
+		syscall(SYS_capset, &h, d);	/* this thread only */
 	}
 }
 
@@ -1656,97 +1675,26 @@ static void as_host_root(const struct ct_sb *sb)
 	}
 }
 
-static void write_work_ids(void *arg);
-
 static void write_work(void *arg)
 {
 	struct ct_fwork *w = arg;
+	struct be_fs_root root;
 
+	fs_root(w, &root);
 	as_sandbox_root(w->sb);
-	write_work_ids(arg);
+	w->rc = be_fs_write(&root, w->path, w->data, w->dlen, w->mode, &w->err);
 	as_host_root(w->sb);
 }
 
-static void write_work_ids(void *arg)
+static void fs_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	_cleanup_free_ char *p = xstrdup(w->path), *tmp = NULL;
-	_cleanup_close_ int dir = -1, fd = -1;
-	char *last, *s;
-	int rc;
+	struct be_fs_root root;
 
-	/* Strip trailing slashes; the last component is the file. */
-	for (size_t n = strlen(p); n > 0 && p[n - 1] == '/'; n--)
-		p[n - 1] = '\0';
-	last = strrchr(p, '/');
-	if (!*p || (last && !last[1]) || !strcmp(last ? last + 1 : p, "..") ||
-	    !strcmp(last ? last + 1 : p, ".")) {
-		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EISDIR, "'%s' is not a file path",
-				      w->path);
-		return;
-	}
-	/* mkdir -p the parents, each resolved inside the root. */
-	if (last) {
-		*last = '\0';
-		for (s = p + 1; ; s++) {
-			bool end = !*s;
-
-			if (*s != '/' && !end)
-				continue;
-			*s = '\0';
-			if (*p && (dir = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0)) ==
-			    -ENOENT) {
-				char *sl = strrchr(p, '/');
-				_cleanup_close_ int par = -1;
-
-				if (sl) {
-					*sl = '\0';
-					par = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0);
-					*sl = '/';
-				} else {
-					par = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
-				}
-				if (par < 0 || (mkdirat(par, sl ? sl + 1 : p, 0755) < 0 &&
-						errno != EEXIST)) {
-					w->rc = par < 0 ? be_path_err(&w->err, par, w->path, "write") :
-						dsec_err_set(&w->err, errno, "cannot create '%s': %s",
-							     w->path, strerror(errno));
-					return;
-				}
-			} else if (dir < 0 && *p) {
-				w->rc = be_path_err(&w->err, dir, w->path, "write");
-				return;
-			}
-			if (dir >= 0) {
-				close(dir);
-				dir = -1;
-			}
-			if (end)
-				break;
-			*s = '/';
-		}
-		dir = open_in_root(w->sb->rootfd, *p ? p : "/", O_PATH | O_DIRECTORY, 0);
-		last++;
-	} else {
-		dir = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
-		last = p;
-	}
-	if (dir < 0) {
-		w->rc = be_path_err(&w->err, dir, w->path, "write");
-		return;
-	}
-	tmp = xasprintf(".dsec-write.%d", (int)gettid());
-	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
-		w->rc = be_path_err(&w->err, -errno, w->path, "write");
-		return;
-	}
-	if ((rc = dsec_write_all(fd, w->data, w->dlen)) < 0 ||
-	    fchmod(fd, (mode_t)(w->mode & 07777)) < 0 || renameat(dir, tmp, dir, last) < 0) {
-		int e = rc < 0 ? -rc : errno;
-
-		unlinkat(dir, tmp, 0);
-		w->rc = dsec_err_set(&w->err, e, "cannot write '%s': %s", w->path, strerror(e));
-	}
+	fs_root(w, &root);
+	as_sandbox_root(w->sb);
+	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
+	as_host_root(w->sb);
 }
 
 static void file_done(void *arg)
@@ -2039,6 +1987,21 @@ static int ct_resume(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err
 	return start_switch(vsb, false, done, arg, err);
 }
 
+static int ct_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
+		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_fwork t = { .sb = vsb, .done = done, .arg = arg, .path = (char *)req->path,
+			      .req = req, .res = res };
+	const struct ct_sb *sb = vsb;
+
+	if (sb->ubase && ((req->uid != DSEC_OWNER_DEFAULT && req->uid >= CT_URANGE) ||
+			  (req->gid != DSEC_OWNER_DEFAULT && req->gid >= CT_URANGE)))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "owner %lld:%lld is outside the sandbox's ids (0 to %u)",
+				     (long long)req->uid, (long long)req->gid, CT_URANGE - 1);
+	return file_op(vsb, fs_work, &t, err);
+}
+
 /* ---- destroy ---------------------------------------------------------------- */
 
 static void destroy_work(void *arg)
@@ -2266,4 +2229,5 @@ const struct dsec_be_ops dsec_backend = {
 	.call = NULL,
 	.net_allow = ct_net_allow,
 	.caps = DSEC_BE_CAP_LAYERS,
+	.file = ct_file,
 };

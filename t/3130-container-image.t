@@ -42,7 +42,7 @@ run dsecctl image import --tag test:user --config user=1000:1000 "$T/root"
 is "$RC" 0 "... and the same root again with another config"
 
 start_dsecd --set backends=container || bail "dsecd did not start"
-layers() { grep -c " erofs " /proc/self/mountinfo; }
+layers() { grep " erofs " /proc/self/mountinfo | grep -c "$STORE/"; }
 
 run dsec-run --backend container --image test:1 -c 'cat /hello.txt; echo $FOO $ONLY; pwd; ls /bin/wc'
 is "$(echo $OUT)" "hello from the image image image /data /bin/wc" \
