@@ -18,6 +18,12 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
 	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
 				"change what a sandbox's network may reach" },
+	[DSEC_OP_SESSION_OPEN] = { DSEC_OP_SESSION_OPEN, "session_open",
+				   "open a persistent shell session in a sandbox" },
+	[DSEC_OP_SESSION_EXEC] = { DSEC_OP_SESSION_EXEC, "session_exec",
+				   "run a command in a shell session" },
+	[DSEC_OP_SESSION_CLOSE] = { DSEC_OP_SESSION_CLOSE, "session_close",
+				    "close a shell session" },
 };
 
 const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
