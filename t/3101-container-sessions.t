@@ -6,7 +6,7 @@
 
 need_container
 
-plan 48
+plan 49
 
 if ! start_dsecd --set backends=fncall,container --set container.max_sessions=4; then
 	echo "Bail out! dsecd did not start"
@@ -133,6 +133,17 @@ is "$(get stdout)" "hi /tmp" "session_open takes env and cwd"
 for s in f g h; do req session_open id="$id" session=$s >/dev/null; done
 run req session_open id="$id" session=i
 is "$(get error code)" "capacity" "max_sessions is enforced"
+
+run req create backend=container
+cid=$(get id)
+run helper-session "$DSEC_HOST" "$cid"
+req destroy id="$cid" >/dev/null
+is "$RC:$OUT" "0:open: lib
+state: exit=0 timed_out=0 reset=0 ended=0 cwd=/root out=1 2
+/root
+info: 1 session(s), first lib in /root
+timeout: exit=137 timed_out=1 reset=0 ended=0 cwd=/root out=
+after close: not_found" "the C client: open, exec, info, timeout, close"
 
 run req create backend=fncall
 fid=$(get id)
