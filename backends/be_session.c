@@ -43,6 +43,7 @@
 
 #define SESS_GRACE 2.0			/* s for the shell to report after a kill */
 #define SESS_START_TIMEOUT 15.0		/* s for a new shell to report ready */
+#define SESS_RESET_TIMEOUT 10.0		/* s for the helper to exit after a reset kill */
 #define SESS_DEFAULT_CAP (1u << 20)	/* output_cap 0 */
 #define SESS_CMD_MAX (1u << 20)		/* bytes of one command */
 #define SESS_NAME_MAX 64		/* bytes of a session name */
@@ -76,6 +77,7 @@ struct be_sess {
 	size_t in_off;			/* how many of them are written */
 	struct dsec_buf mark;		/* marker pipe bytes */
 	struct dsec_buf st;		/* helper status bytes */
+	struct dsec_buf start_err;	/* what a starting shell wrote on stderr */
 	char nonce[33];			/* the pending record's nonce, hex */
 	uint64_t commands;		/* commands run */
 	/* A kill still running on the pool could hit a new command or a new
@@ -117,6 +119,7 @@ static void sess_unref(struct be_sess *s)
 	dsec_buf_free(&s->in);
 	dsec_buf_free(&s->mark);
 	dsec_buf_free(&s->st);
+	dsec_buf_free(&s->start_err);
 	dsec_strv_free(s->env);
 	free(s->name);
 	free(s->shell);
@@ -399,8 +402,11 @@ static void out_pipe(struct be_sess *s, ev_io *w, int *fd, bool is_err)
 	bool t, eof;
 
 	dsec_buf_init(&junk);
-	eof = be_drain(*fd, r ? s->cap : 0, r ? (is_err ? &r->err : &r->out) : &junk,
-		       r ? (is_err ? &r->err_truncated : &r->out_truncated) : &t);
+	if (!r && is_err && s->state == SS_STARTING)
+		eof = be_drain(*fd, 512, &s->start_err, &t);	/* for the error message */
+	else
+		eof = be_drain(*fd, r ? s->cap : 0, r ? (is_err ? &r->err : &r->out) : &junk,
+			       r ? (is_err ? &r->err_truncated : &r->out_truncated) : &t);
 	dsec_buf_free(&junk);
 	if (eof) {
 		ev_io_stop(s->set->loop, w);
@@ -553,20 +559,18 @@ static void shell_gone(struct be_sess *s)
 				      "cannot start shell '%s' in sandbox '%s': %.*s", s->shell,
 				      s->set->sandbox, (int)strcspn(msg, "\n"), msg);
 		} else {
-			struct dsec_buf eb;
+			struct dsec_buf *eb = &s->start_err;
 			bool t = false;
 
-			dsec_buf_init(&eb);
 			if (s->p.err >= 0)
-				be_drain(s->p.err, 300, &eb, &t);
+				be_drain(s->p.err, 512, eb, &t);
 			e = have_st && WIFEXITED(wst) && WEXITSTATUS(wst) == 127 ? ENOENT : EIO;
 			dsec_err_setc(&err, e == ENOENT ? DSEC_E_NOT_FOUND : DSEC_E_BACKEND, e,
 				      "cannot start shell '%s' in sandbox '%s': it exited with "
 				      "status %d%s%.*s", s->shell, s->set->sandbox,
 				      have_st && WIFEXITED(wst) ? WEXITSTATUS(wst) : -1,
-				      eb.len ? ": " : "", (int)strcspn(eb.data ? eb.data : "", "\n"),
-				      eb.data ? eb.data : "");
-			dsec_buf_free(&eb);
+				      eb->len ? ": " : "", (int)strcspn(eb->data ? eb->data : "", "\n"),
+				      eb->data ? eb->data : "");
 		}
 		if (s->rq == RQ_EXEC)
 			complete_ended(s);	/* the shell replacing a stuck one died */
@@ -641,6 +645,13 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			s->pend_fullkill = true;
 		else
 			kill_group(s, 0);
+		ev_timer_set(w, SESS_RESET_TIMEOUT, 0);
+		ev_timer_start(loop, w);
+		return;
+	case SS_RESETTING:
+		/* The helper should have seen its shell die: make it go. */
+		if (s->p.pid > 0)
+			kill(s->p.pid, SIGKILL);
 		return;
 	case SS_STARTING: {
 		struct dsec_err e;
@@ -671,6 +682,7 @@ static void start_shell(struct be_sess *s, struct dsec_err *err, int *rc)
 	int mk[2];
 
 	s->shell_pid = 0;
+	dsec_buf_reset(&s->start_err);
 	dsec_buf_reset(&s->mark);
 	dsec_buf_reset(&s->st);
 	dsec_buf_reset(&s->in);
@@ -821,6 +833,7 @@ int be_sess_open(struct be_sess_set *set, const struct dsec_session_spec *spec,
 	dsec_buf_init(&s->in);
 	dsec_buf_init(&s->mark);
 	dsec_buf_init(&s->st);
+	dsec_buf_init(&s->start_err);
 	ev_init(&s->timer, timer_cb);
 	if (set->parent && (rc = be_cg_child(set->parent, gname, true, false, &s->cg, err)) < 0) {
 		sess_unref(s);

@@ -6,7 +6,7 @@
 
 need_container
 
-plan 49
+plan 54
 
 if ! start_dsecd --set backends=fncall,container --set container.max_sessions=4; then
 	echo "Bail out! dsecd did not start"
@@ -76,6 +76,16 @@ sx a 'return 5'
 is "$(get exit_code):$(get ended)" "5:false" "return ends the command, not the shell"
 sx a 'read line; echo "[$line]"'
 is "$(get stdout)" "[]" "commands read /dev/null, not the session's input"
+q=$(cat <<'EOF'
+printf '%s|' 'it'\''s' 'back\slash' "$HOME" `echo bq` $(echo dollar) '$(no)'
+cat <<END
+here $HOME
+END
+EOF
+)
+sx a "$q"
+is "$(get exit_code):$(get stdout)" "0:it's|back\\slash|/root|bq|dollar|\$(no)|here /root" \
+	"quotes, backslashes, substitutions and a here-document reach the shell intact"
 
 # Timeouts: the command dies, the shell stays; a stuck shell is restarted.
 sx a 'cd /tmp; Z=9; sleep 9971' timeout%=1
@@ -90,6 +100,10 @@ is "$(get timed_out):$(get reset):$(get ended):$(get stdout)" "true:true:false:b
 	"a loop in the shell itself: timed_out, the shell is reset"
 sx a 'pwd; echo "[$Z]"'
 is "$(get stdout)" "$(printf '/tmp\n[]\n')" "the new shell starts in the last directory, variables are gone"
+sx a 'exec sleep 9972' timeout%=1
+is "$(get timed_out):$(get reset):$(get ended)" "true:true:false" "a shell that exec'd a command that times out is reset"
+sx a 'pwd'
+is "$(get stdout)" "/tmp" "and the session goes on"
 
 # One command at a time per session; sessions run side by side.
 t0=$(date +%s%N)
@@ -127,6 +141,11 @@ run req session_exec id="$id" cmd=true
 is "$(get error code)" "bad_request" "session_exec without a session: bad_request"
 run req session_open id="$id" session=c shell=/no/such/shell
 is "$(get error code)" "not_found" "a shell that does not exist: not_found"
+like "$(get message)" "status 127: .*No such file" "its message carries the shell's error"
+run req session_open id="$id" session=bsh shell=bash
+sx bsh 'shopt -s extglob; echo "bash ${BASH_VERSION%%.*}"'
+like "$(get stdout)" "^bash [0-9]+" "shell=bash runs bash"
+run req session_close id="$id" session=bsh
 run req session_open id="$id" session=e env.GREETING=hi cwd=/tmp
 sx e 'echo "$GREETING $(pwd)"'
 is "$(get stdout)" "hi /tmp" "session_open takes env and cwd"
