@@ -104,8 +104,8 @@ struct be_sess_set {
 	struct be_cg *parent;		/* the sandbox's group */
 	char *sandbox;			/* sandbox id, for messages */
 	struct be_sess *list;		/* open sessions */
-	struct be_sess *dying;		/* closed ones whose group is being removed */
 	unsigned n;			/* their number */
+	struct be_sess *dying;		/* closed ones whose group is being removed */
 	unsigned max;			/* the most that may be open */
 	uint64_t serial;		/* names of groups and of unnamed sessions */
 };
@@ -256,8 +256,9 @@ static void kill_done(void *arg)
 	sess_unref(s);
 }
 
-/* Kill the group's processes but keep (0: all); what follows comes from
- * the shell's pipes (its record, or the helper's exit status). */
+/* Kill the group's processes but keep (0: all, -1: the shell's pid is not
+ * known, all too); what follows comes from the shell's pipes (its record,
+ * or the helper's exit status). */
 static void kill_group(struct be_sess *s, pid_t keep)
 {
 	struct sess_work *w = xcalloc(1, sizeof(*w));
@@ -767,15 +768,6 @@ void be_sess_set_free(struct be_sess_set *set)
 	}
 	free(set->sandbox);
 	free(set);
-}
-
-unsigned be_sess_running(const struct be_sess_set *set)
-{
-	unsigned n = 0;
-
-	for (const struct be_sess *s = set ? set->list : NULL; s; s = s->next)
-		n += s->rq == RQ_EXEC;
-	return n;
 }
 
 static bool name_ok(const char *n)

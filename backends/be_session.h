@@ -67,8 +67,6 @@ struct be_sess_set *be_sess_set_new(struct ev_loop *loop, const struct be_sess_o
  * killed (their groups die with the sandbox's, which the backend kills and
  * removes), the set is freed.  Pool work in flight finishes on its own. */
 void be_sess_set_free(struct be_sess_set *set);
-/* Commands running in the set now. */
-unsigned be_sess_running(const struct be_sess_set *set);
 
 /* The backend's ops, with the contracts of dsec_be_ops (backend.h).
  * default_cwd is used when spec->cwd is NULL. */
