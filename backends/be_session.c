@@ -573,8 +573,17 @@ static void shell_gone(struct be_sess *s)
 				      eb->len ? ": " : "", (int)strcspn(eb->data ? eb->data : "", "\n"),
 				      eb->data ? eb->data : "");
 		}
+		if (s->rq == RQ_EXEC && strcmp(s->cwd, "/")) {
+			/* The shell replacing a stuck one died, maybe because its
+			 * directory is gone: try once more in /. */
+			free(s->cwd);
+			s->cwd = xstrdup("/");
+			close_proc(s, s->set->loop);
+			respawn(s);
+			return;
+		}
 		if (s->rq == RQ_EXEC)
-			complete_ended(s);	/* the shell replacing a stuck one died */
+			complete_ended(s);	/* no shell will start */
 		else
 			complete(s, -e, &err);
 		sess_end(s);

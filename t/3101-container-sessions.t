@@ -6,7 +6,7 @@
 
 need_container
 
-plan 54
+plan 55
 
 if ! start_dsecd --set backends=fncall,container --set container.max_sessions=4; then
 	echo "Bail out! dsecd did not start"
@@ -104,6 +104,9 @@ sx a 'exec sleep 9972' timeout%=1
 is "$(get timed_out):$(get reset):$(get ended)" "true:true:false" "a shell that exec'd a command that times out is reset"
 sx a 'pwd'
 is "$(get stdout)" "/tmp" "and the session goes on"
+sx a 'mkdir /tmp/gone && cd /tmp/gone'
+sx a 'rmdir /tmp/gone && while :; do :; done' timeout%=1
+is "$(get reset):$(get ended):$(get cwd)" "true:false:/" "a reset whose directory is gone starts the shell in /"
 
 # One command at a time per session; sessions run side by side.
 t0=$(date +%s%N)
