@@ -22,9 +22,10 @@
  * Timeout: every process of the session's group except the shell is
  * killed (the shell's pid on the host comes from the helper's "pid" line),
  * the shell reaps its child and writes its record; when no record comes
- * within SESS_GRACE (the shell itself loops, or exec'd the command), the
- * whole group is killed and a new shell starts in the last known
- * directory: the reply says reset, and variables and functions are gone.
+ * within SESS_GRACE of the end of that kill (the shell itself loops, or
+ * exec'd the command), the whole group is killed and a new shell starts
+ * in the last known directory: the reply says reset, and variables and
+ * functions are gone.
  */
 #include <errno.h>
 #include <ev.h>
@@ -521,7 +522,12 @@ static void respawn(struct be_sess *s)
 /* No kill is in flight any more: do what waited for that. */
 static void settle(struct be_sess *s)
 {
-	if (s->pend_fullkill) {
+	if (s->state == SS_KILLING) {
+		/* The command's processes are gone, however long the pool took:
+		 * now the shell has SESS_GRACE to report. */
+		ev_timer_set(&s->timer, SESS_GRACE, 0);
+		ev_timer_start(s->set->loop, &s->timer);
+	} else if (s->pend_fullkill) {
 		s->pend_fullkill = false;
 		kill_group(s, 0);
 	} else if (s->pend_spawn) {
@@ -643,9 +649,7 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		s->res->exec.timed_out = true;
 		s->state = SS_KILLING;
 		kill_group(s, s->shell_pid ? s->shell_pid : -1);
-		ev_timer_set(w, SESS_GRACE, 0);
-		ev_timer_start(loop, w);
-		return;
+		return;		/* the grace starts when the kill is done (settle) */
 	case SS_KILLING:
 		/* The shell itself is stuck: kill it all; when the helper reports
 		 * the shell's end, a new one starts (shell_gone). */
