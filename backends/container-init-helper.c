@@ -15,10 +15,15 @@
  *   All mounts live only in the sandbox's mount namespace: the host never
  *   sees them and they vanish with the sandbox's last process.
  *
- *   container-init exec --uid U --gid G --cwd DIR --nofile N --cg DESC -- ARGV...
+ *   container-init exec --uid U --gid G --cwd DIR --nofile N --cg DESC
+ *		[--session FD] -- ARGV...
  *	fds 0-2: the command's stdin, stdout, stderr; fd 3: status pipe
  *	(one line: "st WAITSTATUS" or "err ERRNO message"); fd 4: pidfd of the
- *	sandbox's init; fd 5: O_PATH fd of its root; fds 6..: the exec's cgroup
+ *	sandbox's init; fd 5: O_PATH fd of its root; fds 6..: the exec's cgroup.
+ *	With --session (a shell session, see be_session.c): FD is the write
+ *	end of the session's marker pipe, which the command gets as its fd 3,
+ *	and the status pipe first carries "pid PID" (the command's pid on the
+ *	host, so dsecd can spare the shell when it kills its children).
  *   Enters the namespaces of the init, forks the command (the pid namespace
  *   applies to children), which joins the exec's cgroup and the cgroup
  *   namespace, chroots, drops every capability, sets no_new_privs and the
@@ -510,6 +515,7 @@ static int do_exec(int argc, char **argv)
 	const char *desc = arg(argc, argv, "--cg", "none");
 	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
 	uint64_t keep = userns ? SMALL_CAPS : 0;
+	int mark = atoi(arg(argc, argv, "--session", "-1"));
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	char **cmd = NULL;
@@ -553,7 +559,14 @@ static int do_exec(int argc, char **argv)
 			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (e = load_seccomp()) < 0)
 			fail(EPERM, "cannot load the seccomp filter");
-		syscall(SYS_close_range, 3, ~0U, 0);
+		if (mark > FD_STATUS) {
+			/* A session's shell: its marker pipe becomes fd 3. */
+			if (dup2(mark, FD_STATUS) < 0)
+				_exit(126);
+			syscall(SYS_close_range, FD_STATUS + 1, ~0U, 0);
+		} else {
+			syscall(SYS_close_range, 3, ~0U, 0);
+		}
 		execvp(cmd[0], cmd);
 		e = errno;
 		dprintf(2, "%s: %s\n", cmd[0], strerror(e));
@@ -564,6 +577,11 @@ static int do_exec(int argc, char **argv)
 	close(2);
 	close(4);
 	close(5);
+	if (mark > FD_STATUS) {
+		/* The session needs the shell's pid as the host sees it. */
+		close(mark);
+		dprintf(FD_STATUS, "pid %d\n", (int)pid);
+	}
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			fail(errno, "cannot wait: %s", strerror(errno));

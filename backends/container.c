@@ -56,6 +56,7 @@
 #include "be_cgroup.h"
 #include "be_netpol.h"
 #include "be_fs.h"
+#include "be_session.h"
 #include "log.h"
 #include "util.h"
 
@@ -87,6 +88,7 @@ struct ct_conf {
 	char *subnet;		/* its IPv4 subnet */
 	bool userns;		/* root inside is an unprivileged uid range outside */
 	uint64_t uid_base;	/* first host uid of those ranges */
+	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
 };
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -107,6 +109,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "subnet", BE_K_STR, F(subnet), "10.231.0.0/16" },
 	{ "userns", BE_K_BOOL, F(userns), "true" },
 	{ "uid_base", BE_K_COUNT, F(uid_base), "1000000000" },
+	{ "max_sessions", BE_K_COUNT, F(max_sessions), "16" },
 #undef F
 };
 
@@ -173,6 +176,7 @@ struct ct_sb {
 	bool switching;			/* a pause or resume is on a pool thread */
 	uint64_t paused_at;		/* when the pause began, ns */
 	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
+	struct be_sess_set *sess;	/* shell sessions, made at the first open */
 };
 
 struct ct_exec {
@@ -529,6 +533,7 @@ fail:
 
 static void sb_free(struct ct_sb *sb)
 {
+	be_sess_set_free(sb->sess);
 	ev_child_stop(sb->be->host->loop, &sb->cw);
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
@@ -1431,19 +1436,58 @@ static void env_merge(char ***v, size_t *n, const char *const *add)
 	}
 }
 
+/* Text behind the numeric arguments of the helper's exec mode. */
+struct exec_nums {
+	char uid[24];			/* --uid */
+	char gid[24];			/* --gid */
+	char nofile[24];		/* --nofile */
+};
+
+/* Puts the helper's exec-mode arguments before "--" into argv (room for
+ * 14); returns how many. */
+static size_t exec_args(const struct ct_sb *sb, char **argv, const char *cwd, char *desc,
+			struct exec_nums *n)
+{
+	const struct ct_be *be = sb->be;
+	size_t i = 0;
+
+	snprintf(n->uid, sizeof(n->uid), "%" PRIu64, sb->uid);
+	snprintf(n->gid, sizeof(n->gid), "%" PRIu64, sb->gid);
+	snprintf(n->nofile, sizeof(n->nofile), "%" PRIu64,
+		 sb->lim.nofile ? (uint64_t)sb->lim.nofile : be->conf.nofile);
+	argv[i++] = (char *)CT_HELPER;
+	argv[i++] = (char *)"exec";
+	argv[i++] = (char *)"--uid";
+	argv[i++] = n->uid;
+	argv[i++] = (char *)"--gid";
+	argv[i++] = n->gid;
+	argv[i++] = (char *)"--cwd";
+	argv[i++] = (char *)cwd;
+	argv[i++] = (char *)"--nofile";
+	argv[i++] = n->nofile;
+	argv[i++] = (char *)"--cg";
+	argv[i++] = desc;
+	argv[i++] = (char *)"--userns";
+	argv[i++] = (char *)(sb->ubase ? "1" : "0");
+	return i;
+}
+
+/* Every command's environment starts with these. */
+static const char *const base_env[] = {
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/root", "HOSTNAME=sandbox", "LANG=C.UTF-8", "TERM=dumb", NULL };
+
 static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *res,
 		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
-	static const char *const base_env[] = {
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME=/root", "HOSTNAME=sandbox", "LANG=C.UTF-8", "TERM=dumb", NULL };
 	struct ct_sb *sb = vsb;
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
 	_cleanup_free_ char **env = NULL;
 	_cleanup_free_ char **argv = NULL;
 	size_t nenv = 0, nargv = 0, i = 0;
-	char desc[256], a_uid[24], a_gid[24], a_nof[24], name[32];
+	char desc[256], name[32];
+	struct exec_nums nums;
 	int cgfds[BE_CG_MAXH], ncg, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, ps[2] = { -1, -1 };
 	int in = -1, fds[6 + BE_CG_MAXH], rc;
 	struct be_cg *cg = NULL;
@@ -1471,27 +1515,10 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
 		return rc;
 	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
-	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, sb->uid);
-	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, sb->gid);
-	snprintf(a_nof, sizeof(a_nof), "%" PRIu64,
-		 sb->lim.nofile ? (uint64_t)sb->lim.nofile : be->conf.nofile);
 	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;
 	nargv = req->argv ? dsec_strv_len(req->argv) : 3;
 	argv = xcalloc(nargv + 20, sizeof(*argv));
-	argv[i++] = (char *)CT_HELPER;
-	argv[i++] = (char *)"exec";
-	argv[i++] = (char *)"--uid";
-	argv[i++] = a_uid;
-	argv[i++] = (char *)"--gid";
-	argv[i++] = a_gid;
-	argv[i++] = (char *)"--cwd";
-	argv[i++] = (char *)cwd;
-	argv[i++] = (char *)"--nofile";
-	argv[i++] = a_nof;
-	argv[i++] = (char *)"--cg";
-	argv[i++] = desc;
-	argv[i++] = (char *)"--userns";
-	argv[i++] = (char *)(sb->ubase ? "1" : "0");
+	i = exec_args(sb, argv, cwd, desc, &nums);
 	argv[i++] = (char *)"--";
 	if (req->argv) {
 		for (size_t k = 0; k < nargv; k++)
@@ -2055,8 +2082,173 @@ static int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_er
 		dsec_err_setc(&e, DSEC_E_NOT_FOUND, ECANCELED, "sandbox '%s' was destroyed", sb->id);
 		exec_finish(x, -ECANCELED, &e);	/* unlinks x */
 	}
+	be_sess_set_free(sb->sess);
+	sb->sess = NULL;
 	sb_maybe_destroy(sb);
 	return 0;
+}
+
+/* ---- shell sessions (be_session.c does the work) ------------------------- */
+
+/* Start a session's shell: container-init exec as for a command, with the
+ * session's group and its marker pipe as the shell's fd 3. */
+static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *const *env,
+		      const char *const *cmd, int mark_w, struct be_sess_proc *p,
+		      struct dsec_err *err)
+{
+	struct ct_sb *sb = ctx;
+	_cleanup_free_ char **envv = NULL;
+	size_t nenv = 0, i;
+	char desc[256], a_mark[16];
+	struct exec_nums nums;
+	int cgfds[BE_CG_MAXH], ncg, fds[7 + BE_CG_MAXH], pp[4][2], rc;
+	char *argv[20];
+
+	env_merge(&envv, &nenv, base_env);
+	env_merge(&envv, &nenv, (const char *const *)sb->env);
+	env_merge(&envv, &nenv, env);
+	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
+	snprintf(a_mark, sizeof(a_mark), "%d", 6 + ncg);
+	i = exec_args(sb, argv, cwd, desc, &nums);
+	argv[i++] = (char *)"--session";
+	argv[i++] = a_mark;
+	argv[i++] = (char *)"--";
+	argv[i++] = (char *)cmd[0];
+	argv[i] = NULL;
+	for (int k = 0; k < 4; k++)
+		pp[k][0] = pp[k][1] = -1;
+	for (int k = 0; k < 4; k++)
+		if (pipe2(pp[k], O_CLOEXEC) < 0) {
+			rc = dsec_err_set(err, errno, "cannot make pipes: %s", strerror(errno));
+			goto out;
+		}
+	fds[0] = pp[0][0];
+	fds[1] = pp[1][1];
+	fds[2] = pp[2][1];
+	fds[3] = pp[3][1];
+	fds[4] = sb->pidfd;
+	fds[5] = sb->rootfd;
+	for (int k = 0; k < ncg; k++)
+		fds[6 + k] = cgfds[k];
+	fds[6 + ncg] = mark_w;
+	p->pid = spawn_helper(sb->be, argv, envv ? envv : (char *[]){ NULL }, fds, 7 + ncg, 0,
+			      NULL);
+	if (p->pid < 0) {
+		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
+		goto out;
+	}
+	/* Hand our ends out; the child's ends close below. */
+	p->in = dsec_steal_fd(&pp[0][1]);
+	p->out = dsec_steal_fd(&pp[1][0]);
+	p->err = dsec_steal_fd(&pp[2][0]);
+	p->st = dsec_steal_fd(&pp[3][0]);
+	rc = 0;
+out:
+	for (int k = 0; k < 4; k++) {
+		if (pp[k][0] >= 0)
+			close(pp[k][0]);
+		if (pp[k][1] >= 0)
+			close(pp[k][1]);
+	}
+	return rc;
+}
+
+/* Pool work of a session: the sandbox stays until its done has run. */
+struct ct_stask {
+	struct ct_sb *sb;		/* sandbox (busy while the task runs) */
+	void (*work)(void *);		/* be_session's */
+	void (*done)(void *);		/* be_session's */
+	void *arg;			/* theirs */
+};
+
+static void stask_work(void *arg)
+{
+	struct ct_stask *t = arg;
+
+	t->work(t->arg);
+}
+
+static void stask_done(void *arg)
+{
+	struct ct_stask *t = arg;
+	struct ct_sb *sb = t->sb;
+
+	t->done(t->arg);
+	free(t);
+	sb->busy--;
+	sb_maybe_destroy(sb);
+}
+
+static void sess_submit(void *ctx, void (*work)(void *), void (*done)(void *), void *arg)
+{
+	struct ct_sb *sb = ctx;
+	struct ct_stask *t = xcalloc(1, sizeof(*t));
+
+	t->sb = sb;
+	t->work = work;
+	t->done = done;
+	t->arg = arg;
+	sb->busy++;
+	ct_submit(sb->be, stask_work, stask_done, t);
+}
+
+static void sess_defer(void *ctx, dsec_be_done_fn done, void *arg, int rc,
+		       const struct dsec_err *err)
+{
+	struct ct_sb *sb = ctx;
+
+	defer(sb->be, done, arg, rc, err);
+}
+
+static const struct be_sess_ops sess_ops = {
+	.spawn = sess_spawn,
+	.submit = sess_submit,
+	.defer = sess_defer,
+};
+
+static int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name,
+			   dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (!sb->sess)
+		sb->sess = be_sess_set_new(sb->be->host->loop, &sess_ops, sb, sb->cg,
+					   (unsigned)sb->be->conf.max_sessions, sb->id);
+	return be_sess_open(sb->sess, spec, sb->cwd, name, done, arg, err);
+}
+
+static int ct_session_exec(void *vsb, const char *name, const struct dsec_exec_req *req,
+			   struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
+			   struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+
+	if (!sb->sess || sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT,
+				     "no session '%.80s' in sandbox '%s'", name, sb->id);
+	return be_sess_exec(sb->sess, name, req, res, done, arg, err);
+}
+
+static int ct_session_close(void *vsb, const char *name, dsec_be_done_fn done, void *arg,
+			    struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+
+	if (!sb->sess || sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT,
+				     "no session '%.80s' in sandbox '%s'", name, sb->id);
+	return be_sess_close(sb->sess, name, done, arg, err);
+}
+
+static void ct_session_list(void *vsb, void (*fn)(void *arg, const struct dsec_session_info *),
+			    void *arg)
+{
+	struct ct_sb *sb = vsb;
+
+	be_sess_list(sb->sess, fn, arg);
 }
 
 /* ---- init, fini, stats ------------------------------------------------- */
@@ -2084,6 +2276,8 @@ static void ct_fini(void *vbe)
 		be_cg_kill(be->cg);
 	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
 		drop_held(sb);
+		be_sess_set_free(sb->sess);
+		sb->sess = NULL;
 		while (sb->execs) {
 			struct ct_exec *x = sb->execs;
 
@@ -2230,4 +2424,8 @@ const struct dsec_be_ops dsec_backend = {
 	.net_allow = ct_net_allow,
 	.caps = DSEC_BE_CAP_LAYERS,
 	.file = ct_file,
+	.session_open = ct_session_open,
+	.session_exec = ct_session_exec,
+	.session_close = ct_session_close,
+	.session_list = ct_session_list,
 };

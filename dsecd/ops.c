@@ -49,6 +49,11 @@ struct dsecd_req {
 	struct dsec_file_res fres;	/* what it fills */
 	uint64_t t0;			/* receive time, ns */
 	struct dsecd_req *gnext;	/* sb->gate link */
+	/* shell sessions */
+	char *session;			/* session name asked for */
+	char *shell;			/* session_open shell */
+	char *sname;			/* name the backend gave (session_open) */
+	struct dsec_session_res sres;	/* session_exec result */
 };
 
 static void rerun(struct dsecd_req *r);
@@ -75,6 +80,11 @@ static void req_free(struct dsecd_req *r)
 	free(r->path);
 	dsec_buf_free(&r->data);
 	dsec_file_res_free(&r->fres);
+	free(r->session);
+	free(r->shell);
+	free(r->sname);
+	dsec_exec_res_free(&r->sres.exec);
+	free(r->sres.cwd);
 	free(r);
 }
 
@@ -98,10 +108,11 @@ static void reply_err(struct dsecd_req *r, const struct dsec_err *err)
 	send_pk(r, &p);
 }
 
-/* Packs an exec result; caps are already applied by the backend. */
-static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
+/* Packs an exec result (and room for `extra` more entries); caps are
+ * already applied by the backend. */
+static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res, size_t extra)
 {
-	dsec_pk_reply_ok(p, 9);
+	dsec_pk_reply_ok(p, 9 + extra);
 	dsec_pk_kv_i64(p, "exit_code", res->exit_code);
 	dsec_pk_kv_u64(p, "signal", (uint64_t)(res->signal > 0 ? res->signal : 0));
 	dsec_pk_kv_bool(p, "timed_out", res->timed_out);
@@ -113,11 +124,42 @@ static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 	dsec_pk_kv_bool(p, "oom_killed", res->oom_killed);
 }
 
-static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb)
+static void count_session(void *arg, const struct dsec_session_info *i)
+{
+	(*(size_t *)arg)++;
+}
+
+static void pack_session(void *arg, const struct dsec_session_info *i)
+{
+	struct dsec_pk *p = arg;
+
+	msgpack_pack_map(&p->pk, 5);
+	dsec_pk_kv_str(p, "name", i->name);
+	dsec_pk_kv_str(p, "shell", i->shell);
+	dsec_pk_kv_str(p, "cwd", i->cwd);
+	dsec_pk_kv_bool(p, "running", i->running);
+	dsec_pk_kv_u64(p, "commands", i->commands);
+}
+
+/* A sandbox's map; with_sessions adds "sessions" (info on one sandbox). */
+static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb,
+			 bool with_sessions)
 {
 	static const char *const states[] = { "creating", "running", "destroying" };
+	void (*list)(void *, void (*)(void *, const struct dsec_session_info *), void *) =
+		sb->handle && sb->state == SB_READY ? sb->be->ops->session_list : NULL;
 
-	msgpack_pack_map(&p->pk, 11);
+	msgpack_pack_map(&p->pk, 11 + with_sessions);
+	if (with_sessions) {
+		size_t n = 0;
+
+		if (list)
+			list(sb->handle, count_session, &n);
+		dsec_pk_str(p, "sessions");
+		msgpack_pack_array(&p->pk, n);
+		if (list)
+			list(sb->handle, pack_session, p);
+	}
 	dsec_pk_kv_str(p, "id", sb->id);
 	dsec_pk_kv_str(p, "backend", sb->be->name);
 	dsec_pk_kv_str(p, "runtime", sb->runtime ? sb->runtime : "");
@@ -209,13 +251,14 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	return 0;
 }
 
+static int parse_timeout_cap(struct dsecd_req *r, struct dsec_err *err);
+
 /* Reads argv/code, stdin, env, cwd, timeout, output_cap (exec and call). */
 static int parse_exec(struct dsecd_req *r, struct dsec_err *err)
 {
 	struct dsecd *d = r->d;
 	const msgpack_object *m = r->msg.root;
 	struct dsec_exec_req *q = &r->ereq;
-	uint64_t cap = d->conf.output_cap, max_cap = (d->conf.max_frame - REPLY_SLACK) / 2;
 	int rc;
 
 	if ((rc = dsec_get_strv(m, "argv", &r->argv, err)) < 0 && rc != -ENOENT)
@@ -233,6 +276,24 @@ static int parse_exec(struct dsecd_req *r, struct dsec_err *err)
 	if (((rc = dsec_get_env(m, "env", &r->env, err)) < 0 && rc != -ENOENT) ||
 	    ((rc = dsec_get_str(m, "cwd", &r->cwd, err)) < 0 && rc != -ENOENT))
 		return rc;
+	if ((rc = parse_timeout_cap(r, err)) < 0)
+		return rc;
+	q->argv = (const char *const *)r->argv;
+	q->code = r->code;
+	q->env = (const char *const *)r->env;
+	q->cwd = r->cwd;
+	return 0;
+}
+
+/* Reads timeout and output_cap into r->ereq (exec, call, session_exec). */
+static int parse_timeout_cap(struct dsecd_req *r, struct dsec_err *err)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root;
+	struct dsec_exec_req *q = &r->ereq;
+	uint64_t cap = d->conf.output_cap, max_cap = (d->conf.max_frame - REPLY_SLACK) / 2;
+	int rc;
+
 	q->timeout = d->conf.exec_timeout;
 	if ((rc = dsec_get_seconds(m, "timeout", &q->timeout, err)) < 0 && rc != -ENOENT)
 		return rc;
@@ -249,10 +310,6 @@ static int parse_exec(struct dsecd_req *r, struct dsec_err *err)
 				     "output_cap %llu is over %llu (half of max_frame less slack)",
 				     (unsigned long long)cap, (unsigned long long)max_cap);
 	q->output_cap = cap ? cap : d->conf.output_cap;
-	q->argv = (const char *const *)r->argv;
-	q->code = r->code;
-	q->env = (const char *const *)r->env;
-	q->cwd = r->cwd;
 	return 0;
 }
 
@@ -435,7 +492,7 @@ static void op_info(struct dsecd_req *r)
 		msgpack_pack_map(&p.pk, 2);
 		dsec_pk_kv_bool(&p, "ok", true);
 		dsec_pk_str(&p, "result");
-		pack_sandbox(d, &p, r->sb);
+		pack_sandbox(d, &p, r->sb, true);
 		return send_pk(r, &p);
 	}
 	for (struct dsecd_backend *b = d->backends; b; b = b->next)
@@ -474,7 +531,7 @@ static void op_info(struct dsecd_req *r)
 static void list_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 {
 	if (!sb->pooled)
-		pack_sandbox(d, arg, sb);
+		pack_sandbox(d, arg, sb, false);
 }
 
 static void count_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
@@ -656,7 +713,7 @@ static void exec_done(void *arg, int rc, const struct dsec_err *err)
 	if (rc < 0)
 		return reply_err(r, err);
 	dsec_pk_init(&p);
-	pack_exec_res(&p, &r->eres);
+	pack_exec_res(&p, &r->eres, 0);
 	send_pk(r, &p);
 }
 
@@ -1123,6 +1180,134 @@ static void op_destroy(struct dsecd_req *r)
 	dsecd_sb_destroy(r->d, r->sb, "destroy requested", r);
 }
 
+/* ---- shell sessions ------------------------------------------------------ */
+
+/* Takes a ref on sandbox 'id', checks that its backend has sessions and
+ * reads 'session' (required when need_name). */
+static int session_common(struct dsecd_req *r, bool need_name, struct dsec_err *err)
+{
+	int rc;
+
+	if ((rc = get_sandbox(r, err)) < 0)
+		return rc;
+	if (!r->sb->be->ops->session_open)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "backend '%s' has no shell sessions", r->sb->be->name);
+	free(r->session);	/* parsed before, when the request runs again after a resume */
+	r->session = NULL;
+	rc = dsec_get_str(r->msg.root, "session", &r->session, err);
+	if (rc == -ENOENT && need_name)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'session'",
+				     dsec_ops[r->op].name);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* session_open replies {id, session}, session_close {}. */
+static void session_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	bool open = r->op == DSEC_OP_SESSION_OPEN;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, open ? 2 : 0);
+	if (open) {
+		dsec_pk_kv_str(&p, "id", r->sb->id);
+		dsec_pk_kv_str(&p, "session", r->sname);
+	}
+	send_pk(r, &p);
+}
+
+static void op_session_open(struct dsecd_req *r)
+{
+	const msgpack_object *m = r->msg.root;
+	struct dsec_session_spec spec;
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	if (session_common(r, false, &err) < 0)
+		return reply_err(r, &err);
+	if (!need_running(r))
+		return;
+	if (((rc = dsec_get_str(m, "shell", &r->shell, &err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_env(m, "env", &r->cenv, &err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_str(m, "cwd", &r->ccwd, &err)) < 0 && rc != -ENOENT))
+		return reply_err(r, &err);
+	spec.name = r->session;
+	spec.shell = r->shell;
+	spec.env = (const char *const *)r->cenv;
+	spec.cwd = r->ccwd;
+	if (r->sb->be->ops->session_open(r->sb->handle, &spec, &r->sname, session_done, r,
+					 &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+}
+
+static void session_exec_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	r->sb->running--;
+	dsecd_sb_touch(r->d, r->sb);
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	pack_exec_res(&p, &r->sres.exec, 3);
+	dsec_pk_kv_str(&p, "cwd", r->sres.cwd ? r->sres.cwd : "");
+	dsec_pk_kv_bool(&p, "reset", r->sres.reset);
+	dsec_pk_kv_bool(&p, "ended", r->sres.ended);
+	send_pk(r, &p);
+}
+
+static void op_session_exec(struct dsecd_req *r)
+{
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	if (session_common(r, true, &err) < 0)
+		return reply_err(r, &err);
+	if (!need_running(r))
+		return;
+	if ((rc = dsec_get_text(r->msg.root, "cmd", r->d->conf.max_frame, &r->code, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "session_exec needs field 'cmd'");
+		return reply_err(r, &err);
+	}
+	if (parse_timeout_cap(r, &err) < 0)
+		return reply_err(r, &err);
+	r->ereq.code = r->code;
+	if (!r->sb->be->ops->session_exec ||
+	    r->sb->be->ops->session_exec(r->sb->handle, r->session, &r->ereq, &r->sres,
+					 session_exec_done, r, &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+	r->sb->running++;
+	r->sb->execs++;
+}
+
+static void op_session_close(struct dsecd_req *r)
+{
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	if (session_common(r, true, &err) < 0)
+		return reply_err(r, &err);
+	if (!need_running(r))
+		return;
+	if (!r->sb->be->ops->session_close ||
+	    r->sb->be->ops->session_close(r->sb->handle, r->session, session_done, r,
+					  &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+}
+
 typedef void (*op_fn)(struct dsecd_req *r);
 
 static const op_fn handlers[DSEC_OP__COUNT] = {
@@ -1144,6 +1329,9 @@ static const op_fn handlers[DSEC_OP__COUNT] = {
 	[DSEC_OP_FILE_REMOVE] = op_fs,
 	[DSEC_OP_FILE_UPLOAD] = op_fs,
 	[DSEC_OP_FILE_DOWNLOAD] = op_fs,
+	[DSEC_OP_SESSION_OPEN] = op_session_open,
+	[DSEC_OP_SESSION_EXEC] = op_session_exec,
+	[DSEC_OP_SESSION_CLOSE] = op_session_close,
 };
 
 /* A request that waited for a pause or resume runs again from the start:

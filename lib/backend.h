@@ -200,6 +200,33 @@ struct dsec_file_res {
 	struct dsec_buf data;		/* DOWNLOAD: the archive */
 };
 
+/* What session_open is asked for.  Strings are the caller's and valid only
+ * during the call: copy what you keep. (ABI 1, appended) */
+struct dsec_session_spec {
+	const char *name;		/* session name, NULL = the backend picks one */
+	const char *shell;		/* shell program inside, NULL = "/bin/sh" */
+	const char *const *env;		/* extra "K=V" strings, NULL-terminated, or NULL */
+	const char *cwd;		/* starting directory, NULL = the sandbox's */
+};
+
+/* What one session command gives back. (ABI 1, appended) */
+struct dsec_session_res {
+	struct dsec_exec_res exec;	/* exit code, output, truncation, timed_out, duration */
+	char *cwd;			/* the shell's directory afterwards (caller frees) */
+	bool reset;			/* the shell was stuck after a timeout and was restarted */
+	bool ended;			/* the shell exited: the session is closed */
+};
+
+/* One open session, as info reports it; valid only during the callback.
+ * (ABI 1, appended) */
+struct dsec_session_info {
+	const char *name;		/* session name */
+	const char *shell;		/* shell program */
+	const char *cwd;		/* last known working directory */
+	bool running;			/* a command is running */
+	uint64_t commands;		/* commands run */
+};
+
 /* The ops table.  Optional operations may be NULL: the daemon then answers
  * "unsupported".  A backend handle (void *be) comes from init; a sandbox
  * handle (void *sb) from create. */
@@ -271,6 +298,29 @@ struct dsec_be_ops {
 	 * Optional.  Async. (ABI 1, appended) */
 	int (*file)(void *sb, const struct dsec_file_req *req, struct dsec_file_res *res,
 		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+
+	/* ---- named shell sessions (optional: NULL = "unsupported") ---- */
+	/* Start a persistent shell in sb; *name (caller frees) is set before
+	 * done(rc=0).  A name already open fails at once with "exists"; too
+	 * many sessions with "capacity".  Async. (ABI 1, appended) */
+	int (*session_open)(void *sb, const struct dsec_session_spec *spec, char **name,
+			    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+	/* Run req->code in session name (only code, timeout and output_cap are
+	 * used); fills *res.  Commands of one session never overlap: while
+	 * one runs, another fails at once with "busy".  A timeout is not an
+	 * error: rc 0, res->exec.timed_out.  Unknown name: "not_found".
+	 * Async. (ABI 1, appended) */
+	int (*session_exec)(void *sb, const char *name, const struct dsec_exec_req *req,
+			    struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
+			    struct dsec_err *err);
+	/* Close session name: a running command completes with -ECANCELED,
+	 * every process of the session is killed.  Async. (ABI 1, appended) */
+	int (*session_close)(void *sb, const char *name, dsec_be_done_fn done, void *arg,
+			     struct dsec_err *err);
+	/* Call fn for every open session of sb; cheap, synchronous.
+	 * (ABI 1, appended) */
+	void (*session_list)(void *sb, void (*fn)(void *arg, const struct dsec_session_info *info),
+			     void *arg);
 };
 
 /* The backend runs images from layers: dsecd acquires a create's image from

@@ -405,6 +405,86 @@ static int file_call(struct dsec_client *c, struct dsec_pk *p, struct dsec_err *
 	return rc;
 }
 
+int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_spec *o,
+		      char **name, struct dsec_err *err)
+{
+	static const struct dsec_session_spec none;
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if (!o)
+		o = &none;
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "session_open", 1 + !!o->name + !!o->shell + !!o->env + !!o->cwd);
+	dsec_pk_kv_str(&p, "id", id);
+	if (o->name)
+		dsec_pk_kv_str(&p, "session", o->name);
+	if (o->shell)
+		dsec_pk_kv_str(&p, "shell", o->shell);
+	if (o->env)
+		dsec_pk_kv_env(&p, "env", o->env);
+	if (o->cwd)
+		dsec_pk_kv_str(&p, "cwd", o->cwd);
+	rc = roundtrip(c, &p, 60, &r, err);
+	if (rc == 0 && dsec_get_str(r.result, "session", name, err) < 0)
+		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "session_open reply has no session");
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_session_exec(struct dsec_client *c, const char *id, const char *session,
+		      const char *cmd, double timeout, size_t output_cap,
+		      struct dsec_session_res *res, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "session_exec", 3 + (timeout > 0) + !!output_cap);
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "session", session);
+	dsec_pk_kv_str(&p, "cmd", cmd);
+	if (timeout > 0)
+		dsec_pk_kv_double(&p, "timeout", timeout);
+	if (output_cap)
+		dsec_pk_kv_u64(&p, "output_cap", output_cap);
+	/* A reset adds a grace and a shell start to the timeout. */
+	rc = roundtrip(c, &p, 300 + (timeout > 0 ? timeout : 3600), &r, err);
+	if (rc == 0 && (rc = unpack_exec(r.result, &res->exec, err)) == 0) {
+		res->cwd = get_str_or(r.result, "cwd", "");
+		dsec_get_bool(r.result, "reset", &res->reset, NULL);
+		dsec_get_bool(r.result, "ended", &res->ended, NULL);
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_session_close(struct dsec_client *c, const char *id, const char *session,
+		       struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "session_close", 2);
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "session", session);
+	rc = roundtrip(c, &p, 60, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_session_res_free(struct dsec_session_res *res)
+{
+	dsec_exec_res_free(&res->exec);
+	free(res->cwd);
+	res->cwd = NULL;
+}
+
 int dsec_file_write(struct dsec_client *c, const char *id, const char *path, const void *data,
 		    size_t len, uint32_t mode, struct dsec_err *err)
 {
@@ -720,8 +800,25 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 	dsec_pk_request(&p, "info", 1);
 	dsec_pk_kv_str(&p, "id", id);
 	rc = roundtrip(c, &p, 0, &r, err);
-	if (rc == 0)
+	if (rc == 0) {
+		const msgpack_object *a = dsec_map_get(r.result, "sessions");
+
 		unpack_sandbox(r.result, out);
+		if (a && a->type == MSGPACK_OBJECT_ARRAY && a->via.array.size) {
+			out->nsessions = a->via.array.size;
+			out->sessions = xcalloc(out->nsessions, sizeof(*out->sessions));
+			for (size_t i = 0; i < out->nsessions; i++) {
+				const msgpack_object *e = &a->via.array.ptr[i];
+				struct dsec_session_info *si = &out->sessions[i];
+
+				si->name = get_str_or(e, "name", "");
+				si->shell = get_str_or(e, "shell", "");
+				si->cwd = get_str_or(e, "cwd", "");
+				dsec_get_bool(e, "running", &si->running, NULL);
+				si->commands = get_u64_or(e, "commands", 0);
+			}
+		}
+	}
 	reply_free(&r);
 	return rc;
 }
@@ -758,6 +855,12 @@ void dsec_sandbox_info_free(struct dsec_sandbox_info *s)
 	free(s->runtime);
 	free(s->image);
 	free(s->state);
+	for (size_t i = 0; i < s->nsessions; i++) {
+		free((char *)s->sessions[i].name);
+		free((char *)s->sessions[i].shell);
+		free((char *)s->sessions[i].cwd);
+	}
+	free(s->sessions);
 	memset(s, 0, sizeof(*s));
 }
 

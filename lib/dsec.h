@@ -129,6 +129,9 @@ struct dsec_sandbox_info {
 	double idle;			/* seconds since the last request */
 	uint64_t execs;			/* commands run */
 	uint32_t running;		/* commands running now */
+	size_t nsessions;		/* entries in sessions (dsec_sandbox_info only) */
+	struct dsec_session_info *sessions;	/* open shell sessions; the strings are
+						 * owned here (dsec_sandbox_info_free) */
 };
 
 struct dsec_backend_info {
@@ -158,6 +161,28 @@ int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 void dsec_node_info_free(struct dsec_node_info *info);
 void dsec_sandbox_info_free(struct dsec_sandbox_info *info);
 void dsec_sandbox_list_free(struct dsec_sandbox_info *arr, size_t n);
+
+/* Shell sessions: a named, persistent shell in sandbox id (container
+ * backend); consecutive commands share its directory, environment and
+ * shell state.  Opens one as o says (NULL: defaults); *name (caller frees)
+ * is its name, o->name or one the daemon picked.  "exists" if o->name is
+ * open already. */
+int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_spec *o,
+		      char **name, struct dsec_err *err);
+/* Runs the shell command line cmd in the session; timeout in seconds and
+ * output_cap in bytes, 0 = the daemon's default.  res is filled (free
+ * with dsec_session_res_free): a non-zero exit, a timeout (the session
+ * stays usable; res->reset if its shell had to be restarted) and the
+ * shell's exit (res->ended: the session is closed) are not errors.
+ * "busy" while another command runs in the session, "not_found" for a
+ * session that is not open. */
+int dsec_session_exec(struct dsec_client *c, const char *id, const char *session,
+		      const char *cmd, double timeout, size_t output_cap,
+		      struct dsec_session_res *res, struct dsec_err *err);
+/* Closes the session: its shell and everything it started are killed. */
+int dsec_session_close(struct dsec_client *c, const char *id, const char *session,
+		       struct dsec_err *err);
+void dsec_session_res_free(struct dsec_session_res *res);
 
 /* Sends a raw frame and returns the raw reply frame (caller frees).  For
  * tests and tools that speak the protocol directly. */

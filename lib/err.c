@@ -23,6 +23,7 @@ static const char *const code_names[DSEC_E__COUNT] = {
 	[DSEC_E_SHUTTING_DOWN] = "shutting_down",
 	[DSEC_E_UNAVAILABLE] = "unavailable",
 	[DSEC_E_INTERNAL] = "internal",
+	[DSEC_E_BUSY] = "busy",
 };
 
 const char *dsec_code_name(enum dsec_code code)

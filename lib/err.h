@@ -32,6 +32,7 @@ enum dsec_code {
 	DSEC_E_SHUTTING_DOWN,	/* "shutting_down": daemon is stopping */
 	DSEC_E_UNAVAILABLE,	/* "unavailable": cannot reach the daemon (client side) */
 	DSEC_E_INTERNAL,	/* "internal": a bug; see the daemon's log */
+	DSEC_E_BUSY,		/* "busy": the object is running something; retry after it */
 	DSEC_E__COUNT
 };
 

@@ -28,6 +28,12 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 				  "unpack a tar archive in a sandbox" },
 	[DSEC_OP_FILE_DOWNLOAD] = { DSEC_OP_FILE_DOWNLOAD, "file_download",
 				    "pack a tree of a sandbox as a tar archive" },
+	[DSEC_OP_SESSION_OPEN] = { DSEC_OP_SESSION_OPEN, "session_open",
+				   "open a persistent shell session in a sandbox" },
+	[DSEC_OP_SESSION_EXEC] = { DSEC_OP_SESSION_EXEC, "session_exec",
+				   "run a command in a shell session" },
+	[DSEC_OP_SESSION_CLOSE] = { DSEC_OP_SESSION_CLOSE, "session_close",
+				    "close a shell session" },
 };
 
 static const char *const file_types[] = {

@@ -128,3 +128,6 @@ container_cgroups() {
 	ls -d /sys/fs/cgroup/*/dsec-container.$DSECD_PID /sys/fs/cgroup/*/*/dsec-container.$DSECD_PID \
 		/sys/fs/cgroup/*/*/*/dsec-container.$DSECD_PID /sys/fs/cgroup/dsec-container.$DSECD_PID 2>/dev/null
 }
+
+# container_cgroot: the same (the sessions tests' name).
+container_cgroot() { container_cgroups; }
