@@ -33,6 +33,8 @@
 /* Descriptors of a freshly exec'd zygote. */
 #define FC_FD_SOCK 3		/* the backend's socket */
 #define FC_FD_CG 4		/* first cgroup directory (be_cg_import) */
+/* Descriptor of the unit socket in a unit. */
+#define FC_UNIT_FD 3
 
 /* Largest datagram; jobs bigger than FC_INLINE_MAX move argv/code/env/cwd
  * into a "body" memfd. */
@@ -41,8 +43,10 @@
 /* Descriptors one job may carry. */
 #define FC_MAX_FDS 5
 
-/* Name of the helper program and the python zygote in helper_dir. */
+/* Name of the helper program, the python zygote and the shell template
+ * in helper_dir. */
 #define FC_HELPER "fncall-zygote"
 #define FC_PY_ZYGOTE "fncall_zygote.py"
+#define FC_PRELOAD "fncall-preload.so"
 
 #endif

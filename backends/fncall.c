@@ -639,6 +639,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	     a_mem[32], a_cpus[32], a_pids[24];
 	_cleanup_free_ char *helper = xasprintf("%s/" FC_HELPER, be->host->helper_dir);
 	_cleanup_free_ char *py = xasprintf("%s/" FC_PY_ZYGOTE, be->host->helper_dir);
+	_cleanup_free_ char *pl = xasprintf("%s/" FC_PRELOAD, be->host->helper_dir);
 	int cgfds[BE_CG_MAXH], ncg = 0, sv[2];
 	pid_t pid;
 
@@ -659,6 +660,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	char *const argv[] = {
 		helper, (char *)"--runtime", (char *)rt->desc->name, (char *)"--kind",
 		(char *)rt->desc->kind, (char *)"--exe", (char *)rt->desc->exe, (char *)"--py", py,
+		(char *)"--preload", pl,
 		(char *)"--cg", desc, (char *)"--pool", a_pool, (char *)"--max-units", a_max,
 		(char *)"--uid", a_uid, (char *)"--gid", a_gid, (char *)"--scratch", a_scr,
 		(char *)"--nofile", a_nof, (char *)"--memory", a_mem, (char *)"--cpus", a_cpus,
