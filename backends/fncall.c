@@ -197,6 +197,7 @@ struct fc_be {
 	uint64_t next_id;		/* job ids */
 	uint64_t next_sb;		/* scratch dir names */
 	unsigned nshards;		/* zygotes per runtime */
+	unsigned rr;			/* rt_find's turn among equally busy zygotes */
 	uint32_t running;		/* calls in flight */
 	uint32_t nsbs;			/* sandboxes */
 	uint64_t ncalls;		/* completed */
@@ -841,19 +842,30 @@ static int rt_wait_ready(struct fc_rt *rt, struct dsec_err *err)
 }
 
 /* The zygote of runtime name (NULL: the default runtime) with the fewest
- * calls in flight, preferring live ones; NULL if the runtime is unknown. */
+ * calls in flight, preferring live ones, taking turns among equals: one
+ * client calling in a loop then uses every zygote, so a unit renews itself
+ * on one CPU while the next call runs on another.  NULL if the runtime is
+ * unknown. */
 static struct fc_rt *rt_find(struct fc_be *be, const char *name)
 {
 	struct fc_rt *best = NULL;
+	unsigned k = 0, start = be->rr++ % (be->nshards ? be->nshards : 1);
 
 	if (!name || !*name)
 		name = be->rts->desc->name;
-	for (struct fc_rt *rt = be->rts; rt; rt = rt->next) {
-		if (strcmp(rt->desc->name, name))
-			continue;
-		if (!best || (!best->pid && rt->pid) ||
-		    (!best->pid == !rt->pid && rt->inflight < best->inflight))
-			best = rt;
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct fc_rt *rt = be->rts; rt; rt = rt->next) {
+			if (strcmp(rt->desc->name, name))
+				continue;
+			/* Pass 0 looks at the zygotes from the turn's on,
+			 * pass 1 at those before it. */
+			if ((pass == 0) != (k++ % (be->nshards ? be->nshards : 1) >= start))
+				continue;
+			if (!best || (!best->pid && rt->pid) ||
+			    (!best->pid == !rt->pid && rt->inflight < best->inflight))
+				best = rt;
+		}
+		k = 0;
 	}
 	return best;
 }
