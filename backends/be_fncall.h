@@ -20,10 +20,11 @@
  *   {t:"done", id, status, ready}   the job's main process ended: raw wait
  *                                   status; ready = warm units left
  *   {t:"done", id, errno, msg, ready}  it could not be started
- * zygote -> unit: {t:"go"} once placed in its cgroup, then the job as sent
- * by the backend.
- * unit -> zygote: {t:"err", errno, msg} (pid 2, cannot start), then
- *   {t:"st", status} (pid 1, after pid 2 ended).
+ * zygote -> unit: {t:"go"} once placed in its cgroup, then jobs as sent by
+ *   the backend, one at a time: the next only after the unit's "st".
+ * unit -> zygote, per job: {t:"err", errno, msg} (its child cannot start
+ *   the call), then {t:"st", status} (pid 1, after the child ended and
+ *   everything else of the call was killed); the unit then takes the next.
  * python template <-> zygote: {t:"hello"} (template up), {t:"spawn"} +
  *   the unit's socket (zygote asks), {t:"pid", pid} (template answers).
  */

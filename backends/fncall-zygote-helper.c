@@ -7,23 +7,26 @@
  * seccomp filter, loaded here with no_new_privs and inherited by every unit
  * (see build_seccomp).  Then it keeps `pool` units ready.
  *
- * A unit is two processes.  Pid 1 is cloned with new pid and mount
- * namespaces (net, ipc and uts are the zygote's); it mounts its own /proc
- * and a private tmpfs on /tmp, waits until the zygote has put it into its
- * per-call cgroup ("go"), then vfork()s pid 2, which blocks on the unit
- * socket for a job.  The critical path of a call is therefore: the job
- * arrives here, is forwarded (with its descriptors) to a ready unit, pid 2
- * dup2()s the pipes, attaches the sandbox scratch if any, drops to the
- * unprivileged uid and execve()s.  When pid 2 ends, pid 1 reports its
- * wait status and exits, and the kernel kills whatever else is left in the
- * pid namespace: no process outlives its call.  A timeout is a SIGKILL to
- * pid 1, with the same effect on the whole tree.
+ * A unit is pid 1 of new pid and mount namespaces, cloned from here (net,
+ * ipc and uts are the zygote's); it mounts its own /proc and a private
+ * tmpfs on /tmp and execs the runtime's shell with fncall-preload.so
+ * preloaded, which waits until the zygote has put it into its per-call
+ * cgroup ("go") and then serves calls one at a time: for each it forks a
+ * child that blocks on the unit socket for a job, sets it up (pipes,
+ * sandbox scratch, limits, unprivileged uid) and runs it, and when that
+ * child ends pid 1 kills whatever else is left in the namespace, reports
+ * the wait status and renews the unit (see fncall-preload.c).  The
+ * critical path of a call is therefore: the job arrives here and is
+ * forwarded (with its descriptors) to the unit ready longest, whose child
+ * runs it; no process outlives its call.  A timeout is a SIGKILL to pid 1,
+ * which kills the whole tree and ends the unit; the pool refills here.
  *
  * For the python3 runtime the units are not forked from this program but
  * from a warm python process (fncall_zygote.py, the "template") that this
  * program starts inside the same isolation; the template clones units
- * with CLONE_PARENT so they are still our children, and everything else
- * (jobs, cgroups, reaping, reporting) stays here.
+ * with CLONE_PARENT so they are still our children, their pid 1 serves
+ * calls the same way, and everything else (jobs, cgroups, reaping,
+ * reporting) stays here.
  *
  * The cgroup driver is compiled in (see the include below) because the
  * Makefile links helpers with libdsec only.
