@@ -86,7 +86,8 @@ static struct {
 	struct stat tmp_st;	/* /tmp when it was mounted */
 	struct statfs tmp_fs;	/* and its counters */
 	int last_pid;		/* /proc/sys/kernel/ns_last_pid, -1 if absent */
-} u = { .last_pid = -1 };
+	int null_fd;		/* /dev/null, stdin of calls that have none */
+} u = { .last_pid = -1, .null_fd = -1 };
 
 /* A job as the child reads it. */
 struct job {
@@ -337,11 +338,9 @@ static void child_main(void)
 	static char buf[FC_MSG_MAX];
 	struct job j = { 0 };
 	int fds[FC_MAX_FDS], nfds, n;
-	char **argv = NULL, **envp = NULL, *code = NULL, *cwd = NULL, name[16];
+	char **argv = NULL, **envp = NULL, *code = NULL, *cwd = NULL, name[16] = "";
 	struct rlimit rl;
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigset_t none;
-	bool self;
+	bool self = false;
 
 	n = be_recv_fds(FC_UNIT_FD, buf, sizeof(buf), fds, FC_MAX_FDS, &nfds, 0);
 	if (n <= 0)
@@ -355,6 +354,7 @@ static void child_main(void)
 		argv[0] = xstrdup(u.exe);
 		argv[1] = xstrdup("-c");
 		argv[2] = code;
+		self = true;	/* argv[0] is the shell pid 1 executes */
 	}
 	if (dsec_get_strv(j.m, "env", &envp, NULL) < 0 || !envp)
 		envp = xcalloc(1, sizeof(*envp));
@@ -364,7 +364,14 @@ static void child_main(void)
 		dsec_msg_free(&j.body);
 	dsec_msg_free(&j.msg);
 
-	self = is_self(argv, envp, name, sizeof(name)) && relayout(argv, envp);
+	if (self) {
+		const char *b = strrchr(u.exe, '/');
+
+		memcpy(name, b ? b + 1 : u.exe, strnlen(b ? b + 1 : u.exe, sizeof(name) - 1));
+	} else {
+		self = is_self(argv, envp, name, sizeof(name));
+	}
+	self = self && relayout(argv, envp);
 
 	if (j.disk && j.disk != u.scratch) {
 		char opt[64];
@@ -376,8 +383,8 @@ static void child_main(void)
 	if (j.fd_tree >= 0 &&
 	    syscall(SYS_move_mount, j.fd_tree, "", AT_FDCWD, "/work", MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		job_fail(errno, "cannot attach the sandbox scratch: %s", strerror(errno));
-	if (j.fd_in < 0 && (j.fd_in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
-		job_fail(errno, "cannot open /dev/null: %s", strerror(errno));
+	if (j.fd_in < 0 && (j.fd_in = u.null_fd) < 0)
+		job_fail(EIO, "no /dev/null for standard input");
 	if (j.fd_out < 0 || j.fd_err < 0)
 		job_fail(EINVAL, "job without stdout or stderr");
 	if (dup2(j.fd_in, 0) < 0 || dup2(j.fd_out, 1) < 0 || dup2(j.fd_err, 2) < 0)
@@ -386,25 +393,21 @@ static void child_main(void)
 	rl.rlim_cur = rl.rlim_max = j.nofile ? j.nofile : u.nofile;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
 		job_fail(errno, "cannot set the open files limit: %s", strerror(errno));
-	rl.rlim_cur = rl.rlim_max = 0;
-	setrlimit(RLIMIT_CORE, &rl);
 	if (u.memory) {
 		/* No cgroup: the address-space limit is the next best thing. */
 		rl.rlim_cur = rl.rlim_max = j.memory ? j.memory : u.memory;
 		setrlimit(RLIMIT_AS, &rl);
 	}
-	if (setgroups(0, NULL) < 0 || setresgid(u.gid, u.gid, u.gid) < 0 ||
+	/* No supplementary groups, RLIMIT_CORE 0, default signal actions and
+	 * an empty mask: pid 1's, inherited. */
+	if (setresgid(u.gid, u.gid, u.gid) < 0 ||
 	    setresuid(u.uid, u.uid, u.uid) < 0)
 		job_fail(errno, "cannot drop privileges: %s", strerror(errno));
 	if (chdir(cwd) < 0)
 		job_fail(errno, "cannot change directory to '%s': %s", cwd, strerror(errno));
 	free(cwd);
-	/* no_new_privs and the seccomp filter are the zygote's, inherited.
-	 * pid 1 installs no handlers; the zygote ignored SIGPIPE. */
-	sigaction(SIGPIPE, &dfl, NULL);
-	sigemptyset(&none);
+	/* no_new_privs and the seccomp filter are the zygote's, inherited. */
 	if (!self) {
-		sigprocmask(SIG_SETMASK, &none, NULL);
 		n = -exec_path(argv, envp);
 		job_fail(n, "cannot execute '%s': %s", argv[0], strerror(n));
 	}
@@ -417,7 +420,6 @@ static void child_main(void)
 	prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 	dsec_strv_free(argv);
 	dsec_strv_free(envp);
-	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
 /* /tmp as a call left it: untouched (no entry made, nothing written, not
@@ -611,7 +613,19 @@ __attribute__((constructor)) static void fncall_unit(int argc, char **argv, char
 	if (stat("/tmp", &u.tmp_st) < 0 || statfs("/tmp", &u.tmp_fs) < 0)
 		_exit(UNIT_BROKEN);
 	u.last_pid = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	u.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* What every call starts with, set once here for all the children:
+	 * no supplementary groups, no core files, default signal actions (the
+	 * zygote's unit_main reset them before the exec; we install none) and
+	 * an empty signal mask. */
+	struct rlimit rl = { 0, 0 };
+	sigset_t none;
+
+	if (setgroups(0, NULL) < 0 || setrlimit(RLIMIT_CORE, &rl) < 0)
+		_exit(UNIT_BROKEN);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* /proc/1/cmdline, which the calls can read, says what we are. */
 	if (u.have_map && u.area_len > sizeof(title)) {
 		memcpy(u.area, title, sizeof(title));
