@@ -95,10 +95,12 @@ backends/%.so: build/backends/%.o $(BE_COMMON) lib/libdsec.a
 		-lev -lpthread $(PC_LIBS)
 
 # Objects preloaded into a runtime by a helper: nothing exported, only
-# what they use linked in (they live in every unit of the runtime).
+# what they use linked in, msgpack-c statically (they live in every unit of
+# the runtime, and every shared object is more mappings for each fork).
 backends/%-preload.so: build/backends/%-preload.o build/backends/be_io.o lib/libdsec.a
 	$(q) LD $@
-	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(LDFLAGS) $(PC_LIBS)
+	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(LDFLAGS) \
+		-l:libmsgpackc.a $(PC_LIBS)
 
 backends/%: build/backends/%-helper.o $(BE_COMMON) lib/libdsec.a
 	$(q) LD $@
