@@ -456,6 +456,7 @@ struct unit {
 	enum ustate st;			/* lifecycle */
 	uint64_t job;			/* job id while busy */
 	uint64_t idle_since;		/* z.seq when it last became ready */
+	double ready_at;		/* dsec_now() then */
 	bool reported;			/* done sent to the backend */
 	bool killed;			/* SIGKILLed: never ready again */
 	int err_no;			/* pid 2 could not start: errno */
@@ -611,6 +612,7 @@ static void unit_place(struct unit *u)
 	send_small(u->sock, "go");
 	u->st = U_READY;
 	u->idle_since = ++z.seq;
+	u->ready_at = dsec_now();
 }
 
 static void spawn_unit(void)
@@ -733,6 +735,7 @@ static void unit_read(struct unit *u)
 			if (!u->killed) {
 				u->st = U_READY;
 				u->idle_since = ++z.seq;
+				u->ready_at = dsec_now();
 				z.nready++;
 			} else {
 				u->st = U_DONE;
@@ -815,6 +818,33 @@ static void drain_pending(void)
 			z.pq_tail = &z.pq;
 		pending_free(p);
 	}
+}
+
+/* Units serve many calls, so a burst leaves more of them than the pool
+ * needs; end the one idle longest once it has been idle FC_UNIT_IDLE s.
+ * Returns the ms until the next one may be due, -1 for none. */
+#define FC_UNIT_IDLE 10.0
+static int retire_idle(void)
+{
+	struct unit *old = NULL;
+	double now;
+
+	if (z.nready <= cfg.pool)
+		return -1;
+	for (struct unit *u = z.units; u; u = u->next)
+		if (u->st == U_READY && (!old || u->ready_at < old->ready_at))
+			old = u;
+	if (!old)
+		return -1;
+	now = dsec_now();
+	if (now - old->ready_at < FC_UNIT_IDLE)
+		return (int)((FC_UNIT_IDLE - (now - old->ready_at)) * 1000) + 1;
+	kill(old->pid, SIGKILL);
+	old->killed = true;
+	old->reported = true;
+	old->st = U_DONE;
+	z.nready--;
+	return 0;
 }
 
 static void kill_job(uint64_t id)
@@ -1172,7 +1202,7 @@ int main(int argc, char **argv)
 			want++;
 		n = epoll_wait(z.ep, evs, DSEC_ARRAY_LEN(evs),
 			       count_ready() < want && z.nunits < cfg.max_units ?
-			       (z.spawn_backoff ? 100 : 0) : -1);
+			       (z.spawn_backoff ? 100 : 0) : retire_idle());
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		for (int i = 0; i < n; i++) {
