@@ -45,7 +45,10 @@ is "$OUT" "0" "a later call sees no file and no process of an earlier one"
 
 # Units serve many calls; those a burst added end after 10 s idle.
 units() { for z in $(pgrep -P "$DSECD_PID"); do pgrep -P "$z"; done | wc -l; }
+# (after the earlier tests a unit may still be on its way: wait until the
+# count holds for a second)
 before=$(units)
+for _ in $(seq 10); do sleep 1; now=$(units); [ "$now" = "$before" ] && break; before=$now; done
 dsec-bench -c 16 -n 160 --backend fncall --runtime sh >/dev/null 2>&1
 burst=$(units)
 sleep 12
