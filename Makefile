@@ -64,7 +64,7 @@ FS3_SRC     = $(wildcard fs3/*.c)
 FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = $(wildcard dsecd/*.c)
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
-BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/be_%.c,$(wildcard backends/*.c)))
+BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/%-preload.c backends/be_%.c,$(wildcard backends/*.c)))
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
 BE_COMMON   = $(patsubst %.c,build/%.o,$(wildcard backends/be_*.c))
 # An archive, so each backend and helper links only the modules it uses.
@@ -72,6 +72,7 @@ BE_LIB      = build/backends/libbe.a
 HELPER_SRC  = $(wildcard backends/*-helper.c)
 HELPERS     = $(HELPER_SRC:-helper.c=)
 HELPER_FILES = $(wildcard backends/*.py)
+PRELOADS    = $(patsubst %.c,%.so,$(wildcard backends/*-preload.c))
 TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c)) tools/dsecctl
 TEST_C      = $(filter-out t/helper-%.c t/be-%.c,$(wildcard t/*.c))
 TEST_BIN    = $(patsubst t/%.c,t/c/%.t,$(TEST_C))
@@ -79,7 +80,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
+all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(TOOLS)
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -111,6 +112,14 @@ build/backends/%.o: CFLAGS += -fvisibility=hidden
 $(BE_LIB): $(BE_COMMON)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# Objects preloaded into a runtime by a helper: nothing exported, only
+# what they use linked in, msgpack-c statically (they live in every unit of
+# the runtime, and every shared object is more mappings for each fork).
+backends/%-preload.so: build/backends/%-preload.o build/backends/be_io.o lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(LDFLAGS) \
+		-l:libmsgpackc.a $(PC_LIBS)
 
 build/backends/be_netpol.o: CFLAGS += $(NET_CFLAGS)
 backends/container.so: BE_LIBS = $(NET_LIBS)
@@ -203,6 +212,7 @@ install: all
 	$(INSTALL) -m 755 $(BE_SO) $(DESTDIR)$(BACKENDDIR)/
 	$(if $(HELPERS),$(INSTALL) -m 755 $(HELPERS) $(DESTDIR)$(LIBEXECDIR)/)
 	$(if $(HELPER_FILES),$(INSTALL) -m 644 $(HELPER_FILES) $(DESTDIR)$(LIBEXECDIR)/)
+	$(if $(PRELOADS),$(INSTALL) -m 644 $(PRELOADS) $(DESTDIR)$(LIBEXECDIR)/)
 	for m in $(MANPAGES); do s=$${m##*.}; \
 		$(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
 		$(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done

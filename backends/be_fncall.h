@@ -20,10 +20,11 @@
  *   {t:"done", id, status, ready}   the job's main process ended: raw wait
  *                                   status; ready = warm units left
  *   {t:"done", id, errno, msg, ready}  it could not be started
- * zygote -> unit: {t:"go"} once placed in its cgroup, then the job as sent
- * by the backend.
- * unit -> zygote: {t:"err", errno, msg} (pid 2, cannot start), then
- *   {t:"st", status} (pid 1, after pid 2 ended).
+ * zygote -> unit: {t:"go"} once placed in its cgroup, then jobs as sent by
+ *   the backend, one at a time: the next only after the unit's "st".
+ * unit -> zygote, per job: {t:"err", errno, msg} (its child cannot start
+ *   the call), then {t:"st", status} (pid 1, after the child ended and
+ *   everything else of the call was killed); the unit then takes the next.
  * python template <-> zygote: {t:"hello"} (template up), {t:"spawn"} +
  *   the unit's socket (zygote asks), {t:"pid", pid} (template answers).
  */
@@ -33,6 +34,8 @@
 /* Descriptors of a freshly exec'd zygote. */
 #define FC_FD_SOCK 3		/* the backend's socket */
 #define FC_FD_CG 4		/* first cgroup directory (be_cg_import) */
+/* Descriptor of the unit socket in a unit. */
+#define FC_UNIT_FD 3
 
 /* Largest datagram; jobs bigger than FC_INLINE_MAX move argv/code/env/cwd
  * into a "body" memfd. */
@@ -41,8 +44,10 @@
 /* Descriptors one job may carry. */
 #define FC_MAX_FDS 5
 
-/* Name of the helper program and the python zygote in helper_dir. */
+/* Name of the helper program, the python zygote and the shell template
+ * in helper_dir. */
 #define FC_HELPER "fncall-zygote"
 #define FC_PY_ZYGOTE "fncall_zygote.py"
+#define FC_PRELOAD "fncall-preload.so"
 
 #endif

@@ -1,6 +1,7 @@
 /* be_io.c - see be_io.h. */
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,4 +70,45 @@ int be_path_err(struct dsec_err *err, int rc, const char *path, const char *what
 		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM, "path '%s' escapes the sandbox",
 				     path);
 	return dsec_err_set(err, -rc, "cannot %s '%s': %s", what, path, strerror(-rc));
+}
+
+int be_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int *nfds, int flags)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 16)];
+		struct cmsghdr h;
+	} cbuf;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
+			     .msg_controllen = sizeof(cbuf.b) };
+	ssize_t n;
+
+	*nfds = 0;
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+		for (int i = 0; i < k; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*nfds < maxfds)
+				fds[(*nfds)++] = fd;
+			else
+				close(fd);
+		}
+	}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		for (int i = 0; i < *nfds; i++)
+			close(fds[i]);
+		*nfds = 0;
+		return -EMSGSIZE;
+	}
+	return (int)n;
 }

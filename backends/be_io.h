@@ -1,5 +1,6 @@
 /* be_io.h - I/O pieces every backend needs: capped pipe draining, reading
- * a file into a buffer, and the error a path escape gets.
+ * a file into a buffer, the error a path escape gets, and receiving a
+ * datagram with descriptors.
  */
 #ifndef BE_IO_H
 #define BE_IO_H
@@ -22,5 +23,13 @@ int be_read_file(int fd, const char *path, uint64_t offset, uint64_t len, struct
 /* *err for an openat2() failure on path: -EXDEV and -ELOOP (the resolve
  * flags refused a way out) become "permission", the rest says what failed. */
 int be_path_err(struct dsec_err *err, int rc, const char *path, const char *what);
+
+/* Receives one datagram of at most len bytes from sock into buf, and up to
+ * maxfds descriptors passed with it (SCM_RIGHTS, received close-on-exec)
+ * into fds, their number in *nfds; descriptors beyond maxfds are closed.
+ * flags go to recvmsg (e.g. MSG_DONTWAIT); EINTR is retried.  Returns the
+ * datagram's length, 0 at end of file, -EMSGSIZE (and no descriptors) when
+ * it or its descriptors were truncated, or -errno. */
+int be_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int *nfds, int flags);
 
 #endif

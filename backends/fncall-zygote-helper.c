@@ -7,23 +7,26 @@
  * seccomp filter, loaded here with no_new_privs and inherited by every unit
  * (see build_seccomp).  Then it keeps `pool` units ready.
  *
- * A unit is two processes.  Pid 1 is cloned with new pid and mount
- * namespaces (net, ipc and uts are the zygote's); it mounts its own /proc
- * and a private tmpfs on /tmp, waits until the zygote has put it into its
- * per-call cgroup ("go"), then vfork()s pid 2, which blocks on the unit
- * socket for a job.  The critical path of a call is therefore: the job
- * arrives here, is forwarded (with its descriptors) to a ready unit, pid 2
- * dup2()s the pipes, attaches the sandbox scratch if any, drops to the
- * unprivileged uid and execve()s.  When pid 2 ends, pid 1 reports its
- * wait status and exits, and the kernel kills whatever else is left in the
- * pid namespace: no process outlives its call.  A timeout is a SIGKILL to
- * pid 1, with the same effect on the whole tree.
+ * A unit is pid 1 of new pid and mount namespaces, cloned from here (net,
+ * ipc and uts are the zygote's); it mounts its own /proc and a private
+ * tmpfs on /tmp and execs the runtime's shell with fncall-preload.so
+ * preloaded, which waits until the zygote has put it into its per-call
+ * cgroup ("go") and then serves calls one at a time: for each it forks a
+ * child that blocks on the unit socket for a job, sets it up (pipes,
+ * sandbox scratch, limits, unprivileged uid) and runs it, and when that
+ * child ends pid 1 kills whatever else is left in the namespace, reports
+ * the wait status and renews the unit (see fncall-preload.c).  The
+ * critical path of a call is therefore: the job arrives here and is
+ * forwarded (with its descriptors) to the unit ready longest, whose child
+ * runs it; no process outlives its call.  A timeout is a SIGKILL to pid 1,
+ * which kills the whole tree and ends the unit; the pool refills here.
  *
  * For the python3 runtime the units are not forked from this program but
  * from a warm python process (fncall_zygote.py, the "template") that this
  * program starts inside the same isolation; the template clones units
- * with CLONE_PARENT so they are still our children, and everything else
- * (jobs, cgroups, reaping, reporting) stays here.
+ * with CLONE_PARENT so they are still our children, their pid 1 serves
+ * calls the same way, and everything else (jobs, cgroups, reaping,
+ * reporting) stays here.
  *
  * The cgroup driver is compiled in (see the include below) because the
  * Makefile links helpers with libdsec only.
@@ -61,6 +64,7 @@
 #include "be_net.h"
 #include "be_cgroup.h"
 #include "be_fncall.h"
+#include "be_io.h"
 #include "err.h"
 #include "proto.h"
 #include "util.h"
@@ -70,7 +74,6 @@
 #endif
 
 #define NEWROOT "/tmp/.dsec-root"
-#define UNIT_FD 3		/* the unit socket inside a unit */
 
 /* Configuration from the command line. */
 static struct {
@@ -78,6 +81,7 @@ static struct {
 	const char *kind;	/* "c" (exec per call) or "py" (python template) */
 	const char *exe;	/* /bin/sh, /usr/bin/python3 */
 	const char *py;		/* path of fncall_zygote.py (kind py) */
+	const char *preload;	/* path of fncall-preload.so (kind c) */
 	const char *cgdesc;	/* be_cg_export() description */
 	unsigned pool;		/* warm units to keep */
 	unsigned max_units;	/* units alive at most */
@@ -91,11 +95,6 @@ static struct {
 	.scratch = 64 << 20, .nofile = 256,
 	.lim = { .memory = 256 << 20, .cpus = 1, .pids = 64 },
 };
-
-/* Our argv area, overwritten in units so that /proc/1/cmdline inside a
- * call tells nothing about the host (paths, config). */
-static char *argv_area;
-static size_t argv_area_len;
 
 /* The compiled seccomp filter, loaded by the zygote once set-up is done. */
 static struct sock_fprog seccomp_prog;
@@ -211,7 +210,7 @@ static void bind_ro(const char *host, bool dev)
 }
 
 /* The root every unit sees: a tmpfs, read-only once built. */
-static void build_root(const char *py_src, size_t py_len)
+static void build_root(const char *py_src, size_t py_len, const char *pl_src, size_t pl_len)
 {
 	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 					   "/libx32" };
@@ -276,6 +275,8 @@ static void build_root(const char *py_src, size_t py_len)
 	mkdir(NEWROOT "/.dsec", 0755);
 	if (py_src)
 		put_file(NEWROOT "/.dsec/" FC_PY_ZYGOTE, py_src, py_len, 0644);
+	if (pl_src)
+		put_file(NEWROOT "/.dsec/" FC_PRELOAD, pl_src, pl_len, 0644);
 	xmount(NULL, NEWROOT, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
 
 	if (chdir(NEWROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
@@ -352,338 +353,89 @@ static void build_seccomp(void)
 	seccomp_memfd = fd;
 }
 
-/* ---- pid 2: the call itself -------------------------------------------- */
-
-/* A job as pid 2 reads it. */
-struct job {
-	struct dsec_msg msg;		/* parsed datagram */
-	struct dsec_msg body;		/* parsed body memfd, if any */
-	const msgpack_object *m;	/* map holding argv/code/env/cwd */
-	int fd_in, fd_out, fd_err, fd_tree;	/* received descriptors or -1 */
-	uint64_t nofile, disk, memory;	/* limits, 0 = default */
-};
-
-static void unit_send(const char *t, int64_t status, int errnum, const char *msg)
-{
-	struct dsec_pk p;
-
-	dsec_pk_init(&p);
-	msgpack_pack_map(&p.pk, msg ? 3 : 2);
-	dsec_pk_kv_str(&p, "t", t);
-	if (msg) {
-		dsec_pk_kv_i64(&p, "errno", errnum);
-		dsec_pk_kv_str(&p, "msg", msg);
-	} else {
-		dsec_pk_kv_i64(&p, "status", status);
-	}
-	(void)!send(UNIT_FD, p.sb.data, p.sb.size, MSG_NOSIGNAL);
-	dsec_pk_free(&p);
-}
-
-static _Noreturn void job_fail(int errnum, const char *fmt, ...) DSEC_PRINTF(2, 3);
-static _Noreturn void job_fail(int errnum, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	unit_send("err", 0, errnum, msg);
-	_exit(127);
-}
-
-static int recv_fds(int sock, void *buf, size_t len, int *fds, int *nfds, int flags)
-{
-	union {
-		char b[CMSG_SPACE(sizeof(int) * FC_MAX_FDS)];
-		struct cmsghdr h;
-	} cbuf;
-	struct iovec iov = { .iov_base = buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
-			     .msg_controllen = sizeof(cbuf.b) };
-	ssize_t n;
-
-	*nfds = 0;
-	do
-		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | flags);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-
-		for (int i = 0; i < k; i++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*nfds < FC_MAX_FDS)
-				fds[(*nfds)++] = fd;
-			else
-				close(fd);
-		}
-	}
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-		for (int i = 0; i < *nfds; i++)
-			close(fds[i]);
-		*nfds = 0;
-		return -EMSGSIZE;
-	}
-	return (int)n;
-}
-
-static void parse_job(struct job *j, const void *buf, size_t len, const int *fds, int nfds)
-{
-	const msgpack_object *names;
-	struct dsec_err err;
-	int fd_body = -1;
-
-	j->fd_in = j->fd_out = j->fd_err = j->fd_tree = -1;
-	if (dsec_msg_parse(&j->msg, buf, len, FC_MSG_MAX, &err) < 0)
-		job_fail(EINVAL, "bad job: %s", err.msg);
-	names = dsec_map_get(j->msg.root, "fds");
-	if (names && names->type == MSGPACK_OBJECT_ARRAY) {
-		for (uint32_t i = 0; i < names->via.array.size && (int)i < nfds; i++) {
-			const msgpack_object *o = &names->via.array.ptr[i];
-			const char *s = o->type == MSGPACK_OBJECT_STR ? o->via.str.ptr : "";
-			size_t n = o->type == MSGPACK_OBJECT_STR ? o->via.str.size : 0;
-
-			if (n == 2 && !memcmp(s, "in", 2))
-				j->fd_in = fds[i];
-			else if (n == 3 && !memcmp(s, "out", 3))
-				j->fd_out = fds[i];
-			else if (n == 3 && !memcmp(s, "err", 3))
-				j->fd_err = fds[i];
-			else if (n == 4 && !memcmp(s, "tree", 4))
-				j->fd_tree = fds[i];
-			else if (n == 4 && !memcmp(s, "body", 4))
-				fd_body = fds[i];
-		}
-	}
-	dsec_get_u64(j->msg.root, "nofile", &j->nofile, NULL);
-	dsec_get_u64(j->msg.root, "disk", &j->disk, NULL);
-	dsec_get_u64(j->msg.root, "memory", &j->memory, NULL);
-	j->m = j->msg.root;
-	if (fd_body >= 0) {
-		struct stat st;
-		char *b;
-
-		if (fstat(fd_body, &st) < 0 || st.st_size <= 0 || st.st_size > (64 << 20))
-			job_fail(EINVAL, "bad job body");
-		b = xmalloc((size_t)st.st_size);
-		if (pread(fd_body, b, (size_t)st.st_size, 0) != st.st_size)
-			job_fail(EIO, "cannot read the job body");
-		if (dsec_msg_parse(&j->body, b, (size_t)st.st_size, (size_t)st.st_size, &err) < 0)
-			job_fail(EINVAL, "bad job body: %s", err.msg);
-		j->m = j->body.root;
-		close(fd_body);
-	}
-}
-
-/* execve() argv[0] along PATH from envp, as execvpe would with PATH taken
- * from the job's environment rather than ours. */
-static int exec_path(char **argv, char **envp)
-{
-	const char *path = "/usr/local/bin:/usr/bin:/bin";
-	int saved = ENOENT;
-
-	if (strchr(argv[0], '/')) {
-		execve(argv[0], argv, envp);
-		return -errno;
-	}
-	for (char **e = envp; *e; e++)
-		if (!strncmp(*e, "PATH=", 5))
-			path = *e + 5;
-	for (const char *p = path; ; ) {
-		const char *c = strchr(p, ':');
-		size_t n = c ? (size_t)(c - p) : strlen(p);
-		char full[PATH_MAX];
-
-		if (snprintf(full, sizeof(full), "%.*s%s%s", (int)n, p, n ? "/" : "",
-			     argv[0]) < (int)sizeof(full)) {
-			execve(full, argv, envp);
-			if (errno == EACCES)
-				saved = EACCES;
-			else if (errno != ENOENT && errno != ENOTDIR)
-				saved = errno;
-		}
-		if (!c)
-			break;
-		p = c + 1;
-	}
-	return -saved;
-}
-
-/* Pid 2: wait for a job and become it.  Runs in a vfork() child of pid 1
- * (shared memory, pid 1 suspended until the execve), so it may use libc
- * freely but must never return. */
-static char job_buf[FC_MSG_MAX];
-
-/* Write, before the job arrives, the pages pid 2 will write: they are
- * copy-on-write from the zygote, and where page faults are slow (shadow
- * paging) taking them on the critical path costs more than the exec. */
-static __attribute__((noinline)) void prefault(void)
-{
-	volatile char stack[48 * 1024];
-	struct dsec_msg m;
-	struct dsec_pk p;
-	const char *env[] = { "PATH=/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", NULL };
-	char **v = NULL;
-
-	for (size_t i = 0; i < sizeof(stack); i += 4096)
-		stack[i] = 0;
-	memset(job_buf, 0, sizeof(job_buf));
-	dsec_pk_init(&p);
-	msgpack_pack_map(&p.pk, 4);
-	dsec_pk_kv_str(&p, "t", "job");
-	dsec_pk_kv_strv(&p, "env", env);
-	dsec_pk_kv_str(&p, "code", "echo warm");
-	dsec_pk_kv_str(&p, "cwd", "/tmp");
-	if (dsec_msg_parse(&m, p.sb.data, p.sb.size, FC_MSG_MAX, NULL) == 0) {
-		dsec_get_strv(m.root, "env", &v, NULL);
-		dsec_strv_free(v);
-		dsec_msg_free(&m);
-	}
-	dsec_pk_free(&p);
-}
-
-static _Noreturn void job_main(void)
-{
-	char *buf = job_buf;
-	struct job j = { 0 };
-	int fds[FC_MAX_FDS], nfds, n, nullfd = -1;
-	char **argv = NULL, **envp = NULL, *code = NULL, *cwd = NULL;
-	struct rlimit rl;
-	sigset_t none;
-
-	n = recv_fds(UNIT_FD, buf, sizeof(job_buf), fds, &nfds, 0);
-	if (n <= 0)
-		_exit(0);	/* the zygote went away */
-	/* The unit warmed up at idle priority; the call itself runs as usual. */
-	struct sched_param sp = { 0 };
-	sched_setscheduler(0, SCHED_OTHER, &sp);
-	parse_job(&j, buf, (size_t)n, fds, nfds);
-	if (dsec_get_strv(j.m, "argv", &argv, NULL) < 0 || !argv || !argv[0]) {
-		if (dsec_get_str(j.m, "code", &code, NULL) < 0 || !code)
-			job_fail(EINVAL, "job has neither argv nor code");
-		dsec_strv_free(argv);
-		argv = xcalloc(4, sizeof(*argv));
-		argv[0] = (char *)cfg.exe;
-		argv[1] = (char *)"-c";
-		argv[2] = code;
-	}
-	if (dsec_get_strv(j.m, "env", &envp, NULL) < 0 || !envp)
-		envp = xcalloc(1, sizeof(*envp));
-	if (dsec_get_str(j.m, "cwd", &cwd, NULL) < 0 || !cwd)
-		cwd = xstrdup(j.fd_tree >= 0 ? "/work" : "/tmp");
-
-	if (j.disk && j.disk != cfg.scratch) {
-		char opt[64];
-
-		snprintf(opt, sizeof(opt), "size=%llu", (unsigned long long)j.disk);
-		if (mount(NULL, "/tmp", NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, opt) < 0)
-			job_fail(errno, "cannot resize /tmp: %s", strerror(errno));
-	}
-	if (j.fd_tree >= 0 &&
-	    syscall(SYS_move_mount, j.fd_tree, "", AT_FDCWD, "/work", MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		job_fail(errno, "cannot attach the sandbox scratch: %s", strerror(errno));
-	if (j.fd_in < 0 && (j.fd_in = nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
-		job_fail(errno, "cannot open /dev/null: %s", strerror(errno));
-	if (j.fd_out < 0 || j.fd_err < 0)
-		job_fail(EINVAL, "job without stdout or stderr");
-	if (dup2(j.fd_in, 0) < 0 || dup2(j.fd_out, 1) < 0 || dup2(j.fd_err, 2) < 0)
-		job_fail(errno, "cannot set up stdio: %s", strerror(errno));
-
-	rl.rlim_cur = rl.rlim_max = j.nofile ? j.nofile : cfg.nofile;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
-		job_fail(errno, "cannot set the open files limit: %s", strerror(errno));
-	rl.rlim_cur = rl.rlim_max = 0;
-	setrlimit(RLIMIT_CORE, &rl);
-	if (!strcmp(cfg.cgdesc, "none")) {
-		/* No cgroup: the address-space limit is the next best thing. */
-		rl.rlim_cur = rl.rlim_max = j.memory ? j.memory : cfg.lim.memory;
-		if (rl.rlim_cur)
-			setrlimit(RLIMIT_AS, &rl);
-	}
-	if (setgroups(0, NULL) < 0 || setresgid(cfg.gid, cfg.gid, cfg.gid) < 0 ||
-	    setresuid(cfg.uid, cfg.uid, cfg.uid) < 0)
-		job_fail(errno, "cannot drop privileges: %s", strerror(errno));
-	if (chdir(cwd) < 0)
-		job_fail(errno, "cannot change directory to '%s': %s", cwd, strerror(errno));
-	/* no_new_privs and the seccomp filter are the zygote's, inherited. */
-	/* Handlers do not survive exec; ignored signals do, and the zygote
-	 * ignores only SIGPIPE. */
-	signal(SIGPIPE, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	n = -exec_path(argv, envp);
-	job_fail(n, "cannot execute '%s': %s", argv[0], strerror(n));
-}
-
 /* ---- pid 1 of a unit ---------------------------------------------------- */
 
-/* Runs right after clone() in the new namespaces; never returns. */
+/* Argument and environment of a shell unit's exec: the template
+ * (fncall-preload.so) finds its configuration there and lays out the
+ * calls' argv and environment in the room the padding reserves on the
+ * initial stack (FC_TPL_SLOTS pointers, FC_TPL_AREA bytes).  "exit 120"
+ * is what the shell runs if the template did not load. */
+#define FC_TPL_SLOTS 256
+#define FC_TPL_AREA (64 * 1024)
+static char *unit_argv[4];
+static char *unit_envp[FC_TPL_SLOTS];
+
+static void unit_exec_args(void)
+{
+	size_t used = 0, n = 0, pad;
+	char *big;
+
+	unit_argv[0] = (char *)cfg.exe;
+	unit_argv[1] = (char *)"-c";
+	unit_argv[2] = (char *)"exit 120";
+	unit_envp[n++] = (char *)"LD_PRELOAD=/.dsec/" FC_PRELOAD;
+	/* Resolve every symbol once in pid 1, not again in every child. */
+	unit_envp[n++] = (char *)"LD_BIND_NOW=1";
+	unit_envp[n++] = xasprintf("DSEC_FNCALL_UNIT=%u %u %llu %llu %llu %s", (unsigned)cfg.uid,
+				   (unsigned)cfg.gid, (unsigned long long)cfg.nofile,
+				   (unsigned long long)cfg.scratch,
+				   !strcmp(cfg.cgdesc, "none") ? (unsigned long long)cfg.lim.memory : 0ULL,
+				   cfg.exe);
+	for (int i = 0; unit_argv[i]; i++)
+		used += strlen(unit_argv[i]) + 1;
+	for (size_t i = 0; i < n; i++)
+		used += strlen(unit_envp[i]) + 1;
+	/* Slots: argv's 3 and NULL, then the environment and its NULL. */
+	while (n < FC_TPL_SLOTS - 4 - 2) {
+		unit_envp[n++] = (char *)"_=";
+		used += 3;
+	}
+	pad = used < FC_TPL_AREA ? FC_TPL_AREA - used : 2;
+	big = xmalloc(pad + 1);
+	memset(big, 'x', pad);
+	memcpy(big, "_=", 2);
+	big[pad - 1] = '\0';
+	unit_envp[n++] = big;
+	unit_envp[n] = NULL;
+}
+
+/* Runs right after clone() in the new pid and mount namespaces: mount
+ * this unit's /proc and /tmp, then become the shell with its template
+ * preloaded (see fncall-preload.c), which serves the unit's calls. */
 static _Noreturn void unit_main(int sock)
 {
-	char buf[256], opt[64];
-	pid_t child;
-	int st;
-	ssize_t n;
+	char opt[64];
+	sigset_t none;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	/* Warming up (mounts, page faults) must not take the CPU from calls
-	 * that are running: it happens at idle priority until a job comes. */
+	/* Warming up (exec, mounts, page faults) must not take the CPU from
+	 * calls that are running: it happens at idle priority; the template
+	 * goes back to normal once placed. */
 	struct sched_param sp = { 0 };
 	sched_setscheduler(0, SCHED_IDLE, &sp);
-	if (dup3(sock, UNIT_FD, O_CLOEXEC) < 0)
+	if (sock == FC_UNIT_FD)
+		dsec_set_cloexec(sock, false);
+	else if (dup2(sock, FC_UNIT_FD) < 0)
 		_exit(1);
-	if (argv_area) {
-		static const char title[] = "fncall-unit";
-
-		memset(argv_area, 0, argv_area_len);
-		memcpy(argv_area, title, sizeof(title) <= argv_area_len ? sizeof(title) : 0);
-		prctl(PR_SET_MM, PR_SET_MM_ARG_END, (unsigned long)(argv_area + sizeof(title)), 0, 0);
-		prctl(PR_SET_NAME, (unsigned long)title, 0, 0, 0);
-	}
-	syscall(SYS_close_range, UNIT_FD + 1, ~0U, 0);
-	if (seccomp_memfd >= 0)
-		seccomp_memfd = -1;	/* closed above; the BPF is in memory */
+	syscall(SYS_close_range, FC_UNIT_FD + 1, ~0U, 0);
 	prctl(PR_SET_DUMPABLE, 0);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		die("unit: cannot mount /proc: %s", strerror(errno));
 	snprintf(opt, sizeof(opt), "size=%llu,mode=1777", (unsigned long long)cfg.scratch);
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opt) < 0)
 		die("unit: cannot mount /tmp: %s", strerror(errno));
-	prefault();
-	/* Wait until the zygote has put us into our cgroup. */
-	do
-		n = recv(UNIT_FD, buf, sizeof(buf), 0);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		_exit(0);
-	child = vfork();
-	if (child == 0)
-		job_main();
-	if (child < 0) {
-		unit_send("err", 0, errno, "cannot fork");
-		_exit(1);
-	}
-	for (;;) {
-		pid_t p = waitpid(-1, &st, __WALL);
-
-		if (p == child)
-			break;
-		if (p < 0 && errno != EINTR)
-			_exit(1);
-	}
-	unit_send("st", st, 0, NULL);
-	_exit(0);
+	signal(SIGPIPE, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execve(cfg.exe, unit_argv, unit_envp);
+	die("unit: cannot execute '%s': %s", cfg.exe, strerror(errno));
 }
 
 /* ---- the zygote's loop -------------------------------------------------- */
 
+/* A unit serves one call at a time, many in its life: READY -> BUSY ->
+ * (its pid 1 reports the call's status and renews itself) READY; it ends
+ * when it is killed (timeout) or its pid 1 gives up. */
 enum ustate {
 	U_SPAWNING,	/* python template asked, pid not known yet */
 	U_READY,	/* placed and told "go": can take a job */
@@ -703,7 +455,10 @@ struct unit {
 	int slot;			/* index into slots */
 	enum ustate st;			/* lifecycle */
 	uint64_t job;			/* job id while busy */
+	uint64_t idle_since;		/* z.seq when it last became ready */
+	double ready_at;		/* dsec_now() then */
 	bool reported;			/* done sent to the backend */
+	bool killed;			/* SIGKILLed: never ready again */
 	int err_no;			/* pid 2 could not start: errno */
 	char *err_msg;			/* and why (owned) */
 	struct unit *next;		/* all units */
@@ -735,6 +490,7 @@ static struct {
 	int tsock;			/* its control socket */
 	bool thello;			/* template said hello */
 	bool spawn_backoff;		/* the last clone failed: refill slowly */
+	uint64_t seq;			/* counts units becoming ready */
 } z = { .sock = FC_FD_SOCK, .tsock = -1 };
 
 #define EV_SOCK 1
@@ -855,6 +611,8 @@ static void unit_place(struct unit *u)
 		slot_limits(u->slot, NULL);
 	send_small(u->sock, "go");
 	u->st = U_READY;
+	u->idle_since = ++z.seq;
+	u->ready_at = dsec_now();
 }
 
 static void spawn_unit(void)
@@ -943,7 +701,9 @@ static void unit_free(struct unit *u)
 	free(u);
 }
 
-/* Read what a unit said: pid 2's start failure, pid 1's final status. */
+/* Read what a unit said: its call could not start, or the wait status of
+ * its call; with the status the unit is ready for the next call (its pid 1
+ * renews it before it takes the job). */
 static void unit_read(struct unit *u)
 {
 	char buf[1024];
@@ -972,11 +732,22 @@ static void unit_read(struct unit *u)
 
 			if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
 				st = o->via.u64;
-			u->st = U_DONE;
+			if (!u->killed) {
+				u->st = U_READY;
+				u->idle_since = ++z.seq;
+				u->ready_at = dsec_now();
+				z.nready++;
+			} else {
+				u->st = U_DONE;
+			}
 			if (u->err_msg)
 				report(u, u->job, 0, u->err_no, u->err_msg);
 			else
 				report(u, u->job, (int)st, 0, NULL);
+			u->reported = u->killed;
+			u->err_no = 0;
+			free(u->err_msg);
+			u->err_msg = NULL;
 		}
 		dsec_msg_free(&m);
 	}
@@ -1007,9 +778,10 @@ static bool dispatch(struct pending *p)
 
 	for (;;) {
 		best = NULL;
-		/* The oldest ready unit is the most likely to be set up. */
+		/* The unit ready the longest is the most likely to have its
+		 * next child forked already. */
 		for (u = z.units; u; u = u->next)
-			if (u->st == U_READY)
+			if (u->st == U_READY && (!best || u->idle_since < best->idle_since))
 				best = u;
 		if (!best)
 			return false;
@@ -1048,11 +820,39 @@ static void drain_pending(void)
 	}
 }
 
+/* Units serve many calls, so a burst leaves more of them than the pool
+ * needs; end the one idle longest once it has been idle FC_UNIT_IDLE s.
+ * Returns the ms until the next one may be due, -1 for none. */
+#define FC_UNIT_IDLE 10.0
+static int retire_idle(void)
+{
+	struct unit *old = NULL;
+	double now;
+
+	if (z.nready <= cfg.pool)
+		return -1;
+	for (struct unit *u = z.units; u; u = u->next)
+		if (u->st == U_READY && (!old || u->ready_at < old->ready_at))
+			old = u;
+	if (!old)
+		return -1;
+	now = dsec_now();
+	if (now - old->ready_at < FC_UNIT_IDLE)
+		return (int)((FC_UNIT_IDLE - (now - old->ready_at)) * 1000) + 1;
+	kill(old->pid, SIGKILL);
+	old->killed = true;
+	old->reported = true;
+	old->st = U_DONE;
+	z.nready--;
+	return 0;
+}
+
 static void kill_job(uint64_t id)
 {
 	for (struct unit *u = z.units; u; u = u->next)
 		if (u->st == U_BUSY && u->job == id) {
 			kill(u->pid, SIGKILL);
+			u->killed = true;
 			return;
 		}
 	for (struct pending **pp = &z.pq; *pp; pp = &(*pp)->next) {
@@ -1078,7 +878,7 @@ static void backend_read(void)
 		_cleanup_free_ char *t = NULL;
 		uint64_t id = 0, v;
 
-		n = recv_fds(z.sock, buf, sizeof(buf), fds, &nfds, MSG_DONTWAIT);
+		n = be_recv_fds(z.sock, buf, sizeof(buf), fds, FC_MAX_FDS, &nfds, MSG_DONTWAIT);
 		if (n == -EAGAIN)
 			return;
 		if (n == 0)
@@ -1157,9 +957,12 @@ static void reap(void)
 		}
 		unit_read(u);
 		if (u->st == U_BUSY) {
-			/* Killed (timeout) or died before reporting. */
+			/* Killed (timeout: the status is SIGKILL's), or pid 1
+			 * gave up before it could report the call. */
 			if (u->err_msg)
 				report(u, u->job, 0, u->err_no, u->err_msg);
+			else if (WIFEXITED(st))
+				report(u, u->job, 0, EIO, "the unit failed before its call ended");
 			else
 				report(u, u->job, st, 0, NULL);
 		}
@@ -1275,7 +1078,7 @@ static void start_template(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fncall-zygote --runtime NAME --kind c|py --exe PATH --cg DESC "
-		"[--py FILE] [--pool N] [--max-units N] [--uid U] [--gid G] [--scratch BYTES] "
+		"[--py FILE] [--preload FILE] [--pool N] [--max-units N] [--uid U] [--gid G] [--scratch BYTES] "
 		"[--nofile N] [--memory BYTES] [--cpus N] [--pids N]\n"
 		"Started by the fncall backend of dsecd; not meant to be run by hand.\n");
 	exit(2);
@@ -1285,7 +1088,8 @@ static void parse_args(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "runtime", 1, NULL, 'r' }, { "kind", 1, NULL, 'k' }, { "exe", 1, NULL, 'e' },
-		{ "py", 1, NULL, 'y' }, { "cg", 1, NULL, 'c' }, { "pool", 1, NULL, 'p' },
+		{ "py", 1, NULL, 'y' }, { "preload", 1, NULL, 'l' }, { "cg", 1, NULL, 'c' },
+		{ "pool", 1, NULL, 'p' },
 		{ "max-units", 1, NULL, 'M' }, { "uid", 1, NULL, 'u' }, { "gid", 1, NULL, 'g' },
 		{ "scratch", 1, NULL, 's' }, { "nofile", 1, NULL, 'n' },
 		{ "memory", 1, NULL, 'm' }, { "cpus", 1, NULL, 'C' }, { "pids", 1, NULL, 'P' },
@@ -1299,6 +1103,7 @@ static void parse_args(int argc, char **argv)
 		case 'k': cfg.kind = xstrdup(optarg); break;
 		case 'e': cfg.exe = xstrdup(optarg); break;
 		case 'y': cfg.py = xstrdup(optarg); break;
+		case 'l': cfg.preload = xstrdup(optarg); break;
 		case 'c': cfg.cgdesc = xstrdup(optarg); break;
 		case 'p': cfg.pool = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'M': cfg.max_units = (unsigned)strtoul(optarg, NULL, 10); break;
@@ -1314,7 +1119,7 @@ static void parse_args(int argc, char **argv)
 	}
 	if (!cfg.runtime || !cfg.exe || !cfg.cgdesc || optind != argc ||
 	    (strcmp(cfg.kind, "c") && strcmp(cfg.kind, "py")) ||
-	    (!strcmp(cfg.kind, "py") && !cfg.py))
+	    (!strcmp(cfg.kind, "py") && !cfg.py) || (!strcmp(cfg.kind, "c") && !cfg.preload))
 		usage();
 	if (cfg.max_units < cfg.pool + 1)
 		cfg.max_units = cfg.pool + 1;
@@ -1322,16 +1127,14 @@ static void parse_args(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	_cleanup_free_ char *py_src = NULL;
+	_cleanup_free_ char *py_src = NULL, *pl_src = NULL;
 	struct dsec_err err;
 	struct be_cg *zcg;
 	sigset_t mask;
-	size_t py_len = 0;
+	size_t py_len = 0, pl_len = 0;
 	struct dsec_pk p;
 
 	parse_args(argc, argv);
-	argv_area = argv[0];
-	argv_area_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
 	if (fcntl(FC_FD_SOCK, F_GETFD) < 0)
 		die("no backend socket on fd %d", FC_FD_SOCK);
 	dsec_set_cloexec(FC_FD_SOCK, true);
@@ -1348,13 +1151,18 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cfg.kind, "py") && dsec_read_file(cfg.py, &py_src, &py_len) < 0)
 		die("cannot read '%s': %s", cfg.py, strerror(errno));
+	if (!strcmp(cfg.kind, "c")) {
+		if (dsec_read_file(cfg.preload, &pl_src, &pl_len) < 0)
+			die("cannot read '%s': %s", cfg.preload, strerror(errno));
+		unit_exec_args();
+	}
 	if (access(cfg.exe, X_OK) < 0)
 		die("runtime '%s' needs '%s': %s", cfg.runtime, cfg.exe, strerror(errno));
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	build_seccomp();
 	setup_namespaces();
-	build_root(py_src, py_len);
+	build_root(py_src, py_len, pl_src, pl_len);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &seccomp_prog, 0, 0) < 0)
 		die("cannot load the seccomp filter: %s", strerror(errno));
@@ -1394,7 +1202,7 @@ int main(int argc, char **argv)
 			want++;
 		n = epoll_wait(z.ep, evs, DSEC_ARRAY_LEN(evs),
 			       count_ready() < want && z.nunits < cfg.max_units ?
-			       (z.spawn_backoff ? 100 : 0) : -1);
+			       (z.spawn_backoff ? 100 : 0) : retire_idle());
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		for (int i = 0; i < n; i++) {

@@ -198,6 +198,7 @@ struct fc_be {
 	uint64_t next_id;		/* job ids */
 	uint64_t next_sb;		/* scratch dir names */
 	unsigned nshards;		/* zygotes per runtime */
+	unsigned rr;			/* rt_find's turn among equally busy zygotes */
 	uint32_t running;		/* calls in flight */
 	uint32_t nsbs;			/* sandboxes */
 	uint64_t ncalls;		/* completed */
@@ -640,6 +641,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	     a_mem[32], a_cpus[32], a_pids[24];
 	_cleanup_free_ char *helper = xasprintf("%s/" FC_HELPER, be->host->helper_dir);
 	_cleanup_free_ char *py = xasprintf("%s/" FC_PY_ZYGOTE, be->host->helper_dir);
+	_cleanup_free_ char *pl = xasprintf("%s/" FC_PRELOAD, be->host->helper_dir);
 	int cgfds[BE_CG_MAXH], ncg = 0, sv[2];
 	pid_t pid;
 
@@ -660,6 +662,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	char *const argv[] = {
 		helper, (char *)"--runtime", (char *)rt->desc->name, (char *)"--kind",
 		(char *)rt->desc->kind, (char *)"--exe", (char *)rt->desc->exe, (char *)"--py", py,
+		(char *)"--preload", pl,
 		(char *)"--cg", desc, (char *)"--pool", a_pool, (char *)"--max-units", a_max,
 		(char *)"--uid", a_uid, (char *)"--gid", a_gid, (char *)"--scratch", a_scr,
 		(char *)"--nofile", a_nof, (char *)"--memory", a_mem, (char *)"--cpus", a_cpus,
@@ -840,19 +843,30 @@ static int rt_wait_ready(struct fc_rt *rt, struct dsec_err *err)
 }
 
 /* The zygote of runtime name (NULL: the default runtime) with the fewest
- * calls in flight, preferring live ones; NULL if the runtime is unknown. */
+ * calls in flight, preferring live ones, taking turns among equals: one
+ * client calling in a loop then uses every zygote, so a unit renews itself
+ * on one CPU while the next call runs on another.  NULL if the runtime is
+ * unknown. */
 static struct fc_rt *rt_find(struct fc_be *be, const char *name)
 {
 	struct fc_rt *best = NULL;
+	unsigned k = 0, start = be->rr++ % (be->nshards ? be->nshards : 1);
 
 	if (!name || !*name)
 		name = be->rts->desc->name;
-	for (struct fc_rt *rt = be->rts; rt; rt = rt->next) {
-		if (strcmp(rt->desc->name, name))
-			continue;
-		if (!best || (!best->pid && rt->pid) ||
-		    (!best->pid == !rt->pid && rt->inflight < best->inflight))
-			best = rt;
+	for (int pass = 0; pass < 2; pass++) {
+		for (struct fc_rt *rt = be->rts; rt; rt = rt->next) {
+			if (strcmp(rt->desc->name, name))
+				continue;
+			/* Pass 0 looks at the zygotes from the turn's on,
+			 * pass 1 at those before it. */
+			if ((pass == 0) != (k++ % (be->nshards ? be->nshards : 1) >= start))
+				continue;
+			if (!best || (!best->pid && rt->pid) ||
+			    (!best->pid == !rt->pid && rt->inflight < best->inflight))
+				best = rt;
+		}
+		k = 0;
 	}
 	return best;
 }

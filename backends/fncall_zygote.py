@@ -10,11 +10,13 @@
 # inherited through exec.
 #
 # A unit is pid 1 of its namespace: it mounts /proc and a private /tmp,
-# waits for {t:"go"} (the helper has placed it in its cgroup), then forks
-# pid 2, which waits for the job, drops to the call's uid and runs `code` with exec()
-# in a fresh namespace, or execs argv.  Pid 1 reports pid 2's wait status
-# as {t:"st", status} and exits, which kills anything left in the
-# namespace.  Messages are those of be_fncall.h.
+# waits for {t:"go"} (the helper has placed it in its cgroup), then serves
+# calls one after the other: for each it forks a child, which waits for the
+# job, drops to the call's uid and runs `code` with exec() in a fresh
+# namespace, or execs argv.  When the child ends pid 1 kills whatever else
+# is left in the namespace, reports the child's wait status as
+# {t:"st", status}, renews /tmp, detaches /work and resets the pid counter,
+# and forks the next child.  Messages are those of be_fncall.h.
 import sys
 sys.path.append('/usr/lib/python3/dist-packages')
 
@@ -50,6 +52,7 @@ libc = ctypes.PyDLL(None, use_errno=True)   # PyDLL: keeps the GIL across calls
 libc.syscall.restype = ctypes.c_long
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                        ctypes.c_char_p]
+libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
                        ctypes.c_ulong]
 pyapi = ctypes.pythonapi
@@ -213,44 +216,103 @@ def prewarm():
         sys.stdout = old
 
 
+def fresh_tmp(state):
+    """Renew /tmp unless the last call provably left it untouched."""
+    st, fs = os.stat('/tmp'), os.statvfs('/tmp')
+    now = (st.st_ino, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns,
+           fs.f_blocks, fs.f_bfree, fs.f_files, fs.f_ffree)
+    if now == state.get('tmp'):
+        return
+    if libc.umount2(b'/tmp', 2) != 0:   # MNT_DETACH
+        e = ctypes.get_errno()
+        raise OSError(e, 'cannot unmount /tmp: %s' % os.strerror(e))
+    mount(b'tmpfs', b'/tmp', b'tmpfs', MS_NOSUID | MS_NODEV,
+          b'size=%d,mode=1777' % CFG['scratch'])
+    st, fs = os.stat('/tmp'), os.statvfs('/tmp')
+    state['tmp'] = (st.st_ino, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns,
+                    fs.f_blocks, fs.f_bfree, fs.f_files, fs.f_ffree)
+
+
+def renew(state, last_pid):
+    """After a call: detach /work, renew /tmp, restart pids at 2."""
+    while libc.umount2(b'/work', 2) == 0:
+        pass
+    if ctypes.get_errno() != 22:   # EINVAL: nothing mounted there
+        raise OSError(ctypes.get_errno(), 'cannot unmount /work')
+    fresh_tmp(state)
+    if last_pid is not None:
+        os.pwrite(last_pid, b'1', 0)
+
+
 def unit_main(sock):
-    """Pid 1 of a unit.  Never returns."""
+    """Pid 1 of a unit: one child per call, forked before the job comes
+    (it waits for it), then everything else of the call killed, the status
+    reported and the unit renewed.  Pid 1 never sees a job, so nothing of
+    one call is in the memory the next is forked from.  Never returns."""
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, None, 0, 0)
     os.dup2(sock.fileno(), UNIT_FD, inheritable=False)
     sock.close()
     os.closerange(UNIT_FD + 1, 1 << 16)
     sock = socket.socket(fileno=UNIT_FD)
     libc.prctl(PR_SET_DUMPABLE, 0, None, 0, 0)
+    state = {}
     try:
         mount(b'proc', b'/proc', b'proc', MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
         mount(b'tmpfs', b'/tmp', b'tmpfs', MS_NOSUID | MS_NODEV,
               b'size=%d,mode=1777' % CFG['scratch'])
+        st, fs = os.stat('/tmp'), os.statvfs('/tmp')
+        state['tmp'] = (st.st_ino, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns,
+                        fs.f_blocks, fs.f_bfree, fs.f_files, fs.f_ffree)
     except OSError as e:
         print('fncall_zygote.py: unit: %s' % e, file=sys.stderr)
         os._exit(1)
     try:
+        last_pid = os.open('/proc/sys/kernel/ns_last_pid', os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        last_pid = None
+    try:
         if not sock.recv(256):
             os._exit(0)
-        # Warm the pages pid 2 will write, while nobody waits.
+        # Warm the pages the children will write, while nobody waits.
         msgpack.unpackb(msgpack.packb({'t': 'job', 'argv': ['x'] * 8, 'env': ['K=V'] * 8}))
-        pid = os.fork()
-        if pid == 0:
-            prewarm()
-            msg, fds, _, _ = socket.recv_fds(sock, MAX_MSG, 8)
-            if not msg:
-                os._exit(0)
-            try:
-                run_job(sock, msg, fds)
-            except BaseException as e:   # a bug here must not hang the call
-                fail(sock, 5, 'cannot start: %s' % e)
         while True:
-            p, st = os.waitpid(-1, 0)
-            if p == pid:
-                break
-        send(sock, 'st', status=st)
+            pid = os.fork()
+            if pid == 0:
+                if last_pid is not None:
+                    os.close(last_pid)
+                prewarm()
+                msg, fds, _, _ = socket.recv_fds(sock, MAX_MSG, 8)
+                if not msg:
+                    os._exit(0)
+                try:
+                    run_job(sock, msg, fds)
+                except BaseException as e:   # a bug here must not hang the call
+                    fail(sock, 5, 'cannot start: %s' % e)
+            while True:
+                try:
+                    p, st = os.waitpid(-1, 0)
+                except InterruptedError:
+                    continue
+                if p == pid:
+                    break
+            # The call ends with its main process; nothing else of it may
+            # outlive it.  All of the namespace descends from us.
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass   # nothing else was left
+            while True:
+                try:
+                    os.waitpid(-1, 0)
+                except ChildProcessError:
+                    break
+                except InterruptedError:
+                    continue
+            send(sock, 'st', status=st)
+            renew(state, last_pid)
     except BaseException:
         pass
-    os._exit(0)
+    os._exit(125)
 
 
 def spawn(ctl):

@@ -473,7 +473,7 @@ int main(int argc, char **argv)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	plan(64);
+	plan(71);
 
 	loop = ev_default_loop(0);
 	ev_async_init(&wake, wake_cb);
@@ -545,6 +545,114 @@ int main(int argc, char **argv)
 	ok(rc == 0 && r.out.len == 1000 && r.out_truncated && !r.err_truncated && r.exit_code == 0,
 	   "stdout cap: %zu bytes, truncated %d", r.out.len, r.out_truncated);
 	res_free(&r);
+
+	/* The shell template: argv, environment and state exactly as an exec
+	 * would give them, whether the template runs the call or (too many
+	 * arguments, too big an environment) an exec does. */
+	{
+		const char *code = "printf '%s|' \"$0\" \"$@\"; printf '#'; tr '\\0' '|' < /proc/$$/cmdline;"
+				   " printf '#%s#' $$; grep -q fncall-preload /proc/$$/maps && echo T;"
+				   " echo /proc/$$/fd/*";
+		const char *av[] = { "sh", "-c", code, "zero", "a b", "", "c'd", NULL };
+		char want[1024];
+
+		snprintf(want, sizeof(want), "zero|a b||c'd|#sh|-c|%s|zero|a b||c'd|#2#T\n"
+			 "/proc/2/fd/0 /proc/2/fd/1 /proc/2/fd/2 /proc/2/fd/3\n", code);
+		rc = call_rt("sh", NULL, av, NULL, NULL, 0, 0, &r, NULL);
+		is_str(out(&r), want, "template: argv, cmdline, pid 2, no extra descriptor");
+		res_free(&r);
+	}
+	{
+		const char *env[] = { "A=1", "B=two words", "EMPTY=", NULL };
+
+		rc = call_rt("sh", "tr '\\0' '\\n' < /proc/$$/environ | sort | tr '\\n' ' ';"
+			     " echo \"$A|$B|${EMPTY-unset}|$(pwd)\"", NULL, NULL, env, 0, 0, &r, NULL);
+		is_str(out(&r), "A=1 B=two words EMPTY= HOME=/tmp LANG=C.UTF-8 "
+		       "PATH=/usr/local/bin:/usr/bin:/bin 1|two words||/tmp\n",
+		       "template: the environment is the request's, nothing of the unit's");
+		res_free(&r);
+	}
+	{
+		const char *av[304] = { "sh", "-c", "echo $# $0 $1 $299; grep -q fncall-preload "
+					"/proc/$$/maps || echo X; echo /proc/$$/fd/*", "x" };
+		char nums[300][8];
+
+		for (int i = 1; i < 300; i++) {
+			snprintf(nums[i], sizeof(nums[i]), "%d", i);
+			av[3 + i] = nums[i];
+		}
+		rc = call_rt("sh", NULL, av, NULL, NULL, 0, 0, &r, NULL);
+		is_str(out(&r), "299 x 1 299\nX\n/proc/2/fd/0 /proc/2/fd/1 /proc/2/fd/2 /proc/2/fd/3\n",
+		       "300 arguments: executed instead, same result");
+		res_free(&r);
+	}
+	{
+		char *big = xmalloc(100010);
+		const char *env[] = { big, NULL };
+
+		memcpy(big, "BIG=", 4);
+		memset(big + 4, 'b', 100000);
+		big[100004] = '\0';
+		rc = call_rt("sh", "echo ${#BIG}; grep -q fncall-preload /proc/$$/maps || echo X",
+			     NULL, NULL, env, 0, 0, &r, NULL);
+		is_str(out(&r), "100000\nX\n", "a 100 kB environment: executed instead, same result");
+		res_free(&r);
+		free(big);
+	}
+	{
+		/* Every unit serves many calls: run enough to reach each. */
+		const char *probe = "echo \"${LEAK-none} ${K-none} $(pwd) $(umask) $$ $(ls -A /tmp | wc -l)"
+				    " $(ls -A /work | wc -l) $(ps -e -o pid= | wc -l)\"";
+		const char *senv[] = { "K=SECRET_f00d", NULL };
+		/* Counts the needle in the memory of the shell that runs it. */
+		const char *scan[] = {
+			"SCAN=import sys\n"
+			"needle = ('SEC' + 'RET_f00d').encode()\n"
+			"n = 0\n"
+			"for l in open('/proc/%s/maps' % sys.argv[1]):\n"
+			" f = l.split()\n"
+			" a, b = (int(x, 16) for x in f[0].split('-'))\n"
+			" if f[1][0] != 'r' or len(f) > 5 and f[5].startswith('[v'):\n"
+			"  continue\n"
+			" try:\n"
+			"  with open('/proc/%s/mem' % sys.argv[1], 'rb') as m:\n"
+			"   m.seek(a)\n"
+			"   n += m.read(b - a).count(needle)\n"
+			" except OSError:\n"
+			"  pass\n"
+			"print(n)\n", NULL };
+		char first[256] = "", buf[256];
+		int same = 0, clean = 0;
+
+		rc = sh(probe, &r);
+		snprintf(first, sizeof(first), "%s", out(&r));
+		res_free(&r);
+		for (int i = 0; i < 8; i++) {
+			rc = call_rt("sh", "export LEAK=1; cd /; umask 077; echo x > /tmp/leak; "
+				     "sleep 979 >/dev/null 2>&1 & echo $K", NULL, NULL, senv, 0, 0, &r,
+				     NULL);
+			res_free(&r);
+		}
+		for (int i = 0; i < 8; i++) {
+			rc = sh(probe, &r);
+			snprintf(buf, sizeof(buf), "%s", out(&r));
+			same += !strcmp(buf, first);
+			res_free(&r);
+			rc = call_rt("sh", "python3 -c \"$SCAN\" $$", NULL, NULL, scan, 0, 0, &r, NULL);
+			clean += !strcmp(out(&r), "0\n");
+			res_free(&r);
+		}
+		ok(same == 8 && !strncmp(first, "none none /tmp ", 15),
+		   "no variable, cwd, umask, file or process passes to later calls (%d/8): %s",
+		   same, first);
+		scan[1] = senv[0];
+		rc = call_rt("sh", "python3 -c \"$SCAN\" $$", NULL, NULL, scan, 0, 0, &r, NULL);
+		ok(clean == 8 && atoi(out(&r)) > 0,
+		   "a call's data is nowhere in the memory of later calls (%d/8 clean, the scan "
+		   "finds it in its own call: %s)", clean, out(&r));
+		res_free(&r);
+		ok(wait_no_procs("sleep 979", 3), "the background processes are gone");
+	}
 
 	/* Isolation. */
 	rc = sh("id -u; id -g; hostname; cat /proc/self/status | grep -E '^(Seccomp|NoNewPrivs):'"

@@ -8,7 +8,7 @@ need_cmd dsecd
 need_cmd helper-req
 [ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
 
-plan 16
+plan 17
 
 if ! start_dsecd; then
 	echo "Bail out! dsecd did not start"
@@ -42,6 +42,18 @@ is "$RC" 1 "no process of the timed-out call is left on the host"
 dsec-run -c 'echo x > /tmp/left; sleep 9874 >/dev/null 2>&1 &' >/dev/null 2>&1
 run dsec-run -c 'ls -A /tmp; pgrep sleep | wc -l'
 is "$OUT" "0" "a later call sees no file and no process of an earlier one"
+
+# Units serve many calls; those a burst added end after 10 s idle.
+units() { for z in $(pgrep -P "$DSECD_PID"); do pgrep -P "$z"; done | wc -l; }
+# (after the earlier tests a unit may still be on its way: wait until the
+# count holds for a second)
+before=$(units)
+for _ in $(seq 10); do sleep 1; now=$(units); [ "$now" = "$before" ] && break; before=$now; done
+dsec-bench -c 16 -n 160 --backend fncall --runtime sh >/dev/null 2>&1
+burst=$(units)
+sleep 12
+after=$(units)
+ok $(( burst > after && after <= before ? 0 : 1 )) "units added by a burst retire when idle ($before, $burst, $after)"
 
 # A sandbox keeps its files, not its processes.
 id=$(dsec-run --keep -c 'echo kept > /work/f' 2>&1 >/dev/null | head -1)
