@@ -195,7 +195,7 @@ lint-man:
 
 # Start one dsecd with embedded defaults, run a demo, serve until ^C.
 run: deps
-	$(MAKE) all
+	$(MAKE) all $(TEST_HELPERS)
 	@tools/demo.sh
 
 install: all

@@ -140,6 +140,48 @@ print(os.environ["GREETING"], len(words), "words, longest:", max(words, key=len)
 	show --backend "$b" --timeout 1 -- sleep 30
 done
 
+case " $working " in
+*" container "*)
+	# An image from fs3: a small root made of this host's shell and tools,
+	# imported into the daemon's store (run-state/fs3) with dsecctl.
+	say "container: an image imported with dsecctl, run as a sandbox"
+	root=$STATE/demo-root
+	rm -rf "$root"
+	mkdir -p "$root/bin" "$root/etc" "$root/work"
+	for t in sh cat ls id uname; do
+		p=$(type -P "$t") || continue
+		cp -L "$p" "$root/bin/$t"
+		for lib in $(ldd "$p" | grep -o '/[^ ]*'); do
+			mkdir -p "$root$(dirname "$lib")"
+			cp -Ln "$lib" "$root$lib" 2>/dev/null
+		done
+	done
+	echo 'PRETTY_NAME="dsec demo image"' > "$root/etc/os-release"
+	printf '\n$ dsecctl --store run-state/fs3 image import --tag demo:1 --config env=GREETING=hi run-state/demo-root\n'
+	"$TOP/tools/dsecctl" --store "$STATE/fs3" image import --tag demo:1 \
+		--config env=GREETING=hi "$root"
+	show --backend container --image demo:1 -- /bin/sh -c \
+		'cat /etc/os-release; echo "$GREETING from uid $(id -u)"; ls /bin'
+
+	say "container: a shell session keeps its directory and variables"
+	id=$("$RUN" --backend container --keep -- true 2>&1 >/dev/null | head -1)
+	id=${id##* }
+	hr=$TOP/t/helper-req
+	if [ -x "$hr" ] && [ -n "$id" ]; then
+		"$hr" -q "$SOCK" session_open id="$id" session=term >/dev/null
+		printf '\n$ session_exec term: cd /tmp && export X=1\n'
+		"$hr" "$SOCK" session_exec id="$id" session=term cmd='cd /tmp && export X=1' >/dev/null
+		printf '$ session_exec term: pwd; echo $X\n'
+		"$hr" "$SOCK" session_exec id="$id" session=term cmd='pwd; echo $X' |
+			sed -n 's/.*"stdout":"\([^"]*\)".*/\1/p' | sed 's/\\n/\n/g'
+		printf '$ pause, then an exec resumes it\n'
+		"$hr" "$SOCK" pause id="$id" | sed -n 's/.*"state":"\([a-z]*\)".*/state: \1/p'
+		show --id "$id" -c 'echo running again'
+		"$hr" -q "$SOCK" destroy id="$id" >/dev/null
+	fi
+	;;
+esac
+
 say "dsecd keeps serving; from another terminal:"
 echo "  export DSEC_HOST=$SOCK    # or $TCP"
 echo "  $RUN -- uname -a"
