@@ -235,7 +235,10 @@ static int whiteout(const char *root, const char *dir, const char *base, struct 
 	if (!(d = tree_dir(root, dir, err)))
 		return -ENOTDIR;
 	if (!strcmp(base, WH_OPAQUE)) {
-		if (lsetxattr(d, "trusted.overlay.opaque", "y", 1, 0) < 0)
+		/* Both forms: an overlay mounted in a user namespace (with
+		 * userxattr) reads only the user.overlay one. */
+		if (lsetxattr(d, "trusted.overlay.opaque", "y", 1, 0) < 0 ||
+		    lsetxattr(d, "user.overlay.opaque", "y", 1, 0) < 0)
 			return dsec_err_set(err, errno, "cannot mark '%s' opaque: %s", d,
 					    strerror(errno));
 		return 0;
