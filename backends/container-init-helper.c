@@ -59,6 +59,12 @@
 #include "util.h"
 
 #define FD_STATUS 3
+/* Where the sandbox's init keeps an O_PATH fd of the overlay's upper dir
+ * (D/rw/upper on the sandbox's tmpfs, which pivot_root leaves reachable only
+ * through the overlay): the host reads it as /proc/INIT/fd/3 to snapshot
+ * the sandbox.  The init is not dumpable, so only the host's root (with
+ * CAP_SYS_PTRACE over the init) can follow that link, not root inside. */
+#define FD_UPPER 3
 
 static _Noreturn void fail(int e, const char *fmt, ...) DSEC_PRINTF(2, 3);
 static _Noreturn void fail(int e, const char *fmt, ...)
@@ -180,6 +186,18 @@ static void copy_in(const char *root, const char *host)
 	}
 }
 
+/* Are we in a user namespace of our own (uid_map not the identity)? */
+static bool in_userns(void)
+{
+	unsigned long a = 0, b = 0, n = 0;
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	int k = f ? fscanf(f, "%lu %lu %lu", &a, &b, &n) : 0;
+
+	if (f)
+		fclose(f);
+	return k == 3 && !(a == 0 && b == 0 && n == 4294967295ul);
+}
+
 /* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
  * the default root) skel/; D/root is the overlay. */
 static void build_root(const char *dir, const char *rootfs, const char *disk)
@@ -226,6 +244,11 @@ static void build_root(const char *dir, const char *rootfs, const char *disk)
 		snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work", rootfs,
 			 rw, rw);
 	}
+	/* In a user namespace overlayfs cannot use trusted.* xattrs: without
+	 * userxattr it could not make opaque dirs (replacing a directory of the
+	 * image would fail with EIO) nor see the image's. */
+	if (in_userns())
+		snprintf(opt + strlen(opt), sizeof(opt) - strlen(opt), ",userxattr");
 	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
 	if (dflt) {
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
@@ -372,7 +395,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	sigset_t all, chld;
-	int st, lfd[64];
+	int st, lfd[64], upfd;
 
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
@@ -412,12 +435,20 @@ static _Noreturn void do_create(int argc, char **argv)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
 	build_root(dir, rootfs, disk);
+	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		fail(errno, "cannot open the upper dir: %s", strerror(errno));
 	finish_root(dir);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		fail(errno, "cannot unshare the cgroup namespace: %s", strerror(errno));
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail(errno, "cannot make the init undumpable: %s", strerror(errno));
 	be_retitle(argc, argv, "dsec-init");
 	dprintf(FD_STATUS, "ok 1\n");
-	syscall(SYS_close_range, 0, ~0U, 0);
+	/* The status pipe's end closes here: the upper dir takes its number. */
+	if (dup2(upfd, FD_UPPER) < 0)
+		fail(errno, "cannot keep the upper dir: %s", strerror(errno));
+	syscall(SYS_close_range, 0, FD_UPPER - 1, 0);
+	syscall(SYS_close_range, FD_UPPER + 1, ~0U, 0);
 	/* Every signal blocked (pid 1 only dies by SIGKILL from the host);
 	 * a pending SIGCHLD wakes sigwaitinfo to reap orphans. */
 	sigfillset(&all);

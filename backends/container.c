@@ -54,6 +54,7 @@
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "be_netpol.h"
+#include "be_snap.h"
 #include "log.h"
 #include "util.h"
 
@@ -65,6 +66,8 @@
 #define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 #define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
 #define CT_MAX_LAYERS 64		/* layers of one image */
+#define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
+#define CT_FREEZE_MS 10000		/* ms a snapshot waits for the sandbox to freeze */
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -166,6 +169,8 @@ struct ct_sb {
 	dsec_be_done_fn ddone;		/* destroy's */
 	void *darg;			/* its argument */
 	uint64_t next_x;		/* exec cgroup names */
+	bool snapping;			/* a snapshot holds it frozen */
+	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end */
 };
 
 struct ct_exec {
@@ -1580,6 +1585,8 @@ struct ct_fwork {
 	const void *data;		/* file_write data (caller's) */
 	size_t dlen;			/* its length */
 	uint32_t mode;			/* file_write mode */
+	void (*work)(void *);		/* read_work or write_work (while queued) */
+	struct ct_fwork *next;		/* sb->fwait */
 };
 
 /* Resolve inside the sandbox's root: ".." stops at the root, absolute
@@ -1750,6 +1757,16 @@ static int file_op(struct ct_sb *sb, void (*work)(void *), struct ct_fwork *t,
 	w = xmemdup(t, sizeof(*t));
 	w->path = xstrdup(t->path);
 	sb->busy++;
+	if (sb->snapping) {
+		/* After the snapshot: what it copies is what was there before. */
+		struct ct_fwork **pp = &sb->fwait;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		w->work = work;
+		*pp = w;
+		return 0;
+	}
 	ct_submit(sb->be, work, file_done, w);
 	return 0;
 }
@@ -1838,6 +1855,111 @@ static int ct_net_allow(void *vsb, const char *const *allow, dsec_be_done_fn don
 	w->n = n;
 	sb->busy++;
 	ct_submit(sb->be, allow_work, allow_done, w);
+	return 0;
+}
+
+/* ---- snapshot ------------------------------------------------------------- */
+
+struct ct_swork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_read_upper_fn read;	/* the daemon's reader */
+	void *read_arg;			/* its argument */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	double frozen;			/* seconds the sandbox was frozen */
+};
+
+/* On a pool thread: freeze the sandbox's cgroup (every process, execs
+ * included), reach the upper dir through the fd its init keeps
+ * (/proc/INIT/fd/3, a tmpfs of the sandbox's mount namespace that the
+ * host's tree does not show), check through the pidfd that the pid was
+ * still the init's when we opened it, let the daemon read it, thaw. */
+static void snap_work(void *arg)
+{
+	struct ct_swork *w = arg;
+	struct ct_sb *sb = w->sb;
+	struct dsec_be_upper up = { 0 };
+	char path[64], self[64];
+	double t0 = dsec_now();
+	int fd, rc;
+
+	if ((rc = be_cg_snap_freeze(sb->cg, CT_FREEZE_MS)) < 0) {
+		w->rc = dsec_err_setc(&w->err, rc == -ENOTSUP ? DSEC_E_UNSUPPORTED : DSEC_E_BACKEND,
+				      -rc, "cannot freeze sandbox '%s': %s", sb->id,
+				      rc == -ENOTSUP ? "no cgroup freezer on this host"
+						     : strerror(-rc));
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init, CT_FD_UPPER);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0) {
+		w->rc = dsec_err_setc(&w->err, DSEC_E_BACKEND, fd < 0 ? errno : ESRCH,
+				      "cannot reach the upper dir of sandbox '%s': %s", sb->id,
+				      fd < 0 ? strerror(errno) : "its init is gone");
+	} else {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		up.path = self;
+		up.id_base = sb->ubase;
+		up.id_count = sb->ubase ? CT_URANGE : 0;
+		up.userxattr = sb->ubase != 0;	/* container-init mounts so in a user namespace */
+		w->rc = w->read(w->read_arg, &up, &w->err);
+	}
+	if (fd >= 0)
+		close(fd);
+	if ((rc = be_cg_snap_thaw(sb->cg)) < 0)
+		LOG(sb->be, DSEC_LOG_ERROR, "container: cannot thaw sandbox '%s': %s", sb->id,
+		    strerror(-rc));
+	w->frozen = dsec_now() - t0;
+}
+
+static void snap_done(void *arg)
+{
+	struct ct_swork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	sb->snapping = false;
+	sb->busy--;
+	LOG(sb->be, DSEC_LOG_INFO, "container: sandbox '%s' was frozen %.3f s for a snapshot",
+	    sb->id, w->frozen);
+	while (sb->fwait) {
+		struct ct_fwork *f = sb->fwait;
+
+		sb->fwait = f->next;
+		f->next = NULL;
+		ct_submit(sb->be, f->work, file_done, f);
+	}
+	defer(sb->be, w->done, w->arg, w->rc, &w->err);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+static int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
+		       dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+	struct ct_swork *w;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (!sb->lower)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "sandbox '%s' was not made from an image: only those can be "
+				     "snapshotted", sb->id);
+	if (sb->snapping)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "sandbox '%s' is being snapshotted already", sb->id);
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	w->read = read;
+	w->read_arg = read_arg;
+	w->done = done;
+	w->arg = arg;
+	sb->snapping = true;
+	sb->busy++;
+	ct_submit(sb->be, snap_work, snap_done, w);
 	return 0;
 }
 
@@ -2057,4 +2179,5 @@ const struct dsec_be_ops dsec_backend = {
 	.call = NULL,
 	.net_allow = ct_net_allow,
 	.caps = DSEC_BE_CAP_LAYERS,
+	.snapshot = ct_snapshot,
 };
