@@ -69,6 +69,13 @@ int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err);
 int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *allow,
 		   struct dsec_err *err);
 void dsec_exec_res_free(struct dsec_exec_res *res);
+/* Saves sandbox id's files as a new image tagged tag ("name[:tag]"): its
+ * image's layers plus one layer of what the sandbox changed.  *image
+ * (caller frees) gets the new image's "sha256:" digest; create sandboxes
+ * from tag or digest on any node sharing the store's origin.  The sandbox
+ * is frozen while its files are copied and runs on afterwards. */
+int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,
+		  struct dsec_err *err);
 
 /* One sandbox as info and list report it. */
 struct dsec_sandbox_info {

@@ -18,6 +18,8 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
 	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
 				"change what a sandbox's network may reach" },
+	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
+			       "save a sandbox's files as a new image" },
 };
 
 const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
