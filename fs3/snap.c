@@ -29,8 +29,7 @@
 #include "util.h"
 
 #define NOBODY 65534u
-#define XATTR_LIST_MAX_ 65536
-#define XATTR_SIZE_MAX_ 65536
+#define SNAP_XATTR_MAX 65536	/* bytes of an xattr list or value (the kernel's cap) */
 
 /* A file with more than one link, copied once. */
 struct hlink {
@@ -49,6 +48,8 @@ struct copy {
 	struct fs3_diff_stats *st; /* counts */
 	struct dsec_err *err;	/* why it failed */
 	char buf[1 << 16];	/* data when copy_file_range cannot */
+	char xlist[SNAP_XATTR_MAX]; /* an entry's xattr names */
+	char xval[SNAP_XATTR_MAX]; /* one xattr's value */
 };
 
 static uint32_t shift(const struct copy *c, uint32_t id)
@@ -116,9 +117,8 @@ static bool keep_xattr(const struct copy *c, const char *name, bool *opaque)
 
 static int copy_xattrs(struct copy *c, const char *src, const char *dst, const char *rel)
 {
-	_cleanup_free_ char *list = xmalloc(XATTR_LIST_MAX_);
-	_cleanup_free_ char *val = xmalloc(XATTR_SIZE_MAX_);
-	ssize_t n = llistxattr(src, list, XATTR_LIST_MAX_);
+	char *list = c->xlist, *val = c->xval;
+	ssize_t n = llistxattr(src, list, SNAP_XATTR_MAX);
 
 	if (n < 0)
 		return errno == ENOTSUP ? 0 : dsec_err_set(c->err, errno,
@@ -129,7 +129,7 @@ static int copy_xattrs(struct copy *c, const char *src, const char *dst, const c
 
 		if (!keep_xattr(c, k, &opaque))
 			continue;
-		if ((v = lgetxattr(src, k, val, XATTR_SIZE_MAX_)) < 0) {
+		if ((v = lgetxattr(src, k, val, SNAP_XATTR_MAX)) < 0) {
 			if (errno == ENODATA)
 				continue;
 			return dsec_err_set(c->err, errno, "cannot read xattr '%s' of '%s': %s", k,
