@@ -7,7 +7,7 @@
 
 need_container_images
 
-plan 24
+plan 25
 
 mk_small_root "$T/root" sh cat ls id env wc stat rm mkdir chown find sleep
 mkdir -p "$T/root/data/old"
@@ -96,6 +96,20 @@ noimg=${noimg##* }
 run helper-req "$DSEC_HOST" snapshot id="$noimg" tag=x:1
 like "$OUT" '"code":"unsupported".*not made from an image' \
 	"a sandbox without an image is refused with a clear error"
+
+# Another node whose store shares the origin starts sandboxes from it.
+mkdir -p "$T/state2"
+"$TOP/dsecd/dsecd" --foreground --state-dir "$T/state2" --listen "ipc://$T/d2.sock" \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --node other \
+	--set backends=container --set image_origin="$T/state/fs3/origin" \
+	--set container.uid_base=3000000000 2>"$T/d2.log" &
+d2=$!
+for i in $(seq 300); do helper-req -q "ipc://$T/d2.sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
+run dsec-run -H "ipc://$T/d2.sock" --backend container --image snap:1 -c \
+	'cat /data/new.txt; ls /data/old; stat -c %u /data/user.txt'
+is "$(echo $OUT)" "new c.txt 1000" "another node sharing the origin starts a sandbox from the snapshot"
+kill -TERM $d2
+wait $d2
 
 run dsec-run --id "$id" -c 'cat /tmp/state'
 is "$OUT" "running" "the snapshotted sandbox still runs after all that"
