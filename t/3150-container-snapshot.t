@@ -7,7 +7,7 @@
 
 need_container_images
 
-plan 25
+plan 27
 
 mk_small_root "$T/root" sh cat ls id env wc stat rm mkdir chown find sleep
 mkdir -p "$T/root/data/old"
@@ -83,6 +83,14 @@ helper-req -q "$DSEC_HOST" file_write id="$id" path=/data/api.txt data=api >/dev
 helper-req -q "$DSEC_HOST" snapshot id="$id" tag=snap:api >/dev/null
 run dsec-run --backend container --image snap:api -c 'stat -c "%u %n" /data/api.txt; cat /data/api.txt'
 is "$(echo $OUT)" "0 /data/api.txt api" "a file written with file_write is in the snapshot, root's"
+
+# From the command line.
+run dsec-run --id "$id" --snapshot snap:cli
+like "$OUT" '^sha256:[0-9a-f]{64}$' "dsec-run --id ID --snapshot TAG saves the sandbox, prints the digest"
+dsec-run --backend container --image snapbase:1 --keep --snapshot snap:kept \
+	-c 'echo kept > /data/kept.txt' >/dev/null 2>&1
+run dsec-run --backend container --image snap:kept -c 'cat /data/kept.txt'
+is "$OUT" "kept" "dsec-run --keep --snapshot TAG runs the command, then saves the sandbox"
 
 # Errors.
 run helper-req "$DSEC_HOST" snapshot id="${id%:*}:00000000deadbeef" tag=x:1
