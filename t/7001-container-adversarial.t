@@ -128,7 +128,8 @@ now_free=$(df --output=avail -k "$T" | tail -1)
 ok $([ $((host_free - now_free)) -lt 20000 ]; echo $?) "the host's disk is not consumed by the fill"
 
 rss0=$(awk '/VmRSS/ {print $2}' /proc/$DSECD_PID/status)
-run helper-req "$DSEC_HOST" call backend=container code='yes flood | head -c 300000000' output_cap#=65536
+# 300 MB through a pipe: more than helper-req's default 5 s on a loaded machine.
+HELPER_REQ_TIMEOUT=120 run helper-req "$DSEC_HOST" call backend=container code='yes flood | head -c 300000000' output_cap#=65536
 flag=$(echo "$OUT" | grep -o '"stdout_truncated":true'); len=$(echo "$OUT" | wc -c)
 ok $([ -n "$flag" ] && [ "$len" -gt 65536 ] && [ "$len" -lt 80000 ]; echo $?) \
 	"an output flood is capped at output_cap and reported as truncated ($len bytes of JSON reply for 64 KiB)"
