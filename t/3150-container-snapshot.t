@@ -7,7 +7,7 @@
 
 need_container_images
 
-plan 27
+plan 28
 
 mk_small_root "$T/root" sh cat ls id env wc stat rm mkdir chown find sleep
 mkdir -p "$T/root/data/old"
@@ -83,6 +83,15 @@ helper-req -q "$DSEC_HOST" file_write id="$id" path=/data/api.txt data=api >/dev
 helper-req -q "$DSEC_HOST" snapshot id="$id" tag=snap:api >/dev/null
 run dsec-run --backend container --image snap:api -c 'stat -c "%u %n" /data/api.txt; cat /data/api.txt'
 is "$(echo $OUT)" "0 /data/api.txt api" "a file written with file_write is in the snapshot, root's"
+
+# A command running while the sandbox is frozen for a snapshot just pauses.
+dsec-run --id "$id" -c 'for i in 1 2 3 4 5 6; do sleep 0.2; done; echo survived' \
+	>"$T/during.out" 2>&1 &
+during=$!
+sleep 0.3
+run helper-req "$DSEC_HOST" snapshot id="$id" tag=snap:during
+wait $during
+is "$RC $(cat "$T/during.out")" "0 survived" "a command running across a snapshot completes"
 
 # From the command line.
 run dsec-run --id "$id" --snapshot snap:cli
