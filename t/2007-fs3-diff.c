@@ -1,4 +1,4 @@
-/* 2006-fs3-diff - fs3_diff_copy on an upper dir made by hand (as a user
+/* 2007-fs3-diff - fs3_diff_copy on an upper dir made by hand (as a user
  * namespace's overlay leaves it: ids shifted, user.overlay.opaque), then
  * imported over a base image: ids shifted back, whiteouts, both opaque
  * marks, hard links, symlinks, file capabilities; overlayfs' bookkeeping
