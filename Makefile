@@ -47,6 +47,8 @@ LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
 FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson 2>/dev/null)
 FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson 2>/dev/null || \
 	echo -lcrypto -larchive -lzstd -ljansson)
+# libarchive: tar upload and download of the file API (be_fs in backends).
+ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
 
 ifeq ($(V),1)
 Q =
@@ -116,7 +118,7 @@ backends/container.so: BE_LIBS = $(NET_LIBS)
 backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $< $(BE_LIB) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
-		$(BE_LIBS) -lev -lpthread $(PC_LIBS)
+		$(BE_LIBS) -lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
 
 backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a
 	$(q) LD $@
@@ -147,6 +149,11 @@ t/c/2%.t: build/t/2%.o fs3/libfs3.a lib/libdsec.a
 t/c/%.t: build/t/%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+# C tests of the backends' shared code (be_*.c) link it in.
+t/c/3102-cgroup-freeze.t: build/t/3102-cgroup-freeze.o $(BE_LIB) lib/libdsec.a
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 build/%.o: %.c
 	$(q) CC $@

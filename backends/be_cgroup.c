@@ -35,11 +35,16 @@ static const char *const v1_names[] = { "memory", "cpu", "pids", "freezer" };
 /* v2 controllers a group delegates to its children. */
 static const char *const v2_ctls[] = { "memory", "pids", "cpu" };
 
-static void nap_ms(int ms)
+static void nap_us(long us)
 {
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
+	struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000L };
 
 	nanosleep(&ts, NULL);
+}
+
+static void nap_ms(int ms)
+{
+	nap_us((long)ms * 1000);
 }
 
 static int write_at(int dirfd, const char *file, const char *val)
@@ -323,6 +328,36 @@ static int hier(const struct be_cg *cg, const char *name)
 	return -1;
 }
 
+int be_cg_add_unified(struct be_cg *cg)
+{
+	const char *base = strrchr(cg->path, '/');
+	_cleanup_free_ char *own = NULL, *dir = NULL;
+	_cleanup_close_ int up = -1;
+	struct statfs sf;
+	int fd;
+
+	if (cg->mode != BE_CG_V1 || cg->n >= BE_CG_MAXH || hier(cg, "unified") >= 0)
+		return 0;
+	if (statfs(CG_ROOT "/unified", &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+		return 0;
+	base = base ? base + 1 : cg->path;
+	own = own_path("");
+	dir = xasprintf(CG_ROOT "/unified%s", own);
+	if ((up = open_dir(AT_FDCWD, dir)) < 0)
+		return 0;
+	if ((fd = make_dir(up, base, true)) < 0)
+		return fd;
+	if (faccessat(fd, "cgroup.freeze", F_OK, 0) < 0) {
+		close(fd);
+		unlinkat(up, base, AT_REMOVEDIR);
+		return 0;
+	}
+	snprintf(cg->hname[cg->n], sizeof(cg->hname[0]), "unified");
+	cg->dirfd[cg->n++] = fd;
+	cg->has_kill = faccessat(fd, "cgroup.kill", F_OK, 0) == 0;
+	return 0;
+}
+
 int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
 {
 	char v[64];
@@ -395,15 +430,53 @@ int be_cg_attach(struct be_cg *cg, pid_t pid)
 	return rc;
 }
 
+/* Call fn(sub, arg) with a descriptor of each group directly below dirfd's. */
+static void each_child(int dirfd, void (*fn)(int sub, void *arg), void *arg)
+{
+	int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+
+	if (dfd < 0)
+		return;
+	if (!(d = fdopendir(dfd))) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d))) {
+		int sub;
+
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		if ((sub = open_dir(dirfd, de->d_name)) < 0)
+			continue;
+		fn(sub, arg);
+		close(sub);
+	}
+	closedir(d);
+}
+
+struct proc_walk {
+	void (*fn)(pid_t);		/* called for each process, or NULL */
+	int count;			/* processes seen */
+};
+
+static void each_proc_in(int dirfd, void *arg);
+
 /* Call fn(pid) for every process in dirfd's group and below; returns how
  * many were seen. */
 static int each_proc(int dirfd, void (*fn)(pid_t))
 {
+	struct proc_walk w = { fn, 0 };
+
+	each_proc_in(dirfd, &w);
+	return w.count;
+}
+
+static void each_proc_in(int dirfd, void *arg)
+{
+	struct proc_walk *w = arg;
 	char buf[8192];
-	int count = 0;
-	DIR *d;
-	struct dirent *de;
-	int dfd;
 
 	if (read_at(dirfd, "cgroup.procs", buf, sizeof(buf)) == 0) {
 		for (char *p = buf; *p; ) {
@@ -413,31 +486,14 @@ static int each_proc(int dirfd, void (*fn)(pid_t))
 			if (end == p)
 				break;
 			if (pid > 0) {
-				count++;
-				if (fn)
-					fn((pid_t)pid);
+				w->count++;
+				if (w->fn)
+					w->fn((pid_t)pid);
 			}
 			p = end + (*end != '\0');
 		}
 	}
-	if ((dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return count;
-	if (!(d = fdopendir(dfd))) {
-		close(dfd);
-		return count;
-	}
-	while ((de = readdir(d))) {
-		int sub;
-
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
-			continue;
-		if ((sub = open_dir(dirfd, de->d_name)) < 0)
-			continue;
-		count += each_proc(sub, fn);
-		close(sub);
-	}
-	closedir(d);
-	return count;
+	each_child(dirfd, each_proc_in, w);
 }
 
 static void kill9(pid_t pid)
@@ -475,25 +531,148 @@ int be_cg_oom_kills(struct be_cg *cg, uint64_t *out)
 	return -ENOENT;		/* a kernel older than 4.13 does not count */
 }
 
+static void thaw_tree_in(int dirfd, void *arg)
+{
+	write_at(dirfd, "freezer.state", "THAWED");
+	each_child(dirfd, thaw_tree_in, arg);
+}
+
+/* v1: write THAWED to dirfd's group and every group below it. */
+static void thaw_tree(int dirfd)
+{
+	thaw_tree_in(dirfd, NULL);
+}
+
+/* The v2 group that freezes and kills: the group itself on v2, its part
+ * of the unified tree (be_cg_add_unified) on v1; -1 when there is none. */
+static int v2_fd(const struct be_cg *cg)
+{
+	if (cg->mode == BE_CG_V2 && cg->n > 0)
+		return cg->dirfd[0];
+	return cg->mode == BE_CG_V1 ? hier(cg, "unified") : -1;
+}
+
+/* The descriptor that freezes the group and whether it speaks v2
+ * (cgroup.freeze) or v1 (freezer.state); -1 when there is none. */
+static int freezer_fd(const struct be_cg *cg, bool *v2)
+{
+	int fd = v2_fd(cg);
+
+	*v2 = fd >= 0;
+	return fd >= 0 ? fd : cg->mode == BE_CG_V1 ? hier(cg, "freezer") : -1;
+}
+
+static bool is_frozen(int fd, bool v2)
+{
+	char buf[256];
+
+	if (v2)
+		return read_at(fd, "cgroup.events", buf, sizeof(buf)) == 0 &&
+		       strstr(buf, "frozen 1") != NULL;
+	return read_at(fd, "freezer.state", buf, sizeof(buf)) == 0 &&
+	       !strncmp(buf, "FROZEN", 6);
+}
+
+int be_cg_freeze(struct be_cg *cg, int timeout_ms)
+{
+	bool v2;
+	int fd = freezer_fd(cg, &v2), rc;
+	const char *file = v2 ? "cgroup.freeze" : "freezer.state", *val = v2 ? "1" : "FROZEN";
+	uint64_t t0 = dsec_now_ns();
+	long nap = 20;
+
+	if (fd < 0)
+		return -EOPNOTSUPP;
+	if ((rc = write_at(fd, file, val)) < 0)
+		return rc == -ENOENT ? -EOPNOTSUPP : rc;
+	/* Sleeping tasks freeze at once, running ones at their next trip
+	 * through the kernel: poll, napping a little longer each time. */
+	for (int i = 1; ; i++) {
+		if (is_frozen(fd, v2))
+			return 0;
+		if (dsec_now_ns() - t0 >= (uint64_t)timeout_ms * 1000000u)
+			break;
+		/* v1 tries each task once per write: tasks that were busy
+		 * in the kernel are caught by writing again. */
+		if (!v2 && i % 8 == 0)
+			write_at(fd, file, val);
+		nap_us(nap);
+		nap = nap >= 1000 ? 2000 : nap * 2;
+	}
+	be_cg_thaw(cg);
+	return -ETIMEDOUT;
+}
+
+int be_cg_thaw(struct be_cg *cg)
+{
+	bool v2;
+	int fd = freezer_fd(cg, &v2), rc;
+
+	if (fd < 0)
+		return -EOPNOTSUPP;
+	rc = v2 ? write_at(fd, "cgroup.freeze", "0") : write_at(fd, "freezer.state", "THAWED");
+	return rc == -ENOENT ? -EOPNOTSUPP : rc;
+}
+
+static int read_u64_at(int dirfd, const char *file, uint64_t *out)
+{
+	char buf[64];
+	int rc;
+
+	if ((rc = read_at(dirfd, file, buf, sizeof(buf))) < 0)
+		return rc;
+	*out = strtoull(buf, NULL, 10);
+	return 0;
+}
+
+int be_cg_reclaim(struct be_cg *cg, uint64_t *before, uint64_t *after)
+{
+	const char *usage = cg->mode == BE_CG_V2 ? "memory.current" : "memory.usage_in_bytes";
+	int fd = cg->mode == BE_CG_V2 && cg->n > 0 ? cg->dirfd[0] :
+		cg->mode == BE_CG_V1 ? hier(cg, "memory") : -1;
+	uint64_t b = 0;
+	char v[32];
+	int rc;
+
+	if (fd < 0 || read_u64_at(fd, usage, &b) < 0)
+		return -EOPNOTSUPP;
+	if (before)
+		*before = b;
+	if (cg->mode == BE_CG_V2) {
+		snprintf(v, sizeof(v), "%" PRIu64, b);
+		rc = b ? write_at(fd, "memory.reclaim", v) : 0;
+		if (rc == -EAGAIN)	/* reclaimed less than asked: that is all there is */
+			rc = 0;
+	} else {
+		rc = write_at(fd, "memory.force_empty", "0");
+	}
+	if (after && read_u64_at(fd, usage, after) < 0)
+		*after = b;
+	return rc == -ENOENT ? -EOPNOTSUPP : rc;
+}
+
 int be_cg_kill(struct be_cg *cg)
 {
-	int frz = hier(cg, "freezer");
+	int frz = hier(cg, "freezer"), kfd = v2_fd(cg);
 
 	if (cg->mode == BE_CG_NONE || cg->n == 0)
 		return 0;
 	for (int round = 0; round < 400; round++) {
 		if (!be_cg_populated(cg))
 			return 0;
-		if (cg->mode == BE_CG_V2 && cg->has_kill) {
+		if (kfd >= 0 && cg->has_kill) {
 			if (round % 20 == 0)
-				write_at(cg->dirfd[0], "cgroup.kill", "1");
+				write_at(kfd, "cgroup.kill", "1");
 		} else if (round % 4 == 0) {
-			/* Freeze so nothing forks while we collect pids, kill, thaw. */
+			/* Freeze so nothing forks while we collect pids, kill, thaw.
+			 * The thaw covers the subtree: a frozen task only dies of
+			 * its SIGKILL once thawed, and a paused sandbox below us
+			 * is frozen on its own account. */
 			if (frz >= 0)
 				write_at(frz, "freezer.state", "FROZEN");
 			each_proc(frz >= 0 ? frz : cg->dirfd[0], kill9);
 			if (frz >= 0)
-				write_at(frz, "freezer.state", "THAWED");
+				thaw_tree(frz);
 		}
 		nap_ms(5);
 	}

@@ -34,15 +34,16 @@ struct be_cg_limits {
 	uint32_t pids;		/* tasks */
 };
 
-#define BE_CG_MAXH 4		/* hierarchies a group can span */
+#define BE_CG_MAXH 5		/* hierarchies a group can span */
 
 struct be_cg {
 	enum be_cg_mode mode;		/* which layout */
 	int n;				/* hierarchies used (0 for BE_CG_NONE) */
-	char hname[BE_CG_MAXH][12];	/* "memory", "cpu", "pids", "freezer"; "unified" on v2 */
+	char hname[BE_CG_MAXH][12];	/* "memory", "cpu", "pids", "freezer"; "unified" on v2
+					 * and, with be_cg_add_unified, last on v1 */
 	int dirfd[BE_CG_MAXH];		/* O_DIRECTORY fd of the group in each hierarchy */
 	char *path;			/* path below the hierarchy root, for messages */
-	bool has_kill;			/* v2 cgroup.kill exists */
+	bool has_kill;			/* cgroup.kill exists (v2, or v1's "unified") */
 };
 
 /* Detect the host's layout and create the group `name` (one path
@@ -52,6 +53,16 @@ struct be_cg {
  * any usable cgroupfs gives a BE_CG_NONE group (check be_cg_mode) rather
  * than an error, so callers can run without limits and say so. */
 int be_cg_open_root(struct be_cg **out, const char *name, struct dsec_err *err);
+
+/* On a hybrid host (v1 controllers, and a v2 tree without controllers at
+ * /sys/fs/cgroup/unified), also make root group cg there and use it to
+ * freeze, thaw and kill: v2 freezing costs tens of microseconds, while
+ * every v1 freezer state change that starts or ends the host's only
+ * frozen group flips a kernel static key (5-30 ms on a VM), and
+ * cgroup.kill needs no freeze-collect-kill loop.  Children made after this
+ * are made there too.  Returns 0, also when there is no such tree (then
+ * nothing changes), or -errno when the group cannot be made there. */
+int be_cg_add_unified(struct be_cg *cg);
 
 /* The child group `name` of parent, created if `create` (an existing one is
  * reused).  `delegate` enables the controllers for the child's own children
@@ -70,8 +81,27 @@ int be_cg_attach(struct be_cg *cg, pid_t pid);
 int be_cg_oom_kills(struct be_cg *cg, uint64_t *out);
 /* Kill every process in the group and its descendants with SIGKILL and wait
  * up to ~2 s for them to be gone: cgroup.kill on v2, freezer + kill on v1.
- * Returns -EBUSY when processes survive. */
+ * Works on frozen groups too (v1: the whole freezer subtree is thawed
+ * after the kill so the signals are delivered).  Returns -EBUSY when
+ * processes survive. */
 int be_cg_kill(struct be_cg *cg);
+/* Freeze every process in the group and below (also ones that join it
+ * later) and wait up to timeout_ms for the kernel to report the group
+ * frozen: v2 cgroup.freeze / cgroup.events "frozen 1", v1 freezer.state
+ * FROZEN (the freezer hierarchy must be one of the group's).  On timeout
+ * the group is thawed again and -ETIMEDOUT returned (a task stuck in an
+ * uninterruptible sleep can hold a freeze off); -EOPNOTSUPP when the
+ * host has no freezer for the group.  Idempotent. */
+int be_cg_freeze(struct be_cg *cg, int timeout_ms);
+/* Thaw the group (its descendants follow unless frozen themselves).
+ * Idempotent; -EOPNOTSUPP as above. */
+int be_cg_thaw(struct be_cg *cg);
+/* Ask the kernel to reclaim what it can of the group's memory: v2
+ * memory.reclaim of memory.current bytes (a partial reclaim is not an
+ * error), v1 memory.force_empty (reclaims page cache; anonymous memory
+ * only where there is swap).  *before and *after (either may be NULL)
+ * get the group's usage in bytes.  -EOPNOTSUPP without such a file. */
+int be_cg_reclaim(struct be_cg *cg, uint64_t *before, uint64_t *after);
 /* True while any process is in the group or below. */
 bool be_cg_populated(struct be_cg *cg);
 /* rmdir the group and every group below it, deepest first (after a kill).

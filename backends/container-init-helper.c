@@ -186,21 +186,9 @@ static void copy_in(const char *root, const char *host)
 	}
 }
 
-/* Are we in a user namespace of our own (uid_map not the identity)? */
-static bool in_userns(void)
-{
-	unsigned long a = 0, b = 0, n = 0;
-	FILE *f = fopen("/proc/self/uid_map", "re");
-	int k = f ? fscanf(f, "%lu %lu %lu", &a, &b, &n) : 0;
-
-	if (f)
-		fclose(f);
-	return k == 3 && !(a == 0 && b == 0 && n == 4294967295ul);
-}
-
 /* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
  * the default root) skel/; D/root is the overlay. */
-static void build_root(const char *dir, const char *rootfs, const char *disk)
+static void build_root(const char *dir, const char *rootfs, const char *disk, bool userns)
 {
 	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 					   "/libx32" };
@@ -238,17 +226,12 @@ static void build_root(const char *dir, const char *rootfs, const char *disk)
 			if (!strcmp(skel[i], "tmp"))
 				chmod(q, 01777);
 		}
-		snprintf(opt, sizeof(opt), "lowerdir=%s/skel,upperdir=%s/upper,workdir=%s/work",
-			 rw, rw, rw);
+		snprintf(opt, sizeof(opt), "lowerdir=%s/skel,upperdir=%s/upper,workdir=%s/work%s",
+			 rw, rw, rw, userns ? ",userxattr" : "");
 	} else {
-		snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work", rootfs,
-			 rw, rw);
+		snprintf(opt, sizeof(opt), "lowerdir=%s,upperdir=%s/upper,workdir=%s/work%s", rootfs,
+			 rw, rw, userns ? ",userxattr" : "");
 	}
-	/* In a user namespace overlayfs cannot use trusted.* xattrs: without
-	 * userxattr it could not make opaque dirs (replacing a directory of the
-	 * image would fail with EIO) nor see the image's. */
-	if (in_userns())
-		snprintf(opt + strlen(opt), sizeof(opt) - strlen(opt), ",userxattr");
 	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
 	if (dflt) {
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
@@ -434,7 +417,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
-	build_root(dir, rootfs, disk);
+	build_root(dir, rootfs, disk, strcmp(arg(argc, argv, "--userns", "0"), "0") != 0);
 	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		fail(errno, "cannot open the upper dir: %s", strerror(errno));
 	finish_root(dir);

@@ -32,6 +32,7 @@
 #include <ev.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/capability.h>
 #include <linux/openat2.h>
 #include <net/if.h>
 #include <sched.h>
@@ -54,7 +55,7 @@
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "be_netpol.h"
-#include "be_snap.h"
+#include "be_fs.h"
 #include "log.h"
 #include "util.h"
 
@@ -66,8 +67,8 @@
 #define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 #define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
 #define CT_MAX_LAYERS 64		/* layers of one image */
+#define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 #define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
-#define CT_FREEZE_MS 10000		/* ms a snapshot waits for the sandbox to freeze */
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -169,6 +170,10 @@ struct ct_sb {
 	dsec_be_done_fn ddone;		/* destroy's */
 	void *darg;			/* its argument */
 	uint64_t next_x;		/* exec cgroup names */
+	bool paused;			/* pause began and no resume has completed */
+	bool switching;			/* a pause or resume is on a pool thread */
+	uint64_t paused_at;		/* when the pause began, ns */
+	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
 	bool snapping;			/* a snapshot holds it frozen */
 	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end */
 };
@@ -187,7 +192,8 @@ struct ct_exec {
 	ev_child cw;			/* helper */
 	struct dsec_buf st;		/* status bytes */
 	size_t cap;			/* output cap */
-	uint64_t t0;			/* start, ns */
+	uint64_t t0;			/* start, ns (moved on by time spent paused) */
+	double left;			/* while paused: seconds left on timer, < 0 none */
 	bool reaped;			/* helper reaped (or no ev_child) */
 	bool killed;			/* cgroup kill sent */
 	bool finished;			/* result decided */
@@ -923,7 +929,8 @@ static void create_prep_done(void *arg)
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
 			       (char *)"--disk", disk, (char *)"--cg", desc,
-			       (char *)"--layers", nlayers, NULL };
+			       (char *)"--layers", nlayers,
+			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"), NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
 	if (pipe2(st, O_CLOEXEC) < 0 ||
@@ -1183,6 +1190,7 @@ static void kill_done(void *arg)
 struct ct_xclean {
 	struct ct_sb *sb;		/* sandbox */
 	struct ct_cgref *cg;		/* the exec's group */
+	struct ct_xclean *next;		/* sb->held */
 };
 
 static void sb_maybe_destroy(struct ct_sb *sb);
@@ -1250,6 +1258,19 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 	c->sb = sb;
 	c->cg = x->cg;
 	free(x);
+	if (sb->destroying) {
+		/* The teardown kills and removes the whole tree. */
+		cgref_put(c->cg);
+		sb->busy--;
+		free(c);
+		return;
+	}
+	if (sb->paused) {
+		/* Its leftovers are frozen: a kill would wait for the thaw. */
+		c->next = sb->held;
+		sb->held = c;
+		return;
+	}
 	ct_submit(be, xclean_work, xclean_done, c);	/* sb->busy drops there */
 }
 
@@ -1435,6 +1456,9 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
+	if (sb->paused)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "sandbox '%s' is paused: resume it first", sb->id);
 	if (!req->argv && !req->code)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "exec needs argv or code");
 	if (req->argv && !req->argv[0])
@@ -1527,6 +1551,7 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	x->st_fd = ps[0];
 	x->cap = req->output_cap ? req->output_cap : CT_DEFAULT_CAP;
 	x->t0 = dsec_now_ns();
+	x->left = -1;
 	dsec_buf_init(&x->st);
 	res->exit_code = -1;
 	res->signal = 0;
@@ -1585,7 +1610,9 @@ struct ct_fwork {
 	const void *data;		/* file_write data (caller's) */
 	size_t dlen;			/* its length */
 	uint32_t mode;			/* file_write mode */
-	void (*work)(void *);		/* read_work or write_work (while queued) */
+	const struct dsec_file_req *req;	/* file: the request (caller's) */
+	struct dsec_file_res *res;	/* file: its result (caller's) */
+	void (*work)(void *);		/* its work (while queued) */
 	struct ct_fwork *next;		/* sb->fwait */
 };
 
@@ -1603,31 +1630,45 @@ static int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/* The sandbox's root as be_fs sees it: ".." stops at the root, absolute
+ * symlinks are relative to it, /proc magic links are refused; what is made
+ * belongs to the ids commands run as (the image's user or the config's). */
+static void fs_root(const struct ct_fwork *w, struct be_fs_root *root)
+{
+	*root = (struct be_fs_root){ .fd = w->sb->rootfd, .in_root = true,
+				     .uid = (uint32_t)w->sb->uid, .gid = (uint32_t)w->sb->gid,
+				     .mode_mask = 07777, .id_base = w->sb->ubase };
+}
 
 static void read_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	_cleanup_close_ int fd = -1;
+	struct be_fs_root root;
 
-	if ((fd = open_in_root(w->sb->rootfd, w->path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)) < 0) {
-		w->rc = be_path_err(&w->err, fd, w->path, "read");
-		return;
-	}
-	w->rc = be_read_file(fd, w->path, w->offset, w->len, w->out, &w->err);
+	fs_root(w, &root);
+	w->rc = be_fs_read(&root, w->path, w->offset, w->len, w->out, &w->err);
 }
 
-/* In a sandbox with a user namespace, files the API creates must belong to
- * the sandbox's root: the overlay refuses an owner its namespace cannot
- * map (the host's root), with EOVERFLOW.  So the pool thread takes the
- * sandbox root's host ids as its filesystem ids for the operation (per
- * thread; this also drops its file capabilities, so the API then has the
- * access of the sandbox's root on the files that root owns), and gives
- * them back after. */
+/* In a sandbox with a user namespace, what the file API creates must have
+ * an owner the sandbox's namespace can map: the overlay refuses the host's
+ * root (EOVERFLOW).  So the pool thread takes the sandbox root's host ids
+ * as its filesystem ids for the operation, per thread, and raises again the
+ * file capabilities that change drops from its effective set (the kernel
+ * gives them back itself when the ids return to 0), so be_fs can still
+ * chown to the ids a request names, shifted into the sandbox's range. */
 static void as_sandbox_root(const struct ct_sb *sb)
 {
-	if (sb->ubase) {
-		setfsgid(sb->ubase);
-		setfsuid(sb->ubase);
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	if (!sb->ubase)
+		return;
+	setfsgid(sb->ubase);
+	setfsuid(sb->ubase);
+	if (syscall(SYS_capget, &h, d) == 0) {
+		d[0].effective = d[0].permitted;
+		d[1].effective = d[1].permitted;
+		syscall(SYS_capset, &h, d);	/* this thread only */
 	}
 }
 
@@ -1639,97 +1680,26 @@ static void as_host_root(const struct ct_sb *sb)
 	}
 }
 
-static void write_work_ids(void *arg);
-
 static void write_work(void *arg)
 {
 	struct ct_fwork *w = arg;
+	struct be_fs_root root;
 
+	fs_root(w, &root);
 	as_sandbox_root(w->sb);
-	write_work_ids(arg);
+	w->rc = be_fs_write(&root, w->path, w->data, w->dlen, w->mode, &w->err);
 	as_host_root(w->sb);
 }
 
-static void write_work_ids(void *arg)
+static void fs_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	_cleanup_free_ char *p = xstrdup(w->path), *tmp = NULL;
-	_cleanup_close_ int dir = -1, fd = -1;
-	char *last, *s;
-	int rc;
+	struct be_fs_root root;
 
-	/* Strip trailing slashes; the last component is the file. */
-	for (size_t n = strlen(p); n > 0 && p[n - 1] == '/'; n--)
-		p[n - 1] = '\0';
-	last = strrchr(p, '/');
-	if (!*p || (last && !last[1]) || !strcmp(last ? last + 1 : p, "..") ||
-	    !strcmp(last ? last + 1 : p, ".")) {
-		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EISDIR, "'%s' is not a file path",
-				      w->path);
-		return;
-	}
-	/* mkdir -p the parents, each resolved inside the root. */
-	if (last) {
-		*last = '\0';
-		for (s = p + 1; ; s++) {
-			bool end = !*s;
-
-			if (*s != '/' && !end)
-				continue;
-			*s = '\0';
-			if (*p && (dir = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0)) ==
-			    -ENOENT) {
-				char *sl = strrchr(p, '/');
-				_cleanup_close_ int par = -1;
-
-				if (sl) {
-					*sl = '\0';
-					par = open_in_root(w->sb->rootfd, p, O_PATH | O_DIRECTORY, 0);
-					*sl = '/';
-				} else {
-					par = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
-				}
-				if (par < 0 || (mkdirat(par, sl ? sl + 1 : p, 0755) < 0 &&
-						errno != EEXIST)) {
-					w->rc = par < 0 ? be_path_err(&w->err, par, w->path, "write") :
-						dsec_err_set(&w->err, errno, "cannot create '%s': %s",
-							     w->path, strerror(errno));
-					return;
-				}
-			} else if (dir < 0 && *p) {
-				w->rc = be_path_err(&w->err, dir, w->path, "write");
-				return;
-			}
-			if (dir >= 0) {
-				close(dir);
-				dir = -1;
-			}
-			if (end)
-				break;
-			*s = '/';
-		}
-		dir = open_in_root(w->sb->rootfd, *p ? p : "/", O_PATH | O_DIRECTORY, 0);
-		last++;
-	} else {
-		dir = open_in_root(w->sb->rootfd, ".", O_PATH | O_DIRECTORY, 0);
-		last = p;
-	}
-	if (dir < 0) {
-		w->rc = be_path_err(&w->err, dir, w->path, "write");
-		return;
-	}
-	tmp = xasprintf(".dsec-write.%d", (int)gettid());
-	if ((fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0) {
-		w->rc = be_path_err(&w->err, -errno, w->path, "write");
-		return;
-	}
-	if ((rc = dsec_write_all(fd, w->data, w->dlen)) < 0 ||
-	    fchmod(fd, (mode_t)(w->mode & 07777)) < 0 || renameat(dir, tmp, dir, last) < 0) {
-		int e = rc < 0 ? -rc : errno;
-
-		unlinkat(dir, tmp, 0);
-		w->rc = dsec_err_set(&w->err, e, "cannot write '%s': %s", w->path, strerror(e));
-	}
+	fs_root(w, &root);
+	as_sandbox_root(w->sb);
+	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
+	as_host_root(w->sb);
 }
 
 static void file_done(void *arg)
@@ -1858,6 +1828,196 @@ static int ct_net_allow(void *vsb, const char *const *allow, dsec_be_done_fn don
 	return 0;
 }
 
+/* ---- pause and resume --------------------------------------------------------- */
+
+/* Pause freezes the sandbox's cgroup, which holds pid 1 and every exec
+ * (their groups are its children), so nothing of it runs; then it asks
+ * the kernel to reclaim the group's memory.  Execs in flight are frozen
+ * with the rest: their timers stop and their duration leaves the paused
+ * time out, so a pause never makes a command time out.  The loop side
+ * marks the sandbox paused when the freeze starts, so no timer fires and
+ * no cleanup starts on a group that is being frozen. */
+
+struct ct_pwork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	uint64_t before, after;		/* memory usage around the reclaim */
+	uint64_t t0;			/* start, ns */
+};
+
+/* Cleanups of execs that ended while paused: dropped, the teardown does it. */
+static void drop_held(struct ct_sb *sb)
+{
+	while (sb->held) {
+		struct ct_xclean *c = sb->held;
+
+		sb->held = c->next;
+		cgref_put(c->cg);
+		sb->busy--;
+		free(c);
+	}
+}
+
+static void stop_exec_timers(struct ct_sb *sb)
+{
+	struct ev_loop *loop = sb->be->host->loop;
+
+	sb->paused = true;
+	sb->paused_at = dsec_now_ns();
+	for (struct ct_exec *x = sb->execs; x; x = x->next) {
+		x->left = -1;
+		if (ev_is_active(&x->timer)) {
+			x->left = ev_timer_remaining(loop, &x->timer);
+			ev_timer_stop(loop, &x->timer);
+		}
+	}
+}
+
+/* Running again: timers go on where they stopped, held cleanups start. */
+static void restart_exec_timers(struct ct_sb *sb)
+{
+	struct ev_loop *loop = sb->be->host->loop;
+	uint64_t was = dsec_now_ns() - sb->paused_at;
+
+	sb->paused = false;
+	for (struct ct_exec *x = sb->execs; x; x = x->next) {
+		x->t0 += was;
+		if (x->left >= 0) {
+			ev_timer_set(&x->timer, x->left, 0);
+			ev_timer_start(loop, &x->timer);
+		}
+		x->left = -1;
+	}
+	while (sb->held) {
+		struct ct_xclean *c = sb->held;
+
+		sb->held = c->next;
+		ct_submit(sb->be, xclean_work, xclean_done, c);
+	}
+}
+
+static int switch_err(struct ct_pwork *w, const char *what, int rc)
+{
+	if (rc == -EOPNOTSUPP)
+		return dsec_err_setc(&w->err, DSEC_E_UNSUPPORTED, EOPNOTSUPP,
+				     "cannot %s sandbox '%s': this host has no cgroup freezer",
+				     what, w->sb->id);
+	if (rc == -ETIMEDOUT)
+		return dsec_err_setc(&w->err, DSEC_E_TIMEOUT, ETIMEDOUT,
+				     "cannot %s sandbox '%s': not frozen after %d ms "
+				     "(a process stuck in the kernel?); it keeps running",
+				     what, w->sb->id, CT_FREEZE_TIMEOUT_MS);
+	return dsec_err_setc(&w->err, DSEC_E_BACKEND, -rc, "cannot %s sandbox '%s': %s", what,
+			     w->sb->id, strerror(-rc));
+}
+
+static void pause_work(void *arg)
+{
+	struct ct_pwork *w = arg;
+	int rc;
+
+	if ((rc = be_cg_freeze(w->sb->cg, CT_FREEZE_TIMEOUT_MS)) < 0) {
+		w->rc = switch_err(w, "pause", rc);
+		return;
+	}
+	/* Best effort: the sandbox is paused whatever the kernel gives back. */
+	be_cg_reclaim(w->sb->cg, &w->before, &w->after);
+}
+
+static void resume_work(void *arg)
+{
+	struct ct_pwork *w = arg;
+	int rc;
+
+	if ((rc = be_cg_thaw(w->sb->cg)) < 0)
+		w->rc = switch_err(w, "resume", rc);
+}
+
+static void switch_done(struct ct_pwork *w, bool pause)
+{
+	struct ct_sb *sb = w->sb;
+	struct ct_be *be = sb->be;
+
+	sb->busy--;
+	sb->switching = false;
+	if (!sb->destroying && (pause ? w->rc < 0 : w->rc == 0))
+		restart_exec_timers(sb);
+	if (pause && w->rc == 0)
+		LOG(be, DSEC_LOG_DEBUG, "container: paused '%s' in %.3f ms, memory %" PRIu64
+		    " -> %" PRIu64 " KiB", sb->id, (double)(dsec_now_ns() - w->t0) / 1e6,
+		    w->before >> 10, w->after >> 10);
+	defer(be, w->done, w->arg, w->rc, &w->err);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+static void pause_done(void *arg)
+{
+	switch_done(arg, true);
+}
+
+static void resume_done(void *arg)
+{
+	switch_done(arg, false);
+}
+
+static int start_switch(struct ct_sb *sb, bool pause, dsec_be_done_fn done, void *arg,
+			struct dsec_err *err)
+{
+	struct ct_pwork *w;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (sb->switching || sb->snapping)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "a %s of sandbox '%s' is in progress",
+				     sb->snapping ? "snapshot" : "pause or resume", sb->id);
+	if (sb->paused == pause) {
+		defer(sb->be, done, arg, 0, NULL);	/* already there */
+		return 0;
+	}
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	w->done = done;
+	w->arg = arg;
+	w->t0 = dsec_now_ns();
+	if (pause)
+		stop_exec_timers(sb);
+	sb->switching = true;
+	sb->busy++;
+	ct_submit(sb->be, pause ? pause_work : resume_work, pause ? pause_done : resume_done, w);
+	return 0;
+}
+
+static int ct_pause(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	return start_switch(vsb, true, done, arg, err);
+}
+
+static int ct_resume(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	return start_switch(vsb, false, done, arg, err);
+}
+
+static int ct_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
+		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_fwork t = { .sb = vsb, .done = done, .arg = arg, .path = (char *)req->path,
+			      .req = req, .res = res };
+	const struct ct_sb *sb = vsb;
+
+	if (sb->ubase && ((req->uid != DSEC_OWNER_DEFAULT && req->uid >= CT_URANGE) ||
+			  (req->gid != DSEC_OWNER_DEFAULT && req->gid >= CT_URANGE)))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "owner %lld:%lld is outside the sandbox's ids (0 to %u)",
+				     (long long)req->uid, (long long)req->gid, CT_URANGE - 1);
+	return file_op(vsb, fs_work, &t, err);
+}
+
 /* ---- snapshot ------------------------------------------------------------- */
 
 struct ct_swork {
@@ -1869,10 +2029,11 @@ struct ct_swork {
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why */
 	double frozen;			/* seconds the sandbox was frozen */
+	bool paused;			/* it was paused: leave the freezer alone */
 };
 
 /* On a pool thread: freeze the sandbox's cgroup (every process, execs
- * included), reach the upper dir through the fd its init keeps
+ * included; a paused sandbox is frozen already and stays so), reach the upper dir through the fd its init keeps
  * (/proc/INIT/fd/3, a tmpfs of the sandbox's mount namespace that the
  * host's tree does not show), check through the pidfd that the pid was
  * still the init's when we opened it, let the daemon read it, thaw. */
@@ -1885,11 +2046,12 @@ static void snap_work(void *arg)
 	double t0 = dsec_now();
 	int fd, rc;
 
-	if ((rc = be_cg_snap_freeze(sb->cg, CT_FREEZE_MS)) < 0) {
-		w->rc = dsec_err_setc(&w->err, rc == -ENOTSUP ? DSEC_E_UNSUPPORTED : DSEC_E_BACKEND,
+	if (!w->paused && (rc = be_cg_freeze(sb->cg, CT_FREEZE_TIMEOUT_MS)) < 0) {
+		w->rc = dsec_err_setc(&w->err, rc == -EOPNOTSUPP ? DSEC_E_UNSUPPORTED
+				      : rc == -ETIMEDOUT ? DSEC_E_TIMEOUT : DSEC_E_BACKEND,
 				      -rc, "cannot freeze sandbox '%s': %s", sb->id,
-				      rc == -ENOTSUP ? "no cgroup freezer on this host"
-						     : strerror(-rc));
+				      rc == -EOPNOTSUPP ? "no cgroup freezer on this host"
+				      : strerror(-rc));
 		return;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init, CT_FD_UPPER);
@@ -1908,7 +2070,7 @@ static void snap_work(void *arg)
 	}
 	if (fd >= 0)
 		close(fd);
-	if ((rc = be_cg_snap_thaw(sb->cg)) < 0)
+	if (!w->paused && (rc = be_cg_thaw(sb->cg)) < 0)
 		LOG(sb->be, DSEC_LOG_ERROR, "container: cannot thaw sandbox '%s': %s", sb->id,
 		    strerror(-rc));
 	w->frozen = dsec_now() - t0;
@@ -1948,15 +2110,17 @@ static int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
 		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
 				     "sandbox '%s' was not made from an image: only those can be "
 				     "snapshotted", sb->id);
-	if (sb->snapping)
+	if (sb->snapping || sb->switching)
 		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
-				     "sandbox '%s' is being snapshotted already", sb->id);
+				     "a %s of sandbox '%s' is in progress",
+				     sb->snapping ? "snapshot" : "pause or resume", sb->id);
 	w = xcalloc(1, sizeof(*w));
 	w->sb = sb;
 	w->read = read;
 	w->read_arg = read_arg;
 	w->done = done;
 	w->arg = arg;
+	w->paused = sb->paused;
 	sb->snapping = true;
 	sb->busy++;
 	ct_submit(sb->be, snap_work, snap_done, w);
@@ -2008,6 +2172,7 @@ static int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_er
 	sb->destroying = true;
 	sb->ddone = done;
 	sb->darg = arg;
+	drop_held(sb);
 	while (sb->execs) {
 		struct ct_exec *x = sb->execs;
 		struct dsec_err e;
@@ -2042,7 +2207,8 @@ static void ct_fini(void *vbe)
 	/* Everything dies with the backend's group. */
 	if (be->cg)
 		be_cg_kill(be->cg);
-	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next)
+	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
+		drop_held(sb);
 		while (sb->execs) {
 			struct ct_exec *x = sb->execs;
 
@@ -2052,6 +2218,7 @@ static void ct_fini(void *vbe)
 			dsec_buf_free(&x->st);
 			free(x);
 		}
+	}
 	for (int i = 0; i < 30000 && __atomic_load_n(&be->busy, __ATOMIC_ACQUIRE) > 0; i++)
 		usleep(1000);
 	while (be->sbs) {
@@ -2145,6 +2312,10 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 				   "container needs a usable cgroup hierarchy (limits, kill)");
 		goto fail;
 	}
+	/* Hybrid host: pause and kill through the v2 tree (see be_cgroup.h). */
+	if ((rc = be_cg_add_unified(be->cg)) < 0)
+		LOG(be, DSEC_LOG_WARN, "container: cannot use the unified cgroup tree: %s; "
+		    "pause uses the v1 freezer", strerror(-rc));
 	be_cg_remove_stale(be->cg, "dsec-container.");
 	remove_stale(be);
 	ev_idle_init(&be->idle, idle_cb);
@@ -2152,7 +2323,9 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	ev_check_start(host->loop, &be->check);
 	ev_unref(host->loop);
 	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
-	    be->cg->mode == BE_CG_V2 ? "v2" : "v1", be->cg->path,
+	    be->cg->mode == BE_CG_V2 ? "v2" :
+	    be->cg->n && !strcmp(be->cg->hname[be->cg->n - 1], "unified") ? "v1 + v2 (hybrid)" :
+	    "v1", be->cg->path,
 	    *be->conf.rootfs ? be->conf.rootfs : "assembled from the host");
 	*out = be;
 	return 0;
@@ -2174,10 +2347,13 @@ const struct dsec_be_ops dsec_backend = {
 	.exec = ct_exec,
 	.file_read = ct_file_read,
 	.file_write = ct_file_write,
+	.pause = ct_pause,
+	.resume = ct_resume,
 	.destroy = ct_destroy,
 	.stats = ct_stats,
 	.call = NULL,
 	.net_allow = ct_net_allow,
 	.caps = DSEC_BE_CAP_LAYERS,
+	.file = ct_file,
 	.snapshot = ct_snapshot,
 };

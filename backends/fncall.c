@@ -45,6 +45,7 @@
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "be_fncall.h"
+#include "be_fs.h"
 #include "log.h"
 #include "proto.h"
 #include "util.h"
@@ -1086,6 +1087,8 @@ struct fc_work {
 	const void *data;		/* file_write data (caller's) */
 	size_t dlen;			/* its length */
 	uint32_t mode;			/* file_write mode */
+	const struct dsec_file_req *req;	/* file: the request (caller's) */
+	struct dsec_file_res *res;	/* file: its result (caller's) */
 };
 
 static void sb_free(struct fc_sb *sb)
@@ -1229,140 +1232,42 @@ static int fc_call(void *vbe, const struct dsec_be_spec *spec, const struct dsec
 
 /* ---- files ------------------------------------------------------------- */
 
-/* Lexically clean path into a relative one below the scratch.  "/work/x"
- * and "x" both name scratch/x; other absolute paths and ".." above the top
- * are outside the sandbox's files. */
-static int clean_path(const char *path, char **out, struct dsec_err *err)
+/* The scratch as be_fs sees it: "/work/x" and "x" name scratch/x, nothing
+ * leaves it; what is made belongs to the call uid. */
+static void fs_root(const struct fc_work *w, struct be_fs_root *root)
 {
-	_cleanup_free_ char *dup = xstrdup(path);
-	struct dsec_buf b;
-	char *save = NULL, *s = dup;
-	size_t depth = 0;
+	const struct fc_conf *c = &w->be->conf;
 
-	if (!*path)
-		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "empty path");
-	if (path[0] == '/') {
-		if (strncmp(path, "/work", 5) || (path[5] && path[5] != '/'))
-			return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
-					     "path '%s' is outside the sandbox's files (/work)", path);
-		s = dup + 5;
-	}
-	dsec_buf_init(&b);
-	for (char *c = strtok_r(s, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(c, "."))
-			continue;
-		if (!strcmp(c, "..")) {
-			char *slash;
-
-			if (depth == 0) {
-				dsec_buf_free(&b);
-				return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
-						     "path '%s' escapes the sandbox", path);
-			}
-			depth--;
-			slash = b.len ? strrchr(b.data, '/') : NULL;
-			b.len = slash ? (size_t)(slash - b.data) : 0;
-			b.data[b.len] = '\0';
-			continue;
-		}
-		dsec_buf_addf(&b, "%s%s", b.len ? "/" : "", c);
-		depth++;
-	}
-	if (!b.len) {
-		dsec_buf_free(&b);
-		dsec_buf_add(&b, ".", 1);
-	}
-	*out = dsec_buf_detach(&b, NULL);
-	return 0;
+	*root = (struct be_fs_root){ .fd = w->sb->dirfd, .in_root = false, .prefix = "/work",
+				     .uid = (uint32_t)c->uid, .gid = (uint32_t)c->gid,
+				     .mode_mask = 0777 };
 }
-
-static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-	};
-	long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
-
-	return fd < 0 ? -errno : (int)fd;
-}
-
 
 static void read_work(void *arg)
 {
 	struct fc_work *w = arg;
-	_cleanup_free_ char *rel = NULL;
-	_cleanup_close_ int fd = -1;
+	struct be_fs_root root;
 
-	if ((w->rc = clean_path(w->path, &rel, &w->err)) < 0)
-		return;
-	if ((fd = open_beneath(w->sb->dirfd, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0)) < 0) {
-		w->rc = be_path_err(&w->err, fd, w->path, "read");
-		return;
-	}
-	w->rc = be_read_file(fd, w->path, w->offset, w->len, w->out, &w->err);
+	fs_root(w, &root);
+	w->rc = be_fs_read(&root, w->path, w->offset, w->len, w->out, &w->err);
 }
 
 static void write_work(void *arg)
 {
 	struct fc_work *w = arg;
-	const struct fc_conf *c = &w->be->conf;
-	_cleanup_free_ char *rel = NULL, *tmp = NULL;
-	_cleanup_close_ int dir = -1, fd = -1;
-	char *last, *slash;
-	int rc;
+	struct be_fs_root root;
 
-	if ((w->rc = clean_path(w->path, &rel, &w->err)) < 0)
-		return;
-	if (!strcmp(rel, ".")) {
-		w->rc = dsec_err_setc(&w->err, DSEC_E_INVALID, EISDIR, "'%s' is a directory", w->path);
-		return;
-	}
-	/* Walk (and make) the parents, one component at a time, beneath. */
-	dir = open_beneath(w->sb->dirfd, ".", O_PATH | O_DIRECTORY, 0);
-	last = rel;
-	while (dir >= 0 && (slash = strchr(last, '/'))) {
-		int next;
+	fs_root(w, &root);
+	w->rc = be_fs_write(&root, w->path, w->data, w->dlen, w->mode, &w->err);
+}
 
-		*slash = '\0';
-		next = open_beneath(dir, last, O_PATH | O_DIRECTORY, 0);
-		if (next == -ENOENT) {
-			if (mkdirat(dir, last, 0755) < 0 && errno != EEXIST) {
-				w->rc = dsec_err_set(&w->err, errno, "cannot create '%s': %s", w->path,
-						     strerror(errno));
-				return;
-			}
-			if (fchownat(dir, last, (uid_t)c->uid, (gid_t)c->gid, AT_SYMLINK_NOFOLLOW) < 0)
-				LOG(w->be, DSEC_LOG_WARN, "fncall: cannot chown '%s'", last);
-			next = open_beneath(dir, last, O_PATH | O_DIRECTORY, 0);
-		}
-		close(dir);
-		dir = next;
-		last = slash + 1;
-	}
-	if (dir < 0) {
-		w->rc = be_path_err(&w->err, dir, w->path, "write");
-		return;
-	}
-	tmp = xasprintf(".dsec-write.%d.%s", (int)gettid(), last);
-	if (strlen(tmp) > 255) {
-		free(tmp);
-		tmp = xasprintf(".dsec-write.%d", (int)gettid());
-	}
-	if ((fd = open_beneath(dir, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0) {
-		w->rc = be_path_err(&w->err, fd, w->path, "write");
-		return;
-	}
-	if ((rc = dsec_write_all(fd, w->data, w->dlen)) < 0 ||
-	    fchown(fd, (uid_t)c->uid, (gid_t)c->gid) < 0 ||
-	    fchmod(fd, (mode_t)(w->mode & 0777)) < 0 ||
-	    renameat(dir, tmp, dir, last) < 0) {
-		int e = rc < 0 ? -rc : errno;
+static void fs_work(void *arg)
+{
+	struct fc_work *w = arg;
+	struct be_fs_root root;
 
-		unlinkat(dir, tmp, 0);
-		w->rc = dsec_err_set(&w->err, e, "cannot write '%s': %s", w->path, strerror(e));
-	}
+	fs_root(w, &root);
+	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
 }
 
 static void sb_cleanup_submit(struct fc_sb *sb);
@@ -1430,6 +1335,16 @@ static int fc_file_write(void *vsb, const char *path, const void *data, size_t l
 			     .mode = mode ? mode : 0644 };
 
 	return file_op(sb, write_work, &t, err);
+}
+
+static int fc_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
+		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct fc_sb *sb = vsb;
+	struct fc_work t = { .be = sb->be, .sb = sb, .done = done, .arg = arg,
+			     .path = (char *)req->path, .req = req, .res = res };
+
+	return file_op(sb, fs_work, &t, err);
 }
 
 /* ---- destroy ----------------------------------------------------------- */
@@ -1782,4 +1697,5 @@ const struct dsec_be_ops dsec_backend = {
 	.destroy = fc_destroy,
 	.stats = fc_stats,
 	.call = fc_call,
+	.file = fc_file,
 };

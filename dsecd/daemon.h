@@ -54,6 +54,11 @@ struct dsecd_sb {
 	ev_timer idle_timer;		/* idle TTL */
 	struct dsecd_req *waiters;	/* the destroy request waiting for completion */
 	struct dsecd_sb *hnext;		/* hash chain */
+	bool paused;			/* frozen by pause until a resume completes */
+	bool switching;			/* a backend pause or resume is in flight */
+	struct dsecd_req *gate;		/* requests waiting for it to end, in order */
+	struct dsecd_req **gate_tail;	/* where the next one goes */
+	struct dsecd_req *switcher;	/* the request that started it, or NULL */
 };
 
 struct fs3;
@@ -101,7 +106,9 @@ struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be);
 struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err *err);
 /* Starts TTL timers; marks ready. */
 void dsecd_sb_ready(struct dsecd *d, struct dsecd_sb *sb);
-/* A request used the sandbox: restart its idle timer. */
+/* A request used the sandbox: restart its idle timer.  A paused sandbox
+ * is never idle (the idle timer only looks again later); its wall TTL
+ * runs on. */
 void dsecd_sb_touch(struct dsecd *d, struct dsecd_sb *sb);
 void dsecd_sb_ref(struct dsecd_sb *sb);
 void dsecd_sb_unref(struct dsecd *d, struct dsecd_sb *sb);

@@ -46,10 +46,14 @@ struct dsecd_req {
 	char *call_id;			/* id given to a one-shot call */
 	char *path;			/* file path */
 	struct dsec_buf data;		/* file_read result */
+	struct dsec_file_req freq;	/* the other file ops: what the backend gets */
+	struct dsec_file_res fres;	/* what it fills */
 	uint64_t t0;			/* receive time, ns */
+	struct dsecd_req *gnext;	/* sb->gate link */
 	struct dsecd_snap *snap;	/* snapshot: its state, or NULL */
 };
 
+static void rerun(struct dsecd_req *r);
 static void snap_free(struct dsecd_snap *s);
 
 static void req_free(struct dsecd_req *r)
@@ -73,6 +77,7 @@ static void req_free(struct dsecd_req *r)
 	free(r->call_id);
 	free(r->path);
 	dsec_buf_free(&r->data);
+	dsec_file_res_free(&r->fres);
 	snap_free(r->snap);
 	free(r);
 }
@@ -114,14 +119,15 @@ static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 
 static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb)
 {
-	static const char *const states[] = { "creating", "ready", "destroying" };
+	static const char *const states[] = { "creating", "running", "destroying" };
 
 	msgpack_pack_map(&p->pk, 11);
 	dsec_pk_kv_str(p, "id", sb->id);
 	dsec_pk_kv_str(p, "backend", sb->be->name);
 	dsec_pk_kv_str(p, "runtime", sb->runtime ? sb->runtime : "");
 	dsec_pk_kv_str(p, "image", sb->image ? sb->image : "");
-	dsec_pk_kv_str(p, "state", states[sb->state]);
+	dsec_pk_kv_str(p, "state", sb->state == SB_READY && sb->paused ? "paused" :
+		       states[sb->state]);
 	dsec_pk_kv_double(p, "created", sb->created);
 	dsec_pk_kv_double(p, "ttl", sb->ttl);
 	dsec_pk_kv_double(p, "idle_ttl", sb->idle_ttl);
@@ -275,6 +281,124 @@ static int get_sandbox(struct dsecd_req *r, struct dsec_err *err)
 	r->sb = sb;
 	dsecd_sb_touch(r->d, sb);
 	return 0;
+}
+
+/* ---- pause and resume ------------------------------------------------------
+ *
+ * One backend pause or resume at a time per sandbox.  While one is in
+ * flight, every request that depends on the outcome (pause, resume, exec,
+ * file_read, file_write) waits in sb->gate; when the backend answers they
+ * all run again from the start, in order, so each sees the new state.
+ * The request that started the switch gets the backend's error if it
+ * failed (the others run again and may try for themselves).  exec and the
+ * file operations on a paused sandbox start a resume first and wait for
+ * it: paused sandboxes resume on the next request, transparently.
+ */
+
+static void gate_add(struct dsecd_sb *sb, struct dsecd_req *r)
+{
+	if (!sb->gate)
+		sb->gate_tail = &sb->gate;
+	r->gnext = NULL;
+	*sb->gate_tail = r;
+	sb->gate_tail = &r->gnext;
+}
+
+static void switch_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_sb *sb = arg;
+	struct dsecd *d = dsecd_global;
+	struct dsecd_req *q = sb->gate, *first = sb->switcher;
+
+	d->ops_inflight--;
+	sb->switching = false;
+	sb->switcher = NULL;
+	sb->gate = NULL;
+	if (rc == 0) {
+		sb->paused = !sb->paused;
+		log_debug("sandbox %s %s", sb->id, sb->paused ? "paused" : "resumed");
+		if (sb->state == SB_READY)
+			dsecd_sb_touch(d, sb);
+	}
+	while (q) {
+		struct dsecd_req *r = q;
+
+		q = q->gnext;
+		r->gnext = NULL;
+		if (r == first && rc < 0)
+			reply_err(r, err);
+		else
+			rerun(r);
+	}
+	dsecd_sb_unref(d, sb);
+}
+
+/* Asks the backend to pause (or resume) r->sb; r waits for the answer in
+ * the gate.  Returns 0, or -errno with *err when it could not start. */
+static int start_switch(struct dsecd_req *r, bool pause, struct dsec_err *err)
+{
+	struct dsecd_sb *sb = r->sb;
+	const struct dsec_be_ops *ops = sb->be->ops;
+	int (*fn)(void *, dsec_be_done_fn, void *, struct dsec_err *) =
+		pause ? ops->pause : ops->resume;
+	int rc;
+
+	if (!fn)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "backend '%s' cannot pause or resume sandboxes", sb->be->name);
+	if ((rc = fn(sb->handle, switch_done, sb, err)) < 0)
+		return rc;
+	r->d->ops_inflight++;
+	dsecd_sb_ref(sb);
+	sb->switching = true;
+	sb->switcher = r;
+	gate_add(sb, r);
+	return 0;
+}
+
+/* For exec and the file operations, after get_sandbox: true when r can go
+ * on now; false when it waits for a pause or resume (started here for a
+ * paused sandbox) and will run again, or has been answered. */
+static bool need_running(struct dsecd_req *r)
+{
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err err;
+
+	if (sb->switching) {
+		gate_add(sb, r);
+		return false;
+	}
+	if (!sb->paused)
+		return true;
+	log_debug("sandbox %s: resuming for %s", sb->id, dsec_ops[r->op].name);
+	dsec_err_clear(&err);
+	if (start_switch(r, false, &err) < 0)
+		reply_err(r, &err);
+	return false;
+}
+
+static void op_switch(struct dsecd_req *r)
+{
+	bool pause = r->op == DSEC_OP_PAUSE;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	if (r->sb->switching)
+		return gate_add(r->sb, r);
+	if (r->sb->paused != pause) {
+		if (start_switch(r, pause, &err) < 0)
+			return reply_err(r, &err);
+		return;
+	}
+	/* There already (also the second time round, after the switch). */
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 2);
+	dsec_pk_kv_str(&p, "id", r->sb->id);
+	dsec_pk_kv_str(&p, "state", pause ? "paused" : "running");
+	send_pk(r, &p);
 }
 
 static void op_ping(struct dsecd_req *r)
@@ -545,7 +669,11 @@ static void op_exec(struct dsecd_req *r)
 	struct dsec_err err;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0 || parse_exec(r, &err) < 0)
+	if (get_sandbox(r, &err) < 0)
+		return reply_err(r, &err);
+	if (!need_running(r))
+		return;
+	if (parse_exec(r, &err) < 0)
 		return reply_err(r, &err);
 	if (r->sb->env) {
 		/* A sandbox from a warm pool: its create's env, then the exec's. */
@@ -668,6 +796,67 @@ static void file_done(void *arg, int rc, const struct dsec_err *err)
 	send_pk(r, &p);
 }
 
+/* Sandbox and 'path', which every file op needs. */
+static int get_file_target(struct dsecd_req *r, struct dsec_err *err)
+{
+	int rc;
+
+	if (get_sandbox(r, err) < 0)
+		return -EINVAL;
+	free(r->path);	/* parsed before, when the request runs again after a resume */
+	r->path = NULL;
+	if ((rc = dsec_get_str(r->msg.root, "path", &r->path, err)) == -ENOENT)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'path'",
+				     dsec_ops[r->op].name);
+	return rc;
+}
+
+/* Optional 'mode' (permission bits, at most 07777); 0 when absent. */
+static int get_mode(const msgpack_object *m, uint32_t *out, struct dsec_err *err)
+{
+	uint64_t mode = 0;
+	int rc;
+
+	if ((rc = dsec_get_u64(m, "mode", &mode, err)) < 0 && rc != -ENOENT)
+		return rc;
+	if (mode > 07777)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "mode %llo is not a file mode",
+				     (unsigned long long)mode);
+	*out = (uint32_t)mode;
+	return 0;
+}
+
+/* Optional 'uid' and 'gid'; DSEC_OWNER_DEFAULT when absent. */
+static int get_owner(const msgpack_object *m, struct dsec_file_req *q, struct dsec_err *err)
+{
+	static const char *const keys[] = { "uid", "gid" };
+	int64_t *outs[] = { &q->uid, &q->gid };
+
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t v;
+		int rc = dsec_get_u64(m, keys[i], &v, err);
+
+		*outs[i] = DSEC_OWNER_DEFAULT;
+		if (rc == -ENOENT)
+			continue;
+		if (rc < 0)
+			return rc;
+		if (v >= UINT32_MAX)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "%s %llu is out of range",
+					     keys[i], (unsigned long long)v);
+		*outs[i] = (int64_t)v;
+	}
+	return 0;
+}
+
+static int unsupported(struct dsecd_req *r, struct dsec_err *err)
+{
+	return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' cannot %s",
+			     r->sb->be->name, dsec_ops[r->op].summary);
+}
+
+static void fs_done(void *arg, int rc, const struct dsec_err *err);
+
 static void op_file(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -677,14 +866,10 @@ static void op_file(struct dsecd_req *r)
 	int rc;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
+	if (get_file_target(r, &err) < 0)
 		return reply_err(r, &err);
-	if ((rc = dsec_get_str(m, "path", &r->path, &err)) < 0) {
-		if (rc == -ENOENT)
-			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'path'",
-				      dsec_ops[r->op].name);
-		return reply_err(r, &err);
-	}
+	if (!need_running(r))
+		return;
 	ops = r->sb->be->ops;
 	if (r->op == DSEC_OP_FILE_READ) {
 		uint64_t off = 0, len = 0, max = d->conf.max_frame - REPLY_SLACK;
@@ -697,40 +882,187 @@ static void op_file(struct dsecd_req *r)
 				      (unsigned long long)len, (unsigned long long)max);
 			return reply_err(r, &err);
 		}
-		if (!ops->file_read)
-			goto unsupported;
+		if (!ops->file_read) {
+			unsupported(r, &err);
+			return reply_err(r, &err);
+		}
 		rc = ops->file_read(r->sb->handle, r->path, off, len ? len : max, &r->data,
 				    file_done, r, &err);
 	} else {
-		const void *data;
-		size_t n;
-		uint64_t mode = 0644;
-		if ((rc = dsec_get_bin(m, "data", d->conf.max_frame, &data, &n, &err)) < 0) {
+		struct dsec_file_req *q = &r->freq;
+		if ((rc = dsec_get_bin(m, "data", d->conf.max_frame, &q->data, &q->len, &err)) < 0) {
 			if (rc == -ENOENT)
 				dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
 					      "file_write needs field 'data'");
 			return reply_err(r, &err);
 		}
-		if ((rc = dsec_get_u64(m, "mode", &mode, &err)) < 0 && rc != -ENOENT)
+		if (get_mode(m, &q->mode, &err) < 0 || get_owner(m, q, &err) < 0)
 			return reply_err(r, &err);
-		if (mode > 07777) {
-			dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "mode %llo is not a file mode",
-				      (unsigned long long)mode);
-			return reply_err(r, &err);
-		}
-		if (!ops->file_write)
-			goto unsupported;
-		rc = ops->file_write(r->sb->handle, r->path, data, n, (uint32_t)mode, file_done, r,
-				     &err);
+		q->op = DSEC_FILE_WRITE;
+		q->path = r->path;
+		/* The file API when the backend has it (owner included). */
+		if (ops->file)
+			rc = ops->file(r->sb->handle, q, &r->fres, fs_done, r, &err);
+		else if (!ops->file_write || q->uid != DSEC_OWNER_DEFAULT ||
+			 q->gid != DSEC_OWNER_DEFAULT)
+			rc = unsupported(r, &err);
+		else
+			rc = ops->file_write(r->sb->handle, r->path, q->data, q->len,
+					     q->mode ? q->mode : 0644, file_done, r, &err);
 	}
 	if (rc < 0)
 		return reply_err(r, &err);
 	d->ops_inflight++;
-	return;
-unsupported:
-	dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' cannot %s",
-		      r->sb->be->name, dsec_ops[r->op].summary);
-	reply_err(r, &err);
+}
+
+static void pack_info(struct dsec_pk *p, const struct dsec_file_info *i)
+{
+	msgpack_pack_map(&p->pk, 8);
+	dsec_pk_kv_str(p, "name", i->name);
+	dsec_pk_kv_str(p, "type", dsec_file_type_name(i->type));
+	dsec_pk_kv_u64(p, "mode", i->mode);
+	dsec_pk_kv_u64(p, "size", i->size);
+	dsec_pk_kv_u64(p, "uid", i->uid);
+	dsec_pk_kv_u64(p, "gid", i->gid);
+	dsec_pk_kv_double(p, "mtime", i->mtime);
+	dsec_pk_kv_str(p, "target", i->target);
+}
+
+/* Completion of every op that goes through the backend's file entry. */
+static void fs_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	const struct dsec_file_res *res = &r->fres;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	switch (r->freq.op) {
+	case DSEC_FILE_STAT:
+		msgpack_pack_map(&p.pk, 2);
+		dsec_pk_kv_bool(&p, "ok", true);
+		dsec_pk_str(&p, "result");
+		pack_info(&p, &res->info);
+		break;
+	case DSEC_FILE_LIST:
+		dsec_pk_reply_ok(&p, 2);
+		dsec_pk_str(&p, "entries");
+		msgpack_pack_array(&p.pk, res->nentries);
+		for (size_t i = 0; i < res->nentries; i++)
+			pack_info(&p, &res->entries[i]);
+		dsec_pk_kv_bool(&p, "truncated", res->truncated);
+		break;
+	case DSEC_FILE_REMOVE:
+		dsec_pk_reply_ok(&p, 1);
+		dsec_pk_kv_u64(&p, "removed", res->count);
+		break;
+	case DSEC_FILE_UPLOAD:
+		dsec_pk_reply_ok(&p, 1);
+		dsec_pk_kv_u64(&p, "entries", res->count);
+		break;
+	case DSEC_FILE_DOWNLOAD:
+		dsec_pk_reply_ok(&p, 3);
+		dsec_pk_kv_bin(&p, "data", res->data.data, res->data.len);
+		dsec_pk_kv_u64(&p, "size", res->data.len);
+		dsec_pk_kv_u64(&p, "entries", res->count);
+		break;
+	default:
+		dsec_pk_reply_ok(&p, 0);
+		break;
+	}
+	send_pk(r, &p);
+}
+
+/* Optional 'format' of upload and download: "tar" (default) or "tar.zst". */
+static int get_format(const msgpack_object *m, enum dsec_file_format *out, struct dsec_err *err)
+{
+	_cleanup_free_ char *f = NULL;
+	int rc = dsec_get_str(m, "format", &f, err), fmt;
+
+	*out = DSEC_FMT_TAR;
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	if ((fmt = dsec_file_format_lookup(f)) < 0)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "format '%.64s' is not one of 'tar', 'tar.zst'", f);
+	*out = (enum dsec_file_format)fmt;
+	return 0;
+}
+
+/* file_stat, file_list, file_mkdir, file_remove, file_upload, file_download. */
+static void op_fs(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root;
+	struct dsec_file_req *q = &r->freq;
+	uint64_t limit = DSEC_LIST_DEFAULT;
+	struct dsec_err err;
+	int rc = 0;
+
+	dsec_err_clear(&err);
+	if (get_file_target(r, &err) < 0)
+		return reply_err(r, &err);
+	if (!need_running(r))
+		return;
+	q->path = r->path;
+	q->uid = q->gid = DSEC_OWNER_DEFAULT;
+	q->max_bytes = d->conf.max_frame - REPLY_SLACK;
+	switch (r->op) {
+	case DSEC_OP_FILE_STAT:
+		q->op = DSEC_FILE_STAT;
+		break;
+	case DSEC_OP_FILE_LIST:
+		q->op = DSEC_FILE_LIST;
+		if ((rc = dsec_get_u64(m, "limit", &limit, &err)) < 0 && rc != -ENOENT)
+			break;
+		rc = 0;
+		if (limit > DSEC_LIST_MAX)
+			rc = dsec_err_setc(&err, DSEC_E_INVALID, EINVAL,
+					   "limit %llu is over %d entries", (unsigned long long)limit,
+					   DSEC_LIST_MAX);
+		q->max_entries = limit ? limit : DSEC_LIST_DEFAULT;
+		break;
+	case DSEC_OP_FILE_MKDIR:
+		q->op = DSEC_FILE_MKDIR;
+		if ((rc = get_mode(m, &q->mode, &err)) < 0 || (rc = get_owner(m, q, &err)) < 0 ||
+		    ((rc = dsec_get_bool(m, "parents", &q->parents, &err)) < 0 && rc != -ENOENT))
+			break;
+		rc = 0;
+		break;
+	case DSEC_OP_FILE_REMOVE:
+		q->op = DSEC_FILE_REMOVE;
+		if ((rc = dsec_get_bool(m, "recursive", &q->recursive, &err)) == -ENOENT)
+			rc = 0;
+		break;
+	case DSEC_OP_FILE_UPLOAD:
+		q->op = DSEC_FILE_UPLOAD;
+		if ((rc = dsec_get_bin(m, "data", d->conf.max_frame, &q->data, &q->len,
+				       &err)) == -ENOENT)
+			rc = dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
+					   "file_upload needs field 'data'");
+		if (rc == 0 && (rc = get_format(m, &q->format, &err)) == 0)
+			rc = get_owner(m, q, &err);
+		break;
+	case DSEC_OP_FILE_DOWNLOAD:
+		q->op = DSEC_FILE_DOWNLOAD;
+		rc = get_format(m, &q->format, &err);
+		break;
+	default:
+		DSEC_BUG("op_fs called for op %d", (int)r->op);
+	}
+	if (rc < 0)
+		return reply_err(r, &err);
+	if (!r->sb->be->ops->file) {
+		unsupported(r, &err);
+		return reply_err(r, &err);
+	}
+	if (r->sb->be->ops->file(r->sb->handle, q, &r->fres, fs_done, r, &err) < 0)
+		return reply_err(r, &err);
+	d->ops_inflight++;
 }
 
 static void net_allow_done(void *arg, int rc, const struct dsec_err *err)
@@ -922,6 +1254,9 @@ static void op_snapshot(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (get_sandbox(r, &err) < 0)
 		return reply_err(r, &err);
+	/* After a pause or resume in flight; a paused sandbox stays paused. */
+	if (r->sb->switching)
+		return gate_add(r->sb, r);
 	if ((rc = dsec_get_str(r->msg.root, "tag", &tag, &err)) < 0) {
 		if (rc == -ENOENT)
 			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "snapshot needs field 'tag'");
@@ -965,8 +1300,34 @@ static const op_fn handlers[DSEC_OP__COUNT] = {
 	[DSEC_OP_FILE_WRITE] = op_file,
 	[DSEC_OP_DESTROY] = op_destroy,
 	[DSEC_OP_NET_ALLOW] = op_net_allow,
+	[DSEC_OP_PAUSE] = op_switch,
+	[DSEC_OP_RESUME] = op_switch,
+	[DSEC_OP_FILE_STAT] = op_fs,
+	[DSEC_OP_FILE_LIST] = op_fs,
+	[DSEC_OP_FILE_MKDIR] = op_fs,
+	[DSEC_OP_FILE_REMOVE] = op_fs,
+	[DSEC_OP_FILE_UPLOAD] = op_fs,
+	[DSEC_OP_FILE_DOWNLOAD] = op_fs,
 	[DSEC_OP_SNAPSHOT] = op_snapshot,
 };
+
+/* A request that waited for a pause or resume runs again from the start:
+ * the sandbox may have changed state, or be gone. */
+static void rerun(struct dsecd_req *r)
+{
+	struct dsec_err err;
+
+	if (r->sb) {
+		dsecd_sb_unref(r->d, r->sb);
+		r->sb = NULL;
+	}
+	if (r->d->shutting_down) {
+		dsec_err_setc(&err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
+			      r->d->conf.node);
+		return reply_err(r, &err);
+	}
+	handlers[r->op](r);
+}
 
 /* Frame in; exactly one reply out, now or when the backend completes. */
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len)

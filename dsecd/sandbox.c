@@ -98,8 +98,9 @@ static void idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct dsecd_sb *sb = dsec_container_of(w, struct dsecd_sb, idle_timer);
 
-	if (sb->running) {
-		/* A long command is not idleness: look again later. */
+	if (sb->running || sb->paused || sb->switching) {
+		/* A long command is not idleness, nor is a pause (the trainer
+		 * that paused it comes back for it): look again later. */
 		ev_timer_again(loop, w);
 		return;
 	}

@@ -235,8 +235,8 @@ static int whiteout(const char *root, const char *dir, const char *base, struct 
 	if (!(d = tree_dir(root, dir, err)))
 		return -ENOTDIR;
 	if (!strcmp(base, WH_OPAQUE)) {
-		/* Both forms: an overlay mounted in a user namespace (with
-		 * userxattr) reads only the user.overlay one. */
+		/* Both forms: "trusted." for overlays mounted by the host's root,
+		 * "user." for overlays mounted in a user namespace (userxattr). */
 		if (lsetxattr(d, "trusted.overlay.opaque", "y", 1, 0) < 0 ||
 		    lsetxattr(d, "user.overlay.opaque", "y", 1, 0) < 0)
 			return dsec_err_set(err, errno, "cannot mark '%s' opaque: %s", d,

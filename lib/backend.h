@@ -128,6 +128,77 @@ struct dsec_be_stats {
 	uint64_t calls;			/* commands completed since start */
 };
 
+/* ---- the file API (ABI 1, appended): one entry point, `file`, for every kind ---- */
+
+/* What a file request does.  Append only. */
+enum dsec_file_op {
+	DSEC_FILE_WRITE,		/* create or replace a file: data, mode, uid, gid */
+	DSEC_FILE_STAT,			/* describe path (not following a final symlink) */
+	DSEC_FILE_LIST,			/* the entries of a directory */
+	DSEC_FILE_MKDIR,		/* make a directory: mode, parents, uid, gid */
+	DSEC_FILE_REMOVE,		/* remove a file, link or directory: recursive */
+	DSEC_FILE_UPLOAD,		/* extract a tar (data, format) into directory path */
+	DSEC_FILE_DOWNLOAD,		/* pack path as a tar (format) into res->data */
+};
+
+/* Archive formats of upload and download. */
+enum dsec_file_format {
+	DSEC_FMT_TAR,			/* "tar": POSIX pax */
+	DSEC_FMT_TAR_ZST,		/* "tar.zst": the same, zstd-compressed */
+};
+
+/* File types as stat and list report them. */
+enum dsec_file_type {
+	DSEC_FT_FILE,			/* "file" */
+	DSEC_FT_DIR,			/* "dir" */
+	DSEC_FT_SYMLINK,		/* "symlink" */
+	DSEC_FT_FIFO,			/* "fifo" */
+	DSEC_FT_SOCKET,			/* "socket" */
+	DSEC_FT_CHAR,			/* "char" (character device) */
+	DSEC_FT_BLOCK,			/* "block" (block device) */
+};
+
+/* Owner value meaning "the backend's default" (the uid/gid commands run as). */
+#define DSEC_OWNER_DEFAULT (-1)
+
+/* One file request.  Strings and buffers are the caller's and valid until
+ * done.  Fields a kind does not use are ignored. */
+struct dsec_file_req {
+	enum dsec_file_op op;		/* what to do */
+	const char *path;		/* inside the sandbox */
+	const void *data;		/* WRITE: contents; UPLOAD: the archive */
+	size_t len;			/* length of data */
+	uint32_t mode;			/* WRITE, MKDIR: permission bits, 0 = 0644 / 0755 */
+	int64_t uid, gid;		/* WRITE, MKDIR, UPLOAD: owner, DSEC_OWNER_DEFAULT */
+	bool parents;			/* MKDIR: make missing parents, an existing dir is fine */
+	bool recursive;			/* REMOVE: a directory with everything in it */
+	enum dsec_file_format format;	/* UPLOAD, DOWNLOAD */
+	size_t max_entries;		/* LIST: entries at most, > 0 (then truncated) */
+	size_t max_bytes;		/* LIST, DOWNLOAD: bytes the result may take, > 0
+					 * (LIST truncates, DOWNLOAD fails too_large) */
+};
+
+/* What stat reports of a path, and list of each entry. */
+struct dsec_file_info {
+	char *name;			/* list: entry name; stat: last component */
+	char *target;			/* symlink target, NULL for other types */
+	enum dsec_file_type type;	/* kind of file */
+	uint32_t mode;			/* permission bits (07777) */
+	uint64_t size;			/* bytes */
+	uint32_t uid, gid;		/* owner */
+	double mtime;			/* modification time, unix seconds */
+};
+
+/* What a file request returns; zeroed by the caller, freed by it with
+ * dsec_file_res_free() (libdsec). */
+struct dsec_file_res {
+	struct dsec_file_info info;	/* STAT */
+	struct dsec_file_info *entries;	/* LIST: sorted by name */
+	size_t nentries;		/* LIST: how many */
+	bool truncated;			/* LIST: more entries than returned */
+	uint64_t count;			/* REMOVE: removed; UPLOAD: extracted; DOWNLOAD: packed */
+	struct dsec_buf data;		/* DOWNLOAD: the archive */
+};
 /* A sandbox's writable layer as a snapshot reads it (ABI 1, appended). */
 struct dsec_be_upper {
 	/* Host path of the overlay's upper dir, in overlayfs form: a deleted
@@ -184,7 +255,14 @@ struct dsec_be_ops {
 	int (*file_write)(void *sb, const char *path, const void *data, size_t len,
 			  uint32_t mode, dsec_be_done_fn done, void *arg,
 			  struct dsec_err *err);
-	/* Freeze / thaw.  Optional.  Async. (ABI 1) */
+	/* Freeze / thaw.  Optional (NULL: pause is "unsupported").  pause
+	 * stops every process of sb, commands in flight included (their
+	 * timeouts and durations must leave the paused time out), and may
+	 * reclaim memory; done comes once sb is frozen.  resume thaws.  Both
+	 * are idempotent.  The daemon starts at most one of them at a time
+	 * per sandbox and starts no exec, file_read or file_write while sb is
+	 * paused (it resumes first); destroy may come at any time, also
+	 * while paused or while a pause is in flight.  Async. (ABI 1) */
 	int (*pause)(void *sb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	int (*resume)(void *sb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	/* Destroy sb: in-flight execs complete first with rc -ECANCELED; after
@@ -207,6 +285,13 @@ struct dsec_be_ops {
 			 struct dsec_err *err);
 	/* DSEC_BE_CAP_* bits. (ABI 1, appended) */
 	uint32_t caps;
+	/* Every file request of struct dsec_file_req; fills *res.  Paths
+	 * resolve inside the sandbox; escapes fail with DSEC_E_PERMISSION.
+	 * Kinds it does not know fail with DSEC_E_UNSUPPORTED.  When set, the
+	 * daemon sends file_write through it too (file_write may be NULL).
+	 * Optional.  Async. (ABI 1, appended) */
+	int (*file)(void *sb, const struct dsec_file_req *req, struct dsec_file_res *res,
+		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	/* Snapshot support: hold sb still (its processes frozen, its own file
 	 * operations waiting), call read(read_arg, upper, err) once on a pool
 	 * thread with sb's writable layer, let sb run again, then complete

@@ -371,23 +371,212 @@ void dsec_exec_res_free(struct dsec_exec_res *res)
 	dsec_buf_free(&res->err);
 }
 
+/* Starts a file request: header, id and path, then n_extra fields. */
+static void pk_file(struct dsec_pk *p, const char *op, const char *id, const char *path,
+		    size_t n_extra)
+{
+	dsec_pk_init(p);
+	dsec_pk_request(p, op, 2 + n_extra);
+	dsec_pk_kv_str(p, "id", id);
+	dsec_pk_kv_str(p, "path", path);
+}
+
+/* Packs uid and gid that are not DSEC_OWNER_DEFAULT. */
+static void pk_owner(struct dsec_pk *p, int64_t uid, int64_t gid)
+{
+	if (uid != DSEC_OWNER_DEFAULT)
+		dsec_pk_kv_u64(p, "uid", (uint64_t)uid);
+	if (gid != DSEC_OWNER_DEFAULT)
+		dsec_pk_kv_u64(p, "gid", (uint64_t)gid);
+}
+
+static size_t n_owner(int64_t uid, int64_t gid)
+{
+	return (uid != DSEC_OWNER_DEFAULT) + (gid != DSEC_OWNER_DEFAULT);
+}
+
+/* Sends p and drops the result: for requests that return nothing needed. */
+static int file_call(struct dsec_client *c, struct dsec_pk *p, struct dsec_err *err)
+{
+	struct reply r;
+	int rc = roundtrip(c, p, 0, &r, err);
+
+	reply_free(&r);
+	return rc;
+}
+
 int dsec_file_write(struct dsec_client *c, const char *id, const char *path, const void *data,
 		    size_t len, uint32_t mode, struct dsec_err *err)
+{
+	return dsec_file_write_as(c, id, path, data, len, mode, DSEC_OWNER_DEFAULT,
+				  DSEC_OWNER_DEFAULT, err);
+}
+
+int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
+		       const void *data, size_t len, uint32_t mode, int64_t uid, int64_t gid,
+		       struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	pk_file(&p, "file_write", id, path, 1 + !!mode + n_owner(uid, gid));
+	dsec_pk_kv_bin(&p, "data", data, len);
+	if (mode)
+		dsec_pk_kv_u64(&p, "mode", mode);
+	pk_owner(&p, uid, gid);
+	return file_call(c, &p, err);
+}
+
+static void unpack_info(const msgpack_object *m, struct dsec_file_info *i)
+{
+	_cleanup_free_ char *type = get_str_or(m, "type", "");
+	static const char *const types[] = { "file", "dir", "symlink", "fifo", "socket", "char",
+					     "block" };
+
+	memset(i, 0, sizeof(*i));
+	i->name = get_str_or(m, "name", "");
+	if (dsec_get_str(m, "target", &i->target, NULL) < 0)
+		i->target = NULL;
+	for (size_t t = 0; t < DSEC_ARRAY_LEN(types); t++)
+		if (!strcmp(type, types[t]))
+			i->type = (enum dsec_file_type)t;
+	i->mode = (uint32_t)get_u64_or(m, "mode", 0);
+	i->size = get_u64_or(m, "size", 0);
+	i->uid = (uint32_t)get_u64_or(m, "uid", 0);
+	i->gid = (uint32_t)get_u64_or(m, "gid", 0);
+	i->mtime = get_double_or(m, "mtime", 0);
+}
+
+int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
+		   struct dsec_file_info *out, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
 
-	dsec_pk_init(&p);
-	dsec_pk_request(&p, "file_write", 3 + !!mode);
-	dsec_pk_kv_str(&p, "id", id);
-	dsec_pk_kv_str(&p, "path", path);
-	dsec_pk_kv_bin(&p, "data", data, len);
-	if (mode)
-		dsec_pk_kv_u64(&p, "mode", mode);
-	rc = roundtrip(c, &p, 0, &r, err);
+	memset(out, 0, sizeof(*out));
+	pk_file(&p, "file_stat", id, path, 0);
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0)
+		unpack_info(r.result, out);
 	reply_free(&r);
 	return rc;
+}
+
+int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size_t limit,
+		   struct dsec_file_info **out, size_t *n, bool *truncated, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	*truncated = false;
+	pk_file(&p, "file_list", id, path, !!limit);
+	if (limit)
+		dsec_pk_kv_u64(&p, "limit", limit);
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0) {
+		const msgpack_object *a = dsec_map_get(r.result, "entries");
+
+		dsec_get_bool(r.result, "truncated", truncated, NULL);
+		if (a && a->type == MSGPACK_OBJECT_ARRAY) {
+			*n = a->via.array.size;
+			*out = xcalloc(*n ? *n : 1, sizeof(**out));
+			for (size_t i = 0; i < *n; i++)
+				unpack_info(&a->via.array.ptr[i], &(*out)[i]);
+		}
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_file_mkdir(struct dsec_client *c, const char *id, const char *path, uint32_t mode,
+		    bool parents, int64_t uid, int64_t gid, struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	pk_file(&p, "file_mkdir", id, path, !!mode + parents + n_owner(uid, gid));
+	if (mode)
+		dsec_pk_kv_u64(&p, "mode", mode);
+	if (parents)
+		dsec_pk_kv_bool(&p, "parents", true);
+	pk_owner(&p, uid, gid);
+	return file_call(c, &p, err);
+}
+
+int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bool recursive,
+		     uint64_t *removed, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_file(&p, "file_remove", id, path, recursive);
+	if (recursive)
+		dsec_pk_kv_bool(&p, "recursive", true);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && removed)
+		*removed = get_u64_or(r.result, "removed", 0);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
+		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
+		     struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	pk_file(&p, "file_upload", id, path, 1 + !!format + n_owner(uid, gid));
+	dsec_pk_kv_bin(&p, "data", data, len);
+	if (format)
+		dsec_pk_kv_str(&p, "format", format);
+	pk_owner(&p, uid, gid);
+	return file_call(c, &p, err);
+}
+
+int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
+		       const char *format, struct dsec_buf *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	const void *d;
+	size_t n;
+	int rc;
+
+	pk_file(&p, "file_download", id, path, !!format);
+	if (format)
+		dsec_pk_kv_str(&p, "format", format);
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0) {
+		if (dsec_get_bin(r.result, "data", SIZE_MAX, &d, &n, err) < 0)
+			rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+					   "file_download reply has no data");
+		else
+			dsec_buf_add(out, d, n);
+	}
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_file_info_free(struct dsec_file_info *info)
+{
+	free(info->name);
+	free(info->target);
+	memset(info, 0, sizeof(*info));
+}
+
+void dsec_file_list_free(struct dsec_file_info *arr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dsec_file_info_free(&arr[i]);
+	free(arr);
+}
+
+void dsec_file_res_free(struct dsec_file_res *res)
+{
+	dsec_file_info_free(&res->info);
+	dsec_file_list_free(res->entries, res->nentries);
+	dsec_buf_free(&res->data);
+	memset(res, 0, sizeof(*res));
 }
 
 int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint64_t offset,
@@ -399,10 +588,7 @@ int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint
 	size_t n;
 	int rc;
 
-	dsec_pk_init(&p);
-	dsec_pk_request(&p, "file_read", 2 + !!offset + !!len);
-	dsec_pk_kv_str(&p, "id", id);
-	dsec_pk_kv_str(&p, "path", path);
+	pk_file(&p, "file_read", id, path, !!offset + !!len);
 	if (offset)
 		dsec_pk_kv_u64(&p, "offset", offset);
 	if (len)
@@ -418,14 +604,16 @@ int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint
 	return rc;
 }
 
-int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
+/* An op whose only field is the sandbox id and whose result is not used
+ * (destroy, pause, resume). */
+static int id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "destroy", 1);
+	dsec_pk_request(&p, op, 1);
 	dsec_pk_kv_str(&p, "id", id);
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
@@ -447,6 +635,21 @@ int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *all
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
 	return rc;
+}
+
+int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "destroy", id, err);
+}
+
+int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "pause", id, err);
+}
+
+int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "resume", id, err);
 }
 
 int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,

@@ -69,6 +69,52 @@ int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err);
 int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *allow,
 		   struct dsec_err *err);
 void dsec_exec_res_free(struct dsec_exec_res *res);
+/* Freezes sandbox id: nothing in it runs until dsec_resume, or until the
+ * next dsec_exec, dsec_file_read or dsec_file_write, which resume it
+ * first.  Pausing a paused sandbox succeeds; a backend that cannot pause
+ * fails with "unsupported". */
+int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err);
+/* Thaws a paused sandbox; resuming a running one succeeds. */
+int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err);
+
+/* The rest of the file API (dsec-protocol(7)).  Paths resolve inside the
+ * sandbox; an escape fails with "permission". */
+/* file_write with an owner: uid, gid DSEC_OWNER_DEFAULT = the uid/gid
+ * commands run as; mode 0 = 0644. */
+int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
+		       const void *data, size_t len, uint32_t mode, int64_t uid, int64_t gid,
+		       struct dsec_err *err);
+/* Describes path without following a final symlink; free *out with
+ * dsec_file_info_free. */
+int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
+		   struct dsec_file_info *out, struct dsec_err *err);
+/* Lists directory path: *out is an array of *n entries sorted by name
+ * (free with dsec_file_list_free); *truncated when there were more than
+ * limit (0 = the daemon's default) or than a reply can carry. */
+int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size_t limit,
+		   struct dsec_file_info **out, size_t *n, bool *truncated, struct dsec_err *err);
+/* Makes directory path (mode 0 = 0755); parents: make missing parents and
+ * accept an existing directory.  uid, gid as for dsec_file_write_as. */
+int dsec_file_mkdir(struct dsec_client *c, const char *id, const char *path, uint32_t mode,
+		    bool parents, int64_t uid, int64_t gid, struct dsec_err *err);
+/* Removes a file, a symlink (never its target) or an empty directory;
+ * recursive: a directory and everything below it, never leaving it
+ * through a symlink or a mount.  *removed (may be NULL) counts entries. */
+int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bool recursive,
+		     uint64_t *removed, struct dsec_err *err);
+/* Unpacks a tar archive (format "tar" or "tar.zst"; NULL = "tar") into
+ * directory path, made if missing.  uid, gid: owner of everything made. */
+int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
+		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
+		     struct dsec_err *err);
+/* Packs path (a directory as its contents, a file by its name) as a tar
+ * archive appended to *out. */
+int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
+		       const char *format, struct dsec_buf *out, struct dsec_err *err);
+void dsec_file_info_free(struct dsec_file_info *info);
+void dsec_file_list_free(struct dsec_file_info *arr, size_t n);
+/* Frees what a backend put in res (daemon and backends). */
+void dsec_file_res_free(struct dsec_file_res *res);
 /* Saves sandbox id's files as a new image tagged tag ("name[:tag]"): its
  * image's layers plus one layer of what the sandbox changed.  *image
  * (caller frees) gets the new image's "sha256:" digest; create sandboxes
@@ -83,7 +129,7 @@ struct dsec_sandbox_info {
 	char *backend;			/* backend name */
 	char *runtime;			/* runtime or "" */
 	char *image;			/* image or "" */
-	char *state;			/* "creating", "ready", "destroying" */
+	char *state;			/* "creating", "running", "paused" */
 	double created;			/* unix time of creation */
 	double ttl;			/* wall TTL in seconds, 0 = none */
 	double idle_ttl;		/* idle TTL in seconds, 0 = none */

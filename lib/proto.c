@@ -18,9 +18,42 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
 	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
 				"change what a sandbox's network may reach" },
+	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox" },
+	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox" },
+	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat", "describe a file in a sandbox" },
+	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list", "list a directory in a sandbox" },
+	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir", "make a directory in a sandbox" },
+	[DSEC_OP_FILE_REMOVE] = { DSEC_OP_FILE_REMOVE, "file_remove", "remove a file in a sandbox" },
+	[DSEC_OP_FILE_UPLOAD] = { DSEC_OP_FILE_UPLOAD, "file_upload",
+				  "unpack a tar archive in a sandbox" },
+	[DSEC_OP_FILE_DOWNLOAD] = { DSEC_OP_FILE_DOWNLOAD, "file_download",
+				    "pack a tree of a sandbox as a tar archive" },
 	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
 			       "save a sandbox's files as a new image" },
 };
+
+static const char *const file_types[] = {
+	[DSEC_FT_FILE] = "file", [DSEC_FT_DIR] = "dir", [DSEC_FT_SYMLINK] = "symlink",
+	[DSEC_FT_FIFO] = "fifo", [DSEC_FT_SOCKET] = "socket", [DSEC_FT_CHAR] = "char",
+	[DSEC_FT_BLOCK] = "block",
+};
+
+static const char *const file_formats[] = {
+	[DSEC_FMT_TAR] = "tar", [DSEC_FMT_TAR_ZST] = "tar.zst",
+};
+
+const char *dsec_file_type_name(enum dsec_file_type t)
+{
+	return (unsigned)t < DSEC_ARRAY_LEN(file_types) ? file_types[t] : "unknown";
+}
+
+int dsec_file_format_lookup(const char *name)
+{
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(file_formats); i++)
+		if (!strcmp(file_formats[i], name))
+			return (int)i;
+	return -1;
+}
 
 const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
 {

@@ -12,6 +12,7 @@
 #include <msgpack.h>
 #include "util.h"
 #include "err.h"
+#include "backend.h"
 
 /* Frames larger than this are refused with "too_large" (configurable in
  * dsecd with max_frame). */
@@ -22,6 +23,15 @@
 #define DSEC_ARGV_MAX 4096
 /* Bytes in one argv or env element (Linux's MAX_ARG_STRLEN). */
 #define DSEC_ARG_MAX (128u << 10)
+/* Entries file_list returns when the request names no limit, and at most. */
+#define DSEC_LIST_DEFAULT 10000
+#define DSEC_LIST_MAX 100000
+
+/* Wire names of file types (enum dsec_file_type) and archive formats
+ * (enum dsec_file_format); the format lookup returns -1 for a name it
+ * does not know. */
+const char *dsec_file_type_name(enum dsec_file_type t);
+int dsec_file_format_lookup(const char *name);
 
 enum dsec_op {
 	DSEC_OP_PING,
@@ -34,6 +44,14 @@ enum dsec_op {
 	DSEC_OP_FILE_WRITE,
 	DSEC_OP_DESTROY,
 	DSEC_OP_NET_ALLOW,
+	DSEC_OP_PAUSE,
+	DSEC_OP_RESUME,
+	DSEC_OP_FILE_STAT,
+	DSEC_OP_FILE_LIST,
+	DSEC_OP_FILE_MKDIR,
+	DSEC_OP_FILE_REMOVE,
+	DSEC_OP_FILE_UPLOAD,
+	DSEC_OP_FILE_DOWNLOAD,
 	DSEC_OP_SNAPSHOT,
 	DSEC_OP__COUNT
 };

@@ -3,16 +3,7 @@
 # limits, timeouts and cleanup seen end to end.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecd
-need_cmd helper-req
-[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
-[ -x "$TOP/backends/container-init" ] || skip_all "needs backends/container-init (make)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
-[ -e /proc/self/ns/pid ] && [ -e /proc/self/ns/cgroup ] || skip_all "needs pid and cgroup namespaces"
-[ -d /sys/fs/cgroup/memory ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a memory cgroup"
+need_container
 
 plan 27
 
@@ -20,8 +11,7 @@ if ! start_dsecd --set backends=fncall,container --set container.memory=128M --s
 	echo "Bail out! dsecd did not start"
 	exit 1
 fi
-cgroot() { ls -d /sys/fs/cgroup/*/dsec-container.$DSECD_PID /sys/fs/cgroup/*/*/dsec-container.$DSECD_PID \
-	/sys/fs/cgroup/*/*/*/dsec-container.$DSECD_PID /sys/fs/cgroup/dsec-container.$DSECD_PID 2>/dev/null; }
+cgroot() { container_cgroups; }
 cr() { dsec-run --backend container "$@"; }
 
 run cr -c 'echo hi; exit 3'

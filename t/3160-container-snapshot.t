@@ -7,7 +7,7 @@
 
 need_container_images
 
-plan 28
+plan 31
 
 mk_small_root "$T/root" sh cat ls id env wc stat rm mkdir chown find sleep
 mkdir -p "$T/root/data/old"
@@ -92,6 +92,15 @@ sleep 0.3
 run helper-req "$DSEC_HOST" snapshot id="$id" tag=snap:during
 wait $during
 is "$RC $(cat "$T/during.out")" "0 survived" "a command running across a snapshot completes"
+
+# A paused sandbox is snapshotted as it is and stays paused.
+helper-req -q "$DSEC_HOST" pause id="$id" >/dev/null
+run helper-req "$DSEC_HOST" snapshot id="$id" tag=snap:paused
+is "$RC" 0 "a paused sandbox is snapshotted"
+run helper-req "$DSEC_HOST" info id="$id"
+like "$OUT" '"state":"paused"' "... and stays paused"
+run dsec-run --backend container --image snap:paused -c 'cat /data/later.txt'
+is "$OUT" "later" "... and a sandbox starts from that snapshot"
 
 # From the command line.
 run dsec-run --id "$id" --snapshot snap:cli

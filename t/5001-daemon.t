@@ -26,7 +26,7 @@ like "$(req file_read id="$ID" path=/w/a.txt)" '"data":"xyz","size":3' "file_rea
 like "$(req file_read id="$ID" path=/nope)" '"code":"not_found"' "file_read of a missing file is not_found"
 like "$(req file_read id="$ID" path=/a/../../etc/passwd)" '"code":"permission"' "an escaping path is refused as permission"
 like "$(req list)" "\"id\":\"$ID\".*\"execs\":[1-9]" "list shows the sandbox and its exec count"
-like "$(req info id="$ID")" '"state":"ready"' "info on a sandbox shows its state"
+like "$(req info id="$ID")" '"state":"running"' "info on a sandbox shows its state"
 like "$(req destroy id="$ID")" '"ok":true' "destroy"
 like "$(req destroy id="$ID")" '"code":"not_found"' "a second destroy is not_found"
 like "$(req exec id="$ID" argv[]=echo)" '"code":"not_found"' "exec after destroy is not_found"

@@ -8,7 +8,7 @@ need_cmd helper-req
 [ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3 to parse --json"
 [ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
 
-plan 24
+plan 25
 
 COLS='mode +backend +runtime +concurrency +requests +errors +mismatches +seconds +rate/s +p50 ms +p90 ms +p99 ms +max ms'
 
@@ -22,6 +22,9 @@ run dsec-bench -n 5 -d 1
 like "$RC:$OUT" "^2:dsec-bench: -n and -d are exclusive" "-n with -d is a usage error (2)"
 run dsec-bench --mode sideways
 like "$RC:$OUT" "^2:dsec-bench: unknown mode 'sideways'" "an unknown mode is a usage error"
+run dsec-bench --mode pause --cmd true
+like "$RC:$OUT" "^2:dsec-bench: --cmd and --code do not apply to --mode pause" \
+	"pause mode runs no command: --cmd is a usage error"
 
 if ! start_dsecd; then
 	echo "Bail out! dsecd did not start"

@@ -11,6 +11,10 @@
  * Code: 'echo "$NAME"' prints NAME from the env (dsec-bench's check);
  * any other code is echoed back as stdout.
  * Files live in memory per sandbox.  A create with image "fail" fails.
+ * pause and resume complete at once, after 1 s with image "slow-pause";
+ * with image "fail-pause" (or "fail-resume") that op fails.  exec and the
+ * file ops on a paused sandbox are refused, so a daemon that forgets to
+ * resume first shows.
  */
 #include <errno.h>
 #include <ev.h>
@@ -31,6 +35,8 @@ struct tsb {
 	struct tb *tb;		/* backend */
 	struct tfile *files;	/* in-memory files */
 	struct tjob *jobs;	/* pending jobs on this sandbox */
+	bool paused;		/* a pause completed, no resume since */
+	const char *quirk;	/* "slow-pause", "fail-pause", "fail-resume" or "" */
 };
 
 /* One pending completion. */
@@ -45,6 +51,7 @@ struct tjob {
 	double start;			/* when it began */
 	bool free_sb;			/* destroy: free sb after done */
 	bool call;			/* one-shot: free sb after done */
+	char switch_to;			/* 'p' pause, 'r' resume on success, else 0 */
 	struct tjob *next;		/* sb->jobs link */
 };
 
@@ -95,6 +102,8 @@ static void fire(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	struct tsb *sb = j->sb;
 	bool drop = j->free_sb || j->call;
+	if (sb && j->switch_to && j->rc == 0)
+		sb->paused = j->switch_to == 'p';
 	j->done(j->arg, j->rc, j->rc < 0 ? &j->err : NULL);
 	if (drop && sb)
 		free_sb(sb);
@@ -143,8 +152,13 @@ static int tb_create(void *be, const struct dsec_be_spec *spec, void **out, dsec
 
 	if (spec->image && !strcmp(spec->image, "refuse"))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "image 'refuse' is refused");
+	static const char *const quirks[] = { "slow-pause", "fail-pause", "fail-resume" };
 	struct tsb *sb = xcalloc(1, sizeof(*sb));
 	sb->tb = tb;
+	sb->quirk = "";
+	for (size_t i = 0; spec->image && i < DSEC_ARRAY_LEN(quirks); i++)
+		if (!strcmp(spec->image, quirks[i]))
+			sb->quirk = quirks[i];
 	tb->sandboxes++;
 	*out = sb;
 	struct tjob *j = job(tb, NULL, 0, done, arg);
@@ -153,6 +167,11 @@ static int tb_create(void *be, const struct dsec_be_spec *spec, void **out, dsec
 		free_sb(sb);
 	}
 	return 0;
+}
+
+static int refuse_paused(struct dsec_err *err)
+{
+	return dsec_err_setc(err, DSEC_E_INVALID, EBUSY, "test: the sandbox is paused");
 }
 
 static const char *env_get(const char *const *env, const char *name)
@@ -223,8 +242,11 @@ static int tb_exec(void *s, const struct dsec_exec_req *req, struct dsec_exec_re
 		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct tsb *sb = s;
-	struct tjob *j = job(sb->tb, sb, 0, done, arg);
+	struct tjob *j;
 
+	if (sb->paused)
+		return refuse_paused(err);
+	j = job(sb->tb, sb, 0, done, arg);
 	sb->tb->running++;
 	run(j, req, res);
 	return 0;
@@ -259,6 +281,8 @@ static int tb_read(void *s, const char *path, uint64_t off, uint64_t len, struct
 	struct tsb *sb = s;
 	struct tfile *f = find(sb, path);
 
+	if (sb->paused)
+		return refuse_paused(err);
 	if (strstr(path, ".."))
 		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM, "path '%s' escapes", path);
 	if (!f)
@@ -276,6 +300,8 @@ static int tb_write(void *s, const char *path, const void *data, size_t len, uin
 	struct tsb *sb = s;
 	struct tfile *f = find(sb, path);
 
+	if (sb->paused)
+		return refuse_paused(err);
 	if (strstr(path, ".."))
 		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM, "path '%s' escapes", path);
 	if (!f) {
@@ -313,6 +339,27 @@ static int tb_destroy(void *s, dsec_be_done_fn done, void *arg, struct dsec_err 
 	return 0;
 }
 
+static int tb_switch(struct tsb *sb, bool pause, dsec_be_done_fn done, void *arg)
+{
+	struct tjob *j = job(sb->tb, sb, strcmp(sb->quirk, "slow-pause") ? 0 : 1.0, done, arg);
+
+	if (!strcmp(sb->quirk, pause ? "fail-pause" : "fail-resume"))
+		j->rc = dsec_err_setc(&j->err, DSEC_E_BACKEND, EIO, "image '%s' cannot %s",
+				      sb->quirk, pause ? "pause" : "resume");
+	j->switch_to = pause ? 'p' : 'r';
+	return 0;
+}
+
+static int tb_pause(void *s, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	return tb_switch(s, true, done, arg);
+}
+
+static int tb_resume(void *s, dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	return tb_switch(s, false, done, arg);
+}
+
 static void tb_stats(void *be, struct dsec_be_stats *out)
 {
 	struct tb *tb = be;
@@ -334,6 +381,8 @@ __attribute__((visibility("default"))) const struct dsec_be_ops dsec_backend = {
 	.exec = tb_exec,
 	.file_read = tb_read,
 	.file_write = tb_write,
+	.pause = tb_pause,
+	.resume = tb_resume,
 	.destroy = tb_destroy,
 	.stats = tb_stats,
 	.call = tb_call,

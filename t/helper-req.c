@@ -2,6 +2,8 @@
  *
  *   helper-req [-q] [--no-v] [--v N] URL OP [ARG...]
  *   helper-req [-q] --raw FILE URL        (send FILE's bytes as the frame; - = stdin)
+ *   helper-req -o FILE ...                 (also save result.data's bytes in FILE;
+ *                                           bins print as "<N bytes>")
  *
  * ARG forms: key=string  key#=integer  key%=float  key?=true|false
  *            key[]=string (appends to an array)  key.sub=string (map entry)
@@ -16,6 +18,8 @@
 
 #include "dsec.h"
 #include "proto.h"
+
+static bool elide_bin;	/* -o: print bins by their size */
 
 static void json_str(const char *p, size_t n)
 {
@@ -44,7 +48,12 @@ static void json(const msgpack_object *o)
 	case MSGPACK_OBJECT_FLOAT32:
 	case MSGPACK_OBJECT_FLOAT64: printf("%.6g", o->via.f64); break;
 	case MSGPACK_OBJECT_STR: json_str(o->via.str.ptr, o->via.str.size); break;
-	case MSGPACK_OBJECT_BIN: json_str(o->via.bin.ptr, o->via.bin.size); break;
+	case MSGPACK_OBJECT_BIN:
+		if (elide_bin)
+			printf("\"<%u bytes>\"", (unsigned)o->via.bin.size);
+		else
+			json_str(o->via.bin.ptr, o->via.bin.size);
+		break;
 	case MSGPACK_OBJECT_ARRAY:
 		putchar('[');
 		for (uint32_t i = 0; i < o->via.array.size; i++) {
@@ -71,7 +80,7 @@ static void json(const msgpack_object *o)
 
 static void usage(void)
 {
-	fputs("usage: helper-req [-q] [--no-v] [--v N] URL OP [key=val|key#=N|key%=F|key?=B|"
+	fputs("usage: helper-req [-q] [-o FILE] [--no-v] [--v N] URL OP [key=val|key#=N|key%=F|key?=B|"
 	      "key[]=s|key.sub=s|key@=FILE|key~=N]...\n"
 	      "       helper-req [-q] --raw FILE URL\n", stderr);
 	exit(2);
@@ -141,7 +150,7 @@ int main(int argc, char **argv)
 {
 	bool quiet = false, with_v = true;
 	long version = 1;
-	const char *raw = NULL;
+	const char *raw = NULL, *save = NULL;
 	int i = 1;
 	struct dsec_client *c;
 	struct dsec_err err;
@@ -157,6 +166,8 @@ int main(int argc, char **argv)
 			version = strtol(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--raw") && i + 1 < argc)
 			raw = argv[++i];
+		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+			save = argv[++i];
 		else
 			usage();
 	}
@@ -256,6 +267,16 @@ int main(int argc, char **argv)
 	if (msgpack_unpack_next(&up, reply, rlen, &off) != MSGPACK_UNPACK_SUCCESS) {
 		fprintf(stderr, "helper-req: reply is not msgpack\n");
 		return 2;
+	}
+	const msgpack_object *data = dsec_map_get(dsec_map_get(&up.data, "result"), "data");
+	if (save && data && data->type == MSGPACK_OBJECT_BIN) {
+		FILE *f = fopen(save, "wb");
+		if (!f || fwrite(data->via.bin.ptr, 1, data->via.bin.size, f) != data->via.bin.size ||
+		    fclose(f) != 0) {
+			fprintf(stderr, "helper-req: cannot write '%s'\n", save);
+			return 2;
+		}
+		elide_bin = true;
 	}
 	if (!quiet) {
 		json(&up.data);

@@ -107,6 +107,28 @@ dsecd_log() { cat "$T/dsecd.log" 2>/dev/null; }
 need_root() { [ "$(id -u)" = 0 ] || skip_all "needs root"; }
 need_cmd() { command -v "$1" >/dev/null 2>&1 || skip_all "needs $1"; }
 
+# need_container: skip the whole file unless the container backend can run
+# here (root, the built backend and helper, overlayfs, namespaces, cgroups).
+need_container() {
+	need_root
+	need_cmd dsec-run
+	need_cmd dsecd
+	need_cmd helper-req
+	[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
+	[ -x "$TOP/backends/container-init" ] || skip_all "needs backends/container-init (make)"
+	grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
+	grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
+	[ -e /proc/self/ns/pid ] && [ -e /proc/self/ns/cgroup ] || skip_all "needs pid and cgroup namespaces"
+	[ -d /sys/fs/cgroup/memory ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a memory cgroup"
+}
+
+# container_cgroups: the container backend's cgroup directories (one per
+# hierarchy) of the private dsecd; nothing once it has removed them.
+container_cgroups() {
+	ls -d /sys/fs/cgroup/*/dsec-container.$DSECD_PID /sys/fs/cgroup/*/*/dsec-container.$DSECD_PID \
+		/sys/fs/cgroup/*/*/*/dsec-container.$DSECD_PID /sys/fs/cgroup/dsec-container.$DSECD_PID 2>/dev/null
+}
+
 # need_container_images: skip the whole file unless container sandboxes of
 # fs3 images can run here (root, the tools, container.so, overlayfs, EROFS).
 need_container_images() {

@@ -11,9 +11,13 @@
  *   call     one-shot dsec_call per request;
  *   exec     one sandbox per thread, created before the clock starts, then
  *            dsec_exec in it per request;
- *   create   create + destroy pairs; the latency is the create's.
+ *   create   create + destroy pairs; the latency is the create's;
  *   first    create, then one exec in it (checked), then destroy; the latency
- *            is create -> first exec reply, what a rollout waits for.
+ *            is create -> first exec reply, what a rollout waits for;
+ *   pause    one sandbox per thread, created before the clock starts, then
+ *            per request a pause and a resume of it, each timed: the table
+ *            has a row for each (an idle sandbox: what it costs to freeze
+ *            and thaw one).
  *
  * Exit status: 0 when every request succeeded and matched, 1 when any
  * failed or mismatched, 2 on a usage error or when the run could not start.
@@ -36,13 +40,14 @@
 #define MAX_THREADS 4096
 #define ERR_SHOWN 5		/* errors printed in full; the rest only counted */
 
-enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE, MODE_FIRST };
+enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE, MODE_FIRST, MODE_PAUSE };
 
 static const char *const mode_names[] = {
 	[MODE_CALL] = "call",
 	[MODE_EXEC] = "exec",
 	[MODE_CREATE] = "create",
 	[MODE_FIRST] = "first",
+	[MODE_PAUSE] = "pause",
 };
 
 /* Settings from the command line, read-only once threads start. */
@@ -68,9 +73,12 @@ struct worker {
 	pthread_t thread;		/* the thread */
 	unsigned index;			/* 0.. threads-1 */
 	struct dsec_client *client;	/* its own connection */
-	char *sandbox;			/* exec mode: its sandbox id */
+	char *sandbox;			/* exec and pause modes: its sandbox id */
 	double *lat;			/* latencies in seconds of measured requests */
 	size_t nlat, caplat;		/* used and allocated entries of lat */
+	double resume_lat;		/* pause mode: the last request's resume */
+	double *lat2;			/* pause mode: resume latencies, as lat */
+	size_t nlat2, caplat2;		/* used and allocated entries of lat2 */
 	uint64_t requests;		/* measured requests done */
 	uint64_t errors;		/* measured requests that failed */
 	uint64_t mismatches;		/* measured replies that were wrong */
@@ -123,7 +131,8 @@ static const struct option long_opts[] = {
 };
 
 static const char usage_text[] =
-	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS] [--mode call|exec|create|first]\n"
+	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS]\n"
+	"                  [--mode call|exec|create|first|pause]\n"
 	"                  [--backend B] [--runtime R] [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
 	"\n"
@@ -135,7 +144,8 @@ static const char usage_text[] =
 	"  -d, --duration S       run for S (10, 1.5, 2m) instead of -n\n"
 	"      --mode M           call (one-shot, default), exec (one sandbox per\n"
 	"                         thread), create (create + destroy pairs), first\n"
-	"                         (create -> first exec, destroy untimed)\n"
+	"                         (create -> first exec, destroy untimed), pause\n"
+	"                         (pause + resume of one idle sandbox per thread)\n"
 	"      --backend B        backend to ask for\n"
 	"      --runtime R        fncall runtime (sh, python3)\n"
 	"      --cmd CMD          shell command to run instead of the checked default\n"
@@ -211,7 +221,8 @@ static void parse_args(int argc, char **argv)
 				if (strcmp(optarg, mode_names[i]) == 0)
 					break;
 			if (i == DSEC_ARRAY_LEN(mode_names))
-				usage_error("unknown mode '%s': expected call, exec or create", optarg);
+				usage_error("unknown mode '%s': expected call, exec, create or pause",
+					    optarg);
 			opt.mode = (enum mode)i;
 			break;
 		case OPT_BACKEND:
@@ -258,10 +269,11 @@ static void parse_args(int argc, char **argv)
 		opt.requests = 1000;
 	if (opt.cmd && opt.code)
 		usage_error("--cmd and --code are exclusive");
-	if (opt.mode == MODE_CREATE && (opt.cmd || opt.code))
-		usage_error("--cmd and --code do not apply to --mode create");
+	if ((opt.mode == MODE_CREATE || opt.mode == MODE_PAUSE) && (opt.cmd || opt.code))
+		usage_error("--cmd and --code do not apply to --mode %s", mode_names[opt.mode]);
 	opt.check_output = !opt.cmd && !opt.code;
-	if (opt.check_output && opt.mode != MODE_CREATE && !default_code(opt.runtime))
+	if (opt.check_output && opt.mode != MODE_CREATE && opt.mode != MODE_PAUSE &&
+	    !default_code(opt.runtime))
 		usage_error("no default snippet for runtime '%s': give --cmd or --code",
 			    opt.runtime);
 }
@@ -434,6 +446,18 @@ static int one_request(struct worker *w, double *lat)
 		ret = check_reply(w, &res, x) ? 0 : 1;
 		dsec_exec_res_free(&res);
 		return ret;
+	case MODE_PAUSE:
+		rc = dsec_pause(w->client, w->sandbox, &err);
+		*lat = dsec_now() - t0;
+		if (rc == 0) {
+			t0 = dsec_now();
+			rc = dsec_resume(w->client, w->sandbox, &err);
+			w->resume_lat = dsec_now() - t0;
+		}
+		if (rc < 0)
+			note_error(w, "cannot pause or resume sandbox '%s': %s (%s)", w->sandbox,
+				   err.msg, dsec_code_name(err.code));
+		return rc < 0 ? -1 : 0;
 	default:
 		DSEC_BUG("mode %d", (int)opt.mode);
 	}
@@ -457,6 +481,15 @@ static bool take_token(atomic_uint_fast64_t *left)
 	return false;
 }
 
+static void push_lat(double **v, size_t *n, size_t *cap, double lat)
+{
+	if (*n == *cap) {
+		*cap = *cap ? 2 * *cap : 1024;
+		*v = xrealloc(*v, *cap * sizeof(**v));
+	}
+	(*v)[(*n)++] = lat;
+}
+
 static void record(struct worker *w, int r, double lat)
 {
 	w->requests++;
@@ -466,11 +499,9 @@ static void record(struct worker *w, int r, double lat)
 	}
 	if (r > 0)
 		w->mismatches++;
-	if (w->nlat == w->caplat) {
-		w->caplat = w->caplat ? 2 * w->caplat : 1024;
-		w->lat = xrealloc(w->lat, w->caplat * sizeof(*w->lat));
-	}
-	w->lat[w->nlat++] = lat;
+	push_lat(&w->lat, &w->nlat, &w->caplat, lat);
+	if (opt.mode == MODE_PAUSE)
+		push_lat(&w->lat2, &w->nlat2, &w->caplat2, w->resume_lat);
 }
 
 static void *worker_main(void *arg)
@@ -520,6 +551,7 @@ struct summary {
 	double seconds;			/* wall time of the measured phase */
 	double rate;			/* requests per second */
 	double p50, p90, p99, max;	/* latency in ms, NAN when nothing succeeded */
+	double r50, r90, r99, rmax;	/* pause mode: the same for resume */
 	long rss_before, rss_after;	/* daemon VmRSS KiB, -1 unknown */
 };
 
@@ -578,7 +610,13 @@ static void print_json(const struct summary *s)
 	json_num("p50_ms", s->p50, false);
 	json_num("p90_ms", s->p90, false);
 	json_num("p99_ms", s->p99, false);
-	json_num("max_ms", s->max, opt.pid == 0);
+	json_num("max_ms", s->max, opt.pid == 0 && opt.mode != MODE_PAUSE);
+	if (opt.mode == MODE_PAUSE) {
+		json_num("resume_p50_ms", s->r50, false);
+		json_num("resume_p90_ms", s->r90, false);
+		json_num("resume_p99_ms", s->r99, false);
+		json_num("resume_max_ms", s->rmax, opt.pid == 0);
+	}
 	if (opt.pid) {
 		printf("\"pid\": %d, \"rss_before_kb\": ", opt.pid);
 		print_kb(s->rss_before, "null");
@@ -596,22 +634,31 @@ static void fmt_ms(char *buf, size_t n, double v)
 		snprintf(buf, n, "%.2f", v);
 }
 
-static void print_table(const struct summary *s)
+/* One row of the table. */
+static void print_row(const char *mode, const struct summary *s, double p50v, double p90v,
+		      double p99v, double maxv)
 {
 	char p50[32], p90[32], p99[32], max[32];
 
-	fmt_ms(p50, sizeof(p50), s->p50);
-	fmt_ms(p90, sizeof(p90), s->p90);
-	fmt_ms(p99, sizeof(p99), s->p99);
-	fmt_ms(max, sizeof(max), s->max);
+	fmt_ms(p50, sizeof(p50), p50v);
+	fmt_ms(p90, sizeof(p90), p90v);
+	fmt_ms(p99, sizeof(p99), p99v);
+	fmt_ms(max, sizeof(max), maxv);
+	printf("%-6s  %-9s  %-7s  %11u  %8" PRIu64 "  %6" PRIu64 "  %10" PRIu64
+	       "  %7.3f  %8.1f  %7s  %7s  %7s  %7s\n",
+	       mode, opt.backend ? opt.backend : "default",
+	       opt.runtime ? opt.runtime : "default", opt.threads, s->requests, s->errors,
+	       s->mismatches, s->seconds, s->rate, p50, p90, p99, max);
+}
+
+static void print_table(const struct summary *s)
+{
 	printf("%-6s  %-9s  %-7s  %11s  %8s  %6s  %10s  %7s  %8s  %7s  %7s  %7s  %7s\n",
 	       "mode", "backend", "runtime", "concurrency", "requests", "errors", "mismatches",
 	       "seconds", "rate/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
-	printf("%-6s  %-9s  %-7s  %11u  %8" PRIu64 "  %6" PRIu64 "  %10" PRIu64
-	       "  %7.3f  %8.1f  %7s  %7s  %7s  %7s\n",
-	       mode_names[opt.mode], opt.backend ? opt.backend : "default",
-	       opt.runtime ? opt.runtime : "default", opt.threads, s->requests, s->errors,
-	       s->mismatches, s->seconds, s->rate, p50, p90, p99, max);
+	print_row(mode_names[opt.mode], s, s->p50, s->p90, s->p99, s->max);
+	if (opt.mode == MODE_PAUSE)
+		print_row("resume", s, s->r50, s->r90, s->r99, s->rmax);
 	if (opt.pid) {
 		printf("daemon pid %d VmRSS: ", opt.pid);
 		print_kb(s->rss_before, "?");
@@ -622,6 +669,34 @@ static void print_table(const struct summary *s)
 			printf(" (%+ld kB)", s->rss_after - s->rss_before);
 		putchar('\n');
 	}
+}
+
+/* p50, p90, p99 and max in ms of every worker's lat (lat2 when second),
+ * NAN when there are none. */
+static void percentiles(const struct worker *ws, bool second, double *p50, double *p90,
+			double *p99, double *max)
+{
+	size_t n = 0, k;
+	double *all;
+
+	for (unsigned i = 0; i < opt.threads; i++)
+		n += second ? ws[i].nlat2 : ws[i].nlat;
+	*p50 = *p90 = *p99 = *max = NAN;
+	if (!n)
+		return;
+	all = xmalloc(n * sizeof(*all));
+	n = 0;
+	for (unsigned i = 0; i < opt.threads; i++) {
+		k = second ? ws[i].nlat2 : ws[i].nlat;
+		memcpy(all + n, second ? ws[i].lat2 : ws[i].lat, k * sizeof(*all));
+		n += k;
+	}
+	qsort(all, n, sizeof(*all), cmp_double);
+	*p50 = pct_ms(all, n, 50);
+	*p90 = pct_ms(all, n, 90);
+	*p99 = pct_ms(all, n, 99);
+	*max = all[n - 1] * 1000.0;
+	free(all);
 }
 
 /* Connect every worker and, in exec mode, give each its sandbox.  Returns
@@ -640,7 +715,7 @@ static int setup_workers(struct worker *ws)
 			fprintf(stderr, "dsec-bench: %s (%s)\n", err.msg, dsec_code_name(err.code));
 			return -1;
 		}
-		if (opt.mode == MODE_EXEC &&
+		if ((opt.mode == MODE_EXEC || opt.mode == MODE_PAUSE) &&
 		    dsec_create(ws[i].client, &co, &ws[i].sandbox, &err) < 0) {
 			fprintf(stderr, "dsec-bench: cannot create the sandbox of thread %u: %s (%s)\n",
 				i, err.msg, dsec_code_name(err.code));
@@ -664,6 +739,7 @@ static void teardown_workers(struct worker *ws)
 		}
 		free(ws[i].sandbox);
 		free(ws[i].lat);
+		free(ws[i].lat2);
 		if (ws[i].client)
 			dsec_close(ws[i].client);
 	}
@@ -673,8 +749,7 @@ int main(int argc, char **argv)
 {
 	struct worker *ws;
 	struct summary s = { .rss_before = -1, .rss_after = -1 };
-	double *all, t0;
-	size_t nall = 0;
+	double t0;
 	unsigned i, started = 0;
 	int rc;
 
@@ -715,24 +790,10 @@ int main(int argc, char **argv)
 		s.requests += ws[i].requests;
 		s.errors += ws[i].errors;
 		s.mismatches += ws[i].mismatches;
-		nall += ws[i].nlat;
 	}
-	all = xmalloc((nall ? nall : 1) * sizeof(*all));
-	nall = 0;
-	for (i = 0; i < opt.threads; i++) {
-		memcpy(all + nall, ws[i].lat, ws[i].nlat * sizeof(*all));
-		nall += ws[i].nlat;
-	}
-	qsort(all, nall, sizeof(*all), cmp_double);
 	s.rate = s.seconds > 0 ? (double)s.requests / s.seconds : 0;
-	s.p50 = s.p90 = s.p99 = s.max = NAN;
-	if (nall) {
-		s.p50 = pct_ms(all, nall, 50);
-		s.p90 = pct_ms(all, nall, 90);
-		s.p99 = pct_ms(all, nall, 99);
-		s.max = all[nall - 1] * 1000.0;
-	}
-	free(all);
+	percentiles(ws, false, &s.p50, &s.p90, &s.p99, &s.max);
+	percentiles(ws, true, &s.r50, &s.r90, &s.r99, &s.rmax);
 
 	teardown_workers(ws);
 	free(ws);

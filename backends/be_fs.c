@@ -1,0 +1,1153 @@
+/* be_fs.c - see be_fs.h. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "be_fs.h"
+#include "be_io.h"
+#include "util.h"
+
+#define FS_MAX_DEPTH 256		/* directory levels a walk goes down */
+#define FS_ENTRY_COST 96		/* bytes a list entry takes besides its strings */
+#define FS_CHUNK (64 * 1024)		/* copy buffer */
+#define FS_OPEN_TRIES 128		/* openat2 attempts when it says EAGAIN */
+
+/* ---- errors --------------------------------------------------------------- */
+
+/* strerror() with a lowercase first letter, as our messages are. */
+static const char *why(int e, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", strerror(e));
+	if (buf[0] >= 'A' && buf[0] <= 'Z')
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
+}
+
+/* "cannot WHAT 'PATH': cause"; e is an errno (either sign).  Escapes read
+ * as permission, a non-empty or wrong-type target as invalid. */
+static int fs_err(struct dsec_err *err, int e, const char *what, const char *path)
+{
+	enum dsec_code code;
+	char b[128];
+
+	e = e < 0 ? -e : e;
+	switch (e) {
+	case EXDEV:
+		return dsec_err_setc(err, DSEC_E_PERMISSION, e,
+				     "cannot %s '%s': path leaves the sandbox or crosses a mount",
+				     what, path);
+	case ELOOP:
+		return dsec_err_setc(err, DSEC_E_PERMISSION, e,
+				     "cannot %s '%s': path escapes the sandbox or goes through a symlink",
+				     what, path);
+	case ENOTEMPTY: case ENOTDIR: case EISDIR:
+		code = DSEC_E_INVALID;
+		break;
+	case EROFS:
+		code = DSEC_E_PERMISSION;
+		break;
+	default:
+		code = dsec_code_from_errno(e);
+		break;
+	}
+	return dsec_err_setc(err, code, e, "cannot %s '%s': %s", what, path, why(e, b, sizeof(b)));
+}
+
+/* ---- resolving -------------------------------------------------------------- */
+
+/* openat2(); -EAGAIN (a rename or mount anywhere on the machine raced a
+ * ".." step, and the kernel could not prove it stayed inside) is retried,
+ * as openat2(2) advises: a busy node sees it often. */
+static int openat2_fd(int dir, const char *path, int flags, mode_t mode, uint64_t resolve)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = resolve,
+	};
+	long fd = -1;
+
+	for (int i = 0; i < FS_OPEN_TRIES; i++)
+		if ((fd = syscall(SYS_openat2, dir, path, &how, sizeof(how))) >= 0 ||
+		    (errno != EAGAIN && errno != EINTR))
+			break;
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* Opens rel (clean, relative, "." for the root) from the root: symlinks on
+ * the way resolve inside the sandbox. */
+static int root_open(const struct be_fs_root *r, const char *rel, int flags)
+{
+	uint64_t res = r->in_root ? RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS
+				  : RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+
+	return openat2_fd(r->fd, rel, flags, 0, res);
+}
+
+/* Opens one name (or a clean relative path) below dir: never through a
+ * symlink, never into another mount (-EXDEV), never out of dir. */
+static int below_open(int dir, const char *name, int flags, mode_t mode)
+{
+	return openat2_fd(dir, name, flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+			  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+}
+
+/* True when name in dir is a mount point (or on another mount). */
+static bool is_mount(int dir, const char *name)
+{
+	int fd = below_open(dir, name, O_PATH | O_NOFOLLOW, 0);
+
+	if (fd >= 0)
+		close(fd);
+	return fd == -EXDEV;
+}
+
+/* Cleans path lexically into *rel, relative to the root ("." for the root
+ * itself): "." and empty components go, ".." takes one back; above the top
+ * it stays at the root (in_root) or is an escape.  With a prefix, absolute
+ * paths must start with it. */
+static int clean_path(const struct be_fs_root *r, const char *path, char **rel,
+		      struct dsec_err *err)
+{
+	_cleanup_free_ char *dup = xstrdup(path);
+	struct dsec_buf b;
+	char *save = NULL, *s = dup;
+
+	if (!*path)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "empty path");
+	if (path[0] == '/' && r->prefix) {
+		size_t n = strlen(r->prefix);
+
+		if (strncmp(path, r->prefix, n) || (path[n] && path[n] != '/'))
+			return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+					     "path '%s' is outside the sandbox's files (%s)", path,
+					     r->prefix);
+		s = dup + n;
+	}
+	dsec_buf_init(&b);
+	for (char *c = strtok_r(s, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (strcmp(c, "..")) {
+			dsec_buf_addf(&b, "%s%s", b.len ? "/" : "", c);
+			continue;
+		}
+		if (!b.len && !r->in_root) {
+			dsec_buf_free(&b);
+			return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+					     "path '%s' escapes the sandbox", path);
+		}
+		char *slash = b.len ? strrchr(b.data, '/') : NULL;
+		b.len = slash ? (size_t)(slash - b.data) : 0;
+		if (b.data)
+			b.data[b.len] = '\0';
+	}
+	if (!b.len)
+		dsec_buf_add(&b, ".", 1);
+	*rel = dsec_buf_detach(&b, NULL);
+	return 0;
+}
+
+/* Splits a clean rel into its parent (returned, "." at the top; caller
+ * frees) and *name (points into rel; NULL when rel is the root). */
+static char *split(char *rel, const char **name)
+{
+	char *slash = strrchr(rel, '/');
+
+	if (!strcmp(rel, ".")) {
+		*name = NULL;
+		return xstrdup(".");
+	}
+	if (!slash) {
+		*name = rel;
+		return xstrdup(".");
+	}
+	*name = slash + 1;
+	return xstrndup(rel, (size_t)(slash - rel));
+}
+
+/* Inside id -> host id. */
+static uint32_t host_id(const struct be_fs_root *r, uint32_t id)
+{
+	return r->id_base ? r->id_base + id : id;
+}
+
+/* Host id -> inside id; ids outside the range show as 65534 (nobody). */
+static uint32_t inside_id(const struct be_fs_root *r, uint32_t id)
+{
+	if (!r->id_base)
+		return id;
+	return id >= r->id_base && id - r->id_base < 65536 ? id - r->id_base : 65534;
+}
+
+static uid_t owner_uid(const struct be_fs_root *r, const struct dsec_file_req *q)
+{
+	return host_id(r, q->uid == DSEC_OWNER_DEFAULT ? r->uid : q->uid);
+}
+
+static gid_t owner_gid(const struct be_fs_root *r, const struct dsec_file_req *q)
+{
+	return host_id(r, q->gid == DSEC_OWNER_DEFAULT ? r->gid : q->gid);
+}
+
+/* Gives the directory name in dir (just made) its owner and mode,
+ * through an fd so that a swapped-in symlink is never followed. */
+static int dir_setup(int dir, const char *name, mode_t mode, uid_t uid, gid_t gid)
+{
+	_cleanup_close_ int fd = below_open(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+
+	if (fd < 0)
+		return fd;
+	if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Opens directory rel (from the root, symlinks resolving inside it) as
+ * O_PATH, making the missing components with mode and owner. */
+static int mkdir_p(const struct be_fs_root *r, const char *rel, mode_t mode, uid_t uid,
+		   gid_t gid)
+{
+	_cleanup_free_ char *p = xstrdup(rel);
+	int cur = root_open(r, ".", O_PATH | O_DIRECTORY);
+
+	if (!strcmp(p, "."))
+		return cur;
+	for (char *s = p; cur >= 0; s++) {
+		bool end = !*s;
+		int next;
+
+		if (*s != '/' && !end)
+			continue;
+		*s = '\0';
+		next = root_open(r, p, O_PATH | O_DIRECTORY);
+		if (next == -ENOENT) {
+			const char *last = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+
+			if (mkdirat(cur, last, 0700) < 0)
+				next = errno == EEXIST ? root_open(r, p, O_PATH | O_DIRECTORY) : -errno;
+			else if ((next = dir_setup(cur, last, mode, uid, gid)) == 0)
+				next = root_open(r, p, O_PATH | O_DIRECTORY);
+		}
+		close(cur);
+		cur = next;
+		if (end)
+			break;
+		*s = '/';
+	}
+	return cur;
+}
+
+/* ---- stat and list ------------------------------------------------------------ */
+
+static enum dsec_file_type ftype(mode_t m)
+{
+	switch (m & S_IFMT) {
+	case S_IFDIR: return DSEC_FT_DIR;
+	case S_IFLNK: return DSEC_FT_SYMLINK;
+	case S_IFIFO: return DSEC_FT_FIFO;
+	case S_IFSOCK: return DSEC_FT_SOCKET;
+	case S_IFCHR: return DSEC_FT_CHAR;
+	case S_IFBLK: return DSEC_FT_BLOCK;
+	default: return DSEC_FT_FILE;
+	}
+}
+
+/* Reads the target of symlink name in dir (caller frees), NULL on error. */
+static char *read_link(int dir, const char *name, size_t size)
+{
+	size_t cap = size ? size + 1 : 256;
+
+	for (;;) {
+		char *t = xmalloc(cap);
+		ssize_t n = readlinkat(dir, name, t, cap);
+
+		if (n >= 0 && (size_t)n < cap) {
+			t[n] = '\0';
+			return t;
+		}
+		free(t);
+		if (n < 0 || cap > 65536)
+			return NULL;
+		cap *= 2;
+	}
+}
+
+static void info_fill(const struct be_fs_root *r, struct dsec_file_info *i, int dir,
+		      const char *name, const struct stat *st)
+{
+	i->name = xstrdup(name);
+	i->type = ftype(st->st_mode);
+	i->mode = st->st_mode & 07777;
+	i->size = (uint64_t)st->st_size;
+	i->uid = inside_id(r, st->st_uid);
+	i->gid = inside_id(r, st->st_gid);
+	i->mtime = (double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9;
+	if (S_ISLNK(st->st_mode))
+		i->target = read_link(dir, name, (size_t)st->st_size);
+}
+
+static int do_stat(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		   struct dsec_file_res *res, struct dsec_err *err)
+{
+	const char *name;
+	_cleanup_free_ char *parent = split(rel, &name);
+	_cleanup_close_ int pfd = root_open(r, name ? parent : ".", O_PATH | O_DIRECTORY);
+	struct stat st;
+
+	if (pfd < 0)
+		return fs_err(err, pfd, "stat", q->path);
+	if (fstatat(pfd, name ? name : "", &st, name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH) < 0)
+		return fs_err(err, errno, "stat", q->path);
+	info_fill(r, &res->info, pfd, name ? name : "/", &st);
+	return 0;
+}
+
+static int info_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct dsec_file_info *)a)->name,
+		      ((const struct dsec_file_info *)b)->name);
+}
+
+static int do_list(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		   struct dsec_file_res *res, struct dsec_err *err)
+{
+	int fd = root_open(r, rel, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+	size_t cap = 0, bytes = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return fs_err(err, fd, "list", q->path);
+	if (!(d = fdopendir(fd))) {
+		int e = errno;
+
+		close(fd);
+		return fs_err(err, e, "list", q->path);
+	}
+	while ((de = readdir(d))) {
+		struct dsec_file_info *i;
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;	/* gone meanwhile */
+		if (res->nentries >= q->max_entries ||
+		    bytes + strlen(de->d_name) + FS_ENTRY_COST > q->max_bytes) {
+			res->truncated = true;
+			break;
+		}
+		if (res->nentries == cap) {
+			cap = cap ? cap * 2 : 64;
+			res->entries = xrealloc(res->entries, cap * sizeof(*res->entries));
+		}
+		i = &res->entries[res->nentries++];
+		memset(i, 0, sizeof(*i));
+		info_fill(r, i, dirfd(d), de->d_name, &st);
+		bytes += strlen(de->d_name) + FS_ENTRY_COST + (i->target ? strlen(i->target) : 0);
+	}
+	closedir(d);
+	if (res->nentries)
+		qsort(res->entries, res->nentries, sizeof(*res->entries), info_cmp);
+	return 0;
+}
+
+/* ---- mkdir, write, remove ------------------------------------------------------ */
+
+static int do_mkdir(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		    struct dsec_file_res *res, struct dsec_err *err)
+{
+	mode_t mode = (q->mode ? q->mode : 0755) & r->mode_mask;
+	const char *name;
+	_cleanup_free_ char *parent = split(rel, &name);
+	_cleanup_close_ int pfd = -1;
+	int rc;
+
+	if (q->parents) {
+		_cleanup_close_ int fd = mkdir_p(r, rel, mode, owner_uid(r, q), owner_gid(r, q));
+
+		return fd < 0 ? fs_err(err, fd, "create directory", q->path) : 0;
+	}
+	if (!name)
+		return fs_err(err, EEXIST, "create directory", q->path);
+	if ((pfd = root_open(r, parent, O_PATH | O_DIRECTORY)) < 0)
+		return fs_err(err, pfd, "create directory", q->path);
+	if (mkdirat(pfd, name, 0700) < 0)
+		return fs_err(err, errno, "create directory", q->path);
+	if ((rc = dir_setup(pfd, name, mode, owner_uid(r, q), owner_gid(r, q))) < 0)
+		return fs_err(err, rc, "create directory", q->path);
+	return 0;
+}
+
+/* Writes len bytes of data as a new file name in dir through a temporary
+ * name, then renames it into place (replacing a file or a symlink, never
+ * following one). */
+static int write_into(int dir, const char *name, const void *data, size_t len, mode_t mode,
+		      uid_t uid, gid_t gid)
+{
+	char tmp[64];
+	_cleanup_close_ int fd = -1;
+	int rc;
+
+	snprintf(tmp, sizeof(tmp), ".dsec-write.%d", (int)gettid());
+	fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+	if (fd == -EEXIST && unlinkat(dir, tmp, 0) == 0)	/* left by a failed write */
+		fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return fd;
+	if ((rc = dsec_write_all(fd, data, len)) < 0 || (rc = fchown(fd, uid, gid) < 0 ? -errno : 0) ||
+	    (rc = fchmod(fd, mode) < 0 ? -errno : 0) ||
+	    (rc = renameat(dir, tmp, dir, name) < 0 ? -errno : 0))
+		unlinkat(dir, tmp, 0);
+	return rc;
+}
+
+static int do_write(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		    struct dsec_file_res *res, struct dsec_err *err)
+{
+	const char *name;
+	_cleanup_free_ char *parent = split(rel, &name);
+	_cleanup_close_ int pfd = -1;
+	int rc;
+
+	if (!name || q->path[strlen(q->path) - 1] == '/')
+		return fs_err(err, EISDIR, "write", q->path);
+	if ((pfd = mkdir_p(r, parent, 0755, host_id(r, r->uid), host_id(r, r->gid))) < 0)
+		return fs_err(err, pfd, "write", q->path);
+	if (is_mount(pfd, name))
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EBUSY,
+				     "cannot write '%s': it is a mount point", q->path);
+	rc = write_into(pfd, name, q->data, q->len, (q->mode ? q->mode : 0644) & r->mode_mask,
+			owner_uid(r, q), owner_gid(r, q));
+	return rc < 0 ? fs_err(err, rc, "write", q->path) : 0;
+}
+
+/* Removes directory name of dir and everything below it.  Never follows
+ * a symlink (a link is removed, not its target) and never enters another
+ * mount: a mount point below fails the removal.  path is for messages. */
+static int rm_tree(int dir, const char *name, struct dsec_buf *path, int depth,
+		   uint64_t *count, struct dsec_err *err)
+{
+	size_t plen = path->len;
+	int fd, rc = 0;
+	DIR *d;
+
+	if (depth > FS_MAX_DEPTH)
+		return dsec_err_setc(err, DSEC_E_INVALID, ELOOP,
+				     "cannot remove '%s': deeper than %d levels", path->data,
+				     FS_MAX_DEPTH);
+	fd = below_open(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK, 0);
+	if (fd == -ENOTDIR || fd == -ELOOP) {	/* swapped for a file or a link */
+		if (unlinkat(dir, name, 0) < 0)
+			return fs_err(err, errno, "remove", path->data);
+		++*count;
+		return 0;
+	}
+	if (fd == -EXDEV)
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EBUSY,
+				     "cannot remove '%s': it is a mount point", path->data);
+	if (fd < 0)
+		return fs_err(err, fd, "remove", path->data);
+	if (!(d = fdopendir(fd))) {
+		rc = fs_err(err, errno, "remove", path->data);
+		close(fd);
+		return rc;
+	}
+	/* Passes until empty: entries may be added meanwhile. */
+	for (int pass = 0; pass < 3 && rc == 0; pass++) {
+		struct dirent *de;
+
+		rewinddir(d);
+		while (rc == 0 && (de = readdir(d))) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			dsec_buf_addf(path, "/%s", de->d_name);
+			if (is_mount(dirfd(d), de->d_name))
+				rc = dsec_err_setc(err, DSEC_E_PERMISSION, EBUSY,
+						   "cannot remove '%s': it is a mount point",
+						   path->data);
+			else if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN)
+				rc = rm_tree(dirfd(d), de->d_name, path, depth + 1, count, err);
+			else if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT)
+				rc = fs_err(err, errno, "remove", path->data);
+			else
+				++*count;
+			path->len = plen;
+			path->data[plen] = '\0';
+		}
+		if (rc == 0 && unlinkat(dir, name, AT_REMOVEDIR) == 0) {
+			++*count;
+			break;
+		}
+		if (rc == 0 && (errno != ENOTEMPTY || pass == 2))
+			rc = fs_err(err, errno, "remove", path->data);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int do_remove(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		     struct dsec_file_res *res, struct dsec_err *err)
+{
+	const char *name;
+	_cleanup_free_ char *parent = split(rel, &name);
+	_cleanup_close_ int pfd = -1;
+	struct stat st;
+	int rc;
+
+	if (!name)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "cannot remove '%s': it is the top of the sandbox's files",
+				     q->path);
+	if ((pfd = root_open(r, parent, O_PATH | O_DIRECTORY)) < 0)
+		return fs_err(err, pfd, "remove", q->path);
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return fs_err(err, errno, "remove", q->path);
+	if (is_mount(pfd, name))
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EBUSY,
+				     "cannot remove '%s': it is a mount point", q->path);
+	if (S_ISDIR(st.st_mode) && q->recursive) {
+		struct dsec_buf path;
+
+		dsec_buf_init(&path);
+		dsec_buf_addf(&path, "%s", q->path);
+		rc = rm_tree(pfd, name, &path, 0, &res->count, err);
+		dsec_buf_free(&path);
+		return rc;
+	}
+	if (unlinkat(pfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+		return fs_err(err, errno, "remove", q->path);
+	res->count = 1;
+	return 0;
+}
+
+/* ---- upload ----------------------------------------------------------------- */
+
+static const char *arch_why(struct archive *a, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", archive_error_string(a) ? archive_error_string(a)
+							 : "malformed archive");
+	if (buf[0] >= 'A' && buf[0] <= 'Z')
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
+}
+
+static struct archive *reader(const struct dsec_file_req *q)
+{
+	struct archive *a = archive_read_new();
+
+	DSEC_ASSERT(a);
+	archive_read_support_format_tar(a);
+	if (q->format == DSEC_FMT_TAR_ZST)
+		archive_read_support_filter_zstd(a);
+	else
+		archive_read_support_filter_none(a);
+	return a;
+}
+
+/* Cleans an archive member name into *out (caller frees): relative, no
+ * "..", "." for the top.  NULL when it leaves the target directory. */
+static char *member_clean(const char *name)
+{
+	struct dsec_buf b;
+	_cleanup_free_ char *dup = xstrdup(name);
+	char *save = NULL;
+
+	if (name[0] == '/')
+		return NULL;
+	dsec_buf_init(&b);
+	for (char *c = strtok_r(dup, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			dsec_buf_free(&b);
+			return NULL;
+		}
+		dsec_buf_addf(&b, "%s%s", b.len ? "/" : "", c);
+	}
+	if (!b.len)
+		dsec_buf_add(&b, ".", 1);
+	return dsec_buf_detach(&b, NULL);
+}
+
+/* True when a relative symlink target, seen from member (clean), stays in
+ * the target directory; absolute targets do not. */
+static bool link_inside(const char *member, const char *target)
+{
+	_cleanup_free_ char *dup = xstrdup(target);
+	char *save = NULL;
+	long depth = 0;
+
+	if (!*target || target[0] == '/')
+		return false;
+	for (const char *s = member; *s; s++)
+		depth += *s == '/';
+	for (char *c = strtok_r(dup, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, ".."))
+			depth--;
+		else if (strcmp(c, "."))
+			depth++;
+		if (depth < 0)
+			return false;
+	}
+	return true;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A growable array of strings it owns. */
+struct names {
+	char **v;			/* the strings */
+	size_t n, cap;			/* used, allocated */
+};
+
+static void names_add(struct names *s, char *x)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 32;
+		s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+	}
+	s->v[s->n++] = x;
+}
+
+static void names_free(struct names *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
+/* True when clean path p lies below one of the (sorted) symlink members:
+ * one lookup per component, so a large archive stays cheap to check. */
+static bool under_link(const struct names *links, const char *p)
+{
+	_cleanup_free_ char *d = xstrdup(p);
+
+	for (char *s = strchr(d, '/'); s; s = strchr(s + 1, '/')) {
+		const char *key = d;
+		bool hit;
+
+		*s = '\0';
+		hit = bsearch(&key, links->v, links->n, sizeof(*links->v), name_cmp) != NULL;
+		*s = '/';
+		if (hit)
+			return true;
+	}
+	return false;
+}
+
+/* First pass: every header is checked before anything is written, so an
+ * archive with one bad member changes nothing.  Whatever the order, no
+ * member (nor hard link target) may lie below a symlink member. */
+static int upload_check(const struct dsec_file_req *q, struct dsec_err *err)
+{
+	struct archive *a = reader(q);
+	struct archive_entry *e;
+	struct names links = { 0 }, paths = { 0 };
+	char b[256];
+	int rc = 0, ar;
+
+	if (archive_read_open_memory(a, q->data, q->len) != ARCHIVE_OK) {
+		rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s",
+				   q->path, arch_why(a, b, sizeof(b)));
+		goto out;
+	}
+	while (rc == 0 && (ar = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
+		const char *name = archive_entry_pathname(e), *hl, *sl;
+		char *p = NULL, *t = NULL;
+		mode_t type;
+
+		if (ar < ARCHIVE_WARN) {
+			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s",
+					   q->path, arch_why(a, b, sizeof(b)));
+			break;
+		}
+		if (!name || !(p = member_clean(name))) {
+			rc = dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+					   "cannot upload to '%s': member '%s' leaves the target directory",
+					   q->path, name ? name : "");
+			break;
+		}
+		hl = archive_entry_hardlink(e);
+		sl = archive_entry_symlink(e);
+		type = archive_entry_filetype(e);
+		if (hl && !(t = member_clean(hl)))
+			rc = dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+					   "cannot upload to '%s': hard link '%s' points outside the target directory",
+					   q->path, name);
+		else if (!hl && type == AE_IFLNK && (!sl || !link_inside(p, sl)))
+			rc = dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+					   "cannot upload to '%s': symlink '%s' points outside the target directory",
+					   q->path, name);
+		else if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					   "cannot upload to '%s': member '%s' is not a file, directory or link",
+					   q->path, name);
+		if (!hl && type == AE_IFLNK)
+			names_add(&links, xstrdup(p));
+		names_add(&paths, p);
+		if (t)
+			names_add(&paths, t);
+	}
+	if (links.n)
+		qsort(links.v, links.n, sizeof(*links.v), name_cmp);
+	for (size_t i = 0; rc == 0 && links.n && i < paths.n; i++)
+		if (under_link(&links, paths.v[i]))
+			rc = dsec_err_setc(err, DSEC_E_PERMISSION, ELOOP,
+					   "cannot upload to '%s': member '%s' goes through a symlink",
+					   q->path, paths.v[i]);
+out:
+	names_free(&links);
+	names_free(&paths);
+	archive_read_free(a);
+	return rc;
+}
+
+/* Opens (making it, without following symlinks) the parent of member p
+ * below dfd; *name points at p's last component. */
+static int member_parent(int dfd, char *p, const char **name, mode_t mode, uid_t uid,
+			 gid_t gid)
+{
+	char *slash = strrchr(p, '/');
+	int cur;
+
+	*name = slash ? slash + 1 : p;
+	cur = below_open(dfd, ".", O_PATH | O_DIRECTORY, 0);
+	if (!slash)
+		return cur;
+	*slash = '\0';
+	for (char *c = p, *next; cur >= 0 && c; c = next) {
+		int fd;
+
+		if ((next = strchr(c, '/')))
+			*next++ = '\0';
+		fd = below_open(cur, c, O_PATH | O_DIRECTORY, 0);
+		if (fd == -ENOENT) {
+			if (mkdirat(cur, c, 0700) < 0)
+				fd = errno == EEXIST ? below_open(cur, c, O_PATH | O_DIRECTORY, 0) : -errno;
+			else if ((fd = dir_setup(cur, c, mode, uid, gid)) == 0)
+				fd = below_open(cur, c, O_PATH | O_DIRECTORY, 0);
+		}
+		if (next)
+			next[-1] = '/';
+		close(cur);
+		cur = fd;
+	}
+	*slash = '/';
+	return cur;
+}
+
+/* Removes what is at name unless it is a directory (a file, a link). */
+static int clear_name(int dir, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (is_mount(dir, name))
+		return -EXDEV;
+	return unlinkat(dir, name, 0) < 0 ? -errno : 0;
+}
+
+/* Copies the current member's data into fd. */
+static int copy_data(struct archive *a, int fd)
+{
+	char buf[FS_CHUNK];
+	la_ssize_t n;
+	int rc;
+
+	while ((n = archive_read_data(a, buf, sizeof(buf))) > 0)
+		if ((rc = dsec_write_all(fd, buf, (size_t)n)) < 0)
+			return rc;
+	return n < 0 ? -EIO : 0;
+}
+
+/* Extracts one member (checked by upload_check) below dfd. */
+static int extract_one(const struct be_fs_root *r, const struct dsec_file_req *q,
+		       struct archive *a, struct archive_entry *e, int dfd, char *p)
+{
+	mode_t type = archive_entry_filetype(e);
+	mode_t mode = archive_entry_perm(e) & r->mode_mask;
+	const char *hl = archive_entry_hardlink(e), *name;
+	uid_t uid = owner_uid(r, q);
+	gid_t gid = owner_gid(r, q);
+	_cleanup_close_ int pfd = -1, fd = -1;
+	int rc;
+
+	if (!strcmp(p, "."))
+		return 0;	/* the target directory itself */
+	if ((pfd = member_parent(dfd, p, &name, 0755 & r->mode_mask, uid, gid)) < 0)
+		return pfd;
+	if (hl) {
+		_cleanup_free_ char *t = member_clean(hl);
+		const char *tname;
+		_cleanup_close_ int tfd = member_parent(dfd, t, &tname, 0755 & r->mode_mask, uid,
+							gid);
+
+		if (tfd < 0)
+			return tfd;
+		if ((rc = clear_name(pfd, name)) < 0)
+			return rc;
+		return linkat(tfd, tname, pfd, name, 0) < 0 ? -errno : 0;
+	}
+	if (type == AE_IFDIR) {
+		struct stat st;
+
+		if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+		    (rc = clear_name(pfd, name)) < 0)
+			return rc;
+		if (mkdirat(pfd, name, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		return dir_setup(pfd, name, mode, uid, gid);
+	}
+	if ((rc = clear_name(pfd, name)) < 0)
+		return rc;
+	if (type == AE_IFLNK) {
+		if (symlinkat(archive_entry_symlink(e), pfd, name) < 0)
+			return -errno;
+		return fchownat(pfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	}
+	if ((fd = below_open(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600)) < 0)
+		return fd;
+	if ((rc = copy_data(a, fd)) < 0)
+		return rc;
+	if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0)
+		return -errno;
+	if (archive_entry_mtime_is_set(e)) {
+		struct timespec ts[2] = {
+			{ .tv_nsec = UTIME_OMIT },
+			{ archive_entry_mtime(e), archive_entry_mtime_nsec(e) },
+		};
+		futimens(fd, ts);
+	}
+	return 0;
+}
+
+static int do_upload(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		     struct dsec_file_res *res, struct dsec_err *err)
+{
+	_cleanup_close_ int dfd = -1;
+	struct archive *a;
+	struct archive_entry *e;
+	char b[256];
+	int rc, ar;
+
+	if ((rc = upload_check(q, err)) < 0)
+		return rc;
+	if ((dfd = mkdir_p(r, rel, 0755 & r->mode_mask, owner_uid(r, q), owner_gid(r, q))) < 0)
+		return fs_err(err, dfd, "upload to", q->path);
+	a = reader(q);
+	rc = archive_read_open_memory(a, q->data, q->len) == ARCHIVE_OK ? 0 : -EINVAL;
+	while (rc == 0 && (ar = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
+		_cleanup_free_ char *p = NULL;
+
+		if (ar < ARCHIVE_WARN || !archive_entry_pathname(e) ||
+		    !(p = member_clean(archive_entry_pathname(e)))) {
+			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s",
+					   q->path, arch_why(a, b, sizeof(b)));
+			break;
+		}
+		if ((rc = extract_one(r, q, a, e, dfd, p)) < 0) {
+			_cleanup_free_ char *what = xasprintf("extract '%s' into",
+							      archive_entry_pathname(e));
+			rc = fs_err(err, rc, what, q->path);
+			break;
+		}
+		res->count++;
+	}
+	archive_read_free(a);
+	return rc;
+}
+
+/* ---- download ----------------------------------------------------------------- */
+
+/* Where the archive goes: a buffer that refuses to grow past max. */
+struct sink {
+	struct dsec_buf *out;		/* the bytes */
+	size_t max;			/* cap */
+	bool over;			/* the cap was hit */
+};
+
+static la_ssize_t sink_write(struct archive *a, void *arg, const void *buf, size_t n)
+{
+	struct sink *s = arg;
+
+	if (s->out->len + n > s->max) {
+		s->over = true;
+		archive_set_error(a, EFBIG, "archive too large");
+		return -1;
+	}
+	dsec_buf_add(s->out, buf, n);
+	return (la_ssize_t)n;
+}
+
+/* Writes one header for name (relative member name) described by st. */
+static int put_header(struct archive *a, const struct be_fs_root *r, const char *name,
+		      const struct stat *st, const char *target)
+{
+	struct archive_entry *e = archive_entry_new();
+	int ar;
+
+	DSEC_ASSERT(e);
+	archive_entry_set_pathname(e, name);
+	archive_entry_copy_stat(e, st);
+	archive_entry_set_uid(e, inside_id(r, st->st_uid));	/* ids as seen inside */
+	archive_entry_set_gid(e, inside_id(r, st->st_gid));
+	if (!S_ISREG(st->st_mode))
+		archive_entry_set_size(e, 0);
+	if (target)
+		archive_entry_set_symlink(e, target);
+	ar = archive_write_header(a, e);
+	archive_entry_free(e);
+	return ar < ARCHIVE_WARN ? -EIO : 0;
+}
+
+/* Writes the data of regular file fd, exactly size bytes (libarchive pads
+ * a file that shrank meanwhile). */
+static int put_data(struct archive *a, int fd, uint64_t size)
+{
+	char buf[FS_CHUNK];
+	uint64_t done = 0;
+
+	while (done < size) {
+		size_t want = size - done < sizeof(buf) ? (size_t)(size - done) : sizeof(buf);
+		ssize_t n = read(fd, buf, want);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		if (archive_write_data(a, buf, (size_t)n) < 0)
+			return -EIO;
+		done += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int put_children(struct archive *a, const struct be_fs_root *r, int fd,
+			struct dsec_buf *m, int depth, uint64_t *count);
+
+/* Adds name in dir as member m and, for a directory, what is below it. */
+static int put_tree(struct archive *a, const struct be_fs_root *r, int dir, const char *name,
+		    struct dsec_buf *m,
+		    int depth, uint64_t *count)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int rc;
+
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (S_ISLNK(st.st_mode)) {
+		_cleanup_free_ char *t = read_link(dir, name, (size_t)st.st_size);
+
+		++*count;
+		return t ? put_header(a, r, m->data, &st, t) : 0;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return 0;	/* sockets, fifos and devices are left out */
+	fd = below_open(dir, name, (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0) | O_RDONLY |
+			O_NOFOLLOW | O_NONBLOCK, 0);
+	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
+		return 0;	/* changed meanwhile */
+	if (fd == -EXDEV && S_ISDIR(st.st_mode)) {
+		++*count;	/* a mount point: the directory, not what is mounted */
+		return put_header(a, r, m->data, &st, NULL);
+	}
+	if (fd == -EXDEV)
+		return 0;
+	if (fd < 0)
+		return fd;
+	mode_t type = st.st_mode & S_IFMT;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((st.st_mode & S_IFMT) != type)
+		return 0;	/* swapped meanwhile */
+	++*count;
+	if ((rc = put_header(a, r, m->data, &st, NULL)) < 0)
+		return rc;
+	if (S_ISREG(st.st_mode))
+		return put_data(a, fd, (uint64_t)st.st_size);
+	if (depth >= FS_MAX_DEPTH)
+		return -ELOOP;
+	return put_children(a, r, dsec_steal_fd(&fd), m, depth + 1, count);
+}
+
+/* Adds what is in directory fd (taken over) below member prefix m, sorted
+ * so that the same tree gives the same archive. */
+static int put_children(struct archive *a, const struct be_fs_root *r, int fd,
+			struct dsec_buf *m, int depth, uint64_t *count)
+{
+	DIR *d = fdopendir(fd);
+	struct names names = { 0 };
+	size_t mlen = m->len;
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			names_add(&names, xstrdup(de->d_name));
+	if (names.n)
+		qsort(names.v, names.n, sizeof(*names.v), name_cmp);
+	for (size_t i = 0; rc == 0 && i < names.n; i++) {
+		dsec_buf_addf(m, "%s%s", mlen ? "/" : "", names.v[i]);
+		rc = put_tree(a, r, dirfd(d), names.v[i], m, depth, count);
+		m->len = mlen;
+		m->data[mlen] = '\0';
+	}
+	names_free(&names);
+	closedir(d);
+	return rc;
+}
+
+static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		       struct dsec_file_res *res, struct dsec_err *err)
+{
+	const char *name;
+	_cleanup_free_ char *parent = split(rel, &name);
+	_cleanup_close_ int fd = root_open(r, rel, O_PATH);
+	struct sink s = { .out = &res->data, .max = q->max_bytes };
+	struct archive *a;
+	struct dsec_buf m;
+	struct stat st, st2;
+	struct statfs sfs;
+	char b[256];
+	int rc = 0, dfd;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return fs_err(err, fd < 0 ? fd : -errno, "download", q->path);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot download '%s': not a file or directory", q->path);
+	/* The kernel's files are no tree to archive (and some read with effects). */
+	if (fstatfs(fd, &sfs) == 0 && (sfs.f_type == PROC_SUPER_MAGIC || sfs.f_type == SYSFS_MAGIC))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot download '%s': it is in a kernel file system (/proc, /sys)",
+				     q->path);
+	/* Now for reading: the same inode, or it changed under us. */
+	dfd = root_open(r, rel, O_RDONLY | O_NONBLOCK | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+	if (dfd < 0 || fstat(dfd, &st2) < 0 || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev) {
+		if (dfd >= 0)
+			close(dfd);
+		return fs_err(err, dfd < 0 ? dfd : ESTALE, "download", q->path);
+	}
+	a = archive_write_new();
+	DSEC_ASSERT(a);
+	archive_write_set_format_pax_restricted(a);
+	if (q->format == DSEC_FMT_TAR_ZST)
+		archive_write_add_filter_zstd(a);
+	archive_write_set_bytes_in_last_block(a, 1);
+	if (archive_write_open(a, &s, NULL, sink_write, NULL) != ARCHIVE_OK) {
+		rc = dsec_err_setc(err, DSEC_E_BACKEND, EIO, "cannot download '%s': %s", q->path,
+				   arch_why(a, b, sizeof(b)));
+		close(dfd);
+		archive_write_free(a);
+		return rc;
+	}
+	/* A directory is archived as its contents, a file by its name. */
+	dsec_buf_init(&m);
+	if (S_ISDIR(st.st_mode)) {
+		dsec_buf_add(&m, "", 0);
+		rc = put_children(a, r, dfd, &m, 0, &res->count);
+	} else {
+		dsec_buf_addf(&m, "%s", name);
+		res->count = 1;
+		if ((rc = put_header(a, r, m.data, &st2, NULL)) == 0)
+			rc = put_data(a, dfd, (uint64_t)st2.st_size);
+		close(dfd);
+	}
+	dsec_buf_free(&m);
+	if (rc == 0 && archive_write_close(a) != ARCHIVE_OK)
+		rc = -EIO;
+	if (s.over)
+		rc = dsec_err_setc(err, DSEC_E_TOO_LARGE, EFBIG,
+				   "cannot download '%s': the archive is over the %zu bytes a reply can carry",
+				   q->path, s.max);
+	else if (rc == -EIO)
+		rc = dsec_err_setc(err, DSEC_E_BACKEND, EIO, "cannot download '%s': %s", q->path,
+				   arch_why(a, b, sizeof(b)));
+	else if (rc < 0)
+		rc = fs_err(err, rc, "download", q->path);
+	archive_write_free(a);
+	if (rc < 0)
+		dsec_buf_free(&res->data);
+	return rc;
+}
+
+/* ---- entry ------------------------------------------------------------------ */
+
+typedef int (*fs_fn)(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		     struct dsec_file_res *res, struct dsec_err *err);
+
+static const fs_fn fs_ops[] = {
+	[DSEC_FILE_WRITE] = do_write,
+	[DSEC_FILE_STAT] = do_stat,
+	[DSEC_FILE_LIST] = do_list,
+	[DSEC_FILE_MKDIR] = do_mkdir,
+	[DSEC_FILE_REMOVE] = do_remove,
+	[DSEC_FILE_UPLOAD] = do_upload,
+	[DSEC_FILE_DOWNLOAD] = do_download,
+};
+
+int be_fs_run(const struct be_fs_root *root, const struct dsec_file_req *req,
+	      struct dsec_file_res *res, struct dsec_err *err)
+{
+	_cleanup_free_ char *rel = NULL;
+	int rc;
+
+	if ((unsigned)req->op >= DSEC_ARRAY_LEN(fs_ops) || !fs_ops[req->op])
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "file request %d is not known to this backend", (int)req->op);
+	if ((rc = clean_path(root, req->path, &rel, err)) < 0)
+		return rc;
+	return fs_ops[req->op](root, req, rel, res, err);
+}
+
+int be_fs_read(const struct be_fs_root *root, const char *path, uint64_t offset, uint64_t len,
+	       struct dsec_buf *out, struct dsec_err *err)
+{
+	_cleanup_free_ char *rel = NULL;
+	_cleanup_close_ int fd = -1;
+	int rc;
+
+	if ((rc = clean_path(root, path, &rel, err)) < 0)
+		return rc;
+	if ((fd = root_open(root, rel, O_RDONLY | O_NOCTTY | O_NONBLOCK)) < 0)
+		return fs_err(err, fd, "read", path);
+	return be_read_file(fd, path, offset, len, out, err);
+}
+
+int be_fs_write(const struct be_fs_root *root, const char *path, const void *data, size_t len,
+		uint32_t mode, struct dsec_err *err)
+{
+	struct dsec_file_req q = { .op = DSEC_FILE_WRITE, .path = path, .data = data, .len = len,
+				   .mode = mode, .uid = DSEC_OWNER_DEFAULT, .gid = DSEC_OWNER_DEFAULT };
+	struct dsec_file_res res;
+
+	memset(&res, 0, sizeof(res));	/* a write fills nothing in it */
+	return be_fs_run(root, &q, &res, err);
+}

@@ -1,0 +1,210 @@
+# t/files-common.sh - the file API (file_stat, file_list, file_mkdir,
+# file_remove, file_write with an owner, file_upload, file_download) seen
+# end to end on one backend, escapes included.  Sourced by a test after
+# lib.sh; files_tests runs them after start_dsecd, with BE set to the
+# backend and ESC to a regex of how it refuses an escape.  P is the
+# sandbox directory the files go in (/work: fncall's files live there).
+#
+# Every escape attempt aims at $T/host (a file) and $T/hostdir (a tree) on
+# the host: each one is refused or stays inside the sandbox, and both are
+# unchanged at the end.  FILES_TESTS is the number of tests it runs.
+
+FILES_TESTS=57
+
+files_tests() {
+	P=/work
+	hr() { helper-req "$DSEC_HOST" "$@"; }
+	hro() { local f=$1; shift; helper-req -o "$f" "$DSEC_HOST" "$@"; }
+	sh_in() { dsec-run --id "$id" -c "$1"; }
+
+	mkdir -p "$T/hostdir/sub"
+	echo host-secret > "$T/host"
+	echo host-file > "$T/hostdir/sub/f"
+	host_sum() { (cat "$T/host"; find "$T/hostdir" | sort; cat "$T/hostdir/sub/f") | md5sum; }
+	host0=$(host_sum)
+
+	run hr create backend="$BE"
+	id=$(printf '%s' "$OUT" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+	[ -n "$id" ] || bail "cannot create a $BE sandbox: $OUT"
+
+	# ---- round trips: write with owner and mode, stat, list, mkdir, remove
+	run hr file_write id="$id" path=$P/a/b.txt data=hello mode#=416 uid#=1234 gid#=4321
+	like "$OUT" '"ok":true' "$BE: file_write with mode and owner"
+	run hr file_stat id="$id" path=$P/a/b.txt
+	like "$OUT" '"name":"b.txt","type":"file","mode":416,"size":5,"uid":1234,"gid":4321,.*"target":null' \
+		"$BE: file_stat reports type, mode, size and owner"
+	run sh_in "stat -c '%u:%g:%a:%s' $P/a/b.txt"
+	is "$OUT" "1234:4321:640:5" "$BE: a command sees the owner and mode file_write set"
+	run hr file_write id="$id" path=$P/a/c.txt data=x mode#=2541
+	run hr file_stat id="$id" path=$P/a/c.txt
+	like "$OUT" '"mode":(2541|493),' "$BE: file_write mode bits (setgid only where the backend allows it)"
+	run hr file_write id="$id" path=$P/a/b.txt data=x mode#=4096
+	like "$OUT" '"code":"invalid"' "$BE: a mode over 07777 is invalid"
+	run hr file_write id="$id" path=$P/a/b.txt data=x uid#=4294967295
+	like "$OUT" '"code":"invalid"' "$BE: a uid out of range is invalid"
+	run hr file_write id="$id" path=$P/a/ data=x
+	like "$OUT" "\"code\":\"invalid\",\"message\":\"cannot write '$P/a/': is a directory\"" \
+		"$BE: file_write of a directory path is invalid"
+	run hr file_mkdir id="$id" path=$P/m/n/o parents?=true mode#=448 uid#=77 gid#=78
+	like "$OUT" '"ok":true' "$BE: file_mkdir with parents"
+	run hr file_stat id="$id" path=$P/m/n/o
+	like "$OUT" '"type":"dir","mode":448,.*"uid":77,"gid":78' "$BE: the directory has its mode and owner"
+	run hr file_mkdir id="$id" path=$P/m/n/o parents?=true
+	like "$OUT" '"ok":true' "$BE: file_mkdir with parents accepts an existing directory"
+	run hr file_mkdir id="$id" path=$P/m
+	like "$OUT" '"code":"exists","message":"cannot create directory .*: file exists"' \
+		"$BE: file_mkdir of an existing directory: exists"
+	run hr file_mkdir id="$id" path=$P/nope/x
+	like "$OUT" '"code":"not_found"' "$BE: file_mkdir without parents needs the parent"
+	run sh_in "ln -s a/b.txt $P/lnk; mkfifo $P/fifo"
+	run hr file_stat id="$id" path=$P/lnk
+	like "$OUT" '"type":"symlink",.*"target":"a/b.txt"' "$BE: file_stat of a symlink reports it and its target"
+	run hr file_list id="$id" path=$P
+	like "$OUT" '"entries":\[\{"name":"a","type":"dir".*\{"name":"fifo","type":"fifo".*\{"name":"lnk","type":"symlink".*"target":"a/b.txt"\},\{"name":"m","type":"dir".*\],"truncated":false' \
+		"$BE: file_list: sorted entries with type, size, mode, target"
+	run hr file_list id="$id" path=$P limit#=2
+	like "$(printf '%s' "$OUT" | grep -o '"name"' | wc -l):$OUT" '^2:.*"truncated":true' \
+		"$BE: file_list limit truncates and says so"
+	run hr file_list id="$id" path=$P/a/b.txt
+	like "$OUT" '"code":"invalid","message":"cannot list .*: not a directory"' "$BE: file_list of a file: invalid"
+	run hr file_remove id="$id" path=$P/m
+	like "$OUT" "\"code\":\"invalid\",\"message\":\"cannot remove '$P/m': directory not empty\"" \
+		"$BE: file_remove of a non-empty directory: directory not empty"
+	run hr file_remove id="$id" path=$P/m recursive?=true
+	like "$OUT" '"removed":3' "$BE: file_remove recursive counts what it removed"
+	run hr file_remove id="$id" path=$P/m
+	like "$OUT" '"code":"not_found"' "$BE: file_remove of what is gone: not_found"
+	run hr file_remove id="$id" path=$P/lnk
+	run hr file_stat id="$id" path=$P/a/b.txt
+	like "$OUT" '"size":5' "$BE: file_remove of a symlink leaves its target"
+
+	# ---- the same through libdsec's calls
+	run helper-files "$DSEC_HOST" "$id" $P/client
+	is "$RC:$(printf '%s' "$OUT" | grep -vc '^ok ')" "0:0" "$BE: libdsec file calls (helper-files)"
+	[ "$RC" = 0 ] || diag "$OUT"
+
+	# ---- tar upload and download, plain and zstd
+	mkdir -p "$T/src/d/e"
+	printf 'one' > "$T/src/d/one"
+	printf 'two' > "$T/src/d/e/two"
+	chmod 751 "$T/src/d/e"
+	ln -s e/two "$T/src/d/l"
+	ln "$T/src/d/one" "$T/src/d/hard"
+	tar -C "$T/src" -cf "$T/up.tar" d
+	run hr file_upload id="$id" path=$P/up data@="$T/up.tar" uid#=501 gid#=502
+	like "$OUT" '"ok":true,"result":\{"entries":6\}' "$BE: file_upload extracts every member"
+	run sh_in "cd $P/up/d && cat one e/two l hard; echo; stat -c '%u:%g:%a' e e/two; stat -c %h one; readlink l"
+	is "$(echo $OUT)" "onetwotwoone 501:502:751 501:502:644 2 e/two" \
+		"$BE: uploaded files, modes, owner, symlink and hard link as in the archive"
+	run hro "$T/down.tar" file_download id="$id" path=$P/up
+	like "$OUT" '"ok":true,"result":\{"data":"<[0-9]+ bytes>","size":[0-9]+,"entries":6\}' "$BE: file_download"
+	run tar -tvf "$T/down.tar"
+	like "$(echo $OUT)" '^drwxr-xr-x 501/502 .* d/ drwxr-x--x 501/502 .* d/e/ -rw-r--r-- 501/502 3 .* d/e/two -rw-r--r-- 501/502 3 .* d/hard lrwxrwxrwx 501/502 0 .* d/l -> e/two -rw-r--r-- 501/502 3 .* d/one$' \
+		"$BE: the downloaded tar holds the tree, modes, owners and the symlink"
+	run hro "$T/down.tar.zst" file_download id="$id" path=$P/up/d format=tar.zst
+	run sh -c "zstd -dc '$T/down.tar.zst' | tar -tf - | tr '\n' ' '"
+	is "$OUT" "e/ e/two hard l one " "$BE: tar.zst download of a directory holds its contents"
+	run hr file_upload id="$id" path=$P/up2 data@="$T/down.tar.zst" format=tar.zst
+	like "$OUT" '"entries":5' "$BE: tar.zst upload"
+	run sh_in "cat $P/up2/l $P/up2/one"
+	is "$OUT" "twoone" "$BE: tar.zst round trip"
+	run hro "$T/one.tar" file_download id="$id" path=$P/up/d/one
+	run tar -tf "$T/one.tar"
+	is "$OUT" "one" "$BE: file_download of a file holds it by its name"
+	run hr file_upload id="$id" path=$P/up data~=100 format=zip
+	like "$OUT" '"code":"invalid","message":"format .zip. is not one of' "$BE: an unknown format is invalid"
+	run hr file_upload id="$id" path=$P/up data~=1000
+	like "$OUT" '"code":"invalid","message":"cannot upload to' "$BE: bytes that are no tar are invalid"
+
+	# ---- escapes: each refused ($ESC says how this backend refuses) or
+	# contained; the host is untouched after each
+	escape() {
+		local desc=$1; shift
+		run hr "$@"
+		local how=$(printf '%s' "$OUT" | sed -n 's/.*"code":"\([a-z_]*\)".*/\1/p')
+		ok $(printf '%s' "$OUT" | grep -Eq "$ESC" && [ "$(host_sum)" = "$host0" ]; echo $?) \
+			"$BE: $desc: ${how:-contained}, host untouched"
+		[ "$(host_sum)" = "$host0" ] || diag "reply: $OUT"
+	}
+	run sh_in "ln -s $T $P/abs; ln -s / $P/rootlink; ln -s /proc/self/root $P/pr; \
+	ln -s ../../../../../../../../..$T $P/rel; mkdir -p $P/tree/in; echo x > $P/tree/in/f; \
+	ln -s $T/hostdir $P/tree/in/hostlink; ln -s ../../../../../../../../..$T/hostdir $P/tree/rel"
+	escape "file_write through '..'" file_write id="$id" path=$P/../../../../../..$T/host data=pwned
+	escape "file_write through an absolute symlink" file_write id="$id" path=$P/abs/host data=pwned
+	escape "file_write through a symlinked parent (link to /)" file_write id="$id" \
+		path=$P/rootlink$T/host data=pwned
+	escape "file_write through a relative symlink climbing out" file_write id="$id" path=$P/rel/host \
+		data=pwned
+	escape "file_read through a link to /proc/self/root" file_read id="$id" path=$P/pr$T/host
+	like "$OUT" '"ok":false' "$BE: ... which fails"
+	escape "file_write to /proc/self/root/..." file_write id="$id" path=/proc/self/root$T/host data=pwned
+	like "$OUT" '"ok":false,"error":\{"code":"(permission|not_found)"' "$BE: ... which fails"
+	escape "file_stat through '..'" file_stat id="$id" path=$P/../../../../..$T/host
+	escape "file_remove through an absolute symlink" file_remove id="$id" path=$P/abs/hostdir \
+		recursive?=true
+	escape "file_mkdir through a symlink to /" file_mkdir id="$id" path=$P/rootlink$T/hostdir/new \
+		parents?=true
+	escape "file_upload through an absolute symlink" file_upload id="$id" path=$P/abs/up \
+		data@="$T/up.tar"
+	escape "file_download through a relative symlink climbing out" file_download id="$id" \
+		path=$P/rel/hostdir
+	# A command swaps symlinks to the host in and out while the daemon
+	# removes, unpacks, packs and writes in the same place.
+	dsec-run --id "$id" --timeout 20 -c "end=\$((\$(date +%s) + 4)); mkdir -p $P/race; \
+while [ \$(date +%s) -lt \$end ]; do rm -rf $P/race/d; ln -s $T/hostdir $P/race/d; rm -f $P/race/d; \
+mkdir -p $P/race/d/sub; ln -s $T/hostdir $P/race/d/sub/l; rm -rf $P/race/d/sub; \
+ln -s $T/hostdir $P/race/d/sub; done" >/dev/null 2>&1 &
+	racer=$!
+	sleep 0.5
+	for i in $(seq 15); do
+		hr file_remove id="$id" path=$P/race/d recursive?=true
+		hr file_upload id="$id" path=$P/race/d data@="$T/up.tar"
+		hr file_write id="$id" path=$P/race/d/sub/host data=pwned
+		hr file_mkdir id="$id" path=$P/race/d/sub/d/new parents?=true
+		hr file_download id="$id" path=$P/race/d
+		hr file_remove id="$id" path=$P/race/d/sub recursive?=true
+	done >/dev/null 2>&1
+	wait $racer
+	is "$(host_sum)" "$host0" "$BE: symlinks swapped in during file operations lead nowhere on the host"
+	run hr file_remove id="$id" path=$P/tree recursive?=true
+	like "$OUT" '"removed":5' "$BE: recursive remove of a tree holding symlinks to a host directory"
+	ok $([ -f "$T/hostdir/sub/f" ]; echo $?) "$BE: ... removes the links, not the host directory"
+
+	# Archives with bad members change nothing, not even their good members.
+	python3 - "$T" <<-'EOF'
+	import io, sys, tarfile
+	t = sys.argv[1]
+	def tar(name, members):
+	    with tarfile.open(f"{t}/{name}.tar", "w", format=tarfile.GNU_FORMAT) as f:
+	        f.addfile(tarfile.TarInfo("good"), io.BytesIO(b""))
+	        for n, kind, arg in members:
+	            i = tarfile.TarInfo(n)
+	            i.type = kind
+	            if kind == tarfile.REGTYPE:
+	                i.size = len(arg)
+	                f.addfile(i, io.BytesIO(arg))
+	            else:
+	                i.linkname = arg
+	                f.addfile(i)
+	tar("dotdot", [("../../../../../../../.." + t + "/host", tarfile.REGTYPE, b"pwned")])
+	tar("abs", [(t + "/host", tarfile.REGTYPE, b"pwned")])
+	tar("symabs", [("l", tarfile.SYMTYPE, t), ("l/host", tarfile.REGTYPE, b"pwned")])
+	tar("symin", [("s", tarfile.DIRTYPE, ""), ("l", tarfile.SYMTYPE, "s"), ("l/x", tarfile.REGTYPE, b"x")])
+	tar("symlater", [("l/x", tarfile.REGTYPE, b"x"), ("l", tarfile.SYMTYPE, "s")])
+	tar("symup", [("l", tarfile.SYMTYPE, "../../../../../../../.." + t)])
+	tar("hard", [("h", tarfile.LNKTYPE, "../../../../../../../.." + t + "/host")])
+	tar("dev", [("null", tarfile.CHRTYPE, "")])
+EOF
+	for a in dotdot abs symabs symin symlater symup hard; do
+		run hr file_upload id="$id" path=$P/bad-$a data@="$T/$a.tar"
+		like "$OUT" '"code":"permission"' "$BE: a tar with a bad member ($a) is refused"
+	done
+	run hr file_upload id="$id" path=$P/bad-dev data@="$T/dev.tar"
+	like "$OUT" '"code":"invalid","message":"cannot upload to .*: member .null. is not a file, directory or link' \
+		"$BE: a tar with a device is refused"
+	run hr file_list id="$id" path=$P/bad-symin
+	like "$OUT" '"code":"not_found"' "$BE: a refused archive leaves nothing, not even its good members"
+	is "$(host_sum)" "$host0" "$BE: the host file and directory are unchanged"
+
+	run hr destroy id="$id"
+}
