@@ -64,6 +64,12 @@
 #include "util.h"
 
 #define FD_STATUS 3
+/* Where the sandbox's init keeps an O_PATH fd of the overlay's upper dir
+ * (D/rw/upper on the sandbox's tmpfs, which pivot_root leaves reachable only
+ * through the overlay): the host reads it as /proc/INIT/fd/3 to snapshot
+ * the sandbox.  The init is not dumpable, so only the host's root (with
+ * CAP_SYS_PTRACE over the init) can follow that link, not root inside. */
+#define FD_UPPER 3
 
 static _Noreturn void fail(int e, const char *fmt, ...) DSEC_PRINTF(2, 3);
 static _Noreturn void fail(int e, const char *fmt, ...)
@@ -377,7 +383,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	sigset_t all, chld;
-	int st, lfd[64];
+	int st, lfd[64], upfd;
 
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
@@ -417,12 +423,20 @@ static _Noreturn void do_create(int argc, char **argv)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
 	build_root(dir, rootfs, disk, strcmp(arg(argc, argv, "--userns", "0"), "0") != 0);
+	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		fail(errno, "cannot open the upper dir: %s", strerror(errno));
 	finish_root(dir);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		fail(errno, "cannot unshare the cgroup namespace: %s", strerror(errno));
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		fail(errno, "cannot make the init undumpable: %s", strerror(errno));
 	be_retitle(argc, argv, "dsec-init");
 	dprintf(FD_STATUS, "ok 1\n");
-	syscall(SYS_close_range, 0, ~0U, 0);
+	/* The status pipe's end closes here: the upper dir takes its number. */
+	if (dup2(upfd, FD_UPPER) < 0)
+		fail(errno, "cannot keep the upper dir: %s", strerror(errno));
+	syscall(SYS_close_range, 0, FD_UPPER - 1, 0);
+	syscall(SYS_close_range, FD_UPPER + 1, ~0U, 0);
 	/* Every signal blocked (pid 1 only dies by SIGKILL from the host);
 	 * a pending SIGCHLD wakes sigwaitinfo to reap orphans. */
 	sigfillset(&all);

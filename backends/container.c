@@ -69,6 +69,7 @@
 #define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
 #define CT_MAX_LAYERS 64		/* layers of one image */
 #define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
+#define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -177,6 +178,8 @@ struct ct_sb {
 	uint64_t paused_at;		/* when the pause began, ns */
 	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
 	struct be_sess_set *sess;	/* shell sessions, made at the first open */
+	bool snapping;			/* a snapshot holds it frozen */
+	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end */
 };
 
 struct ct_exec {
@@ -1636,6 +1639,8 @@ struct ct_fwork {
 	uint32_t mode;			/* file_write mode */
 	const struct dsec_file_req *req;	/* file: the request (caller's) */
 	struct dsec_file_res *res;	/* file: its result (caller's) */
+	void (*work)(void *);		/* its work (while queued) */
+	struct ct_fwork *next;		/* sb->fwait */
 };
 
 /* Resolve inside the sandbox's root: ".." stops at the root, absolute
@@ -1749,6 +1754,16 @@ static int file_op(struct ct_sb *sb, void (*work)(void *), struct ct_fwork *t,
 	w = xmemdup(t, sizeof(*t));
 	w->path = xstrdup(t->path);
 	sb->busy++;
+	if (sb->snapping) {
+		/* After the snapshot: what it copies is what was there before. */
+		struct ct_fwork **pp = &sb->fwait;
+
+		while (*pp)
+			pp = &(*pp)->next;
+		w->work = work;
+		*pp = w;
+		return 0;
+	}
 	ct_submit(sb->be, work, file_done, w);
 	return 0;
 }
@@ -1984,9 +1999,10 @@ static int start_switch(struct ct_sb *sb, bool pause, dsec_be_done_fn done, void
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
-	if (sb->switching)
+	if (sb->switching || sb->snapping)
 		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
-				     "a pause or resume of sandbox '%s' is in progress", sb->id);
+				     "a %s of sandbox '%s' is in progress",
+				     sb->snapping ? "snapshot" : "pause or resume", sb->id);
 	if (sb->paused == pause) {
 		defer(sb->be, done, arg, 0, NULL);	/* already there */
 		return 0;
@@ -2027,6 +2043,115 @@ static int ct_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_
 				     "owner %lld:%lld is outside the sandbox's ids (0 to %u)",
 				     (long long)req->uid, (long long)req->gid, CT_URANGE - 1);
 	return file_op(vsb, fs_work, &t, err);
+}
+
+/* ---- snapshot ------------------------------------------------------------- */
+
+struct ct_swork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_read_upper_fn read;	/* the daemon's reader */
+	void *read_arg;			/* its argument */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	double frozen;			/* seconds the sandbox was frozen */
+	bool paused;			/* it was paused: leave the freezer alone */
+};
+
+/* On a pool thread: freeze the sandbox's cgroup (every process, execs
+ * included; a paused sandbox is frozen already and stays so), reach the upper dir through the fd its init keeps
+ * (/proc/INIT/fd/3, a tmpfs of the sandbox's mount namespace that the
+ * host's tree does not show), check through the pidfd that the pid was
+ * still the init's when we opened it, let the daemon read it, thaw. */
+static void snap_work(void *arg)
+{
+	struct ct_swork *w = arg;
+	struct ct_sb *sb = w->sb;
+	struct dsec_be_upper up = { 0 };
+	char path[64], self[64];
+	double t0 = dsec_now();
+	int fd, rc;
+
+	if (!w->paused && (rc = be_cg_freeze(sb->cg, CT_FREEZE_TIMEOUT_MS)) < 0) {
+		w->rc = dsec_err_setc(&w->err, rc == -EOPNOTSUPP ? DSEC_E_UNSUPPORTED
+				      : rc == -ETIMEDOUT ? DSEC_E_TIMEOUT : DSEC_E_BACKEND,
+				      -rc, "cannot freeze sandbox '%s': %s", sb->id,
+				      rc == -EOPNOTSUPP ? "no cgroup freezer on this host"
+				      : strerror(-rc));
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init, CT_FD_UPPER);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0) {
+		w->rc = dsec_err_setc(&w->err, DSEC_E_BACKEND, fd < 0 ? errno : ESRCH,
+				      "cannot reach the upper dir of sandbox '%s': %s", sb->id,
+				      fd < 0 ? strerror(errno) : "its init is gone");
+	} else {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		up.path = self;
+		up.id_base = sb->ubase;
+		up.id_count = sb->ubase ? CT_URANGE : 0;
+		up.userxattr = sb->ubase != 0;	/* container-init mounts so in a user namespace */
+		w->rc = w->read(w->read_arg, &up, &w->err);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (!w->paused && (rc = be_cg_thaw(sb->cg)) < 0)
+		LOG(sb->be, DSEC_LOG_ERROR, "container: cannot thaw sandbox '%s': %s", sb->id,
+		    strerror(-rc));
+	w->frozen = dsec_now() - t0;
+}
+
+static void snap_done(void *arg)
+{
+	struct ct_swork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	sb->snapping = false;
+	sb->busy--;
+	LOG(sb->be, DSEC_LOG_INFO, "container: sandbox '%s' was frozen %.3f s for a snapshot",
+	    sb->id, w->frozen);
+	while (sb->fwait) {
+		struct ct_fwork *f = sb->fwait;
+
+		sb->fwait = f->next;
+		f->next = NULL;
+		ct_submit(sb->be, f->work, file_done, f);
+	}
+	defer(sb->be, w->done, w->arg, w->rc, &w->err);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+static int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
+		       dsec_be_done_fn done, void *arg, struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+	struct ct_swork *w;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (!sb->lower)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "sandbox '%s' was not made from an image: only those can be "
+				     "snapshotted", sb->id);
+	if (sb->snapping || sb->switching)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "a %s of sandbox '%s' is in progress",
+				     sb->snapping ? "snapshot" : "pause or resume", sb->id);
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	w->read = read;
+	w->read_arg = read_arg;
+	w->done = done;
+	w->arg = arg;
+	w->paused = sb->paused;
+	sb->snapping = true;
+	sb->busy++;
+	ct_submit(sb->be, snap_work, snap_done, w);
+	return 0;
 }
 
 /* ---- destroy ---------------------------------------------------------------- */
@@ -2428,4 +2553,5 @@ const struct dsec_be_ops dsec_backend = {
 	.session_exec = ct_session_exec,
 	.session_close = ct_session_close,
 	.session_list = ct_session_list,
+	.snapshot = ct_snapshot,
 };

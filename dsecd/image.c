@@ -31,6 +31,9 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		dsec_err_prefix(err, "cannot open the image store");
 		return rc;
 	}
+	/* Snapshot copies a killed predecessor left (see op_snapshot). */
+	_cleanup_free_ char *snaps = xasprintf("%s/snapshots", d->conf.state_dir);
+	dsec_rm_rf(snaps);
 	log_info("images: store %s, origin %s", store,
 		 d->conf.image_origin ? d->conf.image_origin : "STORE/origin");
 	return 0;

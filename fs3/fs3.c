@@ -628,7 +628,29 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 	}
 	if (r < 0)
 		goto out;
-	fs3_config_merge(&m.config, &is.config, &opts->config);
+	if (opts->base) {
+		/* The base's layers below, its config under ours. */
+		struct fs3_manifest bm;
+		struct fs3_image_config cfg = { 0 };
+		struct fs3_digest bd;
+
+		if ((r = resolve(fs, opts->base, &bd, err)) < 0 ||
+		    (r = load_manifest(fs, &bd, &bm, err)) < 0)
+			goto out;
+		bm.layers = xrealloc(bm.layers, (bm.n + m.n) * sizeof(*bm.layers));
+		memcpy(bm.layers + bm.n, m.layers, m.n * sizeof(*m.layers));
+		free(m.layers);
+		m.layers = bm.layers;
+		m.n += bm.n;
+		bm.layers = NULL;
+		bm.n = 0;
+		fs3_config_merge(&cfg, &bm.config, &is.config);
+		fs3_manifest_free(&bm);
+		fs3_config_merge(&m.config, &cfg, &opts->config);
+		fs3_image_config_free(&cfg);
+	} else {
+		fs3_config_merge(&m.config, &is.config, &opts->config);
+	}
 	dsec_buf_init(&enc);
 	fs3_manifest_encode(&m, &enc);
 	r = fs3_store_put(&fs->st, FS3_MANIFEST, enc.data, enc.len, &md, &stored);

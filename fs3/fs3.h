@@ -84,6 +84,10 @@ struct fs3_acquired {
 struct fs3_import_opts {
 	const char *tag;		/* "name[:tag]" to point at the image, NULL = none */
 	struct fs3_image_config config;	/* config of the image; NULL vectors/strings = unset */
+	/* An image ref whose layers go below the imported ones and whose
+	 * config is laid under config: a snapshot imports its diff tree (see
+	 * snap.h) over the image its sandbox runs.  NULL = none. */
+	const char *base;
 };
 
 /* What an import did. */
@@ -138,7 +142,9 @@ void fs3_close(struct fs3 *fs);
  * opts->config is laid (see fs3_config_merge in image.h).  OCI/docker
  * whiteouts in layer tars become their overlayfs form.  Writes to the origin
  * (fsync'd) and through to the cache; tags it if opts->tag.  Needs root for
- * tars with whiteouts, owners or device nodes.  res may be NULL. */
+ * tars with whiteouts, owners or device nodes.  With opts->base the image
+ * is that image's layers, then src's; res->nlayers counts them all, the
+ * other counts only src's.  res may be NULL. */
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 	       struct fs3_import_res *res, struct dsec_err *err);
 

@@ -199,6 +199,27 @@ struct dsec_file_res {
 	uint64_t count;			/* REMOVE: removed; UPLOAD: extracted; DOWNLOAD: packed */
 	struct dsec_buf data;		/* DOWNLOAD: the archive */
 };
+/* A sandbox's writable layer as a snapshot reads it (ABI 1, appended). */
+struct dsec_be_upper {
+	/* Host path of the overlay's upper dir, in overlayfs form: a deleted
+	 * file is a 0/0 character device, a replaced directory carries
+	 * trusted.overlay.opaque="y" (see userxattr). */
+	const char *path;
+	/* Host uid and gid of root inside: the dir's ids are the sandbox's
+	 * shifted by it (0 = not shifted, no user namespace). */
+	uint32_t id_base;
+	/* How many ids from id_base on are the sandbox's (0 with id_base 0). */
+	uint32_t id_count;
+	/* The overlay was mounted with userxattr (as it must be in a user
+	 * namespace): opaque dirs carry user.overlay.opaque instead. */
+	bool userxattr;
+};
+
+/* Reads a sandbox's writable layer while the backend holds it still; runs
+ * on a pool thread and may block.  Returns 0 or -errno with *err. (ABI 1,
+ * appended) */
+typedef int (*dsec_be_read_upper_fn)(void *arg, const struct dsec_be_upper *up,
+				     struct dsec_err *err);
 
 /* What session_open is asked for.  Strings are the caller's and valid only
  * during the call: copy what you keep. (ABI 1, appended) */
@@ -321,6 +342,16 @@ struct dsec_be_ops {
 	 * (ABI 1, appended) */
 	void (*session_list)(void *sb, void (*fn)(void *arg, const struct dsec_session_info *info),
 			     void *arg);
+	/* Snapshot support: hold sb still (its processes frozen, its own file
+	 * operations waiting), call read(read_arg, upper, err) once on a pool
+	 * thread with sb's writable layer, let sb run again, then complete
+	 * with read's result.  sb keeps running, unchanged; read must not
+	 * write to upper->path.  Only for a sandbox made from layers; others
+	 * fail with DSEC_E_UNSUPPORTED.  One at a time per sandbox (a second
+	 * fails with DSEC_E_INVALID, EBUSY).  Optional.  Async. (ABI 1,
+	 * appended) */
+	int (*snapshot)(void *sb, dsec_be_read_upper_fn read, void *read_arg, dsec_be_done_fn done,
+			void *arg, struct dsec_err *err);
 };
 
 /* The backend runs images from layers: dsecd acquires a create's image from

@@ -732,6 +732,25 @@ int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err)
 	return id_op(c, "resume", id, err);
 }
 
+int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,
+		  struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "snapshot", 2);
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "tag", tag);
+	/* Copying and packing a large sandbox takes a while. */
+	rc = roundtrip(c, &p, 600, &r, err);
+	if (rc == 0 && dsec_get_str(r.result, "image", image, err) < 0)
+		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "snapshot reply has no image");
+	reply_free(&r);
+	return rc;
+}
+
 static void unpack_sandbox(const msgpack_object *m, struct dsec_sandbox_info *s)
 {
 	s->id = get_str_or(m, "id", "");

@@ -115,6 +115,13 @@ void dsec_file_info_free(struct dsec_file_info *info);
 void dsec_file_list_free(struct dsec_file_info *arr, size_t n);
 /* Frees what a backend put in res (daemon and backends). */
 void dsec_file_res_free(struct dsec_file_res *res);
+/* Saves sandbox id's files as a new image tagged tag ("name[:tag]"): its
+ * image's layers plus one layer of what the sandbox changed.  *image
+ * (caller frees) gets the new image's "sha256:" digest; create sandboxes
+ * from tag or digest on any node sharing the store's origin.  The sandbox
+ * is frozen while its files are copied and runs on afterwards. */
+int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,
+		  struct dsec_err *err);
 
 /* One sandbox as info and list report it. */
 struct dsec_sandbox_info {

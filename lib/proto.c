@@ -34,6 +34,8 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 				   "run a command in a shell session" },
 	[DSEC_OP_SESSION_CLOSE] = { DSEC_OP_SESSION_CLOSE, "session_close",
 				    "close a shell session" },
+	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
+			       "save a sandbox's files as a new image" },
 };
 
 static const char *const file_types[] = {

@@ -131,3 +131,32 @@ container_cgroups() {
 
 # container_cgroot: the same (the sessions tests' name).
 container_cgroot() { container_cgroups; }
+# need_container_images: skip the whole file unless container sandboxes of
+# fs3 images can run here (root, the tools, container.so, overlayfs, EROFS).
+need_container_images() {
+	need_root
+	need_cmd dsec-run
+	need_cmd dsecctl
+	need_cmd helper-req
+	need_cmd mkfs.erofs
+	[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
+	grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
+	grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
+	grep -qw erofs /proc/filesystems || modprobe erofs 2>/dev/null
+	grep -qw erofs /proc/filesystems || skip_all "needs EROFS"
+}
+
+# mk_small_root ROOT PROGRAM...: a small root at ROOT with the host's
+# PROGRAMs in /bin and the libraries they load, plus /data, /etc and /tmp.
+mk_small_root() {
+	local root=$1 bin lib
+	shift
+	mkdir -p "$root/bin" "$root/data" "$root/etc" "$root/tmp"
+	for bin in "$@"; do
+		cp -L "$(type -P "$bin")" "$root/bin/$bin" || continue
+		for lib in $(ldd "$(type -P "$bin")" | grep -o '/[^ ]*'); do
+			mkdir -p "$root$(dirname "$lib")"
+			cp -Ln "$lib" "$root$lib" 2>/dev/null
+		done
+	done
+}

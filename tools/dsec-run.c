@@ -9,6 +9,8 @@
  *   default   one-shot dsec_call: a fresh sandbox runs the command and is gone;
  *   --keep    dsec_create, print the id on stderr, dsec_exec, leave it alive;
  *   --id ID   dsec_exec in an existing sandbox.
+ * With --snapshot TAG the kept sandbox is then saved as image TAG
+ * (dsec_snapshot) and the new image's digest is printed on stderr.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -41,6 +43,7 @@ struct run_opts {
 	const char *id;			/* --id: run in this existing sandbox */
 	const char *code;		/* -c: a snippet for the runtime */
 	char **argv;			/* the command, NULL-terminated, or NULL */
+	const char *snapshot;		/* --snapshot: tag to save the sandbox as, or NULL */
 };
 
 enum {
@@ -60,6 +63,7 @@ enum {
 	OPT_DNS,
 	OPT_HELP,
 	OPT_VERSION,
+	OPT_SNAPSHOT,
 };
 
 static const struct option long_opts[] = {
@@ -81,6 +85,7 @@ static const struct option long_opts[] = {
 	{ .name = "code",	.has_arg = required_argument,	.val = 'c' },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
+	{ .name = "snapshot",	.has_arg = required_argument,	.val = OPT_SNAPSHOT },
 	{ 0 }
 };
 
@@ -88,7 +93,8 @@ static const char usage_text[] =
 	"usage: dsec-run [-H ADDR] [--backend B] [--image I] [--runtime R] [--timeout S]\n"
 	"                [--env K=V]... [--cwd DIR] [--stdin FILE|-] [--output-cap BYTES]\n"
 	"                [--network none|allowlist] [--allow ADDR[:PORTS[/PROTO]]]... [--dns IP]\n"
-	"                [--keep | --id ID] [--client-timeout S] (-c CODE | [--] CMD [ARG]...)\n"
+	"                [--keep | --id ID] [--snapshot TAG] [--client-timeout S]\n"
+	"                (-c CODE | [--] CMD [ARG]...)\n"
 	"\n"
 	"Run a command in a fresh dsec sandbox; its stdout and stderr come out here and\n"
 	"its exit status is ours.\n"
@@ -109,6 +115,8 @@ static const char usage_text[] =
 	"      --dns IP             the resolver the sandbox may use (allowlist)\n"
 	"      --keep               keep the sandbox; its id is printed on stderr first\n"
 	"      --id ID              run in the existing sandbox ID\n"
+	"      --snapshot TAG       then save the sandbox (--keep, --id) as image TAG;\n"
+	"                           the image's digest is printed on stderr\n"
 	"      --client-timeout S   wait at most S for the daemon to take the request,\n"
 	"                           and as long beyond the command's timeout (default 30)\n"
 	"  -c, --code CODE          run a snippet (sh: sh -c CODE; python3: source)\n"
@@ -230,6 +238,9 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 				usage_error("empty sandbox id");
 			o->id = optarg;
 			break;
+		case OPT_SNAPSHOT:
+			o->snapshot = optarg;
+			break;
 		case OPT_CLIENT_TIMEOUT:
 			if (dsec_parse_duration(optarg, &o->client_timeout) < 0 ||
 			    o->client_timeout <= 0)
@@ -266,8 +277,11 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 
 	if (o->code && o->argv)
 		usage_error("-c and a command are exclusive: give one");
-	if (!o->code && !o->argv && !o->keep)
+	if (!o->code && !o->argv && !o->keep && !(o->id && o->snapshot))
 		usage_error("no command given");
+	if (o->snapshot && !o->keep && !o->id)
+		usage_error("--snapshot needs --keep or --id: a one-shot sandbox is gone after its "
+			    "command");
 	if (o->keep && o->id)
 		usage_error("--keep and --id are exclusive");
 	if ((o->create.allow || o->create.dns) && !o->create.network)
@@ -355,9 +369,12 @@ int main(int argc, char **argv)
 		fflush(stderr);
 		if (!o.argv && !o.code) {
 			status = 0;
-			goto out;
+			goto snap;
 		}
 		rc = dsec_exec(c, id, &req, &res, &err);
+	} else if (o.id && !o.argv && !o.code) {
+		status = 0;
+		goto snap;
 	} else if (o.id) {
 		rc = dsec_exec(c, o.id, &req, &res, &err);
 	} else {
@@ -367,7 +384,15 @@ int main(int argc, char **argv)
 		die_dsec(&err);
 	status = report(&res);
 	dsec_exec_res_free(&res);
-out:
+snap:
+	if (o.snapshot) {
+		char *image = NULL;
+
+		if (dsec_snapshot(c, id ? id : o.id, o.snapshot, &image, &err) < 0)
+			die_dsec(&err);
+		fprintf(stderr, "%s\n", image);
+		free(image);
+	}
 	free(id);
 	dsec_close(c);
 	dsec_buf_free(&in);

@@ -1,0 +1,57 @@
+/* snap.h - pack_diff: a sandbox's overlay upper dir as a layer tree.
+ *
+ * Part of fs3's interface, kept apart from fs3.h: a snapshot copies the
+ * upper dir of a running sandbox (held still by its backend meanwhile) to a
+ * staging tree with fs3_diff_copy, then imports that tree over the image the
+ * sandbox runs with fs3_import and fs3_import_opts.base: the parent's layers
+ * plus one new layer, the parent's config, a tag.
+ *
+ * The copy keeps what overlayfs stores: whiteouts (0/0 character devices),
+ * opaque dirs, modes, times, hard links, symlinks, user.* and security.*
+ * xattrs and ACLs; it drops overlayfs' private bookkeeping (origin, impure,
+ * ...).  An opaque dir is marked in the layer both as
+ * trusted.overlay.opaque (read by an overlay of the host's root) and as
+ * user.overlay.opaque (read by one mounted in a user namespace, which must
+ * use userxattr); fs3's import of OCI/docker opaque whiteouts does the same.  Ids are shifted back to
+ * those seen inside: with id_count > 0 a uid or gid in [id_base, id_base +
+ * id_count) becomes id - id_base, one outside (the sandbox cannot make such
+ * a file) becomes 65534, nobody; ACL entries and a file capability's root id
+ * shift alike.  So the layer is right for any sandbox, whatever its range.
+ * Needs root (mknod of whiteouts, chown, trusted xattrs).  Blocking.
+ */
+#ifndef FS3_SNAP_H
+#define FS3_SNAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Directory depth fs3_diff_copy follows before it refuses the tree. */
+#define FS3_DIFF_DEPTH_MAX 256
+
+/* What a copy found. */
+struct fs3_diff_stats {
+	uint64_t files;		/* regular files (hard links counted once) */
+	uint64_t dirs;		/* directories, the top one included */
+	uint64_t whiteouts;	/* deleted paths (0/0 character devices) */
+	uint64_t opaque;	/* replaced directories */
+	uint64_t other;		/* symlinks, fifos, sockets, other devices */
+	uint64_t bytes;		/* bytes of file data */
+};
+
+/* The sandbox's overlay was mounted with userxattr: its opaque marks are
+ * user.overlay.opaque (else trusted.overlay.opaque). */
+#define FS3_DIFF_USERXATTR 0x1u
+
+/* Copies the upper dir at upper (a path, symlinks at its end followed) to
+ * dst, which must not exist; see above.  st may be NULL.  On failure dst
+ * may be left half made: the caller removes it. */
+int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t id_count,
+		  unsigned flags, struct fs3_diff_stats *st, struct dsec_err *err);
+
+/* Is tag a valid "name[:tag]" for fs3_tag and fs3_import_opts.tag?  Lets a
+ * caller refuse a bad tag before it freezes a sandbox. */
+bool fs3_tag_valid(const char *tag);
+
+#endif
