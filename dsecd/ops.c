@@ -721,6 +721,26 @@ static void exec_done(void *arg, int rc, const struct dsec_err *err)
 	send_pk(r, &p);
 }
 
+/* A sandbox from a warm pool: its create's env first, then env (taken
+ * over); returns the vector to use. */
+static char **with_sb_env(const struct dsecd_sb *sb, char **env)
+{
+	size_t a, b;
+	char **v;
+
+	if (!sb->env)
+		return env;
+	a = dsec_strv_len((const char *const *)sb->env);
+	b = env ? dsec_strv_len((const char *const *)env) : 0;
+	v = xcalloc(a + b + 1, sizeof(char *));
+	for (size_t i = 0; i < a; i++)
+		v[i] = xstrdup(sb->env[i]);
+	for (size_t i = 0; i < b; i++)
+		v[a + i] = env[i];
+	free(env);
+	return v;
+}
+
 static void op_exec(struct dsecd_req *r)
 {
 	struct dsec_err err;
@@ -733,18 +753,8 @@ static void op_exec(struct dsecd_req *r)
 	if (parse_exec(r, &err) < 0)
 		return reply_err(r, &err);
 	if (r->sb->env) {
-		/* A sandbox from a warm pool: its create's env, then the exec's. */
-		size_t a = dsec_strv_len((const char *const *)r->sb->env);
-		size_t b = r->env ? dsec_strv_len((const char *const *)r->env) : 0;
-		char **env = xcalloc(a + b + 1, sizeof(char *));
-
-		for (size_t i = 0; i < a; i++)
-			env[i] = xstrdup(r->sb->env[i]);
-		for (size_t i = 0; i < b; i++)
-			env[a + i] = r->env[i];
-		free(r->env);
-		r->env = env;
-		r->ereq.env = (const char *const *)env;
+		r->env = with_sb_env(r->sb, r->env);
+		r->ereq.env = (const char *const *)r->env;
 	}
 	if (!r->ereq.cwd && r->sb->cwd)
 		r->ereq.cwd = r->sb->cwd;
@@ -1187,23 +1197,33 @@ static void op_destroy(struct dsecd_req *r)
 /* ---- shell sessions ------------------------------------------------------ */
 
 /* Takes a ref on sandbox 'id', checks that its backend has sessions and
- * reads 'session' (required when need_name). */
-static int session_common(struct dsecd_req *r, bool need_name, struct dsec_err *err)
+ * reads 'session' (required when need_name).  True when r goes on; false
+ * when it was answered, or waits for its paused sandbox to resume (it
+ * runs again then, from the start). */
+static bool session_begin(struct dsecd_req *r, bool need_name)
 {
+	struct dsec_err err;
 	int rc;
 
-	if ((rc = get_sandbox(r, err)) < 0)
-		return rc;
-	if (!r->sb->be->ops->session_open)
-		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
-				     "backend '%s' has no shell sessions", r->sb->be->name);
-	free(r->session);	/* parsed before, when the request runs again after a resume */
-	r->session = NULL;
-	rc = dsec_get_str(r->msg.root, "session", &r->session, err);
+	dsec_err_clear(&err);
+	if (get_sandbox(r, &err) < 0)
+		goto fail;
+	if (!r->sb->be->ops->session_open) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' has no shell sessions",
+			      r->sb->be->name);
+		goto fail;
+	}
+	if (!need_running(r))
+		return false;
+	rc = dsec_get_str(r->msg.root, "session", &r->session, &err);
 	if (rc == -ENOENT && need_name)
-		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'session'",
-				     dsec_ops[r->op].name);
-	return rc == -ENOENT ? 0 : rc;
+		dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'session'",
+			      dsec_ops[r->op].name);
+	else if (rc == 0 || rc == -ENOENT)
+		return true;
+fail:
+	reply_err(r, &err);
+	return false;
 }
 
 /* session_open replies {id, session}, session_close {}. */
@@ -1232,19 +1252,18 @@ static void op_session_open(struct dsecd_req *r)
 	struct dsec_err err;
 	int rc;
 
-	dsec_err_clear(&err);
-	if (session_common(r, false, &err) < 0)
-		return reply_err(r, &err);
-	if (!need_running(r))
+	if (!session_begin(r, false))
 		return;
+	dsec_err_clear(&err);
 	if (((rc = dsec_get_str(m, "shell", &r->shell, &err)) < 0 && rc != -ENOENT) ||
 	    ((rc = dsec_get_env(m, "env", &r->cenv, &err)) < 0 && rc != -ENOENT) ||
 	    ((rc = dsec_get_str(m, "cwd", &r->ccwd, &err)) < 0 && rc != -ENOENT))
 		return reply_err(r, &err);
+	r->cenv = with_sb_env(r->sb, r->cenv);
 	spec.name = r->session;
 	spec.shell = r->shell;
 	spec.env = (const char *const *)r->cenv;
-	spec.cwd = r->ccwd;
+	spec.cwd = r->ccwd ? r->ccwd : r->sb->cwd;
 	if (r->sb->be->ops->session_open(r->sb->handle, &spec, &r->sname, session_done, r,
 					 &err) < 0)
 		return reply_err(r, &err);
@@ -1274,11 +1293,9 @@ static void op_session_exec(struct dsecd_req *r)
 	struct dsec_err err;
 	int rc;
 
-	dsec_err_clear(&err);
-	if (session_common(r, true, &err) < 0)
-		return reply_err(r, &err);
-	if (!need_running(r))
+	if (!session_begin(r, true))
 		return;
+	dsec_err_clear(&err);
 	if ((rc = dsec_get_text(r->msg.root, "cmd", r->d->conf.max_frame, &r->code, &err)) < 0) {
 		if (rc == -ENOENT)
 			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "session_exec needs field 'cmd'");
@@ -1300,11 +1317,9 @@ static void op_session_close(struct dsecd_req *r)
 {
 	struct dsec_err err;
 
-	dsec_err_clear(&err);
-	if (session_common(r, true, &err) < 0)
-		return reply_err(r, &err);
-	if (!need_running(r))
+	if (!session_begin(r, true))
 		return;
+	dsec_err_clear(&err);
 	if (!r->sb->be->ops->session_close ||
 	    r->sb->be->ops->session_close(r->sb->handle, r->session, session_done, r,
 					  &err) < 0)

@@ -6,7 +6,7 @@
 
 need_container
 
-plan 55
+plan 57
 
 if ! start_dsecd --set backends=fncall,container --set container.max_sessions=4; then
 	echo "Bail out! dsecd did not start"
@@ -126,6 +126,12 @@ read -r b0 b1 <<< "$(span "$T/b.out")"
 ok $([ -n "$a0" ] && [ -n "$b0" ] && [ "$a0" -lt "$b1" ] && [ "$b0" -lt "$a1" ]; echo $?) \
 	"two sessions run their commands at the same time"
 
+sx a 'Q=kept-across-pause'
+run req pause id="$id"
+like "$OUT" '"ok":true' "pause the sandbox with its sessions open"
+sx a 'echo $Q'
+is "$(get stdout)" "kept-across-pause" "a session command resumes a paused sandbox; the shell kept its state"
+
 run req info id="$id"
 is "$(printf '%s' "$OUT" | grep -o '"name":"[^"]*"' | sort | tr '\n' ' ')" \
 	"$(printf '"name":"%s"\n' a "$b" | sort | tr '\n' ' ')" "info lists the sandbox's sessions"
@@ -197,7 +203,7 @@ like "$(cat "$T/f.out")" '"code":"not_found".*destroyed' "the running command is
 sleep 0.3
 run pgrep -f '^sleep 998[123]'
 is "$RC" 1 "no session process is left after destroy"
-left=$(find $(container_cgroot) -mindepth 1 -type d 2>/dev/null | wc -l)
+left=$(find $(container_cgroups) -mindepth 1 -type d 2>/dev/null | wc -l)
 is "$left" "0" "no cgroup is left after destroy"
 is "$(pipes)" "$fd0" "dsecd holds no more pipes than before the sessions"
 
@@ -209,4 +215,4 @@ req session_exec id="$id" session=z cmd='sleep 9991 & echo' >/dev/null
 stop_dsecd
 ok $? "dsecd stops cleanly with a session open"
 run pgrep -f '^sleep 9991'
-ok $([ "$RC" = 1 ] && [ -z "$(container_cgroot)" ]; echo $?) "shutdown leaves no session process and no cgroup"
+ok $([ "$RC" = 1 ] && [ -z "$(container_cgroups)" ]; echo $?) "shutdown leaves no session process and no cgroup"

@@ -11,7 +11,7 @@ need_cmd helper-req
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
 grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
 
-plan 12
+plan 13
 
 pool() { helper-req "$DSEC_HOST" info | grep -o '"pools":\[[^]]*\]'; }
 wait_ready() {	# wait_ready N: up to 30 s for the pool to hold N
@@ -37,6 +37,9 @@ run helper-req "$DSEC_HOST" list
 like "$OUT" "\"id\":\"$id\"" "the handed-over sandbox is listed"
 run dsec-run --id "$id" --env B=2 -c 'echo $A $B; pwd'
 is "$(echo $OUT)" "1 2 /tmp" "its create's env and cwd apply to its commands"
+helper-req "$DSEC_HOST" session_open id="$id" session=s env.B=3 >/dev/null
+run helper-req "$DSEC_HOST" session_exec id="$id" session=s cmd='echo $A $B; pwd'
+like "$OUT" '"stdout":"1 3\\n/tmp\\n"' "and to its shell sessions"
 ok $(wait_ready 2; echo $?) "the pool refills"
 
 run helper-req "$DSEC_HOST" create backend=container 'limits.memory#=100000000'
