@@ -23,7 +23,8 @@ INSTALL     ?= install
 DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
-	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd
+	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd \
+	libfuse3-dev fuse3
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
@@ -44,9 +45,9 @@ LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
 LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
 # fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd,
 # OCI/docker image metadata through jansson.
-FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson 2>/dev/null)
-FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson 2>/dev/null || \
-	echo -lcrypto -larchive -lzstd -ljansson)
+FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson fuse3 2>/dev/null)
+FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson fuse3 2>/dev/null || \
+	echo -lcrypto -larchive -lzstd -ljansson -lfuse3)
 
 ifeq ($(V),1)
 Q =
