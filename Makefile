@@ -78,7 +78,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS)
+all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(TOOLS) tools/fs3-bench
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -122,6 +122,11 @@ backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
 backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+# Cold-start figures of fs3 on demand vs whole (tools/coldstart.sh); not installed.
+tools/fs3-bench: build/tools/fs3-bench.o fs3/libfs3.a lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a
 	$(q) LD $@
@@ -175,6 +180,10 @@ tests: $(TEST_BIN) $(TEST_HELPERS)
 bench: all
 	tools/bench.sh
 
+# Cold start of a >= 1 GiB image, on demand vs fetched whole (figures, root).
+bench-fs3: all
+	tools/coldstart.sh
+
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
@@ -204,10 +213,10 @@ install: all
 clean:
 	rm -rf build
 	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
-		$(TOOLS) $(TEST_HELPERS)
+		$(TOOLS) tools/fs3-bench $(TEST_HELPERS)
 	rm -rf t/c
 
-.PHONY: all deps check tests bench lint-man run install clean
+.PHONY: all deps check tests bench bench-fs3 lint-man run install clean
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -473,11 +473,21 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
+/* Detaches what is mounted at mnt; how many mounts went.  A dead FUSE
+ * mount fails stat() with ENOTCONN: do not ask, detach until nothing is
+ * mounted there (EINVAL). */
+static int detach_all(const char *mnt)
+{
+	int n = 0;
+
+	while (n < 16 && umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+		n++;
+	return n;
+}
+
 void fs3_fuse_clean_stale(const char *mnt)
 {
-	/* A dead FUSE mount fails stat() with ENOTCONN: do not ask, detach
-	 * until nothing is mounted there (EINVAL). */
-	for (int i = 0; i < 16 && umount2(mnt, MNT_DETACH | UMOUNT_NOFOLLOW) == 0; i++)
+	if (detach_all(mnt) > 0)
 		log_warn("detached a stale on-demand mount at '%s'", mnt);
 }
 
@@ -542,7 +552,7 @@ void fs3_fuse_stop(struct fs3_fuse *fu)
 	/* Detaching the mount ends the connection once nothing uses its files
 	 * (the caller unmounted the EROFS mounts): the loop then returns. */
 	fuse_session_exit(fu->se);
-	fs3_fuse_clean_stale(fu->mnt);
+	detach_all(fu->mnt);
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 5;
 	pthread_mutex_lock(&fu->mu);
