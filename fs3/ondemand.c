@@ -511,7 +511,9 @@ int fs3_fuse_start(struct fs3_fuse **out, const char *mnt, const char *layers_di
 	fu->readahead = readahead;
 	pthread_mutex_init(&fu->mu, NULL);
 	pthread_cond_init(&fu->cv, NULL);
-	if (!(fu->se = fuse_session_new(&args, &ops, sizeof(ops), fu))) {
+	fu->se = fuse_session_new(&args, &ops, sizeof(ops), fu);
+	fuse_opt_free_args(&args);
+	if (!fu->se) {
 		r = dsec_err_set(err, EINVAL, "cannot start the on-demand file system at '%s'", mnt);
 		goto fail;
 	}
