@@ -79,7 +79,10 @@ struct fs3 {
 	int lockfd;		/* STORE/lock */
 	unsigned nshared;	/* calls in this process holding STORE/lock shared */
 	int mntlockfd;		/* STORE/mnt.lock while we are the mounter, else -1 */
-	struct fs3_fuse *fuse;	/* on-demand layers at STORE/fuse, NULL = fetch whole layers */
+	struct fs3_fuse *fuse;	/* on-demand layers at STORE/fuse once started (mu), or NULL */
+	int od_state;		/* on demand: 1 = yes (FUSE started at first need), 0 = off
+				 * (full_fetch, or FUSE would not start); under mu */
+	unsigned readahead;	/* chunks of on-demand read-ahead */
 	struct mlayer **ml;	/* the layer table */
 	size_t nml, capml;	/* used, allocated */
 	struct held **hi;	/* held images */
@@ -494,16 +497,10 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 		}
 		clean_stale(fs);
 		_cleanup_free_ char *fm = xasprintf("%s/fuse", fs->dir);
-		_cleanup_free_ char *ld = xasprintf("%s/layers", fs->dir);
 		fs3_fuse_clean_stale(fm);
-		if (!conf->full_fetch) {
-			unsigned ra = conf->readahead < 0 ? 0 : conf->readahead ? (unsigned)conf->readahead
-									 : FS3_READAHEAD_DEFAULT;
-			struct dsec_err e;
-			if (fs3_fuse_start(&fs->fuse, fm, ld, &fs->st, ra, &e) < 0)
-				log_warn("layers of '%s' are fetched whole before mounting: %s",
-					 fs->dir, e.msg);
-		}
+		fs->od_state = !conf->full_fetch;
+		fs->readahead = conf->readahead < 0 ? 0 : conf->readahead ? (unsigned)conf->readahead
+									  : FS3_READAHEAD_DEFAULT;
 	}
 	*out = fs;
 	return 0;
@@ -949,6 +946,30 @@ void fs3_image_list_free(struct fs3_image_info *v, size_t n)
 
 /* ---- acquire, release ----------------------------------------------------- */
 
+/* The FUSE server of on-demand layers, started at the first need (so that
+ * a mounter that never mounts a layer has no FUSE mount); NULL when layers
+ * are fetched whole. */
+static struct fs3_fuse *od_fuse(struct fs3 *fs)
+{
+	struct fs3_fuse *fu;
+
+	pthread_mutex_lock(&fs->mu);
+	if (!fs->fuse && fs->od_state == 1) {
+		_cleanup_free_ char *fm = xasprintf("%s/fuse", fs->dir);
+		_cleanup_free_ char *ld = xasprintf("%s/layers", fs->dir);
+		struct dsec_err e;
+		/* Mounting FUSE sends it no request before it returns: safe under mu. */
+		if (fs3_fuse_start(&fs->fuse, fm, ld, &fs->st, fs->readahead, &e) < 0) {
+			log_warn("layers of '%s' are fetched whole before mounting: %s", fs->dir,
+				 e.msg);
+			fs->od_state = 0;
+		}
+	}
+	fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	return fu;
+}
+
 /* Mounts layer l at mnt: from its local file if there, else from its FUSE
  * file (on demand), else after assembling it into STORE/layers.  Runs
  * without mu (the mount reads through FUSE, whose threads never take it):
@@ -965,9 +986,10 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
 	/* An image file is only ever renamed into place once verified. */
 	if (stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) {
-		if (fs->fuse) {
+		struct fs3_fuse *fu = od_fuse(fs);
+		if (fu) {
 			free(img);
-			if ((r = fs3_fuse_add(fs->fuse, l, &img, err)) < 0) {
+			if ((r = fs3_fuse_add(fu, l, &img, err)) < 0) {
 				img = NULL;
 				return r;
 			}
@@ -1160,13 +1182,17 @@ void fs3_acquired_free(struct fs3_acquired *a)
 void fs3_get_stats(struct fs3 *fs, struct fs3_stats *out)
 {
 	struct fs3_fuse_stats f = { 0 };
+	struct fs3_fuse *fu;
 
-	if (fs->fuse)
-		fs3_fuse_get_stats(fs->fuse, &f);
+	pthread_mutex_lock(&fs->mu);
+	fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	if (fu)
+		fs3_fuse_get_stats(fu, &f);
 	*out = (struct fs3_stats){
 		.src_objects = __atomic_load_n(&fs->st.src_objects, __ATOMIC_RELAXED),
 		.src_bytes = __atomic_load_n(&fs->st.src_bytes, __ATOMIC_RELAXED),
-		.on_demand = fs->fuse != NULL,
+		.on_demand = fu != NULL,
 		.od_layers = f.layers,
 		.od_reads = f.reads,
 		.od_read_bytes = f.read_bytes,
@@ -1191,7 +1217,10 @@ int fs3_layer_local(struct fs3 *fs, const char *layer, size_t *present, size_t *
 	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
 	if (stat(img, &sb) == 0)
 		return 1;
-	if (fs->fuse && fs3_fuse_layer_state(fs->fuse, &d, present, total) == 0)
+	pthread_mutex_lock(&fs->mu);
+	struct fs3_fuse *fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	if (fu && fs3_fuse_layer_state(fu, &d, present, total) == 0)
 		return 0;
 	return -ENOENT;
 }
@@ -1202,7 +1231,10 @@ int fs3_layer_fill(struct fs3 *fs, const char *layer)
 
 	if (fs3_digest_parse(layer, &d) < 0)
 		return -EINVAL;
-	return fs->fuse ? fs3_fuse_fill(fs->fuse, &d) : -ENOENT;
+	pthread_mutex_lock(&fs->mu);
+	struct fs3_fuse *fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	return fu ? fs3_fuse_fill(fu, &d) : -ENOENT;
 }
 
 /* ---- gc ------------------------------------------------------------------ */

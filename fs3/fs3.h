@@ -189,7 +189,8 @@ void fs3_acquired_free(struct fs3_acquired *a);
 struct fs3_stats {
 	uint64_t src_objects;	/* objects fetched from a source (origin), not the cache */
 	uint64_t src_bytes;	/* their stored (compressed) bytes: what moved from the origin */
-	bool on_demand;		/* layers are served through FUSE (STORE/fuse) */
+	bool on_demand;		/* layers are served through FUSE (STORE/fuse, mounted at
+				 * the first acquire that needs it) */
 	uint64_t od_layers;	/* layers served on demand */
 	uint64_t od_reads;	/* on-demand read requests */
 	uint64_t od_read_bytes;	/* bytes they returned */
