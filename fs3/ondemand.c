@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,6 +70,7 @@ struct fs3_fuse {
 	unsigned readahead;		/* chunks ahead of a sequential reader */
 	struct fuse_session *se;	/* the libfuse session */
 	pthread_t loop;			/* runs fuse_session_loop_mt */
+	unsigned conn;			/* the kernel's connection number (fusectl), 0 = unknown */
 	bool loop_done;			/* the loop returned (under mu) */
 	pthread_t bg;			/* runs the jobs */
 	pthread_mutex_t mu;		/* guards everything below */
@@ -527,6 +529,10 @@ int fs3_fuse_start(struct fs3_fuse **out, const char *mnt, const char *layers_di
 	if ((r = -pthread_create(&fu->loop, NULL, loop_main, fu)) < 0 ||
 	    (r = -pthread_create(&fu->bg, NULL, bg_main, fu)) < 0)
 		DSEC_BUG("cannot start a thread: %s", strerror(-r));
+	/* Only now: a stat of the mount waits for the loop to answer INIT. */
+	struct stat sb;
+	if (stat(mnt, &sb) == 0)	/* the kernel's dev_t: major << 20 | minor */
+		fu->conn = major(sb.st_dev) << 20 | minor(sb.st_dev);
 	*out = fu;
 	return 0;
 fail:
@@ -538,9 +544,43 @@ fail:
 	return r;
 }
 
-void fs3_fuse_stop(struct fs3_fuse *fu)
+/* Waits up to secs for the loop to return; whether it did. */
+static bool wait_loop(struct fs3_fuse *fu, int secs)
 {
 	struct timespec dl;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += secs;
+	pthread_mutex_lock(&fu->mu);
+	while (!fu->loop_done && pthread_cond_timedwait(&fu->cv, &fu->mu, &dl) == 0)
+		;
+	done = fu->loop_done;
+	pthread_mutex_unlock(&fu->mu);
+	return done;
+}
+
+/* Aborts the connection through fusectl (mounted if it is not): its
+ * requests fail and the loop's reads return ENODEV. */
+static void abort_conn(struct fs3_fuse *fu)
+{
+	const char *ctl = "/sys/fs/fuse/connections";
+	_cleanup_free_ char *p = xasprintf("%s/%u/abort", ctl, fu->conn);
+	int fd;
+
+	if (!fu->conn)
+		return;
+	if (access(p, W_OK) < 0)
+		mount("fusectl", ctl, "fusectl", 0, NULL);
+	if ((fd = open(p, O_WRONLY | O_CLOEXEC)) >= 0) {
+		if (write(fd, "1", 1) != 1)
+			log_warn("cannot abort '%s': %s", p, strerror(errno));
+		close(fd);
+	}
+}
+
+void fs3_fuse_stop(struct fs3_fuse *fu)
+{
 	bool done;
 
 	if (!fu)
@@ -555,14 +595,13 @@ void fs3_fuse_stop(struct fs3_fuse *fu)
 	 * (the caller unmounted the EROFS mounts): the loop then returns. */
 	fuse_session_exit(fu->se);
 	detach_all(fu->mnt);
-	clock_gettime(CLOCK_REALTIME, &dl);
-	dl.tv_sec += 5;
-	pthread_mutex_lock(&fu->mu);
-	while (!fu->loop_done &&
-	       pthread_cond_timedwait(&fu->cv, &fu->mu, &dl) == 0)
-		;
-	done = fu->loop_done;
-	pthread_mutex_unlock(&fu->mu);
+	if (!(done = wait_loop(fu, 2))) {
+		/* Something still holds a file of ours (an EROFS mount detached
+		 * while busy, or not yet torn down): end the connection. */
+		log_warn("on-demand file system '%s' still in use; aborting it", fu->mnt);
+		abort_conn(fu);
+		done = wait_loop(fu, 5);
+	}
 	if (!done) {
 		/* An EROFS mount detached while busy still holds a file: the
 		 * connection lives on; leave the session to it. */

@@ -250,7 +250,8 @@ int main(int argc, char **argv)
 		wbytes += files[i].size;
 	}
 	printf("workload: %zu files, %.1f MiB (%.1f %% of the image), read-ahead %d chunks\n",
-	       nwork, wbytes / 1048576.0, 100.0 * wbytes / ir.logical, bc.readahead);
+	       nwork, wbytes / 1048576.0, 100.0 * wbytes / ir.logical,
+	       bc.readahead < 0 ? 0 : bc.readahead);
 
 	run(&bc, false, origin, work, nwork, &od);
 	run(&bc, true, origin, work, nwork, &ff);
