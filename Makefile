@@ -23,7 +23,8 @@ INSTALL     ?= install
 DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
-	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget
+	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
+	libfuse3-dev fuse3
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
@@ -44,9 +45,9 @@ LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
 LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
 # fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd,
 # OCI/docker image metadata through jansson.
-FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson 2>/dev/null)
-FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson 2>/dev/null || \
-	echo -lcrypto -larchive -lzstd -ljansson)
+FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson fuse3 2>/dev/null)
+FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson fuse3 2>/dev/null || \
+	echo -lcrypto -larchive -lzstd -ljansson -lfuse3)
 # libarchive: tar upload and download of the file API (be_fs in backends).
 ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
 
@@ -80,7 +81,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(TOOLS)
+all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(TOOLS) tools/fs3-bench
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -132,6 +133,11 @@ backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
 backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+# Cold-start figures of fs3 on demand vs whole (tools/coldstart.sh); not installed.
+tools/fs3-bench: build/tools/fs3-bench.o fs3/libfs3.a lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a
 	$(q) LD $@
@@ -195,6 +201,10 @@ bench: all
 bench-container: all $(TEST_HELPERS)
 	tools/bench-container.sh
 
+# Cold start of a >= 1 GiB image, on demand vs fetched whole (figures, root).
+bench-fs3: all
+	tools/coldstart.sh
+
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
@@ -225,10 +235,10 @@ install: all
 clean:
 	rm -rf build
 	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
-		$(TOOLS) $(TEST_HELPERS)
+		$(TOOLS) tools/fs3-bench $(TEST_HELPERS)
 	rm -rf t/c
 
-.PHONY: all deps check tests bench bench-container lint-man run install clean
+.PHONY: all deps check tests bench bench-container bench-fs3 lint-man run install clean
 .SECONDARY:
 .DELETE_ON_ERROR:
 

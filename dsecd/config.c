@@ -48,6 +48,8 @@ static const struct key_desc keys[] = {
 	{ "image_store", K_STR, F(image_store), NULL },	/* default: STATE_DIR/fs3 */
 	{ "image_origin", K_STR, F(image_origin), NULL },	/* default: IMAGE_STORE/origin */
 	{ "image_cache_max", K_SIZE, F(image_cache_max), "10G" },
+	{ "image_on_demand", K_BOOL, F(image_on_demand), "true" },
+	{ "image_readahead", K_UINT, F(image_readahead), "4" },
 	{ "pool", K_STR, F(pool), NULL },	/* default: no warm pools */
 };
 #undef F

@@ -44,6 +44,8 @@ struct dsecd_conf {
 	char *image_store;		/* fs3 store, NULL = STATE_DIR/fs3 */
 	char *image_origin;		/* fs3 origin, NULL = IMAGE_STORE/origin */
 	uint64_t image_cache_max;	/* bytes of chunk cache */
+	bool image_on_demand;		/* mount layers before they are local (FUSE) */
+	uint64_t image_readahead;	/* chunks read ahead on demand, 0 = none */
 	char *pool;			/* warm pools: "BACKEND[@IMAGE]=N, ..." or NULL */
 	char **be_keys;			/* "BACKEND.key" names, NULL-terminated */
 	char **be_vals;			/* their values, parallel to be_keys */

@@ -24,6 +24,8 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		.origin = d->conf.image_origin,
 		.cache_max = d->conf.image_cache_max,
 		.flags = FS3_MOUNTER,
+		.full_fetch = !d->conf.image_on_demand,
+		.readahead = d->conf.image_readahead ? (int)(d->conf.image_readahead > 1024 ? 1024 : d->conf.image_readahead) : -1,
 	};
 	int rc;
 
@@ -34,8 +36,9 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 	/* Snapshot copies a killed predecessor left (see op_snapshot). */
 	_cleanup_free_ char *snaps = xasprintf("%s/snapshots", d->conf.state_dir);
 	dsec_rm_rf(snaps);
-	log_info("images: store %s, origin %s", store,
-		 d->conf.image_origin ? d->conf.image_origin : "STORE/origin");
+	log_info("images: store %s, origin %s, %s", store,
+		 d->conf.image_origin ? d->conf.image_origin : "STORE/origin",
+		 d->conf.image_on_demand ? "layers on demand" : "layers fetched whole");
 	return 0;
 }
 

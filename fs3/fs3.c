@@ -6,6 +6,8 @@
  *   cache/            the cache tier (see store.h)
  *   origin/           the origin when no other is configured
  *   layers/HEX.erofs  layer images assembled from verified chunks
+ *   layers/HEX.partial  a layer being fetched on demand (sparse; see ondemand.h)
+ *   fuse/             the mounter's FUSE mount: HEX.erofs per on-demand layer
  *   mnt/HEX/          where each layer is mounted, once per node
  *   acquired/HEX      one file per image acquired by the mounter: gc roots,
  *                     and what pins chunks in the cache
@@ -26,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "fs3.h"
+#include "ondemand.h"
 #include "image.h"
 #include "import.h"
 #include "layer.h"
@@ -36,6 +39,7 @@
 #define FS3_CHUNK_DEFAULT (1u << 20)
 #define FS3_CHUNK_MIN (64u << 10)
 #define FS3_CHUNK_MAX (4u << 20)
+#define FS3_READAHEAD_DEFAULT 4
 #define FS3_MOUNT_FLAGS (MS_RDONLY | MS_NODEV | MS_NOSUID)
 
 /* Where a layer of the table is. */
@@ -75,6 +79,10 @@ struct fs3 {
 	int lockfd;		/* STORE/lock */
 	unsigned nshared;	/* calls in this process holding STORE/lock shared */
 	int mntlockfd;		/* STORE/mnt.lock while we are the mounter, else -1 */
+	struct fs3_fuse *fuse;	/* on-demand layers at STORE/fuse once started (mu), or NULL */
+	int od_state;		/* on demand: 1 = yes (FUSE started at first need), 0 = off
+				 * (full_fetch, or FUSE would not start); under mu */
+	unsigned readahead;	/* chunks of on-demand read-ahead */
 	struct mlayer **ml;	/* the layer table */
 	size_t nml, capml;	/* used, allocated */
 	struct held **hi;	/* held images */
@@ -488,6 +496,11 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 			goto fail;
 		}
 		clean_stale(fs);
+		_cleanup_free_ char *fm = xasprintf("%s/fuse", fs->dir);
+		fs3_fuse_clean_stale(fm);
+		fs->od_state = !conf->full_fetch;
+		fs->readahead = conf->readahead < 0 ? 0 : conf->readahead ? (unsigned)conf->readahead
+									  : FS3_READAHEAD_DEFAULT;
 	}
 	*out = fs;
 	return 0;
@@ -539,6 +552,7 @@ void fs3_close(struct fs3 *fs)
 		free(fs->ml[i]->mnt);
 		free(fs->ml[i]);
 	}
+	fs3_fuse_stop(fs->fuse);	/* after the EROFS mounts on its files */
 	for (size_t i = 0; i < fs->nhi; i++) {
 		_cleanup_free_ char *p = acquired_path(fs, &fs->hi[i]->d);
 		unlink(p);
@@ -954,8 +968,34 @@ void fs3_image_list_free(struct fs3_image_info *v, size_t n)
 
 /* ---- acquire, release ----------------------------------------------------- */
 
-/* Assembles layer l into STORE/layers (unless there) and mounts it at mnt.
- * Runs without mu: one thread per layer (the one that made its entry). */
+/* The FUSE server of on-demand layers, started at the first need (so that
+ * a mounter that never mounts a layer has no FUSE mount); NULL when layers
+ * are fetched whole. */
+static struct fs3_fuse *od_fuse(struct fs3 *fs)
+{
+	struct fs3_fuse *fu;
+
+	pthread_mutex_lock(&fs->mu);
+	if (!fs->fuse && fs->od_state == 1) {
+		_cleanup_free_ char *fm = xasprintf("%s/fuse", fs->dir);
+		_cleanup_free_ char *ld = xasprintf("%s/layers", fs->dir);
+		struct dsec_err e;
+		/* Mounting FUSE sends it no request before it returns: safe under mu. */
+		if (fs3_fuse_start(&fs->fuse, fm, ld, &fs->st, fs->readahead, &e) < 0) {
+			log_warn("layers of '%s' are fetched whole before mounting: %s", fs->dir,
+				 e.msg);
+			fs->od_state = 0;
+		}
+	}
+	fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	return fu;
+}
+
+/* Mounts layer l at mnt: from its local file if there, else from its FUSE
+ * file (on demand), else after assembling it into STORE/layers.  Runs
+ * without mu (the mount reads through FUSE, whose threads never take it):
+ * one thread per layer (the one that made its entry). */
 static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char *mnt,
 		       struct dsec_err *err)
 {
@@ -967,9 +1007,17 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 	fs3_digest_ref(&l->digest, ref);
 	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
 	/* An image file is only ever renamed into place once verified. */
-	if ((stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) &&
-	    (r = fs3_layer_materialize(&fs->st, l, img, err)) < 0)
-		return r;
+	if (stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) {
+		struct fs3_fuse *fu = od_fuse(fs);
+		if (fu) {
+			free(img);
+			if ((r = fs3_fuse_add(fu, l, &img, err)) < 0) {
+				img = NULL;
+				return r;
+			}
+		} else if ((r = fs3_layer_materialize(&fs->st, l, img, err)) < 0)
+			return r;
+	}
 	unmount_layer(mnt);	/* a mount there is not ours: stale */
 	if (mkdir(mnt, 0755) < 0 && errno != EEXIST)
 		return dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
@@ -1151,6 +1199,64 @@ void fs3_acquired_free(struct fs3_acquired *a)
 	free(a->lowerdir);
 	fs3_image_config_free(&a->config);
 	free(a);
+}
+
+void fs3_get_stats(struct fs3 *fs, struct fs3_stats *out)
+{
+	struct fs3_fuse_stats f = { 0 };
+	struct fs3_fuse *fu;
+
+	pthread_mutex_lock(&fs->mu);
+	fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	if (fu)
+		fs3_fuse_get_stats(fu, &f);
+	*out = (struct fs3_stats){
+		.src_objects = __atomic_load_n(&fs->st.src_objects, __ATOMIC_RELAXED),
+		.src_bytes = __atomic_load_n(&fs->st.src_bytes, __ATOMIC_RELAXED),
+		.on_demand = fu != NULL,
+		.od_layers = f.layers,
+		.od_reads = f.reads,
+		.od_read_bytes = f.read_bytes,
+		.od_chunks = f.chunks,
+		.od_chunk_bytes = f.chunk_bytes,
+		.od_readahead = f.readahead,
+		.od_errors = f.errors,
+		.od_completed = f.completed,
+	};
+}
+
+int fs3_layer_local(struct fs3 *fs, const char *layer, size_t *present, size_t *total)
+{
+	char hex[FS3_HEX_LEN + 1];
+	struct fs3_digest d;
+	struct stat sb;
+
+	*present = *total = 0;
+	if (fs3_digest_parse(layer, &d) < 0)
+		return -EINVAL;
+	fs3_digest_hex(&d, hex);
+	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
+	if (stat(img, &sb) == 0)
+		return 1;
+	pthread_mutex_lock(&fs->mu);
+	struct fs3_fuse *fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	if (fu && fs3_fuse_layer_state(fu, &d, present, total) == 0)
+		return 0;
+	return -ENOENT;
+}
+
+int fs3_layer_fill(struct fs3 *fs, const char *layer)
+{
+	struct fs3_digest d;
+
+	if (fs3_digest_parse(layer, &d) < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&fs->mu);
+	struct fs3_fuse *fu = fs->fuse;
+	pthread_mutex_unlock(&fs->mu);
+	return fu ? fs3_fuse_fill(fu, &d) : -ENOENT;
 }
 
 /* ---- gc ------------------------------------------------------------------ */

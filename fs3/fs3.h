@@ -61,6 +61,10 @@ struct fs3_conf {
 	uint64_t cache_max;	/* cache cap in stored bytes, 0 = 10 GiB */
 	uint32_t chunk_size;	/* average chunk size (power of two, 64 KiB..4 MiB), 0 = 1 MiB */
 	unsigned flags;		/* FS3_MOUNTER */
+	bool full_fetch;	/* acquire assembles whole layers before mounting them,
+				 * false = on demand through FUSE (see below) */
+	int readahead;		/* chunks read ahead of a sequential on-demand reader,
+				 * 0 = 4, < 0 = none */
 };
 
 /* An image's run configuration. */
@@ -167,11 +171,16 @@ int fs3_image_inspect(struct fs3 *fs, const char *ref, struct fs3_image_info *ou
 		      struct dsec_err *err);
 void fs3_image_info_clear(struct fs3_image_info *info);
 
-/* Makes the image ref names usable: each layer is assembled from verified
- * chunks into STORE/layers/<hex>.erofs (once) and mounted read-only at
+/* Makes the image ref names usable: each layer is mounted read-only at
  * STORE/mnt/<hex> (once per node: a mount is shared and refcounted by every
- * acquire of any image that has the layer).  Needs FS3_MOUNTER.  *out is
- * the caller's until fs3_image_release. */
+ * acquire of any image that has the layer).  A layer that is local
+ * (STORE/layers/<hex>.erofs) is mounted from that file.  Otherwise, on
+ * demand (the default), EROFS is mounted on the layer's file in the store's
+ * FUSE mount, STORE/fuse/<hex>.erofs, after the chunks of its superblock and
+ * root inode are fetched; the rest comes as it is read (see ondemand.h).  With
+ * conf.full_fetch, or when FUSE cannot be mounted, the layer is first
+ * assembled from verified chunks into STORE/layers/<hex>.erofs.  Needs
+ * FS3_MOUNTER.  *out is the caller's until fs3_image_release. */
 int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
 		      struct dsec_err *err);
 /* Gives an acquire back and frees a; a layer is unmounted when its last
@@ -181,6 +190,34 @@ void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a);
 /* Frees a without giving it back: only for acquires still outstanding when
  * fs3_close unmounted everything (a daemon shutting down). */
 void fs3_acquired_free(struct fs3_acquired *a);
+
+/* Counters of this handle since open. */
+struct fs3_stats {
+	uint64_t src_objects;	/* objects fetched from a source (origin), not the cache */
+	uint64_t src_bytes;	/* their stored (compressed) bytes: what moved from the origin */
+	bool on_demand;		/* layers are served through FUSE (STORE/fuse, mounted at
+				 * the first acquire that needs it) */
+	uint64_t od_layers;	/* layers served on demand */
+	uint64_t od_reads;	/* on-demand read requests */
+	uint64_t od_read_bytes;	/* bytes they returned */
+	uint64_t od_chunks;	/* chunks fetched on demand (reads, read-ahead, metadata) */
+	uint64_t od_chunk_bytes; /* their uncompressed bytes */
+	uint64_t od_readahead;	/* of od_chunks, fetched by read-ahead */
+	uint64_t od_errors;	/* reads failed with EIO */
+	uint64_t od_completed;	/* layers that became local */
+};
+
+void fs3_get_stats(struct fs3 *fs, struct fs3_stats *out);
+
+/* Where layer ("sha256:<hex>" of its EROFS image) is on this node: 1 when
+ * it is a local file (STORE/layers/<hex>.erofs), 0 when it is served on
+ * demand and not yet complete (*present of *total chunks are local), or
+ * -ENOENT when neither. */
+int fs3_layer_local(struct fs3 *fs, const char *layer, size_t *present, size_t *total);
+
+/* Fetches the rest of an on-demand layer in the background, after which it
+ * is local.  -ENOENT when it is not served on demand. */
+int fs3_layer_fill(struct fs3 *fs, const char *layer);
 
 /* Collects what no tag and no acquire (of any process on this node) reaches:
  * manifests, indexes and chunks in the origin and the cache, and unmounted

@@ -356,6 +356,8 @@ int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_dig
 	for (int i = 0; i < st->nsrc; i++) {
 		r = st->src[i].get(st->src[i].ctx, kind, d, &z);
 		if (r == 0 && (r = unpack_verify(&z, d, out)) == 0) {
+			__atomic_add_fetch(&st->src_objects, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&st->src_bytes, z.len, __ATOMIC_RELAXED);
 			cache_add(st, kind, d, z.data, z.len);
 			goto out;
 		}

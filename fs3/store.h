@@ -62,6 +62,8 @@ struct fs3_store {
 	uint64_t cache_bytes;	/* stored bytes in the cache, as far as we know */
 	struct fs3_source src[FS3_SOURCES_MAX];	/* fetch order after the cache */
 	int nsrc;		/* sources in src */
+	uint64_t src_objects;	/* objects fetched from a source (atomic) */
+	uint64_t src_bytes;	/* their stored bytes (atomic) */
 };
 
 /* Digests: raw <-> "sha256:<hex>" (parse also takes bare hex). */

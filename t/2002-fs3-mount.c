@@ -23,7 +23,8 @@ static struct fs3 *open_store(const char *name, uint64_t cache_max, unsigned fla
 {
 	char *store = tpath("%s", name), *origin = tpath("%s-origin", name);
 	struct fs3_conf c = { .store = store, .origin = origin, .chunk_size = CHUNK,
-			      .cache_max = cache_max, .flags = flags };
+			      .cache_max = cache_max, .flags = flags,
+			      .full_fetch = true };	/* on demand: t/2006 */
 	struct dsec_err err;
 	struct fs3 *fs = NULL;
 
