@@ -2425,6 +2425,16 @@ static void ct_fini(void *vbe)
 			close(sb->pidfd);
 		sb->rootfd = sb->pidfd = -1;
 		sb_teardown(sb);
+		/* Reap its pid 1 now, killed with its group: the loop will not
+		 * run again to do it, and a daemon that exits leaves its
+		 * unreaped children as zombies for the host's init. */
+		for (int i = 0; sb->helper > 0 && i < 1000; i++) {
+			pid_t r = waitpid(sb->helper, NULL, WNOHANG);
+
+			if (r == sb->helper || (r < 0 && errno != EINTR))
+				break;
+			usleep(1000);
+		}
 		sb_free(sb);
 	}
 	while (be->pend) {

@@ -164,7 +164,16 @@ is "$?" "0" "SIGTERM with paused sandboxes: dsecd exits cleanly"
 ok $([ -z "$(cgroot)" ] && [ -z "$(ls -A "$T/state/backends/container" 2>/dev/null)" ] &&
 	! grep -q "$T/state" /proc/self/mountinfo; echo $?) \
 	"shutdown leaves no cgroup, state directory or mount"
-none_alive() { local p; for p in "$@"; do if kill -0 "$p" 2>/dev/null; then diag "left: $(cat /proc/$p/status | head -3 | tr "\n" " ")"; return 1; fi; done; }
+# A zombie is gone too: it only waits for the host's init to reap it.
+none_alive() {
+	local p
+	for p in "$@"; do
+		kill -0 "$p" 2>/dev/null || continue
+		grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && continue
+		diag "left: $(head -3 /proc/$p/status 2>/dev/null | tr "\n" " ")"
+		return 1
+	done
+}
 for i in $(seq 20); do none_alive $pids 2>/dev/null && break; sleep 0.1; done
 ok $(none_alive $pids; echo $?) "no process of the paused sandboxes is left"
 
