@@ -5,15 +5,7 @@
 # read-only layers another sandbox of the image sees.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsecctl
-need_cmd helper-req
-need_cmd mkfs.erofs
-[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
-grep -qw erofs /proc/filesystems || modprobe erofs 2>/dev/null
-grep -qw erofs /proc/filesystems || skip_all "needs EROFS"
+need_container_images
 
 plan 9
 

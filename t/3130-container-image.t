@@ -5,33 +5,13 @@
 # and the layers are unmounted when the last sandbox is gone.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecctl
-need_cmd helper-req
-need_cmd mkfs.erofs
-[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
-grep -qw erofs /proc/filesystems || modprobe erofs 2>/dev/null
-grep -qw erofs /proc/filesystems || skip_all "needs EROFS"
+need_container_images
 
 plan 13
 
 # A small root: a shell, a few tools and the libraries they load.
-mkroot() {
-	local root=$1 bin lib
-	mkdir -p "$root/bin" "$root/data" "$root/etc" "$root/tmp"
-	for bin in sh cat ls id env wc; do
-		cp -L "$(type -P $bin)" "$root/bin/$bin" || continue
-		for lib in $(ldd "$(type -P $bin)" | grep -o '/[^ ]*'); do
-			mkdir -p "$root$(dirname "$lib")"
-			cp -Ln "$lib" "$root$lib" 2>/dev/null
-		done
-	done
-	echo "hello from the image" > "$root/hello.txt"
-}
-mkroot "$T/root"
+mk_small_root "$T/root" sh cat ls id env wc
+echo "hello from the image" > "$T/root/hello.txt"
 STORE="$T/state/fs3"
 export DSEC_FS3_STORE="$STORE"
 mkdir -p "$T/state"

@@ -5,14 +5,7 @@
 # namespace) can still be chosen.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecctl
-need_cmd helper-req
-need_cmd mkfs.erofs
-[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
+need_container_images
 [ -e /proc/self/ns/user ] || skip_all "needs user namespaces"
 
 plan 11
@@ -44,12 +37,9 @@ run dsec-run --id "$a" -c "chown $base /root/x 2>&1 >/dev/null | grep -c 'Invali
 is "$OUT" "1" "... and not to a uid outside it"
 
 # An image's root-owned files are root's inside, and editing one copies it up.
-mkdir -p "$T/root/etc"
+mk_small_root "$T/root" sh
+ln -s bin/sh "$T/root/sh"
 echo original > "$T/root/etc/conf"
-cp -L "$(type -P sh)" "$T/root/sh"
-for lib in $(ldd "$(type -P sh)" | grep -o '/[^ ]*'); do
-	mkdir -p "$T/root$(dirname "$lib")"; cp -Ln "$lib" "$T/root$lib"
-done
 DSEC_FS3_STORE="$T/state/fs3" dsecctl image import --tag uns:1 "$T/root" >/dev/null 2>&1 ||
 	bail "cannot import the test image"
 run dsec-run --backend container --image uns:1 -- /sh -c 'read l < /etc/conf; echo $l; echo edited > /etc/conf; read l < /etc/conf; echo $l'
