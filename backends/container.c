@@ -55,6 +55,7 @@
 #include "be_io.h"
 #include "be_cgroup.h"
 #include "be_netpol.h"
+#include "be_task.h"
 #include "be_fs.h"
 #include "be_session.h"
 #include "log.h"
@@ -219,8 +220,7 @@ struct ct_be {
 	struct be_bridge br;		/* allowlisted sandboxes' bridge (up on first use) */
 	uint8_t *uslots;		/* uid ranges in use, a bit per max_sandboxes */
 	pthread_mutex_t br_lock;	/* serialises bringing it up */
-	unsigned nwork;			/* submitted work whose done has not run */
-	unsigned busy;			/* work running on pool threads (atomic) */
+	struct be_tasks tasks;		/* work on dsecd's pool */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -239,51 +239,21 @@ static void ct_free(struct ct_be *be)
 
 /* ---- pool work and deferred completions --------------------------------- */
 
-struct ct_task {
-	struct ct_be *be;		/* backend */
-	void (*work)(void *);		/* on a pool thread */
-	void (*done)(void *);		/* on the loop */
-	void *arg;			/* theirs */
-};
-
-static void task_work(void *arg)
+static void ct_release(void *be)
 {
-	struct ct_task *t = arg;
-
-	t->work(t->arg);
-	__atomic_sub_fetch(&t->be->busy, 1, __ATOMIC_RELEASE);
+	ct_free(be);
 }
 
-static void task_done(void *arg)
-{
-	struct ct_task *t = arg;
-	struct ct_be *be = t->be;
-
-	if (!be->stopping)
-		t->done(t->arg);
-	free(t);
-	if (--be->nwork == 0 && be->stopping)
-		ct_free(be);
-}
-
-/* Run work on a pool thread, done on the loop; without a pool thread both
- * run here (done must tolerate it: it never calls a caller's done directly). */
+/* Run work on a pool thread, done on the loop (be_task: fini waits for
+ * it, and done is skipped once fini began); without a pool thread both run
+ * here (done must tolerate it: it never calls a caller's done directly). */
 static void ct_submit(struct ct_be *be, void (*work)(void *), void (*done)(void *), void *arg)
 {
-	struct ct_task *t = xcalloc(1, sizeof(*t));
-
-	t->be = be;
-	t->work = work;
-	t->done = done;
-	t->arg = arg;
-	__atomic_add_fetch(&be->busy, 1, __ATOMIC_ACQUIRE);
-	if (be->host->submit(task_work, task_done, t) < 0) {
-		be->nwork++;
-		task_work(t);
-		task_done(t);
-		return;
+	if (be_task_submit(&be->tasks, work, done, arg) < 0) {
+		work(arg);
+		if (!be->stopping)
+			done(arg);
 	}
-	be->nwork++;
 }
 
 static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
@@ -2413,8 +2383,7 @@ static void ct_fini(void *vbe)
 			free(x);
 		}
 	}
-	for (int i = 0; i < 30000 && __atomic_load_n(&be->busy, __ATOMIC_ACQUIRE) > 0; i++)
-		usleep(1000);
+	be_tasks_drain(&be->tasks);
 	while (be->sbs) {
 		struct ct_sb *sb = be->sbs;
 
@@ -2454,7 +2423,7 @@ static void ct_fini(void *vbe)
 		be->cg = NULL;
 	}
 	be_bridge_down(&be->br);
-	if (be->nwork == 0)
+	if (be_tasks_idle(&be->tasks))
 		ct_free(be);
 }
 
@@ -2487,6 +2456,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->pend_tail = &be->pend;
+	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);

@@ -44,6 +44,7 @@
 #include "be_conf.h"
 #include "be_io.h"
 #include "be_cgroup.h"
+#include "be_task.h"
 #include "be_fncall.h"
 #include "be_fs.h"
 #include "log.h"
@@ -202,58 +203,22 @@ struct fc_be {
 	uint32_t running;		/* calls in flight */
 	uint32_t nsbs;			/* sandboxes */
 	uint64_t ncalls;		/* completed */
-	unsigned nwork;			/* submitted to the pool, done not run yet */
-	int busy;			/* of those, still running (atomic) */
+	struct be_tasks tasks;		/* work on dsecd's pool */
 	bool stopping;			/* fini started */
 };
 
 static void fc_free(struct fc_be *be);
 
-/* Pool work, wrapped so fini can wait for running work and so the backend
- * outlives done callbacks that dsecd's pool may still run after fini. */
-struct fc_task {
-	struct fc_be *be;		/* backend */
-	void (*work)(void *);		/* on a pool thread */
-	void (*done)(void *);		/* on the loop */
-	void *arg;			/* theirs */
-};
-
-static void task_work(void *arg)
+/* Pool work through be_task: fini waits for it, and the backend outlives
+ * done callbacks dsecd's pool may still run after fini (they still run). */
+static void fc_release(void *be)
 {
-	struct fc_task *t = arg;
-
-	t->work(t->arg);
-	__atomic_sub_fetch(&t->be->busy, 1, __ATOMIC_RELEASE);
-}
-
-static void task_done(void *arg)
-{
-	struct fc_task *t = arg;
-	struct fc_be *be = t->be;
-
-	t->done(t->arg);
-	free(t);
-	if (--be->nwork == 0 && be->stopping)
-		fc_free(be);
+	fc_free(be);
 }
 
 static int fc_submit(struct fc_be *be, void (*work)(void *), void (*done)(void *), void *arg)
 {
-	struct fc_task *t = xcalloc(1, sizeof(*t));
-	int rc;
-
-	t->be = be;
-	t->work = work;
-	t->done = done;
-	t->arg = arg;
-	__atomic_add_fetch(&be->busy, 1, __ATOMIC_ACQUIRE);
-	if ((rc = be->host->submit(task_work, task_done, t)) < 0) {
-		__atomic_sub_fetch(&be->busy, 1, __ATOMIC_RELEASE);
-		free(t);
-		return rc;
-	}
-	be->nwork++;
-	return 0;
+	return be_task_submit(&be->tasks, work, done, arg);
 }
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -1501,8 +1466,7 @@ static void fc_fini(void *vbe)
 		free(c);
 	}
 	/* Let running file work finish before its sandbox goes away. */
-	for (int i = 0; i < 30000 && __atomic_load_n(&be->busy, __ATOMIC_ACQUIRE) > 0; i++)
-		usleep(1000);
+	be_tasks_drain(&be->tasks);
 	while (be->sbs) {
 		struct fc_sb *sb = be->sbs;
 
@@ -1522,7 +1486,7 @@ static void fc_fini(void *vbe)
 		be_cg_free(be->cg);
 		be->cg = NULL;
 	}
-	if (be->nwork == 0)
+	if (be_tasks_idle(&be->tasks))
 		fc_free(be);
 }
 
@@ -1560,6 +1524,7 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	int rc;
 
 	be->host = host;
+	be_tasks_init(&be->tasks, host, &be->stopping, false, fc_release, be);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "fncall: host ABI mismatch");
