@@ -57,6 +57,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "be_io.h"
 #include "be_seccomp.h"
 #include "be_net.h"
 #include "be_title.h"
@@ -359,16 +360,11 @@ static const char *arg(int argc, char **argv, const char *name, const char *def)
 /* Receives n mount fds, the image's idmapped layers, on fd 5. */
 static void recv_layers(int *fds, int n)
 {
-	char cbuf[CMSG_SPACE(sizeof(int) * 64)], c;
-	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-			     .msg_controllen = sizeof(cbuf) };
-	struct cmsghdr *cm;
+	int got = 0;
+	char c;
 
-	if (recvmsg(5, &mh, MSG_CMSG_CLOEXEC) != 1 || !(cm = CMSG_FIRSTHDR(&mh)) ||
-	    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int) * (size_t)n))
-		fail(EPROTO, "did not get the image's %d layers", n);
-	memcpy(fds, CMSG_DATA(cm), sizeof(int) * (size_t)n);
+	if (be_recv_fds(5, &c, 1, fds, n, &got, 0) != 1 || got != n)
+		fail(EPROTO, "did not get the image's %d layers (got %d)", n, got);
 	close(5);
 }
 
