@@ -430,6 +430,19 @@ int be_cg_attach(struct be_cg *cg, pid_t pid)
 	return rc;
 }
 
+int be_cg_open_procs(const struct be_cg *cg, int fds[BE_CG_MAXH])
+{
+	for (int i = 0; i < cg->n; i++)
+		if ((fds[i] = openat(cg->dirfd[i], "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
+			int e = errno;
+
+			while (i-- > 0)
+				close(fds[i]);
+			return -e;
+		}
+	return cg->n;
+}
+
 /* Call fn(sub, arg) with a descriptor of each group directly below dirfd's. */
 static void each_child(int dirfd, void (*fn)(int sub, void *arg), void *arg)
 {

@@ -75,6 +75,12 @@ int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delega
 int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim);
 /* Move pid (0 = the caller) into the group in every hierarchy. */
 int be_cg_attach(struct be_cg *cg, pid_t pid);
+/* Opens the group's cgroup.procs in every hierarchy for writing, into fds
+ * (close-on-exec).  The kernel checks a move by the opener's credentials
+ * and cgroup namespace: a process that gets these descriptors (a
+ * sandbox's init, root only of its own user namespace) can move itself in
+ * by writing "0" to each.  Returns how many, or -errno (none left open). */
+int be_cg_open_procs(const struct be_cg *cg, int fds[BE_CG_MAXH]);
 /* *out = how many processes of the group the kernel's OOM killer killed
  * (memory.events on v2, memory.oom_control on v1).  -ENOENT when the host
  * does not count them. */

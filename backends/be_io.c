@@ -75,7 +75,7 @@ int be_path_err(struct dsec_err *err, int rc, const char *path, const char *what
 int be_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int *nfds, int flags)
 {
 	union {
-		char b[CMSG_SPACE(sizeof(int) * 16)];
+		char b[CMSG_SPACE(sizeof(int) * BE_IO_MAXFDS)];
 		struct cmsghdr h;
 	} cbuf;
 	struct iovec iov = { .iov_base = buf, .iov_len = len };
@@ -111,4 +111,36 @@ int be_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int *nfds
 		return -EMSGSIZE;
 	}
 	return (int)n;
+}
+
+int be_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds, int flags)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * BE_IO_MAXFDS)];
+		struct cmsghdr h;
+	} cbuf;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (nfds < 0 || nfds > BE_IO_MAXFDS)
+		return -EINVAL;
+	if (nfds > 0) {
+		struct cmsghdr *c;
+
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL | flags);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)len ? 0 : -EMSGSIZE;
 }

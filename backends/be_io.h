@@ -32,4 +32,13 @@ int be_path_err(struct dsec_err *err, int rc, const char *path, const char *what
  * it or its descriptors were truncated, or -errno. */
 int be_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int *nfds, int flags);
 
+/* Most descriptors one datagram carries, either way (an image's layers). */
+#define BE_IO_MAXFDS 64
+
+/* Sends len bytes of buf as one datagram on sock with nfds descriptors
+ * (SCM_RIGHTS; at most BE_IO_MAXFDS).  flags go to sendmsg, with
+ * MSG_NOSIGNAL always; EINTR is retried.  0 or -errno (-EMSGSIZE: sent
+ * short). */
+int be_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds, int flags);
+
 #endif

@@ -4,18 +4,22 @@
  *
  *   container-init create --dir D --rootfs R|- --disk BYTES --cg DESC
  *	fd 3: status pipe (one line: "ok PID" or "err ERRNO message")
- *	fds 4..: the sandbox's cgroup (be_cg_export order)
+ *	fd 4: the init's end of dsecd's command socket (ct_exec.h)
+ *	fd 5: the socket the image's layers come on (user namespaces)
+ *	fds 6..: the sandbox's cgroup (be_cg_export order)
  *   Started by clone() in new mount, pid, net, uts and ipc namespaces, so
  *   it is the sandbox's pid 1 and dsecd's child.  Joins the cgroup,
  *   builds the root (a size-capped tmpfs holding the overlay's upper and
  *   work dirs, the overlay over R or over a skeleton with the host's /usr,
  *   /bin, /lib*, /etc bound read-only on it; /dev, /proc with the sensitive
  *   entries masked, /sys read-only), pivots into it, unshares its cgroup
- *   namespace, reports and reaps zombies until it is killed.
+ *   namespace, reports, then reaps zombies and starts the commands dsecd
+ *   sends on fd CT_FD_CTL (ct_exec.h) until it is killed.
  *   All mounts live only in the sandbox's mount namespace: the host never
  *   sees them and they vanish with the sandbox's last process.
  *
  *   container-init exec --uid U --gid G --cwd DIR --nofile N --cg DESC
+ *	(for requests too large for the init's socket, and shell sessions)
  *		[--session FD] -- ARGV...
  *	fds 0-2: the command's stdin, stdout, stderr; fd 3: status pipe
  *	(one line: "st WAITSTATUS" or "err ERRNO message"); fd 4: pidfd of the
@@ -37,6 +41,8 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -47,7 +53,10 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <poll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -62,6 +71,7 @@
 #include "be_net.h"
 #include "be_title.h"
 #include "be_cgroup.h"
+#include "ct_exec.h"
 #include "util.h"
 
 #define FD_STATUS 3
@@ -368,6 +378,8 @@ static void recv_layers(int *fds, int n)
 	close(5);
 }
 
+static _Noreturn void serve(void);
+
 static _Noreturn void do_create(int argc, char **argv)
 {
 	const char *dir = arg(argc, argv, "--dir", NULL);
@@ -378,8 +390,8 @@ static _Noreturn void do_create(int argc, char **argv)
 	char lowers[64 * 16 + 1] = "";
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
-	sigset_t all, chld;
-	int st, lfd[64], upfd;
+	sigset_t all;
+	int lfd[64], upfd;
 
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
@@ -432,48 +444,43 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (dup2(upfd, FD_UPPER) < 0)
 		fail(errno, "cannot keep the upper dir: %s", strerror(errno));
 	syscall(SYS_close_range, 0, FD_UPPER - 1, 0);
-	syscall(SYS_close_range, FD_UPPER + 1, ~0U, 0);
-	/* Every signal blocked (pid 1 only dies by SIGKILL from the host);
-	 * a pending SIGCHLD wakes sigwaitinfo to reap orphans. */
+	syscall(SYS_close_range, CT_FD_CTL + 1, ~0U, 0);
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	for (;;) {
-		while (waitpid(-1, &st, WNOHANG) > 0)
-			;
-		sigwaitinfo(&chld, NULL);
-	}
+	serve();
 }
 
 /* ---- exec ----------------------------------------------------------------- */
 
+/* What a command may not call (see be_seccomp.h for the namespace flags). */
+static const char *const exec_deny[] = {
+	"mount", "umount", "umount2", "pivot_root", "chroot", "kexec_load",
+	"kexec_file_load", "bpf", "perf_event_open", "keyctl", "add_key", "request_key",
+	"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd",
+	"open_by_handle_at", "name_to_handle_at", "init_module", "finit_module",
+	"delete_module", "reboot", "swapon", "swapoff", "setns", "unshare", "acct",
+	"quotactl", "quotactl_fd", "sethostname", "setdomainname", "settimeofday",
+	"clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog",
+	"vhangup", "lookup_dcookie", "fanotify_init", "fsopen", "fsconfig", "fsmount",
+	"fspick", "move_mount", "open_tree", "mount_setattr", "io_uring_setup",
+	"io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd", "nfsservctl",
+	"uselib", "ustat", "sysfs", "_sysctl", "create_module", "get_kernel_syms",
+	"query_module",
+};
+static const unsigned long exec_ns_flags[] = {
+	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+	CLONE_NEWNET, CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
+};
+
 static int load_seccomp(void)
 {
-	static const char *const deny[] = {
-		"mount", "umount", "umount2", "pivot_root", "chroot", "kexec_load",
-		"kexec_file_load", "bpf", "perf_event_open", "keyctl", "add_key", "request_key",
-		"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd",
-		"open_by_handle_at", "name_to_handle_at", "init_module", "finit_module",
-		"delete_module", "reboot", "swapon", "swapoff", "setns", "unshare", "acct",
-		"quotactl", "quotactl_fd", "sethostname", "setdomainname", "settimeofday",
-		"clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog",
-		"vhangup", "lookup_dcookie", "fanotify_init", "fsopen", "fsconfig", "fsmount",
-		"fspick", "move_mount", "open_tree", "mount_setattr", "io_uring_setup",
-		"io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd", "nfsservctl",
-		"uselib", "ustat", "sysfs", "_sysctl", "create_module", "get_kernel_syms",
-		"query_module",
-	};
-	static const unsigned long ns_flags[] = {
-		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
-		CLONE_NEWNET, CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
-	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	int rc = 0;
 
 	if (!ctx)
 		return -ENOMEM;
-	rc = be_seccomp_rules(ctx, deny, DSEC_ARRAY_LEN(deny), ns_flags, DSEC_ARRAY_LEN(ns_flags));
+	rc = be_seccomp_rules(ctx, exec_deny, DSEC_ARRAY_LEN(exec_deny), exec_ns_flags,
+			      DSEC_ARRAY_LEN(exec_ns_flags));
 	if (rc == 0)
 		rc = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -516,6 +523,85 @@ static void clear_caps(uint64_t keep)
 		fail(errno, "cannot drop capabilities: %s", strerror(errno));
 }
 
+/* Filled by the init once: the filter every command gets, compiled by
+ * libseccomp ahead so that a command's child only hands it to the kernel. */
+static struct sock_fprog exec_filter;
+
+/* Compiles load_seccomp's filter into exec_filter (through a memfd: this
+ * libseccomp exports to a descriptor).  Left empty on failure: each child
+ * then compiles its own. */
+static void compile_filter(void)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	struct stat st;
+	void *p = NULL;
+	int fd = -1;
+
+	if (!ctx)
+		return;
+	if (be_seccomp_rules(ctx, exec_deny, DSEC_ARRAY_LEN(exec_deny), exec_ns_flags,
+			     DSEC_ARRAY_LEN(exec_ns_flags)) < 0 ||
+	    (fd = memfd_create("dsec-seccomp", MFD_CLOEXEC)) < 0 || seccomp_export_bpf(ctx, fd) < 0 ||
+	    fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
+	    !(p = malloc((size_t)st.st_size)) || pread(fd, p, (size_t)st.st_size, 0) != st.st_size) {
+		free(p);
+		p = NULL;
+	}
+	if (p) {
+		exec_filter.filter = p;
+		exec_filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+	}
+	if (fd >= 0)
+		close(fd);
+	seccomp_release(ctx);
+}
+
+/* The command's process: joins the exec's group cg (NULL: none) and, if
+ * cgns >= 0, the sandbox's cgroup namespace; starts a session, sets its
+ * limit, drops to uid/gid with the capabilities keep, changes to cwd, sets
+ * no_new_privs and the filter, and execs cmd with envp.  With mark >
+ * FD_STATUS (a shell session) that pipe becomes the command's fd 3.
+ * Failures before the exec go to FD_STATUS as "err ..." lines. */
+static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
+				  const char *cwd, rlim_t nofile, uint64_t keep, int mark,
+				  char **cmd, char **envp)
+{
+	struct rlimit rl = { nofile, nofile };
+	int e;
+
+	if (cg && (e = be_cg_attach(cg, 0)) < 0)
+		fail(-e, "cannot join the exec's cgroup: %s", strerror(-e));
+	if (cgns >= 0 && setns(cgns, CLONE_NEWCGROUP) < 0)
+		fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
+	setsid();
+	setrlimit(RLIMIT_NOFILE, &rl);
+	drop_bounding_caps(keep);
+	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+		fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
+	clear_caps(keep);
+	/* As the command's user, so its permissions apply. */
+	if (chdir(cwd) < 0)
+		fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		fail(EPERM, "cannot set no_new_privs");
+	if (exec_filter.filter ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &exec_filter) < 0
+			       : load_seccomp() < 0)
+		fail(EPERM, "cannot load the seccomp filter");
+	if (mark > FD_STATUS) {
+		/* A session's shell: its marker pipe becomes fd 3. */
+		if (dup2(mark, FD_STATUS) < 0)
+			_exit(126);
+		syscall(SYS_close_range, FD_STATUS + 1, ~0U, 0);
+	} else {
+		syscall(SYS_close_range, 3, ~0U, 0);
+	}
+	environ = envp;		/* execvp looks up PATH there */
+	execvp(cmd[0], cmd);
+	e = errno;
+	dprintf(2, "%s: %s\n", cmd[0], strerror(e));
+	_exit(e == ENOENT ? 127 : 126);
+}
+
 static int do_exec(int argc, char **argv)
 {
 	uid_t uid = (uid_t)strtoul(arg(argc, argv, "--uid", "0"), NULL, 10);
@@ -549,39 +635,8 @@ static int do_exec(int argc, char **argv)
 	pid = fork();
 	if (pid < 0)
 		fail(errno, "cannot fork: %s", strerror(errno));
-	if (pid == 0) {
-		struct rlimit rl = { nofile, nofile };
-		int e;
-
-		if (cg && be_cg_attach(cg, 0) < 0)
-			fail(errno, "cannot join the exec's cgroup");
-		if (setns(4, CLONE_NEWCGROUP) < 0)
-			fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
-		setsid();
-		setrlimit(RLIMIT_NOFILE, &rl);
-		drop_bounding_caps(keep);
-		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
-		    setresuid(uid, uid, uid) < 0)
-			fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
-		clear_caps(keep);
-		/* As the command's user, so its permissions apply. */
-		if (chdir(cwd) < 0)
-			fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (e = load_seccomp()) < 0)
-			fail(EPERM, "cannot load the seccomp filter");
-		if (mark > FD_STATUS) {
-			/* A session's shell: its marker pipe becomes fd 3. */
-			if (dup2(mark, FD_STATUS) < 0)
-				_exit(126);
-			syscall(SYS_close_range, FD_STATUS + 1, ~0U, 0);
-		} else {
-			syscall(SYS_close_range, 3, ~0U, 0);
-		}
-		execvp(cmd[0], cmd);
-		e = errno;
-		dprintf(2, "%s: %s\n", cmd[0], strerror(e));
-		_exit(e == ENOENT ? 127 : 126);
-	}
+	if (pid == 0)
+		run_command(cg, 4, uid, gid, cwd, nofile, keep, mark, cmd, environ);
 	close(0);
 	close(1);
 	close(2);
@@ -597,6 +652,177 @@ static int do_exec(int argc, char **argv)
 			fail(errno, "cannot wait: %s", strerror(errno));
 	dprintf(FD_STATUS, "st %d\n", st);
 	return 0;
+}
+
+/* ---- the init serving commands (see ct_exec.h) ---------------------------- */
+
+struct xrun {
+	pid_t pid;			/* a command the init started */
+	int st;				/* its status pipe */
+};
+
+static struct xrun *xruns;		/* running, in no order */
+static size_t nxruns, xcap;
+
+/* Reaps every child that exited: a command's status goes to its pipe,
+ * orphans of the sandbox are just collected. */
+static void reap_all(void)
+{
+	int st;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+		for (size_t i = 0; i < nxruns; i++)
+			if (xruns[i].pid == pid) {
+				dprintf(xruns[i].st, "st %d\n", st);
+				close(xruns[i].st);
+				xruns[i] = xruns[--nxruns];
+				break;
+			}
+}
+
+/* Next NUL-terminated string at *p before end, or NULL. */
+static char *xstr(char **p, char *end)
+{
+	char *s = *p, *z = memchr(s, 0, (size_t)(end - s));
+
+	if (!z)
+		return NULL;
+	*p = z + 1;
+	return s;
+}
+
+/* The child of one request: fds[] as received (stdout, stderr, status,
+ * [stdin], cgroup.procs files) go to 1, 2, 3, 0 and 6.. */
+static _Noreturn void xchild(const struct ct_xmsg *h, const char *cwd, char **cmd, char **envp,
+			     int *fds, int nfd)
+{
+	int first = (h->flags & CT_X_STDIN) ? 4 : 3, high[4 + BE_CG_MAXH];
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int i = 0; i < nfd; i++)
+		if ((high[i] = fcntl(fds[i], F_DUPFD, 100)) < 0)
+			_exit(126);
+	if (dup2(high[2], FD_STATUS) < 0 || dup2(high[0], 1) < 0 || dup2(high[1], 2) < 0)
+		_exit(126);
+	if (first == 4) {
+		if (dup2(high[3], 0) < 0)
+			_exit(126);
+	} else {
+		int n = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (n < 0 || dup2(n, 0) < 0)
+			_exit(126);
+	}
+	for (int i = first; i < nfd; i++)
+		if (dup2(high[i], 6 + i - first) < 0)
+			_exit(126);
+	close(4);
+	close(5);
+	syscall(SYS_close_range, 6 + nfd - first, ~0U, 0);
+	for (int i = 6; i < 6 + nfd - first; i++)
+		if (write(i, "0", 1) != 1)
+			fail(errno, "cannot join the exec's cgroup: %s", strerror(errno));
+	run_command(NULL, -1, h->uid, h->gid, cwd, (rlim_t)h->nofile,
+		    (h->flags & CT_X_USERNS) ? SMALL_CAPS : 0, -1, cmd, envp);
+}
+
+/* Starts the commands waiting on ctl.  Returns -1 once dsecd closed it. */
+static int serve_requests(int ctl)
+{
+	static char buf[CT_XMSG_MAX];
+
+	for (;;) {
+		int fds[4 + BE_CG_MAXH], nfd = 0, n, need;
+		char *p, *end, *cwd;
+		_cleanup_free_ char **v = NULL;
+		struct ct_xmsg h;
+		pid_t pid;
+
+		n = be_recv_fds(ctl, buf, sizeof(buf), fds, DSEC_ARRAY_LEN(fds), &nfd,
+				MSG_DONTWAIT);
+		if (n == -EAGAIN || n == -EWOULDBLOCK)
+			return 0;
+		if (n == 0 || (n < 0 && n != -EMSGSIZE))
+			return -1;
+		need = 3;
+		if (n >= (int)sizeof(h)) {
+			memcpy(&h, buf, sizeof(h));
+			need += (h.flags & CT_X_STDIN) ? 1 : 0;
+		}
+		/* A request we cannot read gets no status: dsecd sees its pipe
+		 * close and reports that the command could not start. */
+		if (n < (int)sizeof(h) || h.magic != CT_XMSG_MAGIC || nfd < need ||
+		    h.argc == 0 || h.argc > CT_XMSG_MAX || h.envc > CT_XMSG_MAX)
+			goto drop;
+		p = buf + sizeof(h);
+		end = buf + n;
+		v = calloc(h.argc + h.envc + 2, sizeof(*v));
+		if (!v || !(cwd = xstr(&p, end)))
+			goto drop;
+		for (uint32_t i = 0; i < h.argc + h.envc; i++)
+			if (!(v[i < h.argc ? i : i + 1] = xstr(&p, end)))
+				goto drop;
+		if (nxruns == xcap) {
+			struct xrun *r = realloc(xruns, (xcap * 2 + 16) * sizeof(*r));
+
+			if (!r)
+				goto drop;
+			xruns = r;
+			xcap = xcap * 2 + 16;
+		}
+		pid = fork();
+		if (pid == 0)
+			xchild(&h, cwd, v, v + h.argc + 1, fds, nfd);
+		if (pid < 0) {
+			dprintf(fds[2], "err %d cannot fork: %s\n", errno, strerror(errno));
+			goto drop;
+		}
+		xruns[nxruns++] = (struct xrun){ pid, fds[2] };
+		fds[2] = -1;
+drop:
+		for (int i = 0; i < nfd; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	}
+}
+
+/* The init's life once the root is built: reap every child (the sandbox's
+ * orphans too) and, while dsecd holds the other end of CT_FD_CTL, start the
+ * commands it asks for.  Every signal stays blocked (pid 1 only dies by
+ * SIGKILL from the host); SIGCHLD arrives through a signalfd. */
+static _Noreturn void serve(void)
+{
+	sigset_t chld;
+	int sfd, ctl = CT_FD_CTL;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if ((sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+		close(ctl);	/* dsecd falls back to the exec helper */
+		for (;;) {
+			reap_all();
+			sigwaitinfo(&chld, NULL);
+		}
+	}
+	dsec_set_nonblock(ctl, true);
+	compile_filter();
+	for (;;) {
+		struct pollfd pf[2] = { { sfd, POLLIN, 0 }, { ctl, POLLIN, 0 } };
+		struct signalfd_siginfo si;
+
+		reap_all();
+		if (poll(pf, ctl >= 0 ? 2 : 1, -1) < 0)
+			continue;
+		while (read(sfd, &si, sizeof(si)) > 0)
+			;
+		if (ctl >= 0 && pf[1].revents && serve_requests(ctl) < 0) {
+			close(ctl);
+			ctl = -1;
+		}
+	}
 }
 
 int main(int argc, char **argv)

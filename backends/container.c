@@ -53,6 +53,7 @@
 #include "backend.h"
 #include "be_conf.h"
 #include "be_io.h"
+#include "ct_exec.h"
 #include "be_cgroup.h"
 #include "be_netpol.h"
 #include "be_task.h"
@@ -160,6 +161,7 @@ struct ct_sb {
 	pid_t init;			/* the same, once it reported ready */
 	int pidfd;			/* pidfd of init */
 	int rootfd;			/* O_PATH /proc/init/root */
+	int ctl;			/* commands to the init (ct_exec.h), -1 = none */
 	int st_fd;			/* create status pipe */
 	struct dsec_buf st;		/* its bytes */
 	ev_io st_w;			/* on st_fd */
@@ -512,6 +514,8 @@ static void sb_free(struct ct_sb *sb)
 		close(sb->pidfd);
 	if (sb->rootfd >= 0)
 		close(sb->rootfd);
+	if (sb->ctl >= 0)
+		close(sb->ctl);
 	if (sb->st_fd >= 0)
 		close(sb->st_fd);
 	if (sb->cg)
@@ -834,10 +838,7 @@ static int userns_setup(pid_t pid, void *arg)
 	struct ct_sb *sb = u->sb;
 	size_t n = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
 	int fds[CT_MAX_LAYERS], nfd = 0, uns, rc = -1, e;
-	char path[64], cbuf[CMSG_SPACE(sizeof(fds))];
-	struct iovec iov = { .iov_base = (char *)"L", .iov_len = 1 };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
+	char path[64];
 
 	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0 ||
 	    be_cg_attach(sb->cg, pid) < 0)
@@ -858,16 +859,10 @@ static int userns_setup(pid_t pid, void *arg)
 		if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0)
 			goto out;
 	}
-	memset(cbuf, 0, sizeof(cbuf));
-	mh.msg_control = cbuf;
-	mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfd);
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfd);
-	memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfd);
-	if (sendmsg(u->sock, &mh, MSG_NOSIGNAL) == 1)
-		rc = 0;
+	if ((rc = be_send_fds(u->sock, "L", 1, fds, nfd, 0)) < 0) {
+		errno = -rc;
+		rc = -1;
+	}
 out:
 	e = errno;
 	for (int i = 0; i < nfd; i++)
@@ -884,7 +879,7 @@ static void create_prep_done(void *arg)
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
 	char desc[256], disk[32];
-	int cgfds[BE_CG_MAXH], ncg, st[2], fds[6 + BE_CG_MAXH];
+	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[6 + BE_CG_MAXH], cv[2] = { -1, -1 };
 
 	if (w->rc < 0)
 		return create_fail(sb, w->rc, &w->err);
@@ -892,9 +887,10 @@ static void create_prep_done(void *arg)
 	int sv[2] = { -1, -1 };
 	char nlayers[16];
 
-	/* fds: 3 status, 5 the layer socket (user namespaces), 6.. the cgroup
-	 * (without a user namespace: with one we put it there).  The helper
-	 * starts in the sandbox's directory. */
+	/* fds: 3 status, 4 its end of the command socket (ct_exec.h), 5 the
+	 * layer socket (user namespaces), 6.. the cgroup (without a user
+	 * namespace: with one we put it there).  The helper starts in the
+	 * sandbox's directory. */
 	ncg = sb->ubase ? 0 : be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
 	if (sb->ubase)
 		snprintf(desc, sizeof(desc), "none");
@@ -909,14 +905,23 @@ static void create_prep_done(void *arg)
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
 	if (pipe2(st, O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) < 0 ||
 	    (sb->ubase && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)) {
 		w->rc = dsec_err_set(&w->err, errno, "cannot prepare the sandbox's helper: %s",
 				     strerror(errno));
+		for (int i = 0; i < 2; i++) {
+			if (st[i] >= 0)
+				close(st[i]);
+			if (cv[i] >= 0)
+				close(cv[i]);
+			if (sv[i] >= 0)
+				close(sv[i]);
+		}
 		return create_fail(sb, w->rc, &w->err);
 	}
 	fds[0] = fds[1] = fds[2] = -1;
 	fds[3] = st[1];
-	fds[4] = -1;
+	fds[4] = cv[1];
 	fds[5] = sv[1];
 	for (int i = 0; i < ncg; i++)
 		fds[6 + i] = cgfds[i];
@@ -936,7 +941,10 @@ static void create_prep_done(void *arg)
 		if (sv[i] >= 0)
 			close(sv[i]);
 	close(st[1]);
+	close(cv[1]);
 	sb->st_fd = st[0];
+	sb->ctl = cv[0];
+	dsec_set_nonblock(sb->ctl, true);
 	if (sb->helper < 0) {
 		sb->helper = 0;
 		w->rc = dsec_err_set(&w->err, errno, "cannot fork: %s", strerror(errno));
@@ -1096,7 +1104,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->id = xstrdup(spec->id ? spec->id : "");
 	sb->serial = ++be->next_sb;
 	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
-	sb->pidfd = sb->rootfd = sb->st_fd = -1;
+	sb->pidfd = sb->rootfd = sb->st_fd = sb->ctl = -1;
 	sb->netfd = -1;
 	sb->net_allow = net_allow;
 	sb->rules = rules;
@@ -1450,6 +1458,54 @@ static const char *const base_env[] = {
 	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	"HOME=/root", "HOSTNAME=sandbox", "LANG=C.UTF-8", "TERM=dumb", NULL };
 
+/* Asks the sandbox's init to start cmd (ct_exec.h): stdin in (-1: none),
+ * stdout, stderr and status pipes, the exec's group cg.  0, or -errno when
+ * the caller should start it through the exec helper instead (request too
+ * large, socket full, init gone). */
+static int exec_via_init(struct ct_sb *sb, char *const *cmd, char *const *env, const char *cwd,
+			 struct be_cg *cg, int in, int out, int errfd, int st)
+{
+	struct ct_xmsg h = { .magic = CT_XMSG_MAGIC, .uid = (uint32_t)sb->uid,
+			     .gid = (uint32_t)sb->gid };
+	int fds[4 + BE_CG_MAXH], procs[BE_CG_MAXH], n = 0, ncg, rc;
+	struct dsec_buf b;
+
+	if ((ncg = be_cg_open_procs(cg, procs)) < 0)
+		return ncg;
+
+	h.flags = (in >= 0 ? CT_X_STDIN : 0) | (sb->ubase ? CT_X_USERNS : 0);
+	h.nofile = sb->lim.nofile ? (uint64_t)sb->lim.nofile : sb->be->conf.nofile;
+	while (cmd[h.argc])
+		h.argc++;
+	while (env[h.envc])
+		h.envc++;
+	dsec_buf_init(&b);
+	dsec_buf_add(&b, &h, sizeof(h));
+	dsec_buf_add(&b, cwd, strlen(cwd) + 1);
+	for (uint32_t i = 0; i < h.argc && b.len <= CT_XMSG_MAX; i++)
+		dsec_buf_add(&b, cmd[i], strlen(cmd[i]) + 1);
+	for (uint32_t i = 0; i < h.envc && b.len <= CT_XMSG_MAX; i++)
+		dsec_buf_add(&b, env[i], strlen(env[i]) + 1);
+	fds[n++] = out;
+	fds[n++] = errfd;
+	fds[n++] = st;
+	if (in >= 0)
+		fds[n++] = in;
+	for (int i = 0; i < ncg; i++)
+		fds[n++] = procs[i];
+	rc = b.len > CT_XMSG_MAX ? -EMSGSIZE : be_send_fds(sb->ctl, b.data, b.len, fds, n,
+							    MSG_DONTWAIT);
+	dsec_buf_free(&b);
+	for (int i = 0; i < ncg; i++)
+		close(procs[i]);
+	if (rc < 0 && rc != -EMSGSIZE && rc != -EAGAIN && rc != -ENOBUFS) {
+		/* The init is gone (or never served): stop asking it. */
+		close(sb->ctl);
+		sb->ctl = -1;
+	}
+	return rc;
+}
+
 static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *res,
 		   dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
@@ -1458,7 +1514,7 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	struct ev_loop *loop = be->host->loop;
 	_cleanup_free_ char **env = NULL;
 	_cleanup_free_ char **argv = NULL;
-	size_t nenv = 0, nargv = 0, i = 0;
+	size_t nenv = 0, nargv = 0, i = 0, cmd0;
 	char desc[256], name[32];
 	struct exec_nums nums;
 	int cgfds[BE_CG_MAXH], ncg, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, ps[2] = { -1, -1 };
@@ -1493,6 +1549,7 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	argv = xcalloc(nargv + 20, sizeof(*argv));
 	i = exec_args(sb, argv, cwd, desc, &nums);
 	argv[i++] = (char *)"--";
+	cmd0 = i;
 	if (req->argv) {
 		for (size_t k = 0; k < nargv; k++)
 			argv[i++] = (char *)req->argv[k];
@@ -1523,7 +1580,13 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	fds[5] = sb->rootfd;
 	for (int k = 0; k < ncg; k++)
 		fds[6 + k] = cgfds[k];
-	pid = spawn_helper(be, argv, env, fds, 6 + ncg, 0, NULL);
+	/* The init forks it: no helper to exec, load and enter namespaces
+	 * with; the exec helper when the init cannot take it. */
+	if (sb->ctl >= 0 &&
+	    exec_via_init(sb, argv + cmd0, env, cwd, cg, in, po[1], pe[1], ps[1]) == 0)
+		pid = 0;
+	else
+		pid = spawn_helper(be, argv, env, fds, 6 + ncg, 0, NULL);
 	if (pid < 0) {
 		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
 		goto fail;
@@ -1565,11 +1628,11 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	ev_timer_init(&x->timer, exec_timer_cb, req->timeout > 0 ? req->timeout : be->conf.timeout,
 		      0);
 	ev_timer_start(loop, &x->timer);
-	if (ev_is_default_loop(loop)) {
+	if (pid > 0 && ev_is_default_loop(loop)) {
 		ev_child_init(&x->cw, exec_child_cb, pid, 0);
 		ev_child_start(loop, &x->cw);
 	} else {
-		x->reaped = true;
+		x->reaped = true;	/* the init reaps what it started */
 	}
 	x->next = sb->execs;
 	sb->execs = x;
@@ -2156,6 +2219,9 @@ static void sb_maybe_destroy(struct ct_sb *sb)
 	close(sb->rootfd);
 	close(sb->pidfd);
 	sb->rootfd = sb->pidfd = -1;
+	if (sb->ctl >= 0)
+		close(sb->ctl);
+	sb->ctl = -1;
 	ct_submit(be, destroy_work, destroy_done, sb);
 }
 

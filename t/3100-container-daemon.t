@@ -5,7 +5,7 @@
 
 need_container
 
-plan 27
+plan 30
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -55,6 +55,20 @@ run helper-req "$DSEC_HOST" file_read id="$id" path=/work/root-link/etc/passwd
 like "$OUT" '"data":"root:x:0:0:root:/root:/bin/sh\\nnobody' "a symlink to / resolves to the sandbox's root"
 run helper-req "$DSEC_HOST" file_write id="$id" path=/work/root-link/usr/dsec-test-z data@="$T/data"
 ok $([ ! -e /usr/dsec-test-z ]; echo $?) "file_write through a symlink to / does not reach the host"
+
+# Commands are started by the sandbox's init (ct_exec.h), which nothing
+# inside can reach; a request too large for its socket takes the exec
+# helper, with the same result.
+run dsec-run --id "$id" -c 'echo $PPID; ls /proc/self/fd | tr "\n" " "; readlink /proc/1/fd/4 2>/dev/null || echo denied'
+is "$(echo $OUT)" "1 0 1 2 3 denied" \
+	"the init starts commands; they get only stdin, stdout and stderr; its socket is out of reach"
+printf 'line1\nline2\n' > "$T/in"
+run dsec-run --id "$id" --stdin "$T/in" -- sh -c 'wc -l; echo $PPID'
+is "$(echo $OUT)" "2 1" "stdin reaches a command the init starts"
+big=$(head -c 70000 /dev/zero | tr '\0' y)
+run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=sh' 'argv[]=-c' 'argv[]=echo $PPID ${#BIG}' "env.BIG=$big"
+like "$OUT" '"exit_code":0,.*"stdout":"0 70000\\n"' \
+	"a request over 64 KiB runs through the exec helper (not a child of the init)"
 
 # Timeout kills the command's tree, not the sandbox.
 run dsec-run --id "$id" --timeout 1 -c 'setsid sleep 9881 & (setsid sh -c "sleep 9882 &" &); sleep 9883'
