@@ -176,6 +176,9 @@ struct ct_sb {
 	dsec_be_done_fn ddone;		/* destroy's */
 	void *darg;			/* its argument */
 	uint64_t next_x;		/* exec cgroup names */
+	struct ct_cgref *spare;		/* an emptied exec group kept for the next exec */
+	uint64_t spare_oom;		/* its OOM kill count when it was emptied */
+	bool keeping;			/* a cleanup will keep its group as spare */
 	bool paused;			/* pause began and no resume has completed */
 	bool switching;			/* a pause or resume is on a pool thread */
 	uint64_t paused_at;		/* when the pause began, ns */
@@ -192,6 +195,7 @@ struct ct_exec {
 	dsec_be_done_fn done;		/* caller's */
 	void *arg;			/* its argument */
 	struct ct_cgref *cg;		/* per-exec group */
+	uint64_t oom0;			/* its OOM kill count before the exec */
 	pid_t pid;			/* helper */
 	int out_fd, err_fd, st_fd;	/* our ends, -1 at EOF */
 	ev_io out_w, err_w, st_w;	/* on them */
@@ -506,8 +510,11 @@ fail:
 
 /* ---- create --------------------------------------------------------------- */
 
+static void spare_put(struct ct_sb *sb);
+
 static void sb_free(struct ct_sb *sb)
 {
+	spare_put(sb);
 	be_sess_set_free(sb->sess);
 	ev_child_stop(sb->be->host->loop, &sb->cw);
 	if (sb->pidfd >= 0)
@@ -1173,27 +1180,54 @@ static void kill_done(void *arg)
 struct ct_xclean {
 	struct ct_sb *sb;		/* sandbox */
 	struct ct_cgref *cg;		/* the exec's group */
+	bool keep;			/* empty it for the next exec rather than remove it */
+	uint64_t oom;			/* kept: its OOM kill count */
 	struct ct_xclean *next;		/* sb->held */
 };
 
 static void sb_maybe_destroy(struct ct_sb *sb);
 
+/* Kills what the exec left; the group is removed, or, when it is to be
+ * the sandbox's spare, kept if it is empty: the next exec then makes no
+ * group (a mkdir and an rmdir in every hierarchy fewer per command). */
 static void xclean_work(void *arg)
 {
 	struct ct_xclean *x = arg;
 
-	be_cg_kill(x->cg->cg);
-	be_cg_remove(x->cg->cg);
+	if (be_cg_kill(x->cg->cg) < 0)
+		x->keep = false;
+	if (x->keep)
+		be_cg_oom_kills(x->cg->cg, &x->oom);	/* 0 where not counted */
+	else
+		be_cg_remove(x->cg->cg);
 }
 
 static void xclean_done(void *arg)
 {
 	struct ct_xclean *x = arg;
+	struct ct_sb *sb = x->sb;
 
-	cgref_put(x->cg);
-	x->sb->busy--;
-	sb_maybe_destroy(x->sb);
+	if (x->keep) {
+		sb->keeping = false;
+		if (!sb->destroying && !sb->spare) {
+			sb->spare = x->cg;	/* our reference goes with it */
+			sb->spare_oom = x->oom;
+			x->cg = NULL;
+		}
+	}
+	if (x->cg)
+		cgref_put(x->cg);
+	sb->busy--;
+	sb_maybe_destroy(sb);
 	free(x);
+}
+
+/* Drops the spare group's reference (the sandbox's teardown removes it). */
+static void spare_put(struct ct_sb *sb)
+{
+	if (sb->spare)
+		cgref_put(sb->spare);
+	sb->spare = NULL;
 }
 
 static void exec_close(struct ct_exec *x)
@@ -1248,6 +1282,10 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		free(c);
 		return;
 	}
+	if (!sb->spare && !sb->keeping && c->cg->refs == 1) {
+		c->keep = true;
+		sb->keeping = true;
+	}
 	if (sb->paused) {
 		/* Its leftovers are frozen: a kill would wait for the thaw. */
 		c->next = sb->held;
@@ -1273,7 +1311,7 @@ static bool exec_oom_killed(struct ct_exec *x)
 {
 	uint64_t n = 0;
 
-	return be_cg_oom_kills(x->cg->cg, &n) == 0 && n > 0;
+	return be_cg_oom_kills(x->cg->cg, &n) == 0 && n > x->oom0;
 }
 
 /* Status known: parse it; complete once the pipes are closed too. */
@@ -1519,6 +1557,7 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	struct exec_nums nums;
 	int cgfds[BE_CG_MAXH], ncg, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, ps[2] = { -1, -1 };
 	int in = -1, fds[6 + BE_CG_MAXH], rc;
+	struct ct_cgref *spare = NULL;
 	struct be_cg *cg = NULL;
 	struct ct_exec *x;
 	pid_t pid;
@@ -1540,9 +1579,15 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 		env = xcalloc(1, sizeof(*env));
 	}
 
-	snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
-	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
-		return rc;
+	if (sb->spare) {
+		spare = sb->spare;
+		sb->spare = NULL;
+		cg = spare->cg;
+	} else {
+		snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
+		if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
+			return rc;
+	}
 	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
 	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;
 	nargv = req->argv ? dsec_strv_len(req->argv) : 3;
@@ -1602,9 +1647,14 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	x->res = res;
 	x->done = done;
 	x->arg = arg;
-	x->cg = xcalloc(1, sizeof(*x->cg));
-	x->cg->cg = cg;
-	x->cg->refs = 1;
+	if (spare) {
+		x->cg = spare;
+		x->oom0 = sb->spare_oom;
+	} else {
+		x->cg = xcalloc(1, sizeof(*x->cg));
+		x->cg->cg = cg;
+		x->cg->refs = 1;
+	}
 	x->pid = pid;
 	x->out_fd = po[0];
 	x->err_fd = pe[0];
@@ -1651,8 +1701,12 @@ fail:
 	}
 	if (in >= 0)
 		close(in);
-	be_cg_remove(cg);
-	be_cg_free(cg);
+	if (spare) {
+		sb->spare = spare;	/* still empty */
+	} else {
+		be_cg_remove(cg);
+		be_cg_free(cg);
+	}
 	return rc;
 }
 
@@ -1915,6 +1969,8 @@ static void drop_held(struct ct_sb *sb)
 		struct ct_xclean *c = sb->held;
 
 		sb->held = c->next;
+		if (c->keep)
+			sb->keeping = false;
 		cgref_put(c->cg);
 		sb->busy--;
 		free(c);
@@ -2209,6 +2265,7 @@ static void sb_maybe_destroy(struct ct_sb *sb)
 
 	if (!sb->destroying || sb->busy)
 		return;
+	spare_put(sb);
 	for (struct ct_sb **pp = &be->sbs; *pp; pp = &(*pp)->next)
 		if (*pp == sb) {
 			*pp = sb->next;

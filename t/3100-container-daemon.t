@@ -5,7 +5,7 @@
 
 need_container
 
-plan 30
+plan 33
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -69,6 +69,19 @@ big=$(head -c 70000 /dev/zero | tr '\0' y)
 run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=sh' 'argv[]=-c' 'argv[]=echo $PPID ${#BIG}' "env.BIG=$big"
 like "$OUT" '"exit_code":0,.*"stdout":"0 70000\\n"' \
 	"a request over 64 KiB runs through the exec helper (not a child of the init)"
+
+# Each command gets its own cgroup; an emptied one is kept for the next
+# command, with nothing of the last one left in it.
+run dsec-run --id "$id" -c 'setsid sleep 9884 & grep memory /proc/self/cgroup'
+g1=$OUT
+sleep 0.3
+run dsec-run --id "$id" -c 'pgrep -c sleep; grep memory /proc/self/cgroup'
+is "$(echo $OUT)" "0 $g1" "what a command leaves is killed when it ends; its emptied cgroup serves the next"
+run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=python3' 'argv[]=-c' 'argv[]=b = b"x" * (300 << 20)'
+like "$OUT" '"oom_killed":true' "a command killed by the OOM killer says so"
+sleep 0.3
+run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=true'
+like "$OUT" '"exit_code":0,.*"oom_killed":false' "the next command in its recycled cgroup does not"
 
 # Timeout kills the command's tree, not the sandbox.
 run dsec-run --id "$id" --timeout 1 -c 'setsid sleep 9881 & (setsid sh -c "sleep 9882 &" &); sleep 9883'
