@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <seccomp.h>
 
+#include "err.h"
+
 /* Adds to ctx (default action ALLOW): EPERM for each syscall named in deny
  * (names unknown to this libseccomp are skipped) and for clone() with any
  * of ns_flags; ENOSYS for clone3 (its flags hide in memory, so libc falls
@@ -15,5 +17,15 @@
  * not namespaced: it reaches the hypervisor's host).  0 or -errno. */
 int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 		     const unsigned long *ns_flags, size_t nns);
+
+/* A create's seccomp_deny: checks that each name is a system call this
+ * libseccomp knows on this machine's architecture and joins them with ','
+ * into *out (caller frees; NULL for none).  0, or -EINVAL with *err
+ * naming the first unknown one. */
+int be_seccomp_deny_join(const char *const *names, char **out, struct dsec_err *err);
+
+/* Adds EPERM for each system call in list, names joined by ',' as
+ * be_seccomp_deny_join made it (NULL or "": none).  0 or -errno. */
+int be_seccomp_deny_add(scmp_filter_ctx ctx, const char *list);
 
 #endif

@@ -82,6 +82,9 @@
  * CAP_SYS_PTRACE over the init) can follow that link, not root inside. */
 #define FD_UPPER 3
 
+/* The sandbox's seccomp_deny ("a,b,c"), from --deny; "" = none. */
+static const char *extra_deny = "";
+
 static _Noreturn void fail(int e, const char *fmt, ...) DSEC_PRINTF(2, 3);
 static _Noreturn void fail(int e, const char *fmt, ...)
 {
@@ -393,6 +396,8 @@ static _Noreturn void do_create(int argc, char **argv)
 	sigset_t all;
 	int lfd[64], upfd;
 
+	/* A copy: be_retitle below reuses argv's memory. */
+	extra_deny = xstrdup(arg(argc, argv, "--deny", ""));
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
 	if (strcmp(desc, "none")) {
@@ -472,17 +477,28 @@ static const unsigned long exec_ns_flags[] = {
 	CLONE_NEWNET, CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
 };
 
-static int load_seccomp(void)
+/* The filter every command gets: the rules above and the sandbox's own. */
+static scmp_filter_ctx exec_filter_ctx(void)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	int rc = 0;
+
+	if (ctx && (be_seccomp_rules(ctx, exec_deny, DSEC_ARRAY_LEN(exec_deny), exec_ns_flags,
+				     DSEC_ARRAY_LEN(exec_ns_flags)) < 0 ||
+		    be_seccomp_deny_add(ctx, extra_deny) < 0)) {
+		seccomp_release(ctx);
+		ctx = NULL;
+	}
+	return ctx;
+}
+
+static int load_seccomp(void)
+{
+	scmp_filter_ctx ctx = exec_filter_ctx();
+	int rc;
 
 	if (!ctx)
-		return -ENOMEM;
-	rc = be_seccomp_rules(ctx, exec_deny, DSEC_ARRAY_LEN(exec_deny), exec_ns_flags,
-			      DSEC_ARRAY_LEN(exec_ns_flags));
-	if (rc == 0)
-		rc = seccomp_load(ctx);
+		return -EINVAL;
+	rc = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return rc;
 }
@@ -532,16 +548,14 @@ static struct sock_fprog exec_filter;
  * then compiles its own. */
 static void compile_filter(void)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	scmp_filter_ctx ctx = exec_filter_ctx();
 	struct stat st;
 	void *p = NULL;
 	int fd = -1;
 
 	if (!ctx)
 		return;
-	if (be_seccomp_rules(ctx, exec_deny, DSEC_ARRAY_LEN(exec_deny), exec_ns_flags,
-			     DSEC_ARRAY_LEN(exec_ns_flags)) < 0 ||
-	    (fd = memfd_create("dsec-seccomp", MFD_CLOEXEC)) < 0 || seccomp_export_bpf(ctx, fd) < 0 ||
+	if ((fd = memfd_create("dsec-seccomp", MFD_CLOEXEC)) < 0 || seccomp_export_bpf(ctx, fd) < 0 ||
 	    fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
 	    !(p = malloc((size_t)st.st_size)) || pread(fd, p, (size_t)st.st_size, 0) != st.st_size) {
 		free(p);
@@ -618,6 +632,7 @@ static int do_exec(int argc, char **argv)
 	int st;
 	pid_t pid;
 
+	extra_deny = arg(argc, argv, "--deny", "");
 	for (int i = 2; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {
 			cmd = argv + i + 1;

@@ -53,6 +53,7 @@
 #include "backend.h"
 #include "be_conf.h"
 #include "be_io.h"
+#include "be_seccomp.h"
 #include "ct_exec.h"
 #include "be_cgroup.h"
 #include "be_netpol.h"
@@ -144,6 +145,7 @@ struct ct_sb {
 	char **env;			/* create env, NULL-terminated */
 	char *cwd;			/* default working directory */
 	char *lower;			/* the image's layers joined by ':', NULL = rootfs */
+	char *deny;			/* seccomp_deny joined by ',', NULL = none */
 	uint64_t uid, gid;		/* ids commands run as */
 	int uslot;			/* its uid range (userns), -1 = none */
 	uint32_t ubase;			/* host uid of root inside (0 without userns) */
@@ -531,6 +533,7 @@ static void sb_free(struct ct_sb *sb)
 	dsec_strv_free(sb->env);
 	free(sb->cwd);
 	free(sb->lower);
+	free(sb->deny);
 	dsec_strv_free(sb->layers);
 	if (sb->uslot >= 0)
 		sb->be->uslots[sb->uslot / 8] &= (uint8_t)~(1u << (sb->uslot % 8));
@@ -908,7 +911,8 @@ static void create_prep_done(void *arg)
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
 			       (char *)"--disk", disk, (char *)"--cg", desc,
 			       (char *)"--layers", nlayers,
-			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"), NULL };
+			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
+			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
 	if (pipe2(st, O_CLOEXEC) < 0 ||
@@ -1074,7 +1078,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	struct ct_cwork *w;
 	struct ct_sb *sb;
 	struct be_net_rule *rules = NULL;
-	char *lower = NULL;
+	char *lower = NULL, *deny = NULL;
 	uint64_t uid, gid;
 	uint32_t dns = 0;
 	size_t nrules = 0;
@@ -1089,8 +1093,13 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	if ((rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
 	    (rc = parse_network(be, spec, &net_allow, &rules, &nrules, &dns, err)) < 0)
 		return rc;
+	if ((rc = be_seccomp_deny_join(spec->seccomp_deny, &deny, err)) < 0) {
+		free(rules);
+		return rc;
+	}
 	if ((rc = image_root(spec, &lower, err)) < 0) {
 		free(rules);
+		free(deny);
 		return rc;
 	}
 	if (be->conf.userns) {
@@ -1100,6 +1109,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		if (uslot < 0) {
 			free(rules);
 			free(lower);
+			free(deny);
 			return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 					     "container has no free uid range (%" PRIu64 " in use)",
 					     be->conf.max_sandboxes);
@@ -1129,6 +1139,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	}
 	sb->cwd = xstrdup(spec->cwd && *spec->cwd ? spec->cwd : "/");
 	sb->lower = lower;
+	sb->deny = deny;
 	sb->uslot = uslot;
 	if (uslot >= 0) {
 		sb->ubase = (uint32_t)(be->conf.uid_base + (uint64_t)uslot * CT_URANGE);
@@ -1463,7 +1474,7 @@ struct exec_nums {
 };
 
 /* Puts the helper's exec-mode arguments before "--" into argv (room for
- * 14); returns how many. */
+ * 16); returns how many. */
 static size_t exec_args(const struct ct_sb *sb, char **argv, const char *cwd, char *desc,
 			struct exec_nums *n)
 {
@@ -1488,6 +1499,10 @@ static size_t exec_args(const struct ct_sb *sb, char **argv, const char *cwd, ch
 	argv[i++] = desc;
 	argv[i++] = (char *)"--userns";
 	argv[i++] = (char *)(sb->ubase ? "1" : "0");
+	if (sb->deny) {
+		argv[i++] = (char *)"--deny";
+		argv[i++] = sb->deny;
+	}
 	return i;
 }
 
@@ -2320,7 +2335,7 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	char desc[256], a_mark[16];
 	struct exec_nums nums;
 	int cgfds[BE_CG_MAXH], ncg, fds[7 + BE_CG_MAXH], pp[4][2], rc;
-	char *argv[20];
+	char *argv[24];
 
 	env_merge(&envv, &nenv, base_env);
 	env_merge(&envv, &nenv, (const char *const *)sb->env);

@@ -1135,6 +1135,28 @@ static void create_done(void *arg)
 	free(w);
 }
 
+/* What fncall cannot give a sandbox is refused, not ignored: an image, a
+ * network beyond none, extra seccomp denials (its workers' filter is set
+ * when the pool starts). */
+static int spec_check(const struct fc_rt *rt, const struct dsec_be_spec *spec,
+		      struct dsec_err *err)
+{
+	if (!rt)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "fncall has no runtime '%s'",
+				     spec->runtime);
+	if (spec->image && *spec->image)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "fncall sandboxes have no image (got '%s')", spec->image);
+	if ((spec->network && strcmp(spec->network, "none")) || (spec->allow && spec->allow[0]) ||
+	    spec->dns)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, EOPNOTSUPP,
+				     "fncall sandboxes have no network (network \"none\" only)");
+	if (spec->seccomp_deny && spec->seccomp_deny[0])
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, EOPNOTSUPP,
+				     "fncall cannot add seccomp_deny to its workers' filter");
+	return 0;
+}
+
 static int fc_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		     dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
@@ -1146,12 +1168,8 @@ static int fc_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 
 	if (be->stopping)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "fncall is stopping");
-	if (!rt)
-		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "fncall has no runtime '%s'",
-				     spec->runtime);
-	if (spec->image && *spec->image)
-		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "fncall sandboxes have no image (got '%s')", spec->image);
+	if ((rc = spec_check(rt, spec, err)) < 0)
+		return rc;
 	sb = xcalloc(1, sizeof(*sb));
 	sb->be = be;
 	sb->rt = rt;
@@ -1199,13 +1217,10 @@ static int fc_call(void *vbe, const struct dsec_be_spec *spec, const struct dsec
 {
 	struct fc_be *be = vbe;
 	struct fc_rt *rt = rt_find(be, spec->runtime);
+	int rc;
 
-	if (!rt)
-		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "fncall has no runtime '%s'",
-				     spec->runtime);
-	if (spec->image && *spec->image)
-		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "fncall sandboxes have no image (got '%s')", spec->image);
+	if ((rc = spec_check(rt, spec, err)) < 0)
+		return rc;
 	return call_start(be, rt, NULL, spec, req, res, done, arg, err);
 }
 

@@ -19,6 +19,7 @@
 #include "snap.h"
 
 #define REPLY_SLACK DSECD_REPLY_SLACK
+#define DSECD_MAX_DENY 256		/* seccomp_deny entries in one create */
 
 struct dsecd_req {
 	struct dsecd *d;		/* the daemon */
@@ -38,6 +39,7 @@ struct dsecd_req {
 	char *image, *runtime, *ccwd;	/* create fields */
 	char **cenv;			/* create env */
 	char *network, *dns;		/* create: network mode and resolver */
+	char **deny;			/* create: seccomp_deny */
 	char **allow;			/* create and net_allow: the allowlist */
 	char **ienv;			/* create: the image's env, then the request's */
 	dsec_be_done_fn create_cb;	/* create's completion (create or call) */
@@ -78,6 +80,7 @@ static void req_free(struct dsecd_req *r)
 	free(r->network);
 	free(r->dns);
 	dsec_strv_free(r->allow);
+	dsec_strv_free(r->deny);
 	dsec_strv_free(r->ienv);
 	free(r->call_id);
 	free(r->path);
@@ -214,8 +217,12 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 		return rc;
 	if (((rc = dsec_get_str(m, "network", &r->network, err)) < 0 && rc != -ENOENT) ||
 	    ((rc = dsec_get_strv(m, "allow", &r->allow, err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_str(m, "dns", &r->dns, err)) < 0 && rc != -ENOENT))
+	    ((rc = dsec_get_str(m, "dns", &r->dns, err)) < 0 && rc != -ENOENT) ||
+	    ((rc = dsec_get_strv(m, "seccomp_deny", &r->deny, err)) < 0 && rc != -ENOENT))
 		return rc;
+	if (r->deny && dsec_strv_len((const char *const *)r->deny) > DSECD_MAX_DENY)
+		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				     "seccomp_deny lists more than %d system calls", DSECD_MAX_DENY);
 	lim = dsec_map_get(m, "limits");
 	if (lim && lim->type != MSGPACK_OBJECT_NIL) {
 		uint64_t v;
@@ -252,6 +259,7 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	r->spec.network = r->network;
 	r->spec.allow = (const char *const *)r->allow;
 	r->spec.dns = r->dns;
+	r->spec.seccomp_deny = (const char *const *)r->deny;
 	return 0;
 }
 
@@ -666,7 +674,7 @@ static void op_create(struct dsecd_req *r)
 
 	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
 	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk) && !r->network &&
-	    !r->allow && !r->dns && (sb = dsecd_warm_take(d, r->be, r->image))) {
+	    !r->allow && !r->dns && !r->deny && (sb = dsecd_warm_take(d, r->be, r->image))) {
 		struct dsec_pk p;
 
 		sb->ttl = ttl;

@@ -90,6 +90,11 @@ struct dsec_be_spec {
 	/* With "allowlist": the one resolver DNS may go to (IPv4), or NULL.
 	 * (ABI 1, appended) */
 	const char *dns;
+	/* System calls the sandbox's commands may not make (they fail with
+	 * EPERM), on top of the backend's own filter: names as libseccomp
+	 * knows them, NULL-terminated, or NULL.  A backend that cannot apply
+	 * them refuses the create. (ABI 1, appended) */
+	const char *const *seccomp_deny;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */

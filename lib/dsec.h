@@ -46,6 +46,7 @@ struct dsec_create_opts {
 	const char *network;		/* "none" or "allowlist"; NULL = backend default */
 	const char *const *allow;	/* allowlist entries (dsec-protocol(7)), or NULL */
 	const char *dns;		/* with "allowlist": the resolver, or NULL */
+	const char *const *seccomp_deny; /* system calls to deny as well, or NULL */
 };
 
 /* Creates a sandbox; *id (caller frees) names it and its owner node. */

@@ -5,7 +5,7 @@
 
 need_container
 
-plan 33
+plan 39
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -82,6 +82,26 @@ like "$OUT" '"oom_killed":true' "a command killed by the OOM killer says so"
 sleep 0.3
 run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=true'
 like "$OUT" '"exit_code":0,.*"oom_killed":false' "the next command in its recycled cgroup does not"
+
+# seccomp_deny tightens the filter of every command of one sandbox: those
+# the init starts, those of the exec helper and shell sessions.
+did=$(helper-req "$DSEC_HOST" create backend=container 'seccomp_deny[]=mkdir' 'seccomp_deny[]=mkdirat' |
+	grep -o '"id":"[^"]*"' | cut -d'"' -f4)
+run dsec-run --id "$did" -c 'mkdir /tmp/d 2>&1'
+like "$RC:$OUT" "1:.*Operation not permitted" "seccomp_deny: a denied system call fails with EPERM"
+run helper-req "$DSEC_HOST" exec id="$did" 'argv[]=sh' 'argv[]=-c' 'argv[]=mkdir /tmp/e 2>&1; echo ${#BIG}' "env.BIG=$big"
+like "$OUT" 'Operation not permitted.*70000' "... also for a command the exec helper starts"
+helper-req "$DSEC_HOST" session_open id="$did" session=s >/dev/null
+run helper-req "$DSEC_HOST" session_exec id="$did" session=s cmd='mkdir /tmp/f 2>&1'
+like "$OUT" 'Operation not permitted' "... and in a shell session"
+helper-req "$DSEC_HOST" destroy id="$did" >/dev/null
+run dsec-run --id "$id" -c 'mkdir /tmp/g && echo made'
+is "$OUT" "made" "other sandboxes keep the default filter"
+run dsec-run --backend container --deny-syscall no_such_call -- true
+like "$RC:$OUT" "125:.*'no_such_call' is not a system call known here \(invalid\)" \
+	"an unknown system call in seccomp_deny is refused at create"
+run dsec-run --backend fncall --deny-syscall mkdir -- true
+like "$RC:$OUT" "125:.*\(unsupported\)" "fncall refuses seccomp_deny rather than ignore it"
 
 # Timeout kills the command's tree, not the sandbox.
 run dsec-run --id "$id" --timeout 1 -c 'setsid sleep 9881 & (setsid sh -c "sleep 9882 &" &); sleep 9883'

@@ -11,7 +11,7 @@ need_cmd helper-req
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
 grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
 
-plan 13
+plan 15
 
 pool() { helper-req "$DSEC_HOST" info | grep -o '"pools":\[[^]]*\]'; }
 wait_ready() {	# wait_ready N: up to 30 s for the pool to hold N
@@ -45,6 +45,9 @@ ok $(wait_ready 2; echo $?) "the pool refills"
 run helper-req "$DSEC_HOST" create backend=container 'limits.memory#=100000000'
 like "$OUT" '"ok":true' "a create with limits is served"
 like "$(pool)" '"taken":1' "... cold, not from the pool"
+run dsec-run --backend container --deny-syscall mkdir --deny-syscall mkdirat -c 'mkdir /tmp/d 2>&1'
+like "$RC:$OUT" "1:.*Operation not permitted" "a create with seccomp_deny is made cold and gets its filter"
+like "$(pool)" '"taken":1' "... not from the pool"
 cg=$(ls -d /sys/fs/cgroup/*/dsec-container.$DSECD_PID /sys/fs/cgroup/*/*/dsec-container.$DSECD_PID \
 	/sys/fs/cgroup/*/*/*/dsec-container.$DSECD_PID 2>/dev/null | head -1)
 stop_dsecd

@@ -34,6 +34,8 @@ struct run_opts {
 	size_t nenv;			/* entries in env */
 	const char **allow;		/* --allow entries, NULL-terminated */
 	size_t nallow;			/* entries in allow */
+	const char **deny;		/* --deny-syscall names, NULL-terminated */
+	size_t ndeny;			/* entries in deny */
 	const char *cwd;		/* --cwd */
 	const char *stdin_path;		/* --stdin FILE or "-", NULL = empty stdin */
 	double timeout;			/* --timeout seconds, 0 = daemon default */
@@ -61,6 +63,7 @@ enum {
 	OPT_NETWORK,
 	OPT_ALLOW,
 	OPT_DNS,
+	OPT_DENY,
 	OPT_HELP,
 	OPT_VERSION,
 	OPT_SNAPSHOT,
@@ -82,6 +85,7 @@ static const struct option long_opts[] = {
 	{ .name = "network",	.has_arg = required_argument,	.val = OPT_NETWORK },
 	{ .name = "allow",	.has_arg = required_argument,	.val = OPT_ALLOW },
 	{ .name = "dns",	.has_arg = required_argument,	.val = OPT_DNS },
+	{ .name = "deny-syscall", .has_arg = required_argument,	.val = OPT_DENY },
 	{ .name = "code",	.has_arg = required_argument,	.val = 'c' },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
@@ -93,6 +97,7 @@ static const char usage_text[] =
 	"usage: dsec-run [-H ADDR] [--backend B] [--image I] [--runtime R] [--timeout S]\n"
 	"                [--env K=V]... [--cwd DIR] [--stdin FILE|-] [--output-cap BYTES]\n"
 	"                [--network none|allowlist] [--allow ADDR[:PORTS[/PROTO]]]... [--dns IP]\n"
+	"                [--deny-syscall NAME]...\n"
 	"                [--keep | --id ID] [--snapshot TAG] [--client-timeout S]\n"
 	"                (-c CODE | [--] CMD [ARG]...)\n"
 	"\n"
@@ -113,6 +118,8 @@ static const char usage_text[] =
 	"      --allow ENTRY        let the sandbox reach ENTRY, e.g. 10.0.0.0/8:443/tcp\n"
 	"                           (repeatable; implies --network allowlist)\n"
 	"      --dns IP             the resolver the sandbox may use (allowlist)\n"
+	"      --deny-syscall NAME  commands may not make system call NAME (EPERM),\n"
+	"                           on top of the backend's filter (repeatable; container)\n"
 	"      --keep               keep the sandbox; its id is printed on stderr first\n"
 	"      --id ID              run in the existing sandbox ID\n"
 	"      --snapshot TAG       then save the sandbox (--keep, --id) as image TAG;\n"
@@ -186,6 +193,15 @@ static void load_stdin(const char *path, struct dsec_buf *b)
 		die("cannot read stdin file '%s': %s", path, strerror(-rc));
 }
 
+/* Appends s to the NULL-terminated *v of *n entries; returns *v. */
+static const char *const *push(const char ***v, size_t *n, const char *s)
+{
+	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+	(*v)[(*n)++] = s;
+	(*v)[*n] = NULL;
+	return *v;
+}
+
 static void parse_args(int argc, char **argv, struct run_opts *o)
 {
 	int c;
@@ -214,9 +230,7 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 
 			if (!eq || eq == optarg)
 				usage_error("invalid --env '%s': expected K=V", optarg);
-			o->env = xrealloc(o->env, (o->nenv + 2) * sizeof(*o->env));
-			o->env[o->nenv++] = optarg;
-			o->env[o->nenv] = NULL;
+			push(&o->env, &o->nenv, optarg);
 			break;
 		}
 		case OPT_CWD:
@@ -250,13 +264,13 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 			o->create.network = optarg;
 			break;
 		case OPT_ALLOW:
-			o->allow = xrealloc(o->allow, (o->nallow + 2) * sizeof(*o->allow));
-			o->allow[o->nallow++] = optarg;
-			o->allow[o->nallow] = NULL;
-			o->create.allow = o->allow;
+			o->create.allow = push(&o->allow, &o->nallow, optarg);
 			break;
 		case OPT_DNS:
 			o->create.dns = optarg;
+			break;
+		case OPT_DENY:
+			o->create.seccomp_deny = push(&o->deny, &o->ndeny, optarg);
 			break;
 		case 'c':
 			o->code = optarg;
