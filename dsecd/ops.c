@@ -479,6 +479,19 @@ static void op_ping(struct dsecd_req *r)
 	send_pk(r, &p);
 }
 
+struct paused_count {
+	const struct dsecd_backend *be;	/* count this backend's, NULL = all */
+	uint64_t n;			/* paused sandboxes */
+};
+
+static void count_paused(struct dsecd *d, struct dsecd_sb *sb, void *arg)
+{
+	struct paused_count *c = arg;
+
+	if (!sb->pooled && sb->state == SB_READY && sb->paused && (!c->be || sb->be == c->be))
+		c->n++;
+}
+
 static void op_info(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -510,13 +523,19 @@ static void op_info(struct dsecd_req *r)
 	for (struct dsecd_backend *b = d->backends; b; b = b->next)
 		nb++;
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 11);
+	dsec_pk_reply_ok(&p, 12);
 	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
 	dsec_pk_kv_str(&p, "node", d->conf.node);
 	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
 	dsec_pk_kv_u64(&p, "pid", (uint64_t)getpid());
 	dsec_pk_kv_double(&p, "uptime", ev_now(d->loop) - d->started);
 	dsec_pk_kv_u64(&p, "sandboxes", d->nsandboxes);
+	{
+		struct paused_count all = { NULL, 0 };
+
+		dsecd_sb_foreach(d, count_paused, &all);
+		dsec_pk_kv_u64(&p, "paused", all.n);
+	}
 	dsec_pk_kv_u64(&p, "max_sandboxes", d->conf.max_sandboxes);
 	dsec_pk_kv_u64(&p, "inflight", dsecd_server_inflight(d->server));
 	dsec_pk_kv_strv(&p, "listen", (const char *const *)d->conf.listen);
@@ -524,13 +543,16 @@ static void op_info(struct dsecd_req *r)
 	dsec_pk_str(&p, "backends");
 	msgpack_pack_array(&p.pk, nb);
 	for (struct dsecd_backend *b = d->backends; b; b = b->next) {
+		struct paused_count pc = { b, 0 };
 		struct dsec_be_stats st;
 		memset(&st, 0, sizeof(st));
 		b->ops->stats(b->be, &st);
-		msgpack_pack_map(&p.pk, 8);
+		dsecd_sb_foreach(d, count_paused, &pc);
+		msgpack_pack_map(&p.pk, 9);
 		dsec_pk_kv_str(&p, "name", b->name);
 		dsec_pk_kv_str(&p, "description", b->ops->description ? b->ops->description : "");
 		dsec_pk_kv_u64(&p, "sandboxes", b->sandboxes);
+		dsec_pk_kv_u64(&p, "paused", pc.n);
 		dsec_pk_kv_u64(&p, "capacity", st.capacity);
 		dsec_pk_kv_u64(&p, "running", st.running);
 		dsec_pk_kv_u64(&p, "pool_ready", st.pool_ready);

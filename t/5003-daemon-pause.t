@@ -4,7 +4,7 @@
 # order, exec and files resume a paused sandbox first, failures reach the
 # request that caused them, destroy does not wait.
 . "$(dirname "$0")/lib.sh"
-plan 22
+plan 24
 
 start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=test --node n1
 ok $? "dsecd starts with the test backend"
@@ -35,10 +35,13 @@ like "$(cat "$T/r1")" '"code":"not_found"' "a file_read sent last resumed it aga
 is "$(state "$ID")" "running" "so the sandbox ends running"
 
 like "$(req pause id="$ID")" '"state":"paused"' "pause"
+like "$(req info)" '"sandboxes":1,"paused":1,.*"name":"test",[^}]*"sandboxes":1,"paused":1,' \
+	"info counts the paused sandbox, on the node and for its backend"
 like "$(req pause id="$ID")" '"ok":true.*"state":"paused"' "pause of a paused sandbox: ok"
 like "$(req file_write id="$ID" path=/f data=x)" '"ok":true' "file_write on a paused sandbox resumes it"
 is "$(state "$ID")" "running" "running after file_write"
 like "$(req resume id="$ID")" '"ok":true.*"state":"running"' "resume of a running sandbox: ok"
+like "$(req info)" '"sandboxes":1,"paused":0,' "and no longer once it runs"
 
 # destroy does not wait for a pause in flight; the pause then finds no sandbox.
 req pause id="$ID" >"$T/p3" &
