@@ -385,6 +385,9 @@ int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
 			snprintf(v, sizeof(v), "max 100000");
 		if ((r = write_at(fd, "cpu.max", v)) < 0 && r != -ENOENT)
 			rc = r;
+		snprintf(v, sizeof(v), "%" PRIu32, lim->weight ? lim->weight : 100);
+		if ((r = write_at(fd, "cpu.weight", v)) < 0 && r != -ENOENT)
+			rc = r;
 		return rc;
 	}
 	if (cg->mode != BE_CG_V1)
@@ -413,6 +416,10 @@ int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
 		else
 			snprintf(v, sizeof(v), "-1");
 		if ((r = write_at(fd, "cpu.cfs_quota_us", v)) < 0)
+			rc = r;
+		snprintf(v, sizeof(v), "%" PRIu64,
+			 (uint64_t)(lim->weight ? lim->weight : 100) * 1024 / 100);
+		if ((r = write_at(fd, "cpu.shares", v)) < 0)
 			rc = r;
 	}
 	return rc;

@@ -32,6 +32,9 @@ struct be_cg_limits {
 	uint64_t memory;	/* bytes, hard limit (swap too where it can be set) */
 	double cpus;		/* CPU quota in cores */
 	uint32_t pids;		/* tasks */
+	uint32_t weight;	/* CPU weight against other groups, 1-10000 (v2's
+				 * cpu.weight; v1 cpu.shares = weight * 1024 / 100);
+				 * 0 = the default, 100 */
 };
 
 #define BE_CG_MAXH 5		/* hierarchies a group can span */

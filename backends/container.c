@@ -158,6 +158,7 @@ struct ct_sb {
 	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
 	int netfd;			/* the sandbox's network namespace, -1 = none */
 	struct dsec_be_limits lim;	/* limits asked for */
+	uint32_t cpu_weight;		/* and the CPU weight, 0 = default */
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
 	pid_t init;			/* the same, once it reported ready */
@@ -588,6 +589,7 @@ static void create_prep_work(void *arg)
 		.memory = sb->lim.memory ? sb->lim.memory : be->conf.memory,
 		.cpus = sb->lim.cpus > 0 ? sb->lim.cpus : be->conf.cpus,
 		.pids = sb->lim.pids ? sb->lim.pids : (uint32_t)be->conf.pids,
+		.weight = sb->cpu_weight,
 	};
 	char name[64];
 	int rc;
@@ -1159,6 +1161,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->uid = uid;
 	sb->gid = gid;
 	sb->lim = spec->limits;
+	sb->cpu_weight = spec->cpu_weight;
 	*out = sb;
 	w = xcalloc(1, sizeof(*w));
 	w->sb = sb;

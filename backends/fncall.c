@@ -1137,7 +1137,7 @@ static void create_done(void *arg)
 
 /* What fncall cannot give a sandbox is refused, not ignored: an image, a
  * network beyond none, extra seccomp denials (its workers' filter is set
- * when the pool starts). */
+ * when the pool starts), a CPU weight. */
 static int spec_check(const struct fc_rt *rt, const struct dsec_be_spec *spec,
 		      struct dsec_err *err)
 {
@@ -1154,6 +1154,9 @@ static int spec_check(const struct fc_rt *rt, const struct dsec_be_spec *spec,
 	if (spec->seccomp_deny && spec->seccomp_deny[0])
 		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, EOPNOTSUPP,
 				     "fncall cannot add seccomp_deny to its workers' filter");
+	if (spec->cpu_weight)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, EOPNOTSUPP,
+				     "fncall calls share their pool's CPU weight (no limits.cpu_weight)");
 	return 0;
 }
 

@@ -251,6 +251,13 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 		if (v > UINT32_MAX)
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "limits.nofile is too large");
 		l->nofile = (uint32_t)v;
+		v = 0;
+		if ((rc = dsec_get_u64(lim, "cpu_weight", &v, err)) < 0 && rc != -ENOENT)
+			return rc;
+		if (v > 10000)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "limits.cpu_weight must be between 1 and 10000");
+		r->spec.cpu_weight = (uint32_t)v;
 	}
 	r->spec.image = r->image;
 	r->spec.runtime = r->runtime;
@@ -695,7 +702,8 @@ static void op_create(struct dsecd_req *r)
 	const struct dsec_be_limits *l = &r->spec.limits;
 
 	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
-	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk) && !r->network &&
+	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk || r->spec.cpu_weight) &&
+	    !r->network &&
 	    !r->allow && !r->dns && !r->deny && (sb = dsecd_warm_take(d, r->be, r->image))) {
 		struct dsec_pk p;
 

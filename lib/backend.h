@@ -95,6 +95,10 @@ struct dsec_be_spec {
 	 * knows them, NULL-terminated, or NULL.  A backend that cannot apply
 	 * them refuses the create. (ABI 1, appended) */
 	const char *const *seccomp_deny;
+	/* limits.cpu_weight: CPU weight against other sandboxes, 1-10000
+	 * (cgroup v2's scale, 100 the usual share); 0 = the backend's default.
+	 * Here rather than in limits, whose layout is fixed. (ABI 1, appended) */
+	uint32_t cpu_weight;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */

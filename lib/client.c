@@ -211,9 +211,9 @@ static size_t count_create(const struct dsec_create_opts *o, bool call)
 	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns + !!o->seccomp_deny + 1;
 }
 
-static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l)
+static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l, uint32_t weight)
 {
-	size_t n = (l->cpus > 0) + !!l->memory + !!l->pids + !!l->nofile + !!l->disk;
+	size_t n = (l->cpus > 0) + !!l->memory + !!l->pids + !!l->nofile + !!l->disk + !!weight;
 
 	dsec_pk_str(p, "limits");
 	msgpack_pack_map(&p->pk, n);
@@ -227,6 +227,8 @@ static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l)
 		dsec_pk_kv_u64(p, "nofile", l->nofile);
 	if (l->disk)
 		dsec_pk_kv_u64(p, "disk", l->disk);
+	if (weight)
+		dsec_pk_kv_u64(p, "cpu_weight", weight);
 }
 
 static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, bool call)
@@ -255,7 +257,7 @@ static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, boo
 		dsec_pk_kv_str(p, "dns", o->dns);
 	if (o->seccomp_deny)
 		dsec_pk_kv_strv(p, "seccomp_deny", o->seccomp_deny);
-	pack_limits(p, &o->limits);
+	pack_limits(p, &o->limits, o->cpu_weight);
 }
 
 int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **id,

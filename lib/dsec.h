@@ -47,6 +47,7 @@ struct dsec_create_opts {
 	const char *const *allow;	/* allowlist entries (dsec-protocol(7)), or NULL */
 	const char *dns;		/* with "allowlist": the resolver, or NULL */
 	const char *const *seccomp_deny; /* system calls to deny as well, or NULL */
+	uint32_t cpu_weight;		/* limits.cpu_weight, 1-10000; 0 = default */
 };
 
 /* Creates a sandbox; *id (caller frees) names it and its owner node. */

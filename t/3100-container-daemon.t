@@ -5,7 +5,7 @@
 
 need_container
 
-plan 39
+plan 41
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -102,6 +102,17 @@ like "$RC:$OUT" "125:.*'no_such_call' is not a system call known here \(invalid\
 	"an unknown system call in seccomp_deny is refused at create"
 run dsec-run --backend fncall --deny-syscall mkdir -- true
 like "$RC:$OUT" "125:.*\(unsupported\)" "fncall refuses seccomp_deny rather than ignore it"
+
+# limits.cpu_weight: the sandbox's share of CPU against the others.
+weights() { cat $(for d in $(cgroot); do ls "$d"/sb.*/cpu.shares "$d"/sb.*/cpu.weight; done 2>/dev/null); }
+w0=$(weights | grep -cx '512\|50')
+run helper-req "$DSEC_HOST" create backend=container 'limits.cpu_weight#=50'
+wid=$(echo "$OUT" | grep -o '"id":"[^"]*"' | cut -d'"' -f4)
+is "$(( $(weights | grep -cx '512\|50') - w0 ))" "1" \
+	"limits.cpu_weight 50 sets the sandbox's cpu.weight (v2) or cpu.shares 512 (v1)"
+helper-req "$DSEC_HOST" destroy id="$wid" >/dev/null
+run helper-req "$DSEC_HOST" create backend=container 'limits.cpu_weight#=20000'
+like "$OUT" '"code":"invalid".*cpu_weight must be between 1 and 10000' "a cpu_weight above 10000 is refused"
 
 # Timeout kills the command's tree, not the sandbox.
 run dsec-run --id "$id" --timeout 1 -c 'setsid sleep 9881 & (setsid sh -c "sleep 9882 &" &); sleep 9883'
