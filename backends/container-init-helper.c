@@ -724,16 +724,16 @@ static _Noreturn void xchild(const struct ct_xmsg *h, const char *cwd, char **cm
 		_exit(126);
 	if (first == 4) {
 		if (dup2(high[3], 0) < 0)
-			_exit(126);
+			fail(errno, "cannot place stdin: %s", strerror(errno));
 	} else {
 		int n = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 		if (n < 0 || dup2(n, 0) < 0)
-			_exit(126);
+			fail(errno, "cannot open the sandbox's /dev/null: %s", strerror(errno));
 	}
 	for (int i = first; i < nfd; i++)
 		if (dup2(high[i], 6 + i - first) < 0)
-			_exit(126);
+			fail(errno, "cannot place the cgroup's files: %s", strerror(errno));
 	close(4);
 	close(5);
 	syscall(SYS_close_range, 6 + nfd - first, ~0U, 0);
