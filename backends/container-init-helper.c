@@ -570,12 +570,49 @@ static void compile_filter(void)
 	seccomp_release(ctx);
 }
 
+/* execvp with the PATH of envp rather than ours (execvp and execvpe both
+ * look in the caller's environment, and a child sharing the init's memory
+ * must not change it).  Returns only on failure, with errno. */
+static void exec_path(char **cmd, char **envp)
+{
+	const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+	bool denied = false;
+	char buf[PATH_MAX];
+
+	if (strchr(cmd[0], '/')) {
+		execve(cmd[0], cmd, envp);
+		return;
+	}
+	for (char **e = envp; *e; e++)
+		if (!strncmp(*e, "PATH=", 5))
+			path = *e + 5;
+	for (const char *p = path, *end; ; p = end + 1) {
+		size_t n;
+
+		end = strchrnul(p, ':');
+		n = (size_t)(end - p);
+		if (n + strlen(cmd[0]) + 2 <= sizeof(buf)) {
+			memcpy(buf, n ? p : ".", n ? n : 1);
+			snprintf(buf + (n ? n : 1), sizeof(buf) - (n ? n : 1), "/%s", cmd[0]);
+			execve(buf, cmd, envp);
+			if (errno == EACCES)
+				denied = true;
+			else if (errno != ENOENT && errno != ENOTDIR)
+				return;
+		}
+		if (!*end)
+			break;
+	}
+	errno = denied ? EACCES : ENOENT;
+}
+
 /* The command's process: joins the exec's group cg (NULL: none) and, if
  * cgns >= 0, the sandbox's cgroup namespace; starts a session, sets its
  * limit, drops to uid/gid with the capabilities keep, changes to cwd, sets
  * no_new_privs and the filter, and execs cmd with envp.  With mark >
  * FD_STATUS (a shell session) that pipe becomes the command's fd 3.
- * Failures before the exec go to FD_STATUS as "err ..." lines. */
+ * Failures before the exec go to FD_STATUS as "err ..." lines.  Writes
+ * nothing but its own stack: the init may share its memory with us. */
 static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
 				  const char *cwd, rlim_t nofile, uint64_t keep, int mark,
 				  char **cmd, char **envp)
@@ -590,7 +627,10 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	setsid();
 	setrlimit(RLIMIT_NOFILE, &rl);
 	drop_bounding_caps(keep);
-	if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+	/* Raw system calls: glibc's would also act on the threads it thinks
+	 * we share memory with (the init, when it started us with CLONE_VM). */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
+	    syscall(SYS_setresuid, uid, uid, uid) < 0)
 		fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
 	clear_caps(keep);
 	/* As the command's user, so its permissions apply. */
@@ -609,8 +649,7 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	} else {
 		syscall(SYS_close_range, 3, ~0U, 0);
 	}
-	environ = envp;		/* execvp looks up PATH there */
-	execvp(cmd[0], cmd);
+	exec_path(cmd, envp);
 	e = errno;
 	dprintf(2, "%s: %s\n", cmd[0], strerror(e));
 	_exit(e == ENOENT ? 127 : 126);
@@ -707,11 +746,27 @@ static char *xstr(char **p, char *end)
 	return s;
 }
 
+/* One request, for its child. */
+struct xreq {
+	const struct ct_xmsg *h;	/* the header */
+	const char *cwd;		/* working directory */
+	char **cmd, **envp;		/* argv and environment */
+	const int *fds;			/* as received */
+	int nfd;			/* how many */
+};
+
+/* The child's stack: it shares the init's memory (CLONE_VM|CLONE_VFORK,
+ * no page tables to copy), and the init waits for its exec. */
+static char xstack[64 << 10] __attribute__((aligned(16)));
+
 /* The child of one request: fds[] as received (stdout, stderr, status,
  * [stdin], cgroup.procs files) go to 1, 2, 3, 0 and 6.. */
-static _Noreturn void xchild(const struct ct_xmsg *h, const char *cwd, char **cmd, char **envp,
-			     int *fds, int nfd)
+static int xchild(void *arg)
 {
+	const struct xreq *r = arg;
+	const struct ct_xmsg *h = r->h;
+	const int *fds = r->fds;
+	int nfd = r->nfd;
 	int first = (h->flags & CT_X_STDIN) ? 4 : 3, high[4 + BE_CG_MAXH];
 	sigset_t none;
 
@@ -740,8 +795,8 @@ static _Noreturn void xchild(const struct ct_xmsg *h, const char *cwd, char **cm
 	for (int i = 6; i < 6 + nfd - first; i++)
 		if (write(i, "0", 1) != 1)
 			fail(errno, "cannot join the exec's cgroup: %s", strerror(errno));
-	run_command(NULL, -1, h->uid, h->gid, cwd, (rlim_t)h->nofile,
-		    (h->flags & CT_X_USERNS) ? SMALL_CAPS : 0, -1, cmd, envp);
+	run_command(NULL, -1, h->uid, h->gid, r->cwd, (rlim_t)h->nofile,
+		    (h->flags & CT_X_USERNS) ? SMALL_CAPS : 0, -1, r->cmd, r->envp);
 }
 
 /* Starts the commands waiting on ctl.  Returns -1 once dsecd closed it. */
@@ -788,9 +843,9 @@ static int serve_requests(int ctl)
 			xruns = r;
 			xcap = xcap * 2 + 16;
 		}
-		pid = fork();
-		if (pid == 0)
-			xchild(&h, cwd, v, v + h.argc + 1, fds, nfd);
+		struct xreq xr = { &h, cwd, v, v + h.argc + 1, fds, nfd };
+
+		pid = clone(xchild, xstack + sizeof(xstack), CLONE_VM | CLONE_VFORK | SIGCHLD, &xr);
 		if (pid < 0) {
 			dprintf(fds[2], "err %d cannot fork: %s\n", errno, strerror(errno));
 			goto drop;

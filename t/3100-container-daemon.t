@@ -5,7 +5,7 @@
 
 need_container
 
-plan 41
+plan 43
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -65,6 +65,11 @@ is "$(echo $OUT)" "1 0 1 2 3 denied" \
 printf 'line1\nline2\n' > "$T/in"
 run dsec-run --id "$id" --stdin "$T/in" -- sh -c 'wc -l; echo $PPID'
 is "$(echo $OUT)" "2 1" "stdin reaches a command the init starts"
+run dsec-run --id "$id" -c 'mkdir -p /root/bin && printf "#!/bin/sh\necho mine\n" > /root/bin/mycmd && chmod +x /root/bin/mycmd'
+run dsec-run --id "$id" --env PATH=/root/bin:/usr/bin:/bin -- mycmd
+is "$RC:$OUT" "0:mine" "a command is looked up in the PATH of its environment"
+run dsec-run --id "$id" -- no-such-command
+like "$RC:$OUT" "^127:.*no-such-command: No such file or directory" "a missing command exits 127 and says so"
 big=$(head -c 70000 /dev/zero | tr '\0' y)
 run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=sh' 'argv[]=-c' 'argv[]=echo $PPID ${#BIG}' "env.BIG=$big"
 like "$OUT" '"exit_code":0,.*"stdout":"0 70000\\n"' \
