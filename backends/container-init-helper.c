@@ -205,15 +205,13 @@ static void copy_in(const char *root, const char *host)
 	}
 }
 
-/* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
- * the default root) skel/; D/root is the overlay. */
-static void build_root(const char *dir, const char *rootfs, const char *disk, bool userns)
+/* The default root's skeleton: its top directories, the host's /etc files
+ * that programs need (no secrets) and a passwd and group of its own, made
+ * in dir.  Made once per daemon (container-init skel) and shared by every
+ * sandbox with the default root as the overlay's lower layer; made in the
+ * sandbox's tmpfs only when there is no shared one. */
+static void make_skel(const char *dir)
 {
-	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-					   "/libx32" };
-	static const char *const etc_dirs[] = { "/etc/alternatives", "/etc/ssl",
-						"/etc/ld.so.conf.d", "/etc/ca-certificates",
-						"/etc/python3", "/etc/python3.11" };
 	static const char *const etc_files[] = { "/etc/ld.so.cache", "/etc/ld.so.conf",
 						 "/etc/localtime", "/etc/os-release",
 						 "/etc/debian_version", "/etc/nsswitch.conf",
@@ -221,6 +219,34 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 						 "/etc/services", "/etc/bash.bashrc", "/etc/profile" };
 	static const char *const skel[] = { "dev", "proc", "sys", "tmp", "root", "work", "etc",
 					    "usr" };
+	char q[PATH_MAX];
+
+	xmkdir(dir, 0755);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(skel); i++) {
+		snprintf(q, sizeof(q), "%s/%s", dir, skel[i]);
+		xmkdir(q, !strcmp(skel[i], "tmp") ? 01777 : 0755);
+		if (!strcmp(skel[i], "tmp"))
+			chmod(q, 01777);
+	}
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_files); i++)
+		copy_in(dir, etc_files[i]);
+	put_file(dir, "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	put_file(dir, "/etc/group", "root:x:0:\nnogroup:x:65534:\n");
+}
+
+/* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
+ * the default root without a shared skeleton) skel/; D/root is the
+ * overlay.  rootfs is the lower layers, or "-" for the default root; with
+ * skel, rootfs is the shared skeleton of the default root. */
+static void build_root(const char *dir, const char *rootfs, const char *disk, bool userns,
+		       bool skel)
+{
+	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+					   "/libx32" };
+	static const char *const etc_dirs[] = { "/etc/alternatives", "/etc/ssl",
+						"/etc/ld.so.conf.d", "/etc/ca-certificates",
+						"/etc/python3", "/etc/python3.11" };
 	char rw[2048], root[2048], opt[PATH_MAX * 3 + 64], p[PATH_MAX];
 	bool dflt = !strcmp(rootfs, "-");
 
@@ -236,15 +262,7 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	xmkdir(p, 0755);
 	if (dflt) {
 		snprintf(p, sizeof(p), "%s/skel", rw);
-		xmkdir(p, 0755);
-		for (size_t i = 0; i < DSEC_ARRAY_LEN(skel); i++) {
-			char q[PATH_MAX];
-
-			snprintf(q, sizeof(q), "%s/skel/%s", rw, skel[i]);
-			xmkdir(q, !strcmp(skel[i], "tmp") ? 01777 : 0755);
-			if (!strcmp(skel[i], "tmp"))
-				chmod(q, 01777);
-		}
+		make_skel(p);
 		snprintf(opt, sizeof(opt), "lowerdir=%s/skel,upperdir=%s/upper,workdir=%s/work%s",
 			 rw, rw, rw, userns ? ",userxattr" : "");
 	} else {
@@ -252,17 +270,12 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 			 rw, rw, userns ? ",userxattr" : "");
 	}
 	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
-	if (dflt) {
+	if (dflt || skel) {
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
 			bind_ro(root, top[i], MS_NODEV);
 		/* Not the host's /etc: only what programs need, no secrets. */
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_dirs); i++)
 			bind_ro(root, etc_dirs[i], MS_NODEV);
-		for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_files); i++)
-			copy_in(root, etc_files[i]);
-		put_file(root, "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
-			 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
-		put_file(root, "/etc/group", "root:x:0:\nnogroup:x:65534:\n");
 	}
 	/* Whatever the root, the sandbox's own name and no resolver (the
 	 * network is loopback only). */
@@ -435,7 +448,8 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
-	build_root(dir, rootfs, disk, strcmp(arg(argc, argv, "--userns", "0"), "0") != 0);
+	build_root(dir, rootfs, disk, strcmp(arg(argc, argv, "--userns", "0"), "0") != 0,
+		   strcmp(arg(argc, argv, "--skel", "0"), "0") != 0);
 	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		fail(errno, "cannot open the upper dir: %s", strerror(errno));
 	finish_root(dir);
@@ -903,6 +917,10 @@ int main(int argc, char **argv)
 		do_create(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "exec"))
 		return do_exec(argc, argv);
-	fprintf(stderr, "usage: container-init create|exec ...  (run by container.so)\n");
+	if (argc == 3 && !strcmp(argv[1], "skel")) {
+		make_skel(argv[2]);
+		return 0;
+	}
+	fprintf(stderr, "usage: container-init create|exec|skel ...  (run by container.so)\n");
 	return 2;
 }

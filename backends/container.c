@@ -150,6 +150,7 @@ struct ct_sb {
 	int uslot;			/* its uid range (userns), -1 = none */
 	uint32_t ubase;			/* host uid of root inside (0 without userns) */
 	char **layers;			/* the image's layer dirs, top first, or NULL */
+	bool skel;			/* default root over the shared skeleton */
 	bool net_allow;			/* network "allowlist" (else loopback only) */
 	struct be_net_rule *rules;	/* the allowlist now in force */
 	size_t nrules;			/* entries in rules */
@@ -230,6 +231,7 @@ struct ct_be {
 	uint8_t *uslots;		/* uid ranges in use, a bit per max_sandboxes */
 	pthread_mutex_t br_lock;	/* serialises bringing it up */
 	struct be_tasks tasks;		/* work on dsecd's pool */
+	char *skel;			/* the default root's shared skeleton, NULL = none */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -240,6 +242,7 @@ static void ct_free(struct ct_be *be)
 	free(be->conf.network);
 	free(be->conf.bridge);
 	free(be->conf.subnet);
+	free(be->skel);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
@@ -569,6 +572,11 @@ static void sb_teardown(struct ct_sb *sb)
 	sb->ip = 0;
 	rmdir(rw);
 	rmdir(root);
+	for (size_t i = 0; sb->layers && sb->layers[i]; i++) {
+		_cleanup_free_ char *l = xasprintf("%s/lower.%zu", sb->dir, i);
+
+		rmdir(l);	/* the mount points of the layers (user namespaces) */
+	}
 	if (rmdir(sb->dir) < 0 && errno != ENOENT)
 		LOG(be, DSEC_LOG_WARN, "container: cannot remove '%s': %s", sb->dir,
 		    strerror(errno));
@@ -914,6 +922,7 @@ static void create_prep_done(void *arg)
 			       (char *)"--disk", disk, (char *)"--cg", desc,
 			       (char *)"--layers", nlayers,
 			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
+			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
 			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
@@ -1153,10 +1162,14 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 			sb->layers = xcalloc(n + 1, sizeof(char *));
 			for (size_t i = 0; i < n; i++)
 				sb->layers[i] = xstrdup(spec->layers[i]);
-		} else if (*be->conf.rootfs) {
+		} else if (*be->conf.rootfs || be->skel) {
 			sb->layers = xcalloc(2, sizeof(char *));
-			sb->layers[0] = xstrdup(be->conf.rootfs);
+			sb->layers[0] = xstrdup(*be->conf.rootfs ? be->conf.rootfs : be->skel);
+			sb->skel = !*be->conf.rootfs;
 		}
+	} else if (!sb->lower && !*be->conf.rootfs && be->skel) {
+		sb->lower = xstrdup(be->skel);
+		sb->skel = true;
 	}
 	sb->uid = uid;
 	sb->gid = gid;
@@ -2240,7 +2253,7 @@ static int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
-	if (!sb->lower)
+	if (!sb->lower || sb->skel)
 		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
 				     "sandbox '%s' was not made from an image: only those can be "
 				     "snapshotted", sb->id);
@@ -2564,12 +2577,49 @@ static void ct_fini(void *vbe)
 		be->cg = NULL;
 	}
 	be_bridge_down(&be->br);
+	if (be->skel)
+		dsec_rm_rf(be->skel);
 	if (be_tasks_idle(&be->tasks))
 		ct_free(be);
 }
 
 /* Directories left by a daemon killed before fini: their mounts lived in
  * namespaces that died with their processes, so they are empty. */
+/* The default root's skeleton, shared by its sandboxes as the overlay's
+ * lower layer (container-init skel): made afresh at each start, so a change
+ * of the host's /etc shows in sandboxes made after it.  Without it each
+ * sandbox makes its own in its tmpfs, slower and in memory of its own. */
+static void make_skel(struct ct_be *be)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/skel", be->host->state_dir);
+	char *const argv[] = { (char *)CT_HELPER, (char *)"skel", dir, NULL };
+	char *const envp[] = { NULL };
+	int st[2], fds[4], ws = -1;
+	char msg[512] = "";
+	ssize_t n;
+	pid_t pid;
+
+	dsec_rm_rf(dir);
+	if (pipe2(st, O_CLOEXEC) < 0)
+		return;
+	fds[0] = fds[1] = fds[2] = -1;
+	fds[3] = st[1];
+	pid = spawn_helper(be, argv, envp, fds, 4, 0, NULL);
+	close(st[1]);
+	if (pid > 0 && (n = read(st[0], msg, sizeof(msg) - 1)) > 0)
+		msg[n] = '\0';
+	close(st[0]);
+	while (pid > 0 && waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	if (pid > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
+		be->skel = xstrdup(dir);
+		return;
+	}
+	LOG(be, DSEC_LOG_WARN, "container: cannot make the shared root skeleton '%s' (%s); "
+	    "each sandbox makes its own", dir, *msg ? msg : "the helper failed");
+	dsec_rm_rf(dir);
+}
+
 static void remove_stale(struct ct_be *be)
 {
 	DIR *d = opendir(be->host->state_dir);
@@ -2633,6 +2683,8 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 		    "pause uses the v1 freezer", strerror(-rc));
 	be_cg_remove_stale(be->cg, "dsec-container.");
 	remove_stale(be);
+	if (!*be->conf.rootfs)
+		make_skel(be);
 	ev_idle_init(&be->idle, idle_cb);
 	ev_check_init(&be->check, reap_cb);
 	ev_check_start(host->loop, &be->check);

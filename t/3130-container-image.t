@@ -7,7 +7,7 @@
 
 need_container_images
 
-plan 13
+plan 14
 
 # A small root: a shell, a few tools and the libraries they load.
 mk_small_root "$T/root" sh cat ls id env wc
@@ -52,5 +52,7 @@ helper-req -q "$DSEC_HOST" destroy id="$a" >/dev/null
 helper-req -q "$DSEC_HOST" destroy id="$b" >/dev/null
 for i in $(seq 50); do [ "$(layers)" = 0 ] && break; sleep 0.1; done
 is "$(layers)" "0" "the layer is unmounted when its last sandbox is gone"
+is "$(ls -d "$T"/state/backends/container/sb.* 2>/dev/null | wc -l)" "0" \
+	"image sandboxes leave no directory behind (their layers' mount points included)"
 stop_dsecd
 is "$?" 0 "dsecd shuts down cleanly"
