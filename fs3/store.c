@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <zstd.h>
@@ -29,6 +31,19 @@ static const char *const kind_name[FS3_KIND__COUNT] = {
 	[FS3_INDEX] = "index",
 	[FS3_MANIFEST] = "manifest",
 };
+
+const char *fs3_kind_name(enum fs3_kind kind)
+{
+	return kind_name[kind];
+}
+
+int fs3_kind_parse(const char *name)
+{
+	for (int k = 0; k < FS3_KIND__COUNT; k++)
+		if (!strcmp(kind_name[k], name))
+			return k;
+	return -EINVAL;
+}
 
 void fs3_sha256(const void *p, size_t n, struct fs3_digest *out)
 {
@@ -253,6 +268,20 @@ int fs3_store_init(struct fs3_store *st, const char *cache_dir, const char *orig
 	return fs3_store_walk(st->cache, FS3_CHUNK, count_bytes, &st->cache_bytes);
 }
 
+int fs3_store_add_source(struct fs3_store *st, const char *name,
+			 int (*get)(void *ctx, enum fs3_kind kind, const struct fs3_digest *d,
+				    struct dsec_buf *out),
+			 void *ctx)
+{
+	DSEC_ASSERT(st->nsrc > 0);	/* the origin */
+	if (st->nsrc == FS3_SOURCES_MAX)
+		return -E2BIG;
+	st->src[st->nsrc] = st->src[st->nsrc - 1];
+	st->src[st->nsrc - 1] = (struct fs3_source){ .name = name, .get = get, .ctx = ctx };
+	st->nsrc++;
+	return 0;
+}
+
 void fs3_store_fini(struct fs3_store *st)
 {
 	free(st->cache);
@@ -329,36 +358,128 @@ int fs3_store_put(struct fs3_store *st, enum fs3_kind kind, const void *data, si
 /* What a tier's answer means, for messages. */
 static const char *tier_why(int r)
 {
-	return r == -EBADMSG ? "corrupt" : r == -ENOENT ? "missing" : strerror(-r);
+	return r == -EBADMSG ? "corrupt" : r == -ENOENT ? "missing" : r == -ETIMEDOUT ? "timed out"
+										: strerror(-r);
+}
+
+/* The cache's copy of d, verified, into out (its stored bytes in z); a
+ * corrupt one is removed.  0, -ENOENT or -EBADMSG. */
+static int cache_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		     const char *what, struct dsec_buf *z, struct dsec_buf *out)
+{
+	_cleanup_free_ char *cp = fs3_store_path(st->cache, kind, d);
+	int r;
+
+	r = fs3_read_all(cp, ZSTD_compressBound(FS3_OBJECT_MAX), z);
+	if (r == 0 && (r = unpack_verify(z, d, out)) == 0) {
+		if (kind == FS3_CHUNK)
+			utimensat(AT_FDCWD, cp, NULL, 0);	/* LRU: touch on hit */
+		return 0;
+	}
+	if (r == -EBADMSG) {
+		log_warn("%s is corrupt in the cache; removed", what);
+		if (unlink(cp) == 0 && kind == FS3_CHUNK)
+			__atomic_sub_fetch(&st->cache_bytes, z->len, __ATOMIC_RELAXED);
+	}
+	return r;
+}
+
+int fs3_store_local(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		    struct dsec_buf *z)
+{
+	struct dsec_buf plain;
+	int r;
+
+	char ref[FS3_REF_LEN];
+	fs3_digest_ref(d, ref);
+	_cleanup_free_ char *what = xasprintf("%s '%s'", kind_name[kind], ref);
+	dsec_buf_init(&plain);
+	r = cache_get(st, kind, d, what, z, &plain);
+	dsec_buf_free(&plain);
+	if (r < 0)
+		dsec_buf_reset(z);
+	return r == -ENOENT || r == -EBADMSG || r == 0 ? r : -ENOENT;
+}
+
+/* Takes the fetch lock of an object (an flock on lp, its cache path +
+ * ".lock"): returns its fd, or -errno when it cannot (the caller fetches
+ * unlocked).  The last holder unlinks the file; one who locked a file
+ * that was unlinked meanwhile takes the new one. */
+static int fetch_lock(const char *lp)
+{
+	struct stat a, b;
+	int fd, r;
+
+	for (;;) {
+		fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 && errno == ENOENT) {
+			_cleanup_free_ char *dir = xstrdup(lp);
+			*strrchr(dir, '/') = '\0';
+			if ((r = dsec_mkdir_p(dir, 0755)) < 0)
+				return r;
+			fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		}
+		if (fd < 0)
+			return -errno;
+		while ((r = flock(fd, LOCK_EX)) < 0 && errno == EINTR)
+			;
+		if (r < 0) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+		if (fstat(fd, &a) == 0 && stat(lp, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino)
+			return fd;
+		close(fd);
+	}
+}
+
+static void fetch_unlock(const char *lp, int fd)
+{
+	if (fd < 0)
+		return;
+	unlink(lp);
+	close(fd);
 }
 
 int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
 		  struct dsec_buf *out, const char *what, struct dsec_err *err)
 {
-	_cleanup_free_ char *cp = fs3_store_path(st->cache, kind, d);
+	return fs3_store_fetch(st, kind, d, out, what, NULL, NULL, err);
+}
+
+int fs3_store_fetch(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		    struct dsec_buf *out, const char *what, int *from, uint64_t *stored,
+		    struct dsec_err *err)
+{
+	_cleanup_free_ char *lp = NULL, *cp = NULL;
 	struct dsec_buf z, why;
-	int r;
+	int r, lfd = -1, src = FS3_FROM_CACHE;
 
 	dsec_buf_init(&z);
 	dsec_buf_init(&why);
-	r = fs3_read_all(cp, ZSTD_compressBound(FS3_OBJECT_MAX), &z);
-	if (r == 0 && (r = unpack_verify(&z, d, out)) == 0) {
-		if (kind == FS3_CHUNK)
-			utimensat(AT_FDCWD, cp, NULL, 0);	/* LRU: touch on hit */
+	if ((r = cache_get(st, kind, d, what, &z, out)) == 0)
 		goto out;
-	}
-	if (r == -EBADMSG) {
-		log_warn("%s is corrupt in the cache; removed, fetching it again", what);
-		if (unlink(cp) == 0 && kind == FS3_CHUNK)
-			__atomic_sub_fetch(&st->cache_bytes, z.len, __ATOMIC_RELAXED);
-	}
 	dsec_buf_addf(&why, "cache: %s", tier_why(r));
+	/* A miss: one fetcher per object; who waited finds it cached. */
+	cp = fs3_store_path(st->cache, kind, d);
+	lp = xasprintf("%s.lock", cp);
+	if ((lfd = fetch_lock(lp)) < 0)
+		log_debug("cannot lock the fetch of %s (%s): fetching unlocked", what,
+			  strerror(-lfd));
+	if (lfd >= 0 && (r = cache_get(st, kind, d, what, &z, out)) == 0)
+		goto out;
 	for (int i = 0; i < st->nsrc; i++) {
 		r = st->src[i].get(st->src[i].ctx, kind, d, &z);
 		if (r == 0 && (r = unpack_verify(&z, d, out)) == 0) {
 			__atomic_add_fetch(&st->src_objects, 1, __ATOMIC_RELAXED);
 			__atomic_add_fetch(&st->src_bytes, z.len, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&st->src[i].objects, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&st->src[i].bytes, z.len, __ATOMIC_RELAXED);
+			log_debug("fetched %s from %s (%zu bytes)", what, st->src[i].name, z.len);
 			cache_add(st, kind, d, z.data, z.len);
+			src = i;
 			goto out;
 		}
 		if (r == -EBADMSG)
@@ -368,6 +489,12 @@ int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_dig
 	r = dsec_err_setc(err, DSEC_E_NOT_FOUND, r == -EBADMSG ? EBADMSG : ENOENT,
 			  "cannot fetch %s: no good copy (%s)", what, why.data);
 out:
+	if (r == 0 && from)
+		*from = src;
+	if (r == 0 && stored)
+		*stored = z.len;
+	if (lp)
+		fetch_unlock(lp, lfd);
 	dsec_buf_free(&z);
 	dsec_buf_free(&why);
 	return r;
