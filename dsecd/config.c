@@ -386,7 +386,6 @@ int dsecd_conf_load(struct dsecd_conf *conf, int argc, char **argv, struct dsec_
 	}
 	if (flag_listen) {
 		strv_clear(&conf->listen);
-	strv_clear(&conf->image_peers);
 		conf->listen = flag_listen;
 		flag_listen = NULL;
 	}
@@ -470,6 +469,7 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 {
 	free(conf->node);
 	strv_clear(&conf->listen);
+	strv_clear(&conf->image_peers);
 	free(conf->socket_group);
 	free(conf->state_dir);
 	free(conf->backend_dir);

@@ -11,6 +11,9 @@
 
 /* Idle connections kept per peer; more threads at once open more. */
 #define PEER_IDLE_MAX 8
+/* Seconds a peer that did not answer (or could not be reached) is skipped,
+ * so that a dead peer costs one timeout, not one per object. */
+#define PEER_BACKOFF 10.0
 
 struct fs3_peer {
 	char *url;				/* the peer's address */
@@ -19,6 +22,8 @@ struct fs3_peer {
 	pthread_mutex_t mu;			/* guards idle, nidle */
 	struct dsec_client *idle[PEER_IDLE_MAX];	/* connections not in use */
 	int nidle;				/* entries in idle */
+	double down_until;			/* dsec_now() before which it is
+						 * skipped (mu) */
 };
 
 int fs3_peer_new(struct fs3_peer **out, const char *url, double timeout, struct dsec_err *err)
@@ -98,6 +103,11 @@ int fs3_peer_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, stru
 	struct dsec_err err;
 	int r;
 
+	pthread_mutex_lock(&p->mu);
+	bool down = dsec_now() < p->down_until;
+	pthread_mutex_unlock(&p->mu);
+	if (down)
+		return -EHOSTDOWN;
 	if (!(c = take(p)))
 		return -ECONNREFUSED;
 	fs3_digest_ref(d, ref);
@@ -110,9 +120,21 @@ int fs3_peer_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, stru
 		return 0;
 	if (err.code == DSEC_E_NOT_FOUND)
 		return -ENOENT;
-	log_warn("cannot fetch %s '%s' from %s: %s", fs3_kind_name(kind), ref, p->name,
-		 r == -EFBIG ? "too large" : err.msg);
-	if (r == -EFBIG)
+	if (r == -EFBIG) {
+		log_warn("cannot fetch %s '%s' from %s: too large", fs3_kind_name(kind), ref,
+			 p->name);
 		return r;
-	return err.errnum == ETIMEDOUT ? -ETIMEDOUT : err.errnum ? -err.errnum : -EIO;
+	}
+	if (err.code != DSEC_E_UNAVAILABLE) {
+		log_warn("cannot fetch %s '%s' from %s: %s", fs3_kind_name(kind), ref, p->name,
+			 err.msg);
+		return -EIO;
+	}
+	/* It did not answer: skip it for a while. */
+	pthread_mutex_lock(&p->mu);
+	p->down_until = dsec_now() + PEER_BACKOFF;
+	pthread_mutex_unlock(&p->mu);
+	log_warn("cannot fetch %s '%s' from %s: %s; skipping it for %.0f s", fs3_kind_name(kind),
+		 ref, p->name, err.msg, PEER_BACKOFF);
+	return err.errnum == ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
 }

@@ -359,7 +359,7 @@ int fs3_store_put(struct fs3_store *st, enum fs3_kind kind, const void *data, si
 static const char *tier_why(int r)
 {
 	return r == -EBADMSG ? "corrupt" : r == -ENOENT ? "missing" : r == -ETIMEDOUT ? "timed out"
-										: strerror(-r);
+	       : r == -EHOSTDOWN ? "skipped (did not answer lately)" : strerror(-r);
 }
 
 /* The cache's copy of d, verified, into out (its stored bytes in z); a
