@@ -482,6 +482,8 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 				 origin, strerror(-r));
 		goto fail;
 	}
+	fs->st.origin_timeout = conf->fetch_timeout > 0 ? conf->fetch_timeout
+						       : FS3_FETCH_TIMEOUT_DEFAULT;
 	for (size_t i = 0; conf->peers && conf->peers[i]; i++) {
 		struct fs3_peer *p;
 		if (fs->npeers == FS3_PEERS_MAX) {

@@ -52,7 +52,7 @@ struct fs3;
 #define FS3_REF_LEN 72
 /* Peers a store fetches from, at most. */
 #define FS3_PEERS_MAX 16
-/* Seconds a fetch from one peer may take when fs3_conf says 0. */
+/* Seconds a fetch from one peer or the origin may take when fs3_conf says 0. */
 #define FS3_FETCH_TIMEOUT_DEFAULT 5.0
 
 /* This process mounts layers (dsecd, tests): at open it takes STORE/mnt.lock
@@ -74,8 +74,8 @@ struct fs3_conf {
 	const char *const *peers; /* other dsecds' addresses (nng URLs), NULL-terminated,
 				 * at most FS3_PEERS_MAX: asked in order after the cache
 				 * and before the origin; NULL = none */
-	double fetch_timeout;	/* seconds one fetch from a peer may take,
-				 * 0 = FS3_FETCH_TIMEOUT_DEFAULT */
+	double fetch_timeout;	/* seconds one fetch from a peer or one read of the
+				 * origin may take, 0 = FS3_FETCH_TIMEOUT_DEFAULT */
 };
 
 /* Objects fetched from one source. */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,11 +237,98 @@ static int unpack_verify(const struct dsec_buf *z, const struct fs3_digest *d, s
 	return memcmp(got.b, d->b, FS3_DIGEST_LEN) ? -EBADMSG : 0;
 }
 
+/* One read of the origin on a thread of its own, so that the fetcher can
+ * give up on a file system that hangs; the last of the two frees it. */
+struct origin_read {
+	pthread_mutex_t mu;	/* guards done, r, refs */
+	pthread_cond_t cv;	/* done became true */
+	char *path;		/* the object's file */
+	struct dsec_buf out;	/* what was read (the thread's until done) */
+	int r;			/* 0 or -errno of the read */
+	bool done;		/* the read returned */
+	int refs;		/* the thread and the fetcher, until each lets go */
+};
+
+static void origin_read_put(struct origin_read *q)
+{
+	pthread_mutex_lock(&q->mu);
+	bool last = --q->refs == 0;
+	pthread_mutex_unlock(&q->mu);
+	if (!last)
+		return;
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+	dsec_buf_free(&q->out);
+	free(q->path);
+	free(q);
+}
+
+static void *origin_read_thread(void *arg)
+{
+	struct origin_read *q = arg;
+	int r = fs3_read_all(q->path, ZSTD_compressBound(FS3_OBJECT_MAX), &q->out);
+
+	pthread_mutex_lock(&q->mu);
+	q->r = r;
+	q->done = true;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	origin_read_put(q);
+	return NULL;
+}
+
+/* The origin as a source: a file read, waited for at most
+ * st->origin_timeout seconds (-ETIMEDOUT; the read's thread goes on alone
+ * and frees what it read when it returns). */
 static int origin_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, struct dsec_buf *out)
 {
-	_cleanup_free_ char *p = fs3_store_path(ctx, kind, d);
+	struct fs3_store *st = ctx;
+	struct origin_read *q;
+	pthread_condattr_t ca;
+	pthread_attr_t ta;
+	pthread_t t;
+	struct timespec dl;
+	int r = 0;
 
-	return fs3_read_all(p, ZSTD_compressBound(FS3_OBJECT_MAX), out);
+	if (st->origin_timeout <= 0) {
+		_cleanup_free_ char *p = fs3_store_path(st->origin, kind, d);
+		return fs3_read_all(p, ZSTD_compressBound(FS3_OBJECT_MAX), out);
+	}
+	q = xcalloc(1, sizeof(*q));
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	q->path = fs3_store_path(st->origin, kind, d);
+	dsec_buf_init(&q->out);
+	q->refs = 2;
+	pthread_attr_init(&ta);
+	pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &ta, origin_read_thread, q) != 0) {
+		q->refs = 1;	/* no thread: read here, without a timeout */
+		q->r = fs3_read_all(q->path, ZSTD_compressBound(FS3_OBJECT_MAX), &q->out);
+		q->done = true;
+	}
+	pthread_attr_destroy(&ta);
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	double end = (double)dl.tv_sec + (double)dl.tv_nsec / 1e9 + st->origin_timeout;
+	dl.tv_sec = (time_t)end;
+	dl.tv_nsec = (long)((end - (double)dl.tv_sec) * 1e9);
+	pthread_mutex_lock(&q->mu);
+	while (!q->done && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&q->cv, &q->mu, &dl);
+	if (q->done) {
+		struct dsec_buf mine = *out;
+		*out = q->out;		/* hand the bytes over; q frees the old buffer */
+		q->out = mine;
+		r = q->r;
+	} else {
+		r = -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&q->mu);
+	origin_read_put(q);
+	return r;
 }
 
 static int count_bytes(void *ctx, const struct fs3_digest *d, const char *path, uint64_t size)
@@ -264,7 +352,7 @@ int fs3_store_init(struct fs3_store *st, const char *cache_dir, const char *orig
 	st->cache = xstrdup(cache_dir);
 	st->origin = xstrdup(origin_dir);
 	st->cache_max = cache_max;
-	st->src[st->nsrc++] = (struct fs3_source){ .name = "origin", .get = origin_get, .ctx = st->origin };
+	st->src[st->nsrc++] = (struct fs3_source){ .name = "origin", .get = origin_get, .ctx = st };
 	return fs3_store_walk(st->cache, FS3_CHUNK, count_bytes, &st->cache_bytes);
 }
 

@@ -76,6 +76,7 @@ struct fs3_store {
 	int nsrc;		/* sources in src */
 	uint64_t src_objects;	/* objects fetched from a source (atomic) */
 	uint64_t src_bytes;	/* their stored bytes (atomic) */
+	double origin_timeout;	/* seconds a read of the origin may take, 0 = no limit */
 };
 
 /* Kinds by name ("chunk", "index", "manifest"): the name, or the kind

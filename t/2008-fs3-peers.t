@@ -1,10 +1,11 @@
 #!/bin/bash
 # fs3's peer tier: a node serves its verified cache with chunk_get; another
 # fetches from its peers before the origin, verifies what a peer sends,
-# skips a peer that does not answer within the fetch timeout, and fetches
-# each cold object once however many ask at once (dsecctl image pull); with
-# the origin and the peers gone a create fails naming the chunk and its
-# layer while a running container sandbox of the image goes on.
+# skips a peer (or an origin read) that does not answer within the fetch
+# timeout, and fetches each cold object once however many ask at once
+# (dsecctl image pull); with the origin and the peers gone a create fails
+# naming the chunk and its layer while a running container sandbox of the
+# image goes on.
 . "$(dirname "$0")/lib.sh"
 
 need_cmd dsecctl
@@ -13,7 +14,7 @@ need_cmd zstd
 need_cmd helper-req
 need_cmd helper-peer
 
-plan 28
+plan 30
 
 O="$T/origin"
 A="ipc://$T/a.sock"
@@ -107,6 +108,18 @@ mv "$O/chunks.one" "$O/chunks/$(basename "$(dirname "$C1")")/$(basename "$C1")"
 run dsecctl --store "$T/f" --origin "$O" --peer "$A" image pull peers:1
 like "$RC: $(echo $OUT)" "^0: .*from peer $A chunks $((CHUNKS - 1)) bytes [0-9]+ from origin chunks 1 " \
 	"with the chunk back in the origin: the rest from the peer, that one from the origin"
+
+# An origin that hangs (a FIFO where the chunk should be) costs one timeout.
+F1="$O/chunks/$(basename "$(dirname "$C1")")/$(basename "$C1")"
+mv "$F1" "$T/c1.saved" && mkfifo "$F1"
+t0=$(date +%s.%N)
+run dsecctl --store "$T/g" --origin "$O" --fetch-timeout 1 image pull peers:1
+t1=$(date +%s.%N)
+is "$RC:$(echo "$OUT" | tail -1)" "1:dsecctl: cannot pull 'peers:1': cannot fetch chunk '$H1' of layer '$LAYER': no good copy (cache: missing, origin: timed out)" \
+	"a read of the origin that hangs times out, the error naming the chunk and its layer"
+ok $(python3 -c "import sys; sys.exit(not (0.9 <= $t1 - $t0 < 4))"; echo $?) \
+	"... after the 1 s timeout: $(python3 -c "print(round($t1 - $t0, 2))") s for the pull"
+rm -f "$F1" && mv "$T/c1.saved" "$F1"
 
 # dsecd: a node with image_peers; then the origin and the peer go away.
 why=$(container_images_missing)
