@@ -14,7 +14,7 @@ need_cmd zstd
 need_cmd helper-req
 need_cmd helper-peer
 
-plan 30
+plan 33
 
 O="$T/origin"
 A="ipc://$T/a.sock"
@@ -124,7 +124,7 @@ rm -f "$F1" && mv "$T/c1.saved" "$F1"
 # dsecd: a node with image_peers; then the origin and the peer go away.
 why=$(container_images_missing)
 if [ -n "$why" ]; then
-	for i in $(seq 8); do skip "$why"; done
+	for i in $(seq 11); do skip "$why"; done
 	exit 0
 fi
 B="ipc://$T/b2.sock"
@@ -135,14 +135,37 @@ like "$RC:$OUT" '^0:.*"id":"b2:' "node b2 creates a container sandbox of the ima
 SB=$(echo "$OUT" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 run helper-req "$B" exec id="$SB" argv[]=cat argv[]=/hello.txt
 like "$OUT" '"stdout":"hello from a peer\\n"' "... and it runs"
-like "$(helper-req "$B" info)" "\"sources\":\\[\\{\"name\":\"peer $A\",\"objects\":($((CHUNKS + 1))|$((CHUNKS + 2))),.*\\{\"name\":\"origin\",\"objects\":[0-9]+," \
-	"info: node b2 fetched the chunks and the index from the peer (manifest: origin or peer)"
-echo "another file" > "$T/root/another.txt"
+like "$(helper-req "$B" info)" "\"sources\":\\[\\{\"name\":\"peer $A\",\"objects\":$((CHUNKS + 1)),.*\\{\"name\":\"origin\",\"objects\":1," \
+	"info: node b2 fetched the manifest, the index and all chunks but one from the peer, that one (lost by node a) from the origin"
+randfile() { python3 -c "import random, sys; random.seed($1); sys.stdout.buffer.write(random.randbytes(4000000))"; }
+randfile 12 > "$T/root/another.bin"
 run dsecctl --store "$T/a/fs3" --origin "$O" image import --tag peers:2 "$T/root"
-is "$RC" 0 "another image is imported on node a"
+is "$RC" 0 "a second image is imported on node a"
+randfile 13 > "$T/root/third.bin"
+run dsecctl --store "$T/a/fs3" --origin "$O" image import --tag peers:3 "$T/root"
+is "$RC" 0 "... and a third"
 rm -rf "$O/chunks"
+
+# Three creates of a cold image at once: each object comes once, from the peer.
+fetched() { helper-req "$B" info | grep -o '"fetched_objects":[0-9]*' | cut -d: -f2; }
+cached() { ls "$T"/b2/fs3/cache/chunks/*/* | grep -vc '\.lock$'; }
+F0=$(fetched); S0=$(served); K0=$(cached)
+pids=
+for i in 1 2 3; do
+	helper-req "$B" create backend=container image=peers:2 > "$T/create$i" 2>&1 &
+	pids="$pids $!"
+done
+wait $pids
+is "$(cat "$T"/create? | grep -c '"ok":true')" 3 "three concurrent creates of a cold image succeed"
+F1=$(fetched); S1=$(served); K1=$(cached)
+is "$((F1 - F0)):$((S1 - S0))" "$((K1 - K0 + 2)):$((K1 - K0 + 2))" \
+	"... fetching each of its $((K1 - K0)) new chunks, its index and its manifest once, from the peer"
+for i in 1 2 3; do
+	helper-req -q "$B" destroy id="$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' "$T/create$i")" >/dev/null
+done
+
 kill -TERM "$NODE_PID_a"; wait "$NODE_PID_a" 2>/dev/null
-run helper-req "$B" create backend=container image=peers:2
+run helper-req "$B" create backend=container image=peers:3
 like "$RC:$OUT" "^1:.*cannot fetch chunk 'sha256:[0-9a-f]{64}' of layer 'sha256:[0-9a-f]{64}': no good copy \\(cache: missing, peer $A: [^,]+, origin: missing\\)" \
 	"with the origin's chunks and the peer gone, a create fails naming the chunk and the layer"
 run helper-req "$B" exec id="$SB" argv[]=cat argv[]=/hello.txt
