@@ -1524,8 +1524,9 @@ static void op_snapshot(struct dsecd_req *r)
 /* ---- chunk_get: the peer tier of fs3 ----------------------------------------
  *
  * Another node asks for an object of our cache: it is read and verified on
- * a pool thread (fs3_serve never asks a source, so nodes asking each other
- * cannot loop) and its stored bytes go back as they are. */
+ * a thread of the serve pool (fs3_serve never asks a source, so nodes asking
+ * each other cannot loop, and the serve pool is not the one whose threads
+ * may be waiting for that node) and its stored bytes go back as they are. */
 
 static void chunk_get_work(void *arg)
 {
@@ -1569,7 +1570,7 @@ static void op_chunk_get(struct dsecd_req *r)
 				      "chunk_get needs fields 'kind' and 'digest'");
 		return reply_err(r, &err);
 	}
-	if ((rc = dsecd_pool_submit(r->d->pool, chunk_get_work, chunk_get_done, r)) < 0) {
+	if ((rc = dsecd_pool_submit(r->d->serve_pool, chunk_get_work, chunk_get_done, r)) < 0) {
 		dsec_err_set(&err, -rc, "cannot queue chunk_get: %s", strerror(-rc));
 		return reply_err(r, &err);
 	}
