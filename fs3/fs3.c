@@ -1358,6 +1358,9 @@ int fs3_pull(struct fs3 *fs, const char *ref, struct fs3_pull_res *res, struct d
 	dsec_buf_free(&b);
 	if (r < 0)
 		dsec_err_prefix(err, "cannot pull '%s'", ref);
+	pthread_mutex_lock(&fs->mu);
+	evict(fs);	/* the least recently used go first: not these */
+	pthread_mutex_unlock(&fs->mu);
 out:
 	unlock_shared(fs);
 	free(v);

@@ -248,7 +248,9 @@ struct fs3_pull_res {
  * layers' indexes and their chunks are fetched (peers, then the origin) and
  * verified where the cache lacks them.  A chunk no source has fails the
  * pull, the message naming the chunk and its layer; what came before stays
- * cached.  res may be NULL.  The cache cap applies as usual. */
+ * cached.  res may be NULL.  The cache is then trimmed to its cap as after
+ * an import (least recently used chunks first, so an image larger than the
+ * cap does not stay whole). */
 int fs3_pull(struct fs3 *fs, const char *ref, struct fs3_pull_res *res, struct dsec_err *err);
 
 /* For a peer: the verified cache copy of the object of kind ("chunk",
