@@ -447,6 +447,8 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 	char real[PATH_MAX];
 	struct fs3 *fs;
 	uint32_t cs = conf->chunk_size ? conf->chunk_size : FS3_CHUNK_DEFAULT;
+	/* Declared here: a goto fail must not pass a cleanup's declaration. */
+	_cleanup_free_ char *cache = NULL, *origin = NULL, *tags = NULL, *lk = NULL;
 	int r;
 
 	if (!conf->store || !*conf->store)
@@ -473,32 +475,17 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 			goto fail;
 		}
 	}
-	_cleanup_free_ char *cache = xasprintf("%s/cache", fs->dir);
-	_cleanup_free_ char *origin = conf->origin && *conf->origin ? xstrdup(conf->origin)
-								    : xasprintf("%s/origin", fs->dir);
+	cache = xasprintf("%s/cache", fs->dir);
+	origin = conf->origin && *conf->origin ? xstrdup(conf->origin)
+					       : xasprintf("%s/origin", fs->dir);
 	if ((r = fs3_store_init(&fs->st, cache, origin,
 				conf->cache_max ? conf->cache_max : FS3_CACHE_DEFAULT)) < 0) {
 		r = dsec_err_set(err, -r, "cannot open store '%s' with origin '%s': %s", fs->dir,
 				 origin, strerror(-r));
 		goto fail;
 	}
-	fs->st.origin_timeout = conf->fetch_timeout > 0 ? conf->fetch_timeout
-						       : FS3_FETCH_TIMEOUT_DEFAULT;
-	for (size_t i = 0; conf->peers && conf->peers[i]; i++) {
-		struct fs3_peer *p;
-		if (fs->npeers == FS3_PEERS_MAX) {
-			r = dsec_err_setc(err, DSEC_E_INVALID, E2BIG, "cannot open store '%s': more "
-					  "than %d peers", fs->dir, FS3_PEERS_MAX);
-			goto fail;
-		}
-		if ((r = fs3_peer_new(&p, conf->peers[i], conf->fetch_timeout, err)) < 0)
-			goto fail;
-		fs->peers[fs->npeers++] = p;
-		r = fs3_store_add_source(&fs->st, fs3_peer_name(p), fs3_peer_get, p);
-		DSEC_ASSERT(r == 0);
-	}
-	_cleanup_free_ char *tags = tags_dir(fs);
-	_cleanup_free_ char *lk = xasprintf("%s/lock", fs->dir);
+	tags = tags_dir(fs);
+	lk = xasprintf("%s/lock", fs->dir);
 	if ((r = dsec_mkdir_p(tags, 0755)) < 0 ||
 	    (fs->lockfd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
 		r = dsec_err_set(err, r < 0 ? -r : errno, "cannot open store '%s': %s", fs->dir,
@@ -521,6 +508,21 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 		fs->od_state = !conf->full_fetch;
 		fs->readahead = conf->readahead < 0 ? 0 : conf->readahead ? (unsigned)conf->readahead
 									  : FS3_READAHEAD_DEFAULT;
+	}
+	fs->st.origin_timeout = conf->fetch_timeout > 0 ? conf->fetch_timeout
+						       : FS3_FETCH_TIMEOUT_DEFAULT;
+	for (size_t i = 0; conf->peers && conf->peers[i]; i++) {
+		struct fs3_peer *p;
+		if (fs->npeers == FS3_PEERS_MAX) {
+			r = dsec_err_setc(err, DSEC_E_INVALID, E2BIG, "cannot open store '%s': more "
+					  "than %d peers", fs->dir, FS3_PEERS_MAX);
+			goto fail;
+		}
+		if ((r = fs3_peer_new(&p, conf->peers[i], conf->fetch_timeout, err)) < 0)
+			goto fail;
+		fs->peers[fs->npeers++] = p;
+		r = fs3_store_add_source(&fs->st, fs3_peer_name(p), fs3_peer_get, p);
+		DSEC_ASSERT(r == 0);
 	}
 	*out = fs;
 	return 0;

@@ -14,7 +14,7 @@ need_cmd zstd
 need_cmd helper-req
 need_cmd helper-peer
 
-plan 33
+plan 35
 
 O="$T/origin"
 A="ipc://$T/a.sock"
@@ -28,6 +28,14 @@ LAYER=$(dsecctl --store "$T/a/fs3" --origin "$O" image inspect peers:1 | sed -n 
 CHUNKS=$(ls "$T"/a/fs3/cache/chunks/*/* | wc -l)
 C1=$(ls "$T"/a/fs3/cache/chunks/*/* | sort | head -1)
 H1=sha256:$(basename "$C1")
+run dsecctl --store "$T/x" --origin "$O" --peer bogus://x image ls
+is "$RC:$OUT" "1:dsecctl: cannot use peer 'bogus://x': cannot connect to 'bogus://x': not supported" \
+	"dsecctl refuses a peer address nng cannot use"
+run timeout 60 "$TOP/dsecd/dsecd" --foreground --config /dev/null --state-dir "$T/x" \
+	--listen "ipc://$T/x.sock" --backend-dir "$TOP/backends" --set backends=fncall \
+	--set image_peers=bogus://x
+like "$RC:$(echo $OUT)" "^1:.*cannot open the image store: cannot use peer 'bogus://x'" \
+	"... and so does dsecd, at start"
 start_node a --set backends=fncall --set image_origin="$O"
 
 # Serving.
