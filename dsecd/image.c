@@ -16,7 +16,8 @@
 #include "log.h"
 
 /* image_peers without this node's own addresses (one config file may serve
- * every node): asking ourselves would only cost a pool thread a timeout. */
+ * every node): asking ourselves would only look again in the cache that
+ * has just been found to lack the object. */
 static const char **other_peers(struct dsecd *d)
 {
 	size_t n = 0;
