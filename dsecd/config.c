@@ -50,6 +50,8 @@ static const struct key_desc keys[] = {
 	{ "image_cache_max", K_SIZE, F(image_cache_max), "10G" },
 	{ "image_on_demand", K_BOOL, F(image_on_demand), "true" },
 	{ "image_readahead", K_UINT, F(image_readahead), "4" },
+	{ "image_peers", K_STRV, F(image_peers), NULL },	/* default: none */
+	{ "image_fetch_timeout", K_SECONDS, F(image_fetch_timeout), "5s" },
 	{ "pool", K_STR, F(pool), NULL },	/* default: no warm pools */
 };
 #undef F
@@ -137,9 +139,14 @@ int dsecd_conf_set(struct dsecd_conf *conf, const char *key, const char *value,
 		*f = *value ? xstrdup(value) : NULL;
 		return 0;
 	}
-	case K_STRV:
-		strv_push((char ***)(base + k->off), value);
+	case K_STRV: {
+		/* Each use adds; one value may list several, split by commas or blanks. */
+		_cleanup_free_ char *copy = xstrdup(value);
+		char *save = NULL;
+		for (char *w = strtok_r(copy, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save))
+			strv_push((char ***)(base + k->off), w);
 		return 0;
+	}
 	case K_SIZE:
 	case K_UINT: {
 		uint64_t v;
@@ -462,6 +469,7 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 {
 	free(conf->node);
 	strv_clear(&conf->listen);
+	strv_clear(&conf->image_peers);
 	free(conf->socket_group);
 	free(conf->state_dir);
 	free(conf->backend_dir);

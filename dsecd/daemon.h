@@ -71,6 +71,9 @@ struct dsecd {
 	struct dsecd_conf conf;		/* settings */
 	struct dsecd_server *server;	/* API endpoint */
 	struct dsecd_pool *pool;	/* blocking work */
+	struct dsecd_pool *serve_pool;	/* chunk_get's cache reads: never queued behind the
+					 * pool's image fetches, which may wait on a peer
+					 * that is asking us */
 	struct dsecd_backend *backends;	/* loaded backends */
 	struct dsecd_sb **buckets;	/* sandbox hash table */
 	size_t nbuckets;		/* power of two */

@@ -15,8 +15,30 @@
 #include "fs3.h"
 #include "log.h"
 
+/* image_peers without this node's own addresses (one config file may serve
+ * every node): asking ourselves would only look again in the cache that
+ * has just been found to lack the object. */
+static const char **other_peers(struct dsecd *d)
+{
+	size_t n = 0;
+	const char **v = xcalloc(dsec_strv_len((const char *const *)d->conf.image_peers) + 1,
+				 sizeof(*v));
+
+	for (char **p = d->conf.image_peers; p && *p; p++) {
+		bool self = false;
+		for (char **l = d->conf.listen; l && *l; l++)
+			self |= !strcmp(*l, *p);
+		if (self)
+			log_info("images: peer %s is this node; not asked", *p);
+		else
+			v[n++] = *p;
+	}
+	return v;
+}
+
 int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 {
+	_cleanup_free_ const char **peers = other_peers(d);
 	_cleanup_free_ char *store = d->conf.image_store ? xstrdup(d->conf.image_store)
 							 : xasprintf("%s/fs3", d->conf.state_dir);
 	struct fs3_conf c = {
@@ -26,6 +48,8 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		.flags = FS3_MOUNTER,
 		.full_fetch = !d->conf.image_on_demand,
 		.readahead = d->conf.image_readahead ? (int)(d->conf.image_readahead > 1024 ? 1024 : d->conf.image_readahead) : -1,
+		.peers = peers,
+		.fetch_timeout = d->conf.image_fetch_timeout,
 	};
 	int rc;
 
@@ -36,9 +60,10 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 	/* Snapshot copies a killed predecessor left (see op_snapshot). */
 	_cleanup_free_ char *snaps = xasprintf("%s/snapshots", d->conf.state_dir);
 	dsec_rm_rf(snaps);
-	log_info("images: store %s, origin %s, %s", store,
+	log_info("images: store %s, origin %s, %s, %zu peers (fetch timeout %.3g s)", store,
 		 d->conf.image_origin ? d->conf.image_origin : "STORE/origin",
-		 d->conf.image_on_demand ? "layers on demand" : "layers fetched whole");
+		 d->conf.image_on_demand ? "layers on demand" : "layers fetched whole",
+		 dsec_strv_len(peers), d->conf.image_fetch_timeout);
 	return 0;
 }
 

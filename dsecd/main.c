@@ -33,7 +33,8 @@ static void shutdown_check(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct dsecd *d = dsec_container_of(w, struct dsecd, shutdown_timer);
 
-	if ((d->ops_inflight == 0 && dsecd_pool_pending(d->pool) == 0) ||
+	if ((d->ops_inflight == 0 && dsecd_pool_pending(d->pool) == 0 &&
+	     dsecd_pool_pending(d->serve_pool) == 0) ||
 	    ev_now(loop) >= d->shutdown_deadline) {
 		if (d->ops_inflight)
 			log_warn("shutdown: %u operations still running after %.0f s; stopping anyway",
@@ -223,7 +224,8 @@ int main(int argc, char **argv)
 	gettimeofday(&tv, NULL);
 	d->started_wall = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 	dsecd_sb_table_init(d);
-	if ((rc = dsecd_pool_new(&d->pool, d->loop, (unsigned)d->conf.workers)) < 0) {
+	if ((rc = dsecd_pool_new(&d->pool, d->loop, (unsigned)d->conf.workers)) < 0 ||
+	    (rc = dsecd_pool_new(&d->serve_pool, d->loop, DSECD_SERVE_THREADS)) < 0) {
 		log_error("cannot start worker pool: %s", strerror(-rc));
 		return 1;
 	}
@@ -283,6 +285,8 @@ int main(int argc, char **argv)
 	 * the backends it calls back into are still loaded. */
 	dsecd_pool_free(d->pool);
 	d->pool = NULL;
+	dsecd_pool_free(d->serve_pool);
+	d->serve_pool = NULL;
 	log_info("stopping: closing the API endpoint");
 	dsecd_server_free(d->server);
 	d->server = NULL;
@@ -292,6 +296,7 @@ out_backends:
 	dsecd_backends_unload(d);
 out_pool:
 	dsecd_pool_free(d->pool);
+	dsecd_pool_free(d->serve_pool);
 	/* Run the reaper once more for sandboxes freed during teardown. */
 	ev_invoke(d->loop, &d->reaper, EV_PREPARE);
 	dsecd_images_close(d);

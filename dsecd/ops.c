@@ -58,6 +58,10 @@ struct dsecd_req {
 	char *sname;			/* name the backend gave (session_open) */
 	struct dsec_session_res sres;	/* session_exec result */
 	struct dsecd_snap *snap;	/* snapshot: its state, or NULL */
+	/* chunk_get */
+	char *okind, *odigest;		/* object asked for */
+	int orc;			/* 0 or -errno of the pool's read */
+	struct dsec_err oerr;		/* why */
 };
 
 static void rerun(struct dsecd_req *r);
@@ -92,6 +96,8 @@ static void req_free(struct dsecd_req *r)
 	dsec_exec_res_free(&r->sres.exec);
 	free(r->sres.cwd);
 	snap_free(r->snap);
+	free(r->okind);
+	free(r->odigest);
 	free(r);
 }
 
@@ -499,6 +505,33 @@ static void count_paused(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 		c->n++;
 }
 
+/* "images": what the node's fs3 store fetched (from where) and served to
+ * peers; nil without a store. */
+static void pack_images(struct dsecd *d, struct dsec_pk *p)
+{
+	struct fs3_stats st;
+
+	dsec_pk_str(p, "images");
+	if (!d->images) {
+		msgpack_pack_nil(&p->pk);
+		return;
+	}
+	fs3_get_stats(d->images, &st);
+	msgpack_pack_map(&p->pk, 5);
+	dsec_pk_kv_u64(p, "fetched_objects", st.src_objects);
+	dsec_pk_kv_u64(p, "fetched_bytes", st.src_bytes);
+	dsec_pk_kv_u64(p, "served_objects", st.served_objects);
+	dsec_pk_kv_u64(p, "served_bytes", st.served_bytes);
+	dsec_pk_str(p, "sources");
+	msgpack_pack_array(&p->pk, st.nsrc);
+	for (size_t i = 0; i < st.nsrc; i++) {
+		msgpack_pack_map(&p->pk, 3);
+		dsec_pk_kv_str(p, "name", st.src[i].name);
+		dsec_pk_kv_u64(p, "objects", st.src[i].objects);
+		dsec_pk_kv_u64(p, "bytes", st.src[i].bytes);
+	}
+}
+
 static void op_info(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -530,7 +563,7 @@ static void op_info(struct dsecd_req *r)
 	for (struct dsecd_backend *b = d->backends; b; b = b->next)
 		nb++;
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 12);
+	dsec_pk_reply_ok(&p, 13);
 	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
 	dsec_pk_kv_str(&p, "node", d->conf.node);
 	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
@@ -547,6 +580,7 @@ static void op_info(struct dsecd_req *r)
 	dsec_pk_kv_u64(&p, "inflight", dsecd_server_inflight(d->server));
 	dsec_pk_kv_strv(&p, "listen", (const char *const *)d->conf.listen);
 	dsecd_warm_pack(d, &p);
+	pack_images(d, &p);
 	dsec_pk_str(&p, "backends");
 	msgpack_pack_array(&p.pk, nb);
 	for (struct dsecd_backend *b = d->backends; b; b = b->next) {
@@ -1525,6 +1559,62 @@ static void op_snapshot(struct dsecd_req *r)
 	d->ops_inflight++;
 }
 
+/* ---- chunk_get: the peer tier of fs3 ----------------------------------------
+ *
+ * Another node asks for an object of our cache: it is read and verified on
+ * a thread of the serve pool (fs3_serve never asks a source, so nodes asking
+ * each other cannot loop, and the serve pool is not the one whose threads
+ * may be waiting for that node) and its stored bytes go back as they are. */
+
+static void chunk_get_work(void *arg)
+{
+	struct dsecd_req *r = arg;
+
+	r->orc = fs3_serve(r->d->images, r->okind, r->odigest, &r->data, &r->oerr);
+}
+
+static void chunk_get_done(void *arg)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (r->orc < 0) {
+		log_debug("chunk_get %s %s: %s", r->okind, r->odigest, r->oerr.msg);
+		return reply_err(r, &r->oerr);
+	}
+	dsec_pk_init(&p);
+	dsec_pk_reply_ok(&p, 1);
+	dsec_pk_kv_bin(&p, "data", r->data.data, r->data.len);
+	send_pk(r, &p);
+}
+
+static void op_chunk_get(struct dsecd_req *r)
+{
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	dsec_err_clear(&r->oerr);
+	if (!r->d->images) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "node '%s' has no image store",
+			      r->d->conf.node);
+		return reply_err(r, &err);
+	}
+	if ((rc = dsec_get_str(r->msg.root, "kind", &r->okind, &err)) < 0 ||
+	    (rc = dsec_get_str(r->msg.root, "digest", &r->odigest, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
+				      "chunk_get needs fields 'kind' and 'digest'");
+		return reply_err(r, &err);
+	}
+	if ((rc = dsecd_pool_submit(r->d->serve_pool, chunk_get_work, chunk_get_done, r)) < 0) {
+		dsec_err_set(&err, -rc, "cannot queue chunk_get: %s", strerror(-rc));
+		return reply_err(r, &err);
+	}
+	r->d->ops_inflight++;
+}
+
 typedef void (*op_fn)(struct dsecd_req *r);
 
 static const op_fn handlers[DSEC_OP__COUNT] = {
@@ -1550,6 +1640,7 @@ static const op_fn handlers[DSEC_OP__COUNT] = {
 	[DSEC_OP_SESSION_EXEC] = op_session_exec,
 	[DSEC_OP_SESSION_CLOSE] = op_session_close,
 	[DSEC_OP_SNAPSHOT] = op_snapshot,
+	[DSEC_OP_CHUNK_GET] = op_chunk_get,
 };
 
 /* A request that waited for a pause or resume runs again from the start:

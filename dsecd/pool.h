@@ -11,6 +11,9 @@
 
 struct dsecd_pool;
 
+/* Threads of the daemon's second pool, which serves chunk_get. */
+#define DSECD_SERVE_THREADS 2
+
 /* Starts nthreads threads.  Returns 0 or -errno. */
 int dsecd_pool_new(struct dsecd_pool **out, struct ev_loop *loop, unsigned nthreads);
 int dsecd_pool_submit(struct dsecd_pool *p, void (*work)(void *), void (*done)(void *), void *arg);

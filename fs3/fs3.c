@@ -33,6 +33,7 @@
 #include "import.h"
 #include "layer.h"
 #include "log.h"
+#include "peer.h"
 #include "store.h"
 
 #define FS3_CACHE_DEFAULT (10ull << 30)
@@ -87,6 +88,10 @@ struct fs3 {
 	size_t nml, capml;	/* used, allocated */
 	struct held **hi;	/* held images */
 	size_t nhi, caphi;	/* used, allocated */
+	struct fs3_peer *peers[FS3_PEERS_MAX];	/* sources before the origin */
+	int npeers;		/* entries in peers */
+	uint64_t served_objects; /* objects fs3_serve gave out (atomic) */
+	uint64_t served_bytes;	/* their stored bytes (atomic) */
 };
 
 /* ---- digest sets ------------------------------------------------------- */
@@ -442,6 +447,8 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 	char real[PATH_MAX];
 	struct fs3 *fs;
 	uint32_t cs = conf->chunk_size ? conf->chunk_size : FS3_CHUNK_DEFAULT;
+	/* Declared here: a goto fail must not pass a cleanup's declaration. */
+	_cleanup_free_ char *cache = NULL, *origin = NULL, *tags = NULL, *lk = NULL;
 	int r;
 
 	if (!conf->store || !*conf->store)
@@ -468,17 +475,17 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 			goto fail;
 		}
 	}
-	_cleanup_free_ char *cache = xasprintf("%s/cache", fs->dir);
-	_cleanup_free_ char *origin = conf->origin && *conf->origin ? xstrdup(conf->origin)
-								    : xasprintf("%s/origin", fs->dir);
+	cache = xasprintf("%s/cache", fs->dir);
+	origin = conf->origin && *conf->origin ? xstrdup(conf->origin)
+					       : xasprintf("%s/origin", fs->dir);
 	if ((r = fs3_store_init(&fs->st, cache, origin,
 				conf->cache_max ? conf->cache_max : FS3_CACHE_DEFAULT)) < 0) {
 		r = dsec_err_set(err, -r, "cannot open store '%s' with origin '%s': %s", fs->dir,
 				 origin, strerror(-r));
 		goto fail;
 	}
-	_cleanup_free_ char *tags = tags_dir(fs);
-	_cleanup_free_ char *lk = xasprintf("%s/lock", fs->dir);
+	tags = tags_dir(fs);
+	lk = xasprintf("%s/lock", fs->dir);
 	if ((r = dsec_mkdir_p(tags, 0755)) < 0 ||
 	    (fs->lockfd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
 		r = dsec_err_set(err, r < 0 ? -r : errno, "cannot open store '%s': %s", fs->dir,
@@ -501,6 +508,21 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 		fs->od_state = !conf->full_fetch;
 		fs->readahead = conf->readahead < 0 ? 0 : conf->readahead ? (unsigned)conf->readahead
 									  : FS3_READAHEAD_DEFAULT;
+	}
+	fs->st.origin_timeout = conf->fetch_timeout > 0 ? conf->fetch_timeout
+						       : FS3_FETCH_TIMEOUT_DEFAULT;
+	for (size_t i = 0; conf->peers && conf->peers[i]; i++) {
+		struct fs3_peer *p;
+		if (fs->npeers == FS3_PEERS_MAX) {
+			r = dsec_err_setc(err, DSEC_E_INVALID, E2BIG, "cannot open store '%s': more "
+					  "than %d peers", fs->dir, FS3_PEERS_MAX);
+			goto fail;
+		}
+		if ((r = fs3_peer_new(&p, conf->peers[i], conf->fetch_timeout, err)) < 0)
+			goto fail;
+		fs->peers[fs->npeers++] = p;
+		r = fs3_store_add_source(&fs->st, fs3_peer_name(p), fs3_peer_get, p);
+		DSEC_ASSERT(r == 0);
 	}
 	*out = fs;
 	return 0;
@@ -566,6 +588,8 @@ void fs3_close(struct fs3 *fs)
 	if (fs->mntlockfd >= 0)
 		close(fs->mntlockfd);
 	fs3_store_fini(&fs->st);
+	for (int i = 0; i < fs->npeers; i++)
+		fs3_peer_free(fs->peers[i]);
 	pthread_cond_destroy(&fs->cv);
 	pthread_mutex_destroy(&fs->mu);
 	free(fs->dir);
@@ -1223,7 +1247,148 @@ void fs3_get_stats(struct fs3 *fs, struct fs3_stats *out)
 		.od_readahead = f.readahead,
 		.od_errors = f.errors,
 		.od_completed = f.completed,
+		.nsrc = (size_t)fs->st.nsrc,
+		.served_objects = __atomic_load_n(&fs->served_objects, __ATOMIC_RELAXED),
+		.served_bytes = __atomic_load_n(&fs->served_bytes, __ATOMIC_RELAXED),
 	};
+	for (int i = 0; i < fs->st.nsrc; i++) {
+		snprintf(out->src[i].name, sizeof(out->src[i].name), "%s", fs->st.src[i].name);
+		out->src[i].objects = __atomic_load_n(&fs->st.src[i].objects, __ATOMIC_RELAXED);
+		out->src[i].bytes = __atomic_load_n(&fs->st.src[i].bytes, __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- peers: pull, serve ---------------------------------------------------- */
+
+/* A chunk to pull, and the layer that names it (for messages). */
+struct pull_item {
+	struct fs3_digest c;		/* the chunk */
+	struct fs3_digest layer;	/* its (first) layer */
+};
+
+static int pull_item_cmp(const void *a, const void *b)
+{
+	return fs3_digest_cmp(&((const struct pull_item *)a)->c, &((const struct pull_item *)b)->c);
+}
+
+/* The image's chunks, each once, into *out (caller frees); fetching the
+ * manifest and the indexes makes them local too. */
+static int pull_list(struct fs3 *fs, const struct fs3_digest *d, struct pull_item **out,
+		     size_t *n, struct dsec_err *err)
+{
+	struct pull_item *v = NULL;
+	struct fs3_manifest m;
+	struct fs3_index ix;
+	size_t cnt = 0, cap = 0, w = 0;
+	int r;
+
+	if ((r = load_manifest(fs, d, &m, err)) < 0)
+		return r;
+	for (size_t i = 0; i < m.n && r == 0; i++) {
+		if ((r = fs3_layer_index(&fs->st, &m.layers[i], &ix, err)) < 0)
+			break;
+		for (size_t j = 0; j < ix.n; j++) {
+			if (cnt == cap) {
+				cap = cap ? 2 * cap : 256;
+				v = xrealloc(v, cap * sizeof(*v));
+			}
+			v[cnt++] = (struct pull_item){ .c = ix.chunks[j].d, .layer = m.layers[i].digest };
+		}
+		fs3_index_free(&ix);
+	}
+	fs3_manifest_free(&m);
+	if (r < 0) {
+		free(v);
+		return r;
+	}
+	if (cnt) {
+		/* Stable enough: a chunk in two layers is named with either. */
+		qsort(v, cnt, sizeof(*v), pull_item_cmp);
+		for (size_t i = 1; i < cnt; i++)
+			if (pull_item_cmp(&v[w], &v[i]))
+				v[++w] = v[i];
+		w++;
+	}
+	*out = v;
+	*n = w;
+	return 0;
+}
+
+int fs3_pull(struct fs3 *fs, const char *ref, struct fs3_pull_res *res, struct dsec_err *err)
+{
+	struct fs3_pull_res mine;
+	struct pull_item *v = NULL;
+	struct fs3_digest d;
+	struct dsec_buf b;
+	double t0 = dsec_now();
+	size_t n = 0;
+	int r;
+
+	if (!res)
+		res = &mine;
+	memset(res, 0, sizeof(*res));
+	res->nsrc = (size_t)fs->st.nsrc;
+	for (int i = 0; i < fs->st.nsrc; i++)
+		snprintf(res->src[i].name, sizeof(res->src[i].name), "%s", fs->st.src[i].name);
+	if ((r = lock_shared(fs, err)) < 0)
+		return r;
+	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = pull_list(fs, &d, &v, &n, err)) < 0)
+		goto out;
+	fs3_digest_ref(&d, res->digest);
+	res->chunks = n;
+	dsec_buf_init(&b);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		char cref[FS3_REF_LEN], lref[FS3_REF_LEN];
+		uint64_t stored = 0;
+		int from = FS3_FROM_CACHE;
+
+		fs3_digest_ref(&v[i].c, cref);
+		fs3_digest_ref(&v[i].layer, lref);
+		_cleanup_free_ char *what = xasprintf("chunk '%s' of layer '%s'", cref, lref);
+		if ((r = fs3_store_fetch(&fs->st, FS3_CHUNK, &v[i].c, &b, what, &from, &stored,
+					 err)) < 0)
+			break;
+		if (from == FS3_FROM_CACHE) {
+			res->local++;
+			continue;
+		}
+		res->fetched++;
+		res->bytes += stored;
+		res->src[from].objects++;
+		res->src[from].bytes += stored;
+	}
+	dsec_buf_free(&b);
+	if (r < 0)
+		dsec_err_prefix(err, "cannot pull '%s'", ref);
+	pthread_mutex_lock(&fs->mu);
+	evict(fs);	/* the least recently used go first: not these */
+	pthread_mutex_unlock(&fs->mu);
+out:
+	unlock_shared(fs);
+	free(v);
+	res->seconds = dsec_now() - t0;
+	return r;
+}
+
+int fs3_serve(struct fs3 *fs, const char *kind, const char *digest, struct dsec_buf *out,
+	      struct dsec_err *err)
+{
+	struct fs3_digest d;
+	int k = fs3_kind_parse(kind), r;
+
+	dsec_buf_reset(out);
+	if (k < 0)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "'%s' is not an object kind "
+				     "(chunk, index, manifest)", kind);
+	if (fs3_digest_parse(digest, &d) < 0 || strncmp(digest, "sha256:", 7))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "'%s' is not a sha256: digest",
+				     digest);
+	if ((r = fs3_store_local(&fs->st, (enum fs3_kind)k, &d, out)) < 0)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, -r, "this node has no %s%s '%s'",
+				     r == -EBADMSG ? "good copy of the " : "", kind, digest);
+	__atomic_add_fetch(&fs->served_objects, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&fs->served_bytes, out->len, __ATOMIC_RELAXED);
+	return 0;
 }
 
 int fs3_layer_local(struct fs3 *fs, const char *layer, size_t *present, size_t *total)

@@ -5,8 +5,9 @@
  * msgpack encoding and named by tags ("name:tag").  A layer is an EROFS image
  * cut into content-defined chunks; chunks, chunk indexes and manifests are
  * content-addressed, zstd-compressed and verified on every fetch, from the
- * node's cache first, then the origin (a directory; in production a mount of
- * a distributed file system).  See dsec-fs3(7) for the layout on disk.
+ * node's cache first, then its peers (other dsecds, fs3_conf.peers), then
+ * the origin (a directory; in production a mount of a distributed file
+ * system).  See dsec-fs3(7) for the layout on disk.
  *
  * Blocking: every function here may block (disk, fsync, mkfs.erofs, mount);
  * dsecd calls them from its worker pool, never from the loop.
@@ -43,11 +44,16 @@
 #include <stddef.h>
 
 #include "err.h"
+#include "util.h"
 
 struct fs3;
 
 /* Room for a digest as text: "sha256:" + 64 hex digits + NUL. */
 #define FS3_REF_LEN 72
+/* Peers a store fetches from, at most. */
+#define FS3_PEERS_MAX 16
+/* Seconds a fetch from one peer or the origin may take when fs3_conf says 0. */
+#define FS3_FETCH_TIMEOUT_DEFAULT 5.0
 
 /* This process mounts layers (dsecd, tests): at open it takes STORE/mnt.lock
  * (at most one mounter per store; -EBUSY if another runs) and unmounts what a
@@ -65,6 +71,18 @@ struct fs3_conf {
 				 * false = on demand through FUSE (see below) */
 	int readahead;		/* chunks read ahead of a sequential on-demand reader,
 				 * 0 = 4, < 0 = none */
+	const char *const *peers; /* other dsecds' addresses (nng URLs), NULL-terminated,
+				 * at most FS3_PEERS_MAX: asked in order after the cache
+				 * and before the origin; NULL = none */
+	double fetch_timeout;	/* seconds one fetch from a peer or one read of the
+				 * origin may take, 0 = FS3_FETCH_TIMEOUT_DEFAULT */
+};
+
+/* Objects fetched from one source. */
+struct fs3_source_stats {
+	char name[128];		/* "origin", "peer URL" */
+	uint64_t objects;	/* objects fetched from it */
+	uint64_t bytes;		/* their stored (compressed) bytes */
 };
 
 /* An image's run configuration. */
@@ -193,8 +211,8 @@ void fs3_acquired_free(struct fs3_acquired *a);
 
 /* Counters of this handle since open. */
 struct fs3_stats {
-	uint64_t src_objects;	/* objects fetched from a source (origin), not the cache */
-	uint64_t src_bytes;	/* their stored (compressed) bytes: what moved from the origin */
+	uint64_t src_objects;	/* objects fetched from a source (peer, origin), not the cache */
+	uint64_t src_bytes;	/* their stored (compressed) bytes: what moved to this node */
 	bool on_demand;		/* layers are served through FUSE (STORE/fuse, mounted at
 				 * the first acquire that needs it) */
 	uint64_t od_layers;	/* layers served on demand */
@@ -205,9 +223,43 @@ struct fs3_stats {
 	uint64_t od_readahead;	/* of od_chunks, fetched by read-ahead */
 	uint64_t od_errors;	/* reads failed with EIO */
 	uint64_t od_completed;	/* layers that became local */
+	size_t nsrc;		/* entries in src */
+	struct fs3_source_stats src[FS3_PEERS_MAX + 1];	/* src_objects by source, in
+							 * fetch order (the origin last) */
+	uint64_t served_objects; /* objects served to peers (fs3_serve) */
+	uint64_t served_bytes;	/* their stored bytes */
 };
 
 void fs3_get_stats(struct fs3 *fs, struct fs3_stats *out);
+
+/* What a pull did. */
+struct fs3_pull_res {
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the manifest */
+	uint64_t chunks;	/* distinct chunks of the image's layers */
+	uint64_t local;		/* of which the cache had already */
+	uint64_t fetched;	/* of which were fetched */
+	uint64_t bytes;		/* stored bytes of those */
+	size_t nsrc;		/* entries in src */
+	struct fs3_source_stats src[FS3_PEERS_MAX + 1];	/* fetched chunks by source */
+	double seconds;		/* wall time of the pull */
+};
+
+/* Makes every chunk of image ref local (in the cache): the manifest, the
+ * layers' indexes and their chunks are fetched (peers, then the origin) and
+ * verified where the cache lacks them.  A chunk no source has fails the
+ * pull, the message naming the chunk and its layer; what came before stays
+ * cached.  res may be NULL.  The cache is then trimmed to its cap as after
+ * an import (least recently used chunks first, so an image larger than the
+ * cap does not stay whole). */
+int fs3_pull(struct fs3 *fs, const char *ref, struct fs3_pull_res *res, struct dsec_err *err);
+
+/* For a peer: the verified cache copy of the object of kind ("chunk",
+ * "index", "manifest") named digest ("sha256:<hex>"), as stored (zstd),
+ * into out (reset first).  Errors: not_found when the cache has no good
+ * copy (a corrupt one is removed), invalid for another kind or digest.
+ * Never asks a source, so that peers asking each other cannot loop. */
+int fs3_serve(struct fs3 *fs, const char *kind, const char *digest, struct dsec_buf *out,
+	      struct dsec_err *err);
 
 /* Where layer ("sha256:<hex>" of its EROFS image) is on this node: 1 when
  * it is a local file (STORE/layers/<hex>.erofs), 0 when it is served on

@@ -16,7 +16,8 @@
  *
  * Failures: a chunk that cannot be fetched (after FS3_FUSE_TRIES attempts)
  * fails that read with EIO and is logged with its layer; the next read of it
- * tries again.  Nothing waits without bound unless a source blocks forever.
+ * tries again.  Nothing waits without bound: each source answers within
+ * the store's fetch timeout (see store.h).
  *
  * Threads: all functions may be called from any thread; FUSE requests are
  * served meanwhile.  Never call them with a lock held that a FUSE request or

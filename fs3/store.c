@@ -3,11 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <zstd.h>
@@ -29,6 +32,19 @@ static const char *const kind_name[FS3_KIND__COUNT] = {
 	[FS3_INDEX] = "index",
 	[FS3_MANIFEST] = "manifest",
 };
+
+const char *fs3_kind_name(enum fs3_kind kind)
+{
+	return kind_name[kind];
+}
+
+int fs3_kind_parse(const char *name)
+{
+	for (int k = 0; k < FS3_KIND__COUNT; k++)
+		if (!strcmp(kind_name[k], name))
+			return k;
+	return -EINVAL;
+}
 
 void fs3_sha256(const void *p, size_t n, struct fs3_digest *out)
 {
@@ -221,11 +237,98 @@ static int unpack_verify(const struct dsec_buf *z, const struct fs3_digest *d, s
 	return memcmp(got.b, d->b, FS3_DIGEST_LEN) ? -EBADMSG : 0;
 }
 
+/* One read of the origin on a thread of its own, so that the fetcher can
+ * give up on a file system that hangs; the last of the two frees it. */
+struct origin_read {
+	pthread_mutex_t mu;	/* guards done, r, refs */
+	pthread_cond_t cv;	/* done became true */
+	char *path;		/* the object's file */
+	struct dsec_buf out;	/* what was read (the thread's until done) */
+	int r;			/* 0 or -errno of the read */
+	bool done;		/* the read returned */
+	int refs;		/* the thread and the fetcher, until each lets go */
+};
+
+static void origin_read_put(struct origin_read *q)
+{
+	pthread_mutex_lock(&q->mu);
+	bool last = --q->refs == 0;
+	pthread_mutex_unlock(&q->mu);
+	if (!last)
+		return;
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+	dsec_buf_free(&q->out);
+	free(q->path);
+	free(q);
+}
+
+static void *origin_read_thread(void *arg)
+{
+	struct origin_read *q = arg;
+	int r = fs3_read_all(q->path, ZSTD_compressBound(FS3_OBJECT_MAX), &q->out);
+
+	pthread_mutex_lock(&q->mu);
+	q->r = r;
+	q->done = true;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	origin_read_put(q);
+	return NULL;
+}
+
+/* The origin as a source: a file read, waited for at most
+ * st->origin_timeout seconds (-ETIMEDOUT; the read's thread goes on alone
+ * and frees what it read when it returns). */
 static int origin_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, struct dsec_buf *out)
 {
-	_cleanup_free_ char *p = fs3_store_path(ctx, kind, d);
+	struct fs3_store *st = ctx;
+	struct origin_read *q;
+	pthread_condattr_t ca;
+	pthread_attr_t ta;
+	pthread_t t;
+	struct timespec dl;
+	int r = 0;
 
-	return fs3_read_all(p, ZSTD_compressBound(FS3_OBJECT_MAX), out);
+	if (st->origin_timeout <= 0) {
+		_cleanup_free_ char *p = fs3_store_path(st->origin, kind, d);
+		return fs3_read_all(p, ZSTD_compressBound(FS3_OBJECT_MAX), out);
+	}
+	q = xcalloc(1, sizeof(*q));
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	q->path = fs3_store_path(st->origin, kind, d);
+	dsec_buf_init(&q->out);
+	q->refs = 2;
+	pthread_attr_init(&ta);
+	pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &ta, origin_read_thread, q) != 0) {
+		q->refs = 1;	/* no thread: read here, without a timeout */
+		q->r = fs3_read_all(q->path, ZSTD_compressBound(FS3_OBJECT_MAX), &q->out);
+		q->done = true;
+	}
+	pthread_attr_destroy(&ta);
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	double end = (double)dl.tv_sec + (double)dl.tv_nsec / 1e9 + st->origin_timeout;
+	dl.tv_sec = (time_t)end;
+	dl.tv_nsec = (long)((end - (double)dl.tv_sec) * 1e9);
+	pthread_mutex_lock(&q->mu);
+	while (!q->done && r != ETIMEDOUT)
+		r = pthread_cond_timedwait(&q->cv, &q->mu, &dl);
+	if (q->done) {
+		struct dsec_buf mine = *out;
+		*out = q->out;		/* hand the bytes over; q frees the old buffer */
+		q->out = mine;
+		r = q->r;
+	} else {
+		r = -ETIMEDOUT;
+	}
+	pthread_mutex_unlock(&q->mu);
+	origin_read_put(q);
+	return r;
 }
 
 static int count_bytes(void *ctx, const struct fs3_digest *d, const char *path, uint64_t size)
@@ -249,8 +352,22 @@ int fs3_store_init(struct fs3_store *st, const char *cache_dir, const char *orig
 	st->cache = xstrdup(cache_dir);
 	st->origin = xstrdup(origin_dir);
 	st->cache_max = cache_max;
-	st->src[st->nsrc++] = (struct fs3_source){ .name = "origin", .get = origin_get, .ctx = st->origin };
+	st->src[st->nsrc++] = (struct fs3_source){ .name = "origin", .get = origin_get, .ctx = st };
 	return fs3_store_walk(st->cache, FS3_CHUNK, count_bytes, &st->cache_bytes);
+}
+
+int fs3_store_add_source(struct fs3_store *st, const char *name,
+			 int (*get)(void *ctx, enum fs3_kind kind, const struct fs3_digest *d,
+				    struct dsec_buf *out),
+			 void *ctx)
+{
+	DSEC_ASSERT(st->nsrc > 0);	/* the origin */
+	if (st->nsrc == FS3_SOURCES_MAX)
+		return -E2BIG;
+	st->src[st->nsrc] = st->src[st->nsrc - 1];
+	st->src[st->nsrc - 1] = (struct fs3_source){ .name = name, .get = get, .ctx = ctx };
+	st->nsrc++;
+	return 0;
 }
 
 void fs3_store_fini(struct fs3_store *st)
@@ -329,36 +446,128 @@ int fs3_store_put(struct fs3_store *st, enum fs3_kind kind, const void *data, si
 /* What a tier's answer means, for messages. */
 static const char *tier_why(int r)
 {
-	return r == -EBADMSG ? "corrupt" : r == -ENOENT ? "missing" : strerror(-r);
+	return r == -EBADMSG ? "corrupt" : r == -ENOENT ? "missing" : r == -ETIMEDOUT ? "timed out"
+	       : r == -EHOSTDOWN ? "skipped (did not answer lately)" : strerror(-r);
+}
+
+/* The cache's copy of d, verified, into out (its stored bytes in z); a
+ * corrupt one is removed.  0, -ENOENT or -EBADMSG. */
+static int cache_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		     const char *what, struct dsec_buf *z, struct dsec_buf *out)
+{
+	_cleanup_free_ char *cp = fs3_store_path(st->cache, kind, d);
+	int r;
+
+	r = fs3_read_all(cp, ZSTD_compressBound(FS3_OBJECT_MAX), z);
+	if (r == 0 && (r = unpack_verify(z, d, out)) == 0) {
+		if (kind == FS3_CHUNK)
+			utimensat(AT_FDCWD, cp, NULL, 0);	/* LRU: touch on hit */
+		return 0;
+	}
+	if (r == -EBADMSG) {
+		log_warn("%s is corrupt in the cache; removed", what);
+		if (unlink(cp) == 0 && kind == FS3_CHUNK)
+			__atomic_sub_fetch(&st->cache_bytes, z->len, __ATOMIC_RELAXED);
+	}
+	return r;
+}
+
+int fs3_store_local(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		    struct dsec_buf *z)
+{
+	struct dsec_buf plain;
+	int r;
+
+	char ref[FS3_REF_LEN];
+	fs3_digest_ref(d, ref);
+	_cleanup_free_ char *what = xasprintf("%s '%s'", kind_name[kind], ref);
+	dsec_buf_init(&plain);
+	r = cache_get(st, kind, d, what, z, &plain);
+	dsec_buf_free(&plain);
+	if (r < 0)
+		dsec_buf_reset(z);
+	return r == -ENOENT || r == -EBADMSG || r == 0 ? r : -ENOENT;
+}
+
+/* Takes the fetch lock of an object (an flock on lp, its cache path +
+ * ".lock"): returns its fd, or -errno when it cannot (the caller fetches
+ * unlocked).  The last holder unlinks the file; one who locked a file
+ * that was unlinked meanwhile takes the new one. */
+static int fetch_lock(const char *lp)
+{
+	struct stat a, b;
+	int fd, r;
+
+	for (;;) {
+		fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 && errno == ENOENT) {
+			_cleanup_free_ char *dir = xstrdup(lp);
+			*strrchr(dir, '/') = '\0';
+			if ((r = dsec_mkdir_p(dir, 0755)) < 0)
+				return r;
+			fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		}
+		if (fd < 0)
+			return -errno;
+		while ((r = flock(fd, LOCK_EX)) < 0 && errno == EINTR)
+			;
+		if (r < 0) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+		if (fstat(fd, &a) == 0 && stat(lp, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino)
+			return fd;
+		close(fd);
+	}
+}
+
+static void fetch_unlock(const char *lp, int fd)
+{
+	if (fd < 0)
+		return;
+	unlink(lp);
+	close(fd);
 }
 
 int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
 		  struct dsec_buf *out, const char *what, struct dsec_err *err)
 {
-	_cleanup_free_ char *cp = fs3_store_path(st->cache, kind, d);
+	return fs3_store_fetch(st, kind, d, out, what, NULL, NULL, err);
+}
+
+int fs3_store_fetch(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		    struct dsec_buf *out, const char *what, int *from, uint64_t *stored,
+		    struct dsec_err *err)
+{
+	_cleanup_free_ char *lp = NULL, *cp = NULL;
 	struct dsec_buf z, why;
-	int r;
+	int r, lfd = -1, src = FS3_FROM_CACHE;
 
 	dsec_buf_init(&z);
 	dsec_buf_init(&why);
-	r = fs3_read_all(cp, ZSTD_compressBound(FS3_OBJECT_MAX), &z);
-	if (r == 0 && (r = unpack_verify(&z, d, out)) == 0) {
-		if (kind == FS3_CHUNK)
-			utimensat(AT_FDCWD, cp, NULL, 0);	/* LRU: touch on hit */
+	if ((r = cache_get(st, kind, d, what, &z, out)) == 0)
 		goto out;
-	}
-	if (r == -EBADMSG) {
-		log_warn("%s is corrupt in the cache; removed, fetching it again", what);
-		if (unlink(cp) == 0 && kind == FS3_CHUNK)
-			__atomic_sub_fetch(&st->cache_bytes, z.len, __ATOMIC_RELAXED);
-	}
 	dsec_buf_addf(&why, "cache: %s", tier_why(r));
+	/* A miss: one fetcher per object; who waited finds it cached. */
+	cp = fs3_store_path(st->cache, kind, d);
+	lp = xasprintf("%s.lock", cp);
+	if ((lfd = fetch_lock(lp)) < 0)
+		log_debug("cannot lock the fetch of %s (%s): fetching unlocked", what,
+			  strerror(-lfd));
+	if (lfd >= 0 && (r = cache_get(st, kind, d, what, &z, out)) == 0)
+		goto out;
 	for (int i = 0; i < st->nsrc; i++) {
 		r = st->src[i].get(st->src[i].ctx, kind, d, &z);
 		if (r == 0 && (r = unpack_verify(&z, d, out)) == 0) {
 			__atomic_add_fetch(&st->src_objects, 1, __ATOMIC_RELAXED);
 			__atomic_add_fetch(&st->src_bytes, z.len, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&st->src[i].objects, 1, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&st->src[i].bytes, z.len, __ATOMIC_RELAXED);
+			log_debug("fetched %s from %s (%zu bytes)", what, st->src[i].name, z.len);
 			cache_add(st, kind, d, z.data, z.len);
+			src = i;
 			goto out;
 		}
 		if (r == -EBADMSG)
@@ -368,6 +577,12 @@ int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_dig
 	r = dsec_err_setc(err, DSEC_E_NOT_FOUND, r == -EBADMSG ? EBADMSG : ENOENT,
 			  "cannot fetch %s: no good copy (%s)", what, why.data);
 out:
+	if (r == 0 && from)
+		*from = src;
+	if (r == 0 && stored)
+		*stored = z.len;
+	if (lp)
+		fetch_unlock(lp, lfd);
 	dsec_buf_free(&z);
 	dsec_buf_free(&why);
 	return r;

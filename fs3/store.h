@@ -3,11 +3,17 @@
  * Every object (a layer's chunk, a layer's chunk index, an image manifest)
  * is named by the SHA-256 of its content and kept zstd-compressed in a file
  * KIND/ab/<hex> below a tier's directory.  A fetch reads the node's cache
- * first, then each source in order (the origin today; a peer source slots in
- * before it later), decompresses and verifies the digest; a corrupt or
- * missing copy is skipped, a good copy from a source is written back to the
+ * first, then each source in order (the peers, then the origin, which is
+ * always last), decompresses and verifies the digest; a corrupt, missing or
+ * late copy is skipped, a good copy from a source is written back to the
  * cache.  Puts go to the origin (fsync'd: it is the copy that must not be
  * lost) and through to the cache.
+ *
+ * One fetch per object per node: a miss takes an flock on the object's
+ * cache path + ".lock" before it asks the sources and looks in the cache
+ * again once it has it, so that threads and processes (dsecd, dsecctl)
+ * asking for the same cold object at once fetch it once; the others wait
+ * for the first and read its copy.
  *
  * The cache has a size cap.  Chunks are its LRU entries: a hit touches the
  * file's mtime; fs3_store_evict() removes the oldest chunks that are not in
@@ -44,16 +50,22 @@ enum fs3_kind {
 };
 
 /* One tier after the cache.  get() fills *out with the object's stored
- * (compressed) bytes: 0, -ENOENT when it does not have it, other -errno when
- * it cannot say; the store verifies what it returns.  May block. */
+ * (compressed) bytes: 0, -ENOENT when it does not have it, -ETIMEDOUT when
+ * it did not answer in time, other -errno when it cannot say; the store
+ * verifies what it returns.  May block, but returns within its timeout. */
 struct fs3_source {
-	const char *name;	/* "origin", later "peer": used in messages */
+	const char *name;	/* "origin", "peer tcp://..": used in messages */
 	int (*get)(void *ctx, enum fs3_kind kind, const struct fs3_digest *d,
 		   struct dsec_buf *out);
 	void *ctx;		/* passed to get() */
+	uint64_t objects;	/* good objects fetched from it (atomic) */
+	uint64_t bytes;		/* their stored bytes (atomic) */
 };
 
-#define FS3_SOURCES_MAX 4
+/* The peers and the origin. */
+#define FS3_SOURCES_MAX (FS3_PEERS_MAX + 1)
+/* fs3_store_fetch's *from for an object the cache had. */
+#define FS3_FROM_CACHE (-1)
 
 struct fs3_store {
 	char *cache;		/* cache tier directory (STORE/cache) */
@@ -64,7 +76,13 @@ struct fs3_store {
 	int nsrc;		/* sources in src */
 	uint64_t src_objects;	/* objects fetched from a source (atomic) */
 	uint64_t src_bytes;	/* their stored bytes (atomic) */
+	double origin_timeout;	/* seconds a read of the origin may take, 0 = no limit */
 };
+
+/* Kinds by name ("chunk", "index", "manifest"): the name, or the kind
+ * (-EINVAL for another name). */
+const char *fs3_kind_name(enum fs3_kind kind);
+int fs3_kind_parse(const char *name);
 
 /* Digests: raw <-> "sha256:<hex>" (parse also takes bare hex). */
 void fs3_sha256(const void *p, size_t n, struct fs3_digest *out);
@@ -80,6 +98,12 @@ int fs3_digest_cmp(const void *a, const void *b);
 int fs3_store_init(struct fs3_store *st, const char *cache_dir, const char *origin_dir,
 		   uint64_t cache_max);
 void fs3_store_fini(struct fs3_store *st);
+/* Adds a source before the origin (after those added before): name is
+ * kept, not copied; ctx stays the caller's.  -E2BIG when full. */
+int fs3_store_add_source(struct fs3_store *st, const char *name,
+			 int (*get)(void *ctx, enum fs3_kind kind, const struct fs3_digest *d,
+				    struct dsec_buf *out),
+			 void *ctx);
 
 /* Path of an object in a tier directory (caller frees). */
 char *fs3_store_path(const char *tier, enum fs3_kind kind, const struct fs3_digest *d);
@@ -94,6 +118,18 @@ int fs3_store_put(struct fs3_store *st, enum fs3_kind kind, const void *data, si
  * says which tier had what. */
 int fs3_store_get(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
 		  struct dsec_buf *out, const char *what, struct dsec_err *err);
+/* The same; *from (unless from is NULL) gets FS3_FROM_CACHE or the index in
+ * st->src of the source that had it, and *stored its stored bytes. */
+int fs3_store_fetch(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		    struct dsec_buf *out, const char *what, int *from, uint64_t *stored,
+		    struct dsec_err *err);
+
+/* The cache's copy of an object, verified, as stored (compressed) into z
+ * (reset first): 0, -ENOENT when the cache has none, -EBADMSG when its copy
+ * was corrupt (then removed).  Never asks a source: what a node serves its
+ * peers. */
+int fs3_store_local(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d,
+		    struct dsec_buf *z);
 
 /* True when the origin holds the object (not verified). */
 bool fs3_store_has(struct fs3_store *st, enum fs3_kind kind, const struct fs3_digest *d);

@@ -755,6 +755,29 @@ int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char *
 	return rc;
 }
 
+int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
+		   struct dsec_buf *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	const void *data;
+	size_t len;
+	int rc;
+
+	dsec_buf_reset(out);
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "chunk_get", 2);
+	dsec_pk_kv_str(&p, "kind", kind);
+	dsec_pk_kv_str(&p, "digest", digest);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && dsec_get_bin(r.result, "data", SIZE_MAX, &data, &len, err) < 0)
+		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "chunk_get reply has no data");
+	if (rc == 0)
+		dsec_buf_add(out, data, len);
+	reply_free(&r);
+	return rc;
+}
+
 static void unpack_sandbox(const msgpack_object *m, struct dsec_sandbox_info *s)
 {
 	s->id = get_str_or(m, "id", "");

@@ -193,6 +193,14 @@ int dsec_session_close(struct dsec_client *c, const char *id, const char *sessio
 		       struct dsec_err *err);
 void dsec_session_res_free(struct dsec_session_res *res);
 
+/* Node to node (fs3's peer tier): the stored, zstd-compressed bytes of the
+ * fs3 object kind ("chunk", "index", "manifest") named digest
+ * ("sha256:<hex>") that the daemon holds verified, into out (reset first).
+ * "not_found" when it has no good copy.  The caller verifies the bytes
+ * again: a peer is not trusted.  Waits the client's timeout at most. */
+int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
+		   struct dsec_buf *out, struct dsec_err *err);
+
 /* Sends a raw frame and returns the raw reply frame (caller frees).  For
  * tests and tools that speak the protocol directly. */
 int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,

@@ -36,6 +36,8 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 				    "close a shell session" },
 	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
 			       "save a sandbox's files as a new image" },
+	[DSEC_OP_CHUNK_GET] = { DSEC_OP_CHUNK_GET, "chunk_get",
+				"an fs3 object this node holds verified (node to node)" },
 };
 
 static const char *const file_types[] = {

@@ -2,7 +2,7 @@
 # dsecd's configuration: embedded defaults, dsecd.conf, flags, and the
 # errors a user sees for bad settings.
 . "$(dirname "$0")/lib.sh"
-plan 27
+plan 32
 
 D="$TOP/dsecd/dsecd"
 run "$D" --check-config --config /dev/null
@@ -29,6 +29,18 @@ run "$D" --check-config --config "$T/a.conf" --node beta --listen tcp://127.0.0.
 like "$OUT" 'node = beta' "a flag overrides the file"
 ok "$(echo "$OUT" | grep -c '^listen' | grep -qx 1; echo $?)" "--listen replaces the file's list"
 like "$OUT" 'idle_ttl = 120s' "--set overrides the file"
+
+# fs3's peers: one line may list several; each line adds.
+run "$D" --check-config --config /dev/null
+like "$OUT" 'image_fetch_timeout = 5s' "the default fetch timeout is 5 s"
+ok "$(echo "$OUT" | grep -q '^image_peers'; echo $((!$?)))" "no peers by default"
+printf 'image_peers = tcp://10.0.0.2:7000, ipc:///tmp/p.sock\nimage_peers = tcp://10.0.0.3:7000\nimage_fetch_timeout = 1500ms\n' > "$T/p.conf"
+run "$D" --check-config --config "$T/p.conf"
+like "$(echo $OUT)" 'image_peers = tcp://10.0.0.2:7000 image_peers = ipc:///tmp/p.sock image_peers = tcp://10.0.0.3:7000' \
+	"image_peers: a comma-separated list, repeatable, in order"
+like "$OUT" 'image_fetch_timeout = 1.5s' "image_fetch_timeout is a duration"
+run "$D" --check-config --config /dev/null --set image_fetch_timeout=soon
+like "$RC:$OUT" "^2:.*invalid value 'soon' for 'image_fetch_timeout'" "a bad fetch timeout is refused"
 
 printf 'node = a\nbogus line\n' > "$T/b.conf"
 run "$D" --check-config --config "$T/b.conf"

@@ -21,6 +21,7 @@ DSECD_PID=
 
 _tap_cleanup() {
 	stop_dsecd
+	stop_nodes
 	rm -rf "$T"
 	if [ -n "$_tap_planned" ] && [ "$_tap_planned" != "$_tap_n" ]; then
 		echo "# planned $_tap_planned tests but ran $_tap_n"
@@ -100,6 +101,44 @@ stop_dsecd() {
 	return $rc
 }
 
+# start_node NAME [dsecd flags...]: one more private daemon, for tests of
+# several nodes: node NAME on ipc://$T/NAME.sock, state in $T/NAME, log in
+# $T/NAME.log; waits until it answers (30 s).  Stopped at exit (stop_nodes).
+_node_pids=
+start_node() {
+	local name=$1 i pid
+	shift
+	mkdir -p "$T/$name"
+	"$TOP/dsecd/dsecd" --foreground --node "$name" --state-dir "$T/$name" \
+		--listen "ipc://$T/$name.sock" --backend-dir "$TOP/backends" \
+		--helper-dir "$TOP/backends" --log-level "${DSEC_TEST_LOG_LEVEL:-info}" "$@" \
+		2>"$T/$name.log" &
+	pid=$!
+	_node_pids="$_node_pids $pid"
+	eval "NODE_PID_$name=$pid"
+	for i in $(seq 300); do
+		if "$TOP/t/helper-req" -q "ipc://$T/$name.sock" ping >/dev/null 2>&1; then return 0; fi
+		if ! kill -0 "$pid" 2>/dev/null; then
+			diag "node $name exited at start:"; sed 's/^/# /' "$T/$name.log" >&2
+			bail "node $name did not start"
+		fi
+		sleep 0.1
+	done
+	bail "node $name did not answer within 30 s"
+}
+
+# stop_nodes: SIGTERM every start_node daemon, SIGKILL after 10 s.
+stop_nodes() {
+	local pid i
+	for pid in $_node_pids; do kill -TERM "$pid" 2>/dev/null; done
+	for pid in $_node_pids; do
+		for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	_node_pids=
+}
+
 # dsecd_log: the private daemon's log so far.
 dsecd_log() { cat "$T/dsecd.log" 2>/dev/null; }
 
@@ -131,19 +170,27 @@ container_cgroups() {
 
 # container_cgroot: the same (the sessions tests' name).
 container_cgroot() { container_cgroups; }
-# need_container_images: skip the whole file unless container sandboxes of
-# fs3 images can run here (root, the tools, container.so, overlayfs, EROFS).
-need_container_images() {
-	need_root
-	need_cmd dsec-run
-	need_cmd dsecctl
-	need_cmd helper-req
-	need_cmd mkfs.erofs
-	[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
+# container_images_missing: why container sandboxes of fs3 images cannot
+# run here (root, the tools, container.so, overlayfs, EROFS), or nothing.
+container_images_missing() {
+	local c
+	[ "$(id -u)" = 0 ] || { echo "needs root"; return; }
+	for c in dsec-run dsecctl helper-req mkfs.erofs; do
+		command -v "$c" >/dev/null 2>&1 || { echo "needs $c"; return; }
+	done
+	[ -e "$TOP/backends/container.so" ] || { echo "needs backends/container.so (make)"; return; }
 	grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-	grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
+	grep -qw overlay /proc/filesystems || { echo "needs overlayfs"; return; }
 	grep -qw erofs /proc/filesystems || modprobe erofs 2>/dev/null
-	grep -qw erofs /proc/filesystems || skip_all "needs EROFS"
+	grep -qw erofs /proc/filesystems || { echo "needs EROFS"; return; }
+}
+
+# need_container_images: skip the whole file unless container sandboxes of
+# fs3 images can run here.
+need_container_images() {
+	local why
+	why=$(container_images_missing)
+	[ -z "$why" ] || skip_all "$why"
 }
 
 # mk_small_root ROOT PROGRAM...: a small root at ROOT with the host's

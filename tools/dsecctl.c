@@ -23,6 +23,8 @@ struct ctl_opts {
 	const char *tag;		/* import --tag */
 	struct fs3_image_config config;	/* import --config */
 	size_t nenv, nentry;		/* entries in config.env, config.entrypoint */
+	char **peers;			/* --peer, or $DSEC_FS3_PEERS split */
+	size_t npeers;			/* entries in peers */
 	char **args;			/* after "image CMD" */
 	int nargs;			/* entries in args */
 };
@@ -36,7 +38,8 @@ struct ctl_cmd {
 };
 
 static const char usage_text[] =
-	"usage: dsecctl [--store DIR] [--origin DIR] [--cache-max SIZE] image COMMAND\n"
+	"usage: dsecctl [--store DIR] [--origin DIR] [--cache-max SIZE] [--peer URL]...\n"
+	"               [--fetch-timeout SECONDS] image COMMAND\n"
 	"  image import [--tag NAME[:TAG]] [--config KEY=VALUE]... SRC\n"
 	"               SRC: a rootfs directory or a tar (plain, .gz, .zst, .xz, .bz2)\n"
 	"               KEY: env (K=V, repeatable), cwd, user, entrypoint (one argument,\n"
@@ -46,8 +49,10 @@ static const char usage_text[] =
 	"  image tag NAME[:TAG]|DIGEST NEW[:TAG]\n"
 	"  image rm NAME[:TAG]|DIGEST\n"
 	"  image gc\n"
+	"  image pull NAME[:TAG]|DIGEST\n"
 	"The store defaults to $DSEC_FS3_STORE, then " DEFAULT_STORE "; the origin to\n"
-	"$DSEC_FS3_ORIGIN, then STORE/origin.  See dsecctl(8) and dsec-fs3(7).\n";
+	"$DSEC_FS3_ORIGIN, then STORE/origin; the peers to $DSEC_FS3_PEERS, then none.\n"
+	"See dsecctl(8) and dsec-fs3(7).\n";
 
 static void size_str(uint64_t n, char *buf, size_t len)
 {
@@ -158,6 +163,23 @@ static int cmd_gc(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
 	return 0;
 }
 
+static int cmd_pull(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	struct fs3_pull_res res;
+	int r;
+
+	if ((r = fs3_pull(fs, o->args[0], &res, err)) < 0)
+		return r;
+	printf("%s\n", res.digest);
+	printf("chunks %llu  local %llu  fetched %llu  bytes %llu  seconds %.2f\n",
+	       (unsigned long long)res.chunks, (unsigned long long)res.local,
+	       (unsigned long long)res.fetched, (unsigned long long)res.bytes, res.seconds);
+	for (size_t i = 0; i < res.nsrc; i++)
+		printf("from %s  chunks %llu  bytes %llu\n", res.src[i].name,
+		       (unsigned long long)res.src[i].objects, (unsigned long long)res.src[i].bytes);
+	return 0;
+}
+
 static const struct ctl_cmd cmds[] = {
 	{ .name = "import", .min_args = 1, .max_args = 1, .usage = "SRC", .run = cmd_import },
 	{ .name = "ls", .min_args = 0, .max_args = 0, .usage = "", .run = cmd_ls },
@@ -165,6 +187,7 @@ static const struct ctl_cmd cmds[] = {
 	{ .name = "tag", .min_args = 2, .max_args = 2, .usage = "IMAGE NEW", .run = cmd_tag },
 	{ .name = "rm", .min_args = 1, .max_args = 1, .usage = "IMAGE", .run = cmd_rm },
 	{ .name = "gc", .min_args = 0, .max_args = 0, .usage = "", .run = cmd_gc },
+	{ .name = "pull", .min_args = 1, .max_args = 1, .usage = "IMAGE", .run = cmd_pull },
 };
 
 enum {
@@ -173,6 +196,8 @@ enum {
 	OPT_CACHE_MAX,
 	OPT_TAG,
 	OPT_CONFIG,
+	OPT_PEER,
+	OPT_FETCH_TIMEOUT,
 	OPT_HELP,
 };
 
@@ -182,6 +207,8 @@ static const struct option long_opts[] = {
 	{ .name = "cache-max",	.has_arg = required_argument,	.val = OPT_CACHE_MAX },
 	{ .name = "tag",	.has_arg = required_argument,	.val = OPT_TAG },
 	{ .name = "config",	.has_arg = required_argument,	.val = OPT_CONFIG },
+	{ .name = "peer",	.has_arg = required_argument,	.val = OPT_PEER },
+	{ .name = "fetch-timeout", .has_arg = required_argument, .val = OPT_FETCH_TIMEOUT },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ 0 }
 };
@@ -203,6 +230,16 @@ static void strv_push(char ***v, size_t *n, const char *s)
 	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
 	(*v)[(*n)++] = xstrdup(s);
 	(*v)[*n] = NULL;
+}
+
+/* Adds the peers a list names, split by commas or blanks. */
+static void add_peers(struct ctl_opts *o, const char *list)
+{
+	_cleanup_free_ char *copy = xstrdup(list);
+	char *save = NULL;
+
+	for (char *w = strtok_r(copy, ", \t", &save); w; w = strtok_r(NULL, ", \t", &save))
+		strv_push(&o->peers, &o->npeers, w);
 }
 
 static void add_config(struct ctl_opts *o, const char *kv)
@@ -244,6 +281,9 @@ int main(int argc, char **argv)
 	if (!o.conf.store || !*o.conf.store)
 		o.conf.store = DEFAULT_STORE;
 	o.conf.origin = getenv("DSEC_FS3_ORIGIN");
+	bool env_peers = getenv("DSEC_FS3_PEERS") != NULL;
+	if (env_peers)
+		add_peers(&o, getenv("DSEC_FS3_PEERS"));
 	while ((c = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_STORE:
@@ -261,6 +301,21 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CONFIG:
 			add_config(&o, optarg);
+			break;
+		case OPT_PEER:
+			/* The command line replaces the environment's list. */
+			if (env_peers) {
+				dsec_strv_free(o.peers);
+				o.peers = NULL;
+				o.npeers = 0;
+				env_peers = false;
+			}
+			add_peers(&o, optarg);
+			break;
+		case OPT_FETCH_TIMEOUT:
+			if (dsec_parse_duration(optarg, &o.conf.fetch_timeout) < 0 ||
+			    o.conf.fetch_timeout <= 0)
+				usage_fail("--fetch-timeout '%s': not a duration", optarg);
 			break;
 		case OPT_HELP:
 			fputs(usage_text, stdout);
@@ -283,12 +338,14 @@ int main(int argc, char **argv)
 		usage_fail("usage: dsecctl image %s %s", cmd->name, cmd->usage);
 	if (cmd->run != cmd_import && (o.tag || o.nenv || o.nentry || o.config.cwd || o.config.user))
 		usage_fail("--tag and --config go with 'image import' only");
+	o.conf.peers = (const char *const *)o.peers;
 	dsec_err_clear(&err);
 	if ((r = fs3_open(&fs, &o.conf, &err)) == 0) {
 		r = cmd->run(fs, &o, &err);
 		fs3_close(fs);
 	}
 	fs3_image_config_free(&o.config);
+	dsec_strv_free(o.peers);
 	if (r < 0) {
 		fprintf(stderr, "dsecctl: %s\n", err.msg);
 		return 1;

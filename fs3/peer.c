@@ -1,0 +1,140 @@
+/* peer.c - fetch fs3 objects from other dsecds (chunk_get). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "dsec.h"
+#include "log.h"
+#include "peer.h"
+
+/* Idle connections kept per peer; more threads at once open more. */
+#define PEER_IDLE_MAX 8
+/* Seconds a peer that did not answer (or could not be reached) is skipped,
+ * so that a dead peer costs one timeout, not one per object. */
+#define PEER_BACKOFF 10.0
+
+struct fs3_peer {
+	char *url;				/* the peer's address */
+	char *name;				/* "peer URL" */
+	double timeout;				/* seconds a request may take */
+	pthread_mutex_t mu;			/* guards idle, nidle */
+	struct dsec_client *idle[PEER_IDLE_MAX];	/* connections not in use */
+	int nidle;				/* entries in idle */
+	double down_until;			/* dsec_now() before which it is
+						 * skipped (mu) */
+};
+
+int fs3_peer_new(struct fs3_peer **out, const char *url, double timeout, struct dsec_err *err)
+{
+	struct dsec_client *c;
+	struct fs3_peer *p;
+	int r;
+
+	/* Connecting does not wait for the peer; it checks the address. */
+	if ((r = dsec_connect(&c, url, err)) < 0) {
+		dsec_err_prefix(err, "cannot use peer '%s'", url);
+		return r;
+	}
+	p = xcalloc(1, sizeof(*p));
+	p->url = xstrdup(url);
+	p->name = xasprintf("peer %s", url);
+	p->timeout = timeout > 0 ? timeout : FS3_FETCH_TIMEOUT_DEFAULT;
+	pthread_mutex_init(&p->mu, NULL);
+	p->idle[p->nidle++] = c;
+	*out = p;
+	return 0;
+}
+
+void fs3_peer_free(struct fs3_peer *p)
+{
+	if (!p)
+		return;
+	for (int i = 0; i < p->nidle; i++)
+		dsec_close(p->idle[i]);
+	pthread_mutex_destroy(&p->mu);
+	free(p->url);
+	free(p->name);
+	free(p);
+}
+
+const char *fs3_peer_name(const struct fs3_peer *p)
+{
+	return p->name;
+}
+
+static struct dsec_client *take(struct fs3_peer *p)
+{
+	struct dsec_client *c = NULL;
+	struct dsec_err err;
+
+	pthread_mutex_lock(&p->mu);
+	if (p->nidle)
+		c = p->idle[--p->nidle];
+	pthread_mutex_unlock(&p->mu);
+	if (!c && dsec_connect(&c, p->url, &err) < 0) {
+		log_warn("cannot connect to %s: %s", p->name, err.msg);
+		return NULL;
+	}
+	dsec_set_timeout(c, p->timeout);
+	return c;
+}
+
+/* A connection whose last request was answered goes back for reuse; one
+ * that timed out or failed is closed (its late reply must not be read as
+ * the next one's). */
+static void give_back(struct fs3_peer *p, struct dsec_client *c, bool good)
+{
+	pthread_mutex_lock(&p->mu);
+	if (good && p->nidle < PEER_IDLE_MAX) {
+		p->idle[p->nidle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&p->mu);
+	dsec_close(c);
+}
+
+int fs3_peer_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, struct dsec_buf *out)
+{
+	struct fs3_peer *p = ctx;
+	char ref[FS3_REF_LEN];
+	struct dsec_client *c;
+	struct dsec_err err;
+	int r;
+
+	pthread_mutex_lock(&p->mu);
+	bool down = dsec_now() < p->down_until;
+	pthread_mutex_unlock(&p->mu);
+	if (down)
+		return -EHOSTDOWN;
+	if (!(c = take(p)))
+		return -ECONNREFUSED;
+	fs3_digest_ref(d, ref);
+	dsec_err_clear(&err);
+	r = dsec_chunk_get(c, fs3_kind_name(kind), ref, out, &err);
+	if (r == 0 && out->len > ZSTD_COMPRESSBOUND(FS3_OBJECT_MAX))
+		r = -EFBIG;
+	give_back(p, c, r == 0 || err.code == DSEC_E_NOT_FOUND);
+	if (r == 0)
+		return 0;
+	if (err.code == DSEC_E_NOT_FOUND)
+		return -ENOENT;
+	if (r == -EFBIG) {
+		log_warn("cannot fetch %s '%s' from %s: too large", fs3_kind_name(kind), ref,
+			 p->name);
+		return r;
+	}
+	if (err.code != DSEC_E_UNAVAILABLE) {
+		log_warn("cannot fetch %s '%s' from %s: %s", fs3_kind_name(kind), ref, p->name,
+			 err.msg);
+		return -EIO;
+	}
+	/* It did not answer: skip it for a while. */
+	pthread_mutex_lock(&p->mu);
+	p->down_until = dsec_now() + PEER_BACKOFF;
+	pthread_mutex_unlock(&p->mu);
+	log_warn("cannot fetch %s '%s' from %s: %s; skipping it for %.0f s", fs3_kind_name(kind),
+		 ref, p->name, err.msg, PEER_BACKOFF);
+	return err.errnum == ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+}
