@@ -16,7 +16,7 @@
  *   sees them and they vanish with the sandbox's last process.
  *
  *   container-init exec --uid U --gid G --cwd DIR --nofile N --cg DESC
- *		[--session FD] -- ARGV...
+ *		[--session FD] [--pid 1] [--tty 1] -- ARGV...
  *	fds 0-2: the command's stdin, stdout, stderr; fd 3: status pipe
  *	(one line: "st WAITSTATUS" or "err ERRNO message"); fd 4: pidfd of the
  *	sandbox's init; fd 5: O_PATH fd of its root; fds 6..: the exec's cgroup.
@@ -24,6 +24,10 @@
  *	end of the session's marker pipe, which the command gets as its fd 3,
  *	and the status pipe first carries "pid PID" (the command's pid on the
  *	host, so dsecd can spare the shell when it kills its children).
+ *	With --pid 1 (a streaming exec) the status pipe too starts with "pid
+ *	PID" (the command is its process group's leader: dsecd signals the
+ *	group).  With --tty 1 fds 0-2 are a terminal of the sandbox's devpts,
+ *	which the command takes as its controlling terminal.
  *   Enters the namespaces of the init, forks the command (the pid namespace
  *   applies to children), which joins the exec's cgroup and the cgroup
  *   namespace, chroots, drops every capability, sets no_new_privs and the
@@ -526,6 +530,8 @@ static int do_exec(int argc, char **argv)
 	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
 	uint64_t keep = userns ? SMALL_CAPS : 0;
 	int mark = atoi(arg(argc, argv, "--session", "-1"));
+	bool report_pid = strcmp(arg(argc, argv, "--pid", "0"), "0") != 0;
+	bool tty = strcmp(arg(argc, argv, "--tty", "0"), "0") != 0;
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	char **cmd = NULL;
@@ -558,6 +564,9 @@ static int do_exec(int argc, char **argv)
 		if (setns(4, CLONE_NEWCGROUP) < 0)
 			fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
 		setsid();
+		/* fds 0-2 are a terminal of the sandbox's devpts: make it ours. */
+		if (tty && ioctl(0, TIOCSCTTY, 0) < 0)
+			fail(errno, "cannot take the terminal: %s", strerror(errno));
 		setrlimit(RLIMIT_NOFILE, &rl);
 		drop_bounding_caps(keep);
 		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 ||
@@ -590,6 +599,9 @@ static int do_exec(int argc, char **argv)
 	if (mark > FD_STATUS) {
 		/* The session needs the shell's pid as the host sees it. */
 		close(mark);
+		dprintf(FD_STATUS, "pid %d\n", (int)pid);
+	} else if (report_pid) {
+		/* A streaming exec signals the command's group by it. */
 		dprintf(FD_STATUS, "pid %d\n", (int)pid);
 	}
 	while (waitpid(pid, &st, 0) < 0)
