@@ -18,17 +18,6 @@ if ! start_dsecd --set backends=fncall,container --set stream_grace=2; then
 fi
 export HELPER_REQ_TIMEOUT=60
 req() { helper-req "$DSEC_HOST" "$@"; }
-# get [PARENT] KEY: the first field KEY of the reply in $OUT, JSON escapes
-# decoded (get error code: the error's code).
-get() {
-	local key=${!#} v
-	v=$(printf '%s' "$OUT" | grep -o "\"$key\":\(\"\([^\"\\]\|\\\\.\)*\"\|[^,}]*\)" | head -1)
-	v=${v#\"$key\":}
-	case $v in
-	\"*) v=${v#\"}; printf '%b' "${v%\"}" ;;
-	*) printf '%s' "$v" ;;
-	esac
-}
 pipes() { ls -l /proc/$DSECD_PID/fd | grep -c -e pipe -e ptmx; }
 rss() { awk '/^VmRSS/ { print $2 }' /proc/$DSECD_PID/status; }
 now() { date +%s.%N; }
