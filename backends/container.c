@@ -1858,6 +1858,8 @@ static int ct_exec_signal(void *vsb, void *handle, int sig, struct dsec_err *err
 	if (!pid)
 		return dsec_err_setc(err, DSEC_E_BUSY, EAGAIN, "the command in sandbox '%s' is still "
 				     "starting: retry", x->sb->id);
+	if (strstr(x->st.data, "\nst "))
+		return 0;	/* reaped: its pid may be another's already */
 	if (x->sb->paused && sig != SIGKILL && sig != SIGCONT)
 		LOG(x->sb->be, DSEC_LOG_DEBUG, "container: signal %d to paused '%s' waits for the "
 		    "resume", sig, x->sb->id);
