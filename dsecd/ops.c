@@ -1552,7 +1552,22 @@ static void xs_close(struct dsecd_xs *x, int i)
 	x->fds[i] = -1;
 }
 
-/* Only once the backend is done with it (x->exited). */
+static struct dsecd_xs *xs_dead;	/* freed streams, reclaimed at the next prepare */
+static ev_prepare xs_reaper;		/* does it */
+
+static void xs_reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	while (xs_dead) {
+		struct dsecd_xs *x = xs_dead;
+
+		xs_dead = x->next;
+		free(x);
+	}
+	ev_prepare_stop(loop, w);
+}
+
+/* Only once the backend is done with it (x->exited).  Everything goes now
+ * but the struct, which may be in its own callback: the reaper frees it. */
 static void xs_free(struct dsecd_xs *x)
 {
 	struct dsecd_sb *sb = x->sb;
@@ -1572,7 +1587,12 @@ static void xs_free(struct dsecd_xs *x)
 	sb->nstreams--;
 	dsec_exec_res_free(&x->res);
 	dsecd_sb_unref(x->d, sb);
-	free(x);
+	x->next = xs_dead;
+	xs_dead = x;
+	if (!ev_is_active(&xs_reaper)) {
+		ev_prepare_init(&xs_reaper, xs_reap_cb);
+		ev_prepare_start(x->d->loop, &xs_reaper);
+	}
 }
 
 /* Output buffers have room: read the pipes again. */

@@ -412,7 +412,9 @@ static void *reader_main(void *arg)
 			if (dsec_write_all(1, r.out.data, r.out.len) < 0 ||
 			    dsec_write_all(2, r.err.data, r.err.len) < 0) {
 				/* Nobody reads us: stop the command rather than block it. */
-				dsec_exec_signal(c, s->id, s->exec, SIGPIPE, NULL);
+				struct dsec_err e;
+
+				dsec_exec_signal(c, s->id, s->exec, SIGPIPE, &e);
 			}
 			if (done) {
 				s->res = r;
@@ -481,8 +483,11 @@ static int run_stream(struct dsec_client *c, const struct run_opts *o, const cha
 	so.stdin_open = in_fd >= 0;
 	if (o->tty)
 		term_size(&so.rows, &so.cols);
-	if (dsec_exec_start(c, id, req, &so, &s.exec, &err) < 0)
+	if (dsec_exec_start(c, id, req, &so, &s.exec, &err) < 0) {
+		if (!o->keep && !o->id)
+			dsec_destroy(c, id, &s.err);	/* ours, made for the command */
 		die_dsec(&err);
+	}
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(done, O_CLOEXEC) < 0)
 		die("cannot make a pipe: %s", strerror(errno));
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(sigs); i++)
