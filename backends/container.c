@@ -1671,11 +1671,14 @@ static int open_pty(struct ct_sb *sb, const struct dsec_exec_stream_opts *o, int
 		    struct dsec_err *err)
 {
 	struct winsize ws = { .ws_row = o->rows ? o->rows : 24, .ws_col = o->cols ? o->cols : 80 };
+	char self[64];
 	struct statfs fs;
 	struct stat st;
 	int m, s, unlock = 0;
 
-	m = open_in_root(sb->rootfd, "dev/pts/ptmx", O_RDWR | O_NOCTTY | O_NONBLOCK, 0);
+	/* Looked at before it is opened: the path is the sandbox's, and an
+	 * open of some other device node may do something. */
+	m = open_in_root(sb->rootfd, "dev/pts/ptmx", O_PATH | O_NOFOLLOW, 0);
 	if (m < 0)
 		return dsec_err_set(err, -m, "cannot open the terminal multiplexer of sandbox "
 				    "'%s': %s", sb->id, strerror(-m));
@@ -1685,6 +1688,12 @@ static int open_pty(struct ct_sb *sb, const struct dsec_exec_stream_opts *o, int
 		return dsec_err_setc(err, DSEC_E_BACKEND, ENOTTY, "sandbox '%s' has no devpts of "
 				     "its own at /dev/pts", sb->id);
 	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", m);
+	s = open(self, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	close(m);
+	if ((m = s) < 0)
+		return dsec_err_set(err, errno, "cannot open the terminal multiplexer of sandbox "
+				    "'%s': %s", sb->id, strerror(errno));
 	if (ioctl(m, TIOCSPTLCK, &unlock) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
 	    (s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
 		int e = errno;

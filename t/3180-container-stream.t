@@ -10,7 +10,7 @@
 
 need_container
 
-plan 50
+plan 54
 
 if ! start_dsecd --set backends=fncall,container --set stream_grace=2; then
 	echo "Bail out! dsecd did not start"
@@ -241,3 +241,26 @@ sleep 0.3
 is "$(pipes)" "$fd0" "no pipe or terminal is left after destroy"
 left=$(find $(container_cgroups) -mindepth 1 -type d 2>/dev/null | wc -l)
 is "$left" 0 "no cgroup is left after destroy"
+
+# Pause and resume with a stream open: the output goes on, the pause is
+# not counted against the timeout.
+run req create backend=container
+id=$(get id)
+start code='for i in 1 2 3 4; do echo $i; sleep 0.5; done' timeout%=3
+run req exec_read id="$id" exec="$x" wait%=5
+req pause id="$id" >/dev/null
+sleep 2
+req resume id="$id" >/dev/null
+drain
+is "$(get timed_out):$(get exit_code)" "false:0" "a stream outlives a pause; paused time is not its timeout's"
+like "$ALL" '4' "and its output goes on after the resume"
+
+# Shutdown with a stream open and a read waiting.
+start code='sleep 100'
+req exec_read id="$id" exec="$x" wait%=30 > /dev/null 2>&1 &
+pd=$!
+sleep 0.3
+stop_dsecd
+ok $? "dsecd stops cleanly with a stream open"
+wait $pd
+ok $([ -z "$(container_cgroups)" ]; echo $?) "shutdown leaves no cgroup"
