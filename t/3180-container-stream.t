@@ -10,7 +10,7 @@
 
 need_container
 
-plan 54
+plan 55
 
 if ! start_dsecd --set backends=fncall,container --set stream_grace=2; then
 	echo "Bail out! dsecd did not start"
@@ -216,6 +216,11 @@ if command -v script >/dev/null 2>&1; then
 else
 	skip "needs script(1)"
 fi
+
+# The same through libdsec.
+run helper-stream "$DSEC_HOST" "$id"
+is "$RC" 0 "libdsec: exec_start, exec_write, exec_read, exec_resize, exec_signal"
+diag "$OUT"
 
 # Backends without streaming say so.
 run req create backend=fncall
