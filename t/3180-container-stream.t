@@ -220,7 +220,7 @@ fi
 # The same through libdsec.
 run helper-stream "$DSEC_HOST" "$id"
 is "$RC" 0 "libdsec: exec_start, exec_write, exec_read, exec_resize, exec_signal"
-diag "$OUT"
+while read -r l; do diag "$l"; done <<< "$OUT"
 
 # Backends without streaming say so.
 run req create backend=fncall
