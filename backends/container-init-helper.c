@@ -19,8 +19,8 @@
  *   sees them and they vanish with the sandbox's last process.
  *
  *   container-init exec --uid U --gid G --cwd DIR --nofile N --cg DESC
- *	(for requests too large for the init's socket, and shell sessions)
- *		[--session FD] -- ARGV...
+ *	(for requests too large for the init's socket, shell sessions and streams)
+ *		[--session FD] [--pid 1] [--tty 1] -- ARGV...
  *	fds 0-2: the command's stdin, stdout, stderr; fd 3: status pipe
  *	(one line: "st WAITSTATUS" or "err ERRNO message"); fd 4: pidfd of the
  *	sandbox's init; fd 5: O_PATH fd of its root; fds 6..: the exec's cgroup.
@@ -28,6 +28,10 @@
  *	end of the session's marker pipe, which the command gets as its fd 3,
  *	and the status pipe first carries "pid PID" (the command's pid on the
  *	host, so dsecd can spare the shell when it kills its children).
+ *	With --pid 1 (a streaming exec) the status pipe too starts with "pid
+ *	PID" (the command is its process group's leader: dsecd signals the
+ *	group).  With --tty 1 fds 0-2 are a terminal of the sandbox's devpts,
+ *	which the command takes as its controlling terminal.
  *   Enters the namespaces of the init, forks the command (the pid namespace
  *   applies to children), which joins the exec's cgroup and the cgroup
  *   namespace, chroots, drops every capability, sets no_new_privs and the
@@ -622,13 +626,14 @@ static void exec_path(char **cmd, char **envp)
 
 /* The command's process: joins the exec's group cg (NULL: none) and, if
  * cgns >= 0, the sandbox's cgroup namespace; starts a session, sets its
- * limit, drops to uid/gid with the capabilities keep, changes to cwd, sets
+ * limit (with tty: takes fd 0, a terminal, as its controlling one), drops
+ * to uid/gid with the capabilities keep, changes to cwd, sets
  * no_new_privs and the filter, and execs cmd with envp.  With mark >
  * FD_STATUS (a shell session) that pipe becomes the command's fd 3.
  * Failures before the exec go to FD_STATUS as "err ..." lines.  Writes
  * nothing but its own stack: the init may share its memory with us. */
 static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
-				  const char *cwd, rlim_t nofile, uint64_t keep, int mark,
+				  const char *cwd, rlim_t nofile, uint64_t keep, int mark, bool tty,
 				  char **cmd, char **envp)
 {
 	struct rlimit rl = { nofile, nofile };
@@ -639,6 +644,9 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	if (cgns >= 0 && setns(cgns, CLONE_NEWCGROUP) < 0)
 		fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
 	setsid();
+	/* fds 0-2 are a terminal of the sandbox's devpts: make it ours. */
+	if (tty && ioctl(0, TIOCSCTTY, 0) < 0)
+		fail(errno, "cannot take the terminal: %s", strerror(errno));
 	setrlimit(RLIMIT_NOFILE, &rl);
 	drop_bounding_caps(keep);
 	/* Raw system calls: glibc's would also act on the threads it thinks
@@ -679,6 +687,8 @@ static int do_exec(int argc, char **argv)
 	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
 	uint64_t keep = userns ? SMALL_CAPS : 0;
 	int mark = atoi(arg(argc, argv, "--session", "-1"));
+	bool report_pid = strcmp(arg(argc, argv, "--pid", "0"), "0") != 0;
+	bool tty = strcmp(arg(argc, argv, "--tty", "0"), "0") != 0;
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	char **cmd = NULL;
@@ -704,7 +714,7 @@ static int do_exec(int argc, char **argv)
 	if (pid < 0)
 		fail(errno, "cannot fork: %s", strerror(errno));
 	if (pid == 0)
-		run_command(cg, 4, uid, gid, cwd, nofile, keep, mark, cmd, environ);
+		run_command(cg, 4, uid, gid, cwd, nofile, keep, mark, tty, cmd, environ);
 	close(0);
 	close(1);
 	close(2);
@@ -713,6 +723,9 @@ static int do_exec(int argc, char **argv)
 	if (mark > FD_STATUS) {
 		/* The session needs the shell's pid as the host sees it. */
 		close(mark);
+		dprintf(FD_STATUS, "pid %d\n", (int)pid);
+	} else if (report_pid) {
+		/* A streaming exec signals the command's group by it. */
 		dprintf(FD_STATUS, "pid %d\n", (int)pid);
 	}
 	while (waitpid(pid, &st, 0) < 0)
@@ -810,7 +823,7 @@ static int xchild(void *arg)
 		if (write(i, "0", 1) != 1)
 			fail(errno, "cannot join the exec's cgroup: %s", strerror(errno));
 	run_command(NULL, -1, h->uid, h->gid, r->cwd, (rlim_t)h->nofile,
-		    (h->flags & CT_X_USERNS) ? SMALL_CAPS : 0, -1, r->cmd, r->envp);
+		    (h->flags & CT_X_USERNS) ? SMALL_CAPS : 0, -1, false, r->cmd, r->envp);
 }
 
 /* Starts the commands waiting on ctl.  Returns -1 once dsecd closed it. */

@@ -42,10 +42,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -212,6 +215,7 @@ struct ct_exec {
 	bool reaped;			/* helper reaped (or no ev_child) */
 	bool killed;			/* cgroup kill sent */
 	bool finished;			/* result decided */
+	struct ct_xstream *stream;	/* exec_start's extras, NULL for exec */
 };
 
 struct ct_be {
@@ -1213,6 +1217,8 @@ struct ct_xclean {
 };
 
 static void sb_maybe_destroy(struct ct_sb *sb);
+struct ct_xstream;
+static void xstream_free(struct ct_xstream *s);
 
 /* Kills what the exec left; the group is removed, or, when it is to be
  * the sandbox's spare, kept if it is empty: the next exec then makes no
@@ -1298,6 +1304,7 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 	be->ncalls++;
 	defer(be, x->done, x->arg, rc, err);
 	dsec_buf_free(&x->st);
+	xstream_free(x->stream);
 	c = xcalloc(1, sizeof(*c));
 	c->sb = sb;
 	c->cg = x->cg;
@@ -1351,6 +1358,8 @@ static void exec_maybe_done(struct ct_exec *x)
 
 	if (x->st_fd >= 0)
 		return;
+	if (x->stream && !strncmp(s, "pid ", 4) && strchr(s, '\n'))
+		s = strchr(s, '\n') + 1;	/* exec_start's helper says the pid first */
 	if (!strncmp(s, "err ", 4) && sscanf(s, "err %d", &e) == 1 && strchr(s + 4, ' ')) {
 		const char *msg = strchr(s + 4, ' ') + 1;
 
@@ -1454,6 +1463,57 @@ static void exec_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	dsec_err_setc(&err, DSEC_E_BACKEND, EIO, "a command in sandbox '%s' did not stop",
 		      x->sb->id);
 	exec_finish(x, -EIO, &err);
+}
+
+/* A command may start in sb: 0, or -errno with *err. */
+static int exec_can_start(const struct ct_sb *sb, struct dsec_err *err)
+{
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	if (sb->paused)
+		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
+				     "sandbox '%s' is paused: resume it first", sb->id);
+	return 0;
+}
+
+/* Starts the helper in exec mode with fds[0..2] (the command's stdin,
+ * stdout, stderr; fds has room for 6 + BE_CG_MAXH), status pipe st and the
+ * exec's cgroup fds; -1 with errno. */
+static pid_t exec_spawn(struct ct_sb *sb, char **argv, char **env, int *fds, int st,
+			const int *cgfds, int ncg)
+{
+	fds[3] = st;
+	fds[4] = sb->pidfd;
+	fds[5] = sb->rootfd;
+	for (int k = 0; k < ncg; k++)
+		fds[6 + k] = cgfds[k];
+	return spawn_helper(sb->be, argv, env, fds, 6 + ncg, 0, NULL);
+}
+
+/* An exec's helper is running: watch its status pipe, its exit and the
+ * timeout (seconds, <= 0 = the configured one), and count it as running. */
+static void exec_track(struct ct_exec *x, double timeout)
+{
+	struct ct_sb *sb = x->sb;
+	struct ct_be *be = sb->be;
+	struct ev_loop *loop = be->host->loop;
+
+	dsec_set_nonblock(x->st_fd, true);
+	ev_io_init(&x->st_w, exec_st_cb, x->st_fd, EV_READ);
+	ev_io_start(loop, &x->st_w);
+	ev_timer_init(&x->timer, exec_timer_cb, timeout > 0 ? timeout : be->conf.timeout, 0);
+	ev_timer_start(loop, &x->timer);
+	if (x->pid > 0 && ev_is_default_loop(loop)) {
+		ev_child_init(&x->cw, exec_child_cb, x->pid, 0);
+		ev_child_start(loop, &x->cw);
+	} else {
+		x->reaped = true;	/* none, or the init reaps what it started */
+	}
+	x->next = sb->execs;
+	sb->execs = x;
+	sb->busy++;
+	be->running++;
 }
 
 static const char *env_key_end(const char *kv)
@@ -1593,12 +1653,8 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	struct ct_exec *x;
 	pid_t pid;
 
-	if (sb->destroying)
-		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
-				     sb->id);
-	if (sb->paused)
-		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY,
-				     "sandbox '%s' is paused: resume it first", sb->id);
+	if ((rc = exec_can_start(sb, err)) < 0)
+		return rc;
 	if (!req->argv && !req->code)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "exec needs argv or code");
 	if (req->argv && !req->argv[0])
@@ -1651,18 +1707,13 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	fds[0] = in;
 	fds[1] = po[1];
 	fds[2] = pe[1];
-	fds[3] = ps[1];
-	fds[4] = sb->pidfd;
-	fds[5] = sb->rootfd;
-	for (int k = 0; k < ncg; k++)
-		fds[6 + k] = cgfds[k];
 	/* The init forks it: no helper to exec, load and enter namespaces
 	 * with; the exec helper when the init cannot take it. */
 	if (sb->ctl >= 0 &&
 	    exec_via_init(sb, argv + cmd0, env, cwd, cg, in, po[1], pe[1], ps[1]) == 0)
 		pid = 0;
 	else
-		pid = spawn_helper(be, argv, env, fds, 6 + ncg, 0, NULL);
+		pid = exec_spawn(sb, argv, env, fds, ps[1], cgfds, ncg);
 	if (pid < 0) {
 		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
 		goto fail;
@@ -1699,26 +1750,11 @@ static int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	res->timed_out = res->out_truncated = res->err_truncated = false;
 	dsec_set_nonblock(x->out_fd, true);
 	dsec_set_nonblock(x->err_fd, true);
-	dsec_set_nonblock(x->st_fd, true);
 	ev_io_init(&x->out_w, exec_out_cb, x->out_fd, EV_READ);
 	ev_io_init(&x->err_w, exec_err_cb, x->err_fd, EV_READ);
-	ev_io_init(&x->st_w, exec_st_cb, x->st_fd, EV_READ);
 	ev_io_start(loop, &x->out_w);
 	ev_io_start(loop, &x->err_w);
-	ev_io_start(loop, &x->st_w);
-	ev_timer_init(&x->timer, exec_timer_cb, req->timeout > 0 ? req->timeout : be->conf.timeout,
-		      0);
-	ev_timer_start(loop, &x->timer);
-	if (pid > 0 && ev_is_default_loop(loop)) {
-		ev_child_init(&x->cw, exec_child_cb, pid, 0);
-		ev_child_start(loop, &x->cw);
-	} else {
-		x->reaped = true;	/* the init reaps what it started */
-	}
-	x->next = sb->execs;
-	sb->execs = x;
-	sb->busy++;
-	be->running++;
+	exec_track(x, req->timeout);
 	return 0;
 
 fail:
@@ -1739,6 +1775,272 @@ fail:
 		be_cg_free(cg);
 	}
 	return rc;
+}
+
+/* ---- streaming exec ----------------------------------------------------------
+ *
+ * exec_start runs the command as exec does (the same helper, per-exec
+ * cgroup, timeout, status pipe and completion), but its stdin and output
+ * ends go to the caller, who reads them at its own pace; the exec
+ * completes once the status is known.  The helper reports the command's
+ * pid first ("pid PID"), so exec_signal can signal its process group.
+ *
+ * With a pty the terminal is allocated in the sandbox's own devpts
+ * instance (mounted newinstance by container-init): we open its ptmx
+ * through the root fd (openat2, RESOLVE_IN_ROOT), check that it is one,
+ * and take the peer with TIOCGPTPEER, so no path of the host's /dev/pts is
+ * ever involved and the command sees /dev/pts/N of its own.  The slave
+ * becomes the command's fds 0-2 and its controlling terminal; the master
+ * goes to the caller (stdin and output), a copy stays here for resizes.
+ */
+
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+#define CT_DEVPTS_MAGIC 0x1cd1	/* DEVPTS_SUPER_MAGIC */
+
+/* What a streaming exec keeps besides struct ct_exec. */
+struct ct_xstream {
+	int ptm;			/* the pty's master (resizes), -1 = no pty */
+};
+
+static void xstream_free(struct ct_xstream *s)
+{
+	if (!s)
+		return;
+	if (s->ptm >= 0)
+		close(s->ptm);
+	free(s);
+}
+
+/* A new pty of sb's devpts: *ptm its master, returns the slave's fd (owned
+ * by the ids commands run as) or -errno with *err. */
+static int open_pty(struct ct_sb *sb, const struct dsec_exec_stream_opts *o, int *ptm,
+		    struct dsec_err *err)
+{
+	struct winsize ws = { .ws_row = o->rows ? o->rows : 24, .ws_col = o->cols ? o->cols : 80 };
+	char self[64];
+	struct statfs fs;
+	struct stat st;
+	int m, s, unlock = 0;
+
+	/* Looked at before it is opened: the path is the sandbox's, and an
+	 * open of some other device node may do something. */
+	m = open_in_root(sb->rootfd, "dev/pts/ptmx", O_PATH | O_NOFOLLOW, 0);
+	if (m < 0)
+		return dsec_err_set(err, -m, "cannot open the terminal multiplexer of sandbox "
+				    "'%s': %s", sb->id, strerror(-m));
+	if (fstat(m, &st) < 0 || fstatfs(m, &fs) < 0 || !S_ISCHR(st.st_mode) ||
+	    major(st.st_rdev) != 5 || minor(st.st_rdev) != 2 || fs.f_type != CT_DEVPTS_MAGIC) {
+		close(m);
+		return dsec_err_setc(err, DSEC_E_BACKEND, ENOTTY, "sandbox '%s' has no devpts of "
+				     "its own at /dev/pts", sb->id);
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", m);
+	s = open(self, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	close(m);
+	if ((m = s) < 0)
+		return dsec_err_set(err, errno, "cannot open the terminal multiplexer of sandbox "
+				    "'%s': %s", sb->id, strerror(errno));
+	if (ioctl(m, TIOCSPTLCK, &unlock) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
+	    (s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+		int e = errno;
+
+		close(m);
+		return dsec_err_set(err, e, "cannot make a terminal in sandbox '%s': %s", sb->id,
+				    strerror(e));
+	}
+	if (fchown(s, (uid_t)(sb->ubase + sb->uid), (gid_t)(sb->ubase + sb->gid)) < 0)
+		LOG(sb->be, DSEC_LOG_DEBUG, "container: cannot chown a terminal of '%s': %s",
+		    sb->id, strerror(errno));
+	*ptm = m;
+	return s;
+}
+
+/* The command's pid from the helper's "pid PID" line, reading what the
+ * status pipe has if it has not come yet; 0 if it still has not. */
+static pid_t xstream_pid(struct ct_exec *x)
+{
+	char buf[256];
+	ssize_t n;
+	int pid;
+
+	if (x->st_fd >= 0 && (!x->st.data || !strchr(x->st.data, '\n')) &&
+	    (n = read(x->st_fd, buf, sizeof(buf))) > 0)
+		dsec_buf_add(&x->st, buf, (size_t)n);
+	if (x->st.data && sscanf(x->st.data, "pid %d\n", &pid) == 1 && pid > 0)
+		return pid;
+	return 0;
+}
+
+static int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
+			 const struct dsec_exec_stream_opts *o, struct dsec_exec_stream *out,
+			 struct dsec_exec_res *res, dsec_be_done_fn done, void *arg,
+			 struct dsec_err *err)
+{
+	static const char *const pty_env[] = { "TERM=xterm-256color", NULL };
+	struct ct_sb *sb = vsb;
+	struct ct_be *be = sb->be;
+	_cleanup_free_ char **env = NULL;
+	_cleanup_free_ char **argv = NULL;
+	size_t nenv = 0, i;
+	char desc[256], name[32];
+	struct exec_nums nums;
+	int cgfds[BE_CG_MAXH], ncg, fds[6 + BE_CG_MAXH], rc;
+	int p[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }, ps[2] = { -1, -1 };
+	int ptm = -1, pts = -1, ptm2 = -1;
+	struct be_cg *cg = NULL;
+	struct ct_exec *x;
+	pid_t pid;
+
+	if ((rc = exec_can_start(sb, err)) < 0)
+		return rc;
+	if ((!req->argv || !req->argv[0]) && !req->code)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "exec_start needs argv or code");
+	env_merge(&env, &nenv, base_env);
+	if (o->pty)
+		env_merge(&env, &nenv, pty_env);
+	env_merge(&env, &nenv, (const char *const *)sb->env);
+	env_merge(&env, &nenv, req->env);
+
+	snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
+	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
+		return rc;
+	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
+	argv = xcalloc((req->argv ? dsec_strv_len(req->argv) : 3) + 24, sizeof(*argv));
+	i = exec_args(sb, argv, req->cwd && *req->cwd ? req->cwd : sb->cwd, desc, &nums);
+	argv[i++] = (char *)"--pid";
+	argv[i++] = (char *)"1";
+	argv[i++] = (char *)"--tty";
+	argv[i++] = (char *)(o->pty ? "1" : "0");
+	argv[i++] = (char *)"--";
+	for (size_t k = 0; req->argv && req->argv[k]; k++)
+		argv[i++] = (char *)req->argv[k];
+	if (!req->argv) {
+		argv[i++] = (char *)"/bin/sh";
+		argv[i++] = (char *)"-c";
+		argv[i++] = (char *)req->code;
+	}
+	if (o->pty) {
+		if ((pts = rc = open_pty(sb, o, &ptm, err)) < 0)
+			goto fail;
+		if ((ptm2 = fcntl(ptm, F_DUPFD_CLOEXEC, 3)) < 0) {
+			rc = dsec_err_set(err, errno, "cannot duplicate a terminal: %s",
+					  strerror(errno));
+			goto fail;
+		}
+		fds[0] = fds[1] = fds[2] = pts;
+	} else {
+		for (int k = 0; k < 3; k++)
+			if (pipe2(p[k], O_CLOEXEC) < 0) {
+				rc = dsec_err_set(err, errno, "cannot make pipes: %s", strerror(errno));
+				goto fail;
+			}
+		fds[0] = p[0][0];
+		fds[1] = p[1][1];
+		fds[2] = p[2][1];
+	}
+	if (pipe2(ps, O_CLOEXEC) < 0) {
+		rc = dsec_err_set(err, errno, "cannot make pipes: %s", strerror(errno));
+		goto fail;
+	}
+	pid = exec_spawn(sb, argv, env, fds, ps[1], cgfds, ncg);
+	if (pid < 0) {
+		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
+		goto fail;
+	}
+	close(ps[1]);
+	if (o->pty) {
+		close(pts);
+		out->in_fd = ptm;
+		out->out_fd = ptm2;
+		out->err_fd = -1;
+	} else {
+		close(p[0][0]);
+		close(p[1][1]);
+		close(p[2][1]);
+		out->in_fd = p[0][1];
+		out->out_fd = p[1][0];
+		out->err_fd = p[2][0];
+	}
+
+	x = xcalloc(1, sizeof(*x));
+	x->sb = sb;
+	x->res = res;
+	x->done = done;
+	x->arg = arg;
+	x->cg = xcalloc(1, sizeof(*x->cg));
+	x->cg->cg = cg;
+	x->cg->refs = 1;
+	x->pid = pid;
+	x->out_fd = x->err_fd = -1;	/* the caller's */
+	x->st_fd = ps[0];
+	x->t0 = dsec_now_ns();
+	x->left = -1;
+	x->stream = xcalloc(1, sizeof(*x->stream));
+	x->stream->ptm = -1;
+	if (o->pty && (x->stream->ptm = fcntl(ptm, F_DUPFD_CLOEXEC, 3)) < 0)
+		LOG(be, DSEC_LOG_WARN, "container: cannot keep a terminal of '%s' for resizes: %s",
+		    sb->id, strerror(errno));
+	dsec_buf_init(&x->st);
+	res->exit_code = -1;
+	exec_track(x, req->timeout);
+	out->handle = x;
+	return 0;
+
+fail:
+	for (int k = 0; k < 2; k++) {
+		if (ps[k] >= 0)
+			close(ps[k]);
+		for (int j = 0; j < 3; j++)
+			if (p[j][k] >= 0)
+				close(p[j][k]);
+	}
+	if (pts >= 0)
+		close(pts);
+	if (ptm >= 0)
+		close(ptm);
+	if (ptm2 >= 0)
+		close(ptm2);
+	be_cg_remove(cg);
+	be_cg_free(cg);
+	return rc;
+}
+
+static int ct_exec_signal(void *vsb, void *handle, int sig, struct dsec_err *err)
+{
+	struct ct_exec *x = handle;
+	pid_t pid = xstream_pid(x);
+
+	if (!pid)
+		return dsec_err_setc(err, DSEC_E_BUSY, EAGAIN, "the command in sandbox '%s' is still "
+				     "starting: retry", x->sb->id);
+	if (strstr(x->st.data, "\nst "))
+		return 0;	/* reaped: its pid may be another's already */
+	if (x->sb->paused && sig != SIGKILL && sig != SIGCONT)
+		LOG(x->sb->be, DSEC_LOG_DEBUG, "container: signal %d to paused '%s' waits for the "
+		    "resume", sig, x->sb->id);
+	/* The command leads its group (container-init setsid()s it); a group
+	 * that is gone has nothing left to signal. */
+	if (kill(-pid, sig) < 0 && errno != ESRCH)
+		return dsec_err_set(err, errno, "cannot signal the command in sandbox '%s': %s",
+				    x->sb->id, strerror(errno));
+	return 0;
+}
+
+static int ct_exec_resize(void *vsb, void *handle, uint16_t rows, uint16_t cols,
+			  struct dsec_err *err)
+{
+	struct ct_exec *x = handle;
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+
+	if (!x->stream || x->stream->ptm < 0)
+		return dsec_err_setc(err, DSEC_E_INVALID, ENOTTY, "the command in sandbox '%s' has "
+				     "no terminal", x->sb->id);
+	if (ioctl(x->stream->ptm, TIOCSWINSZ, &ws) < 0)
+		return dsec_err_set(err, errno, "cannot resize the terminal in sandbox '%s': %s",
+				    x->sb->id, strerror(errno));
+	return 0;
 }
 
 /* ---- files ---------------------------------------------------------------- */
@@ -2727,4 +3029,7 @@ const struct dsec_be_ops dsec_backend = {
 	.session_close = ct_session_close,
 	.session_list = ct_session_list,
 	.snapshot = ct_snapshot,
+	.exec_start = ct_exec_start,
+	.exec_signal = ct_exec_signal,
+	.exec_resize = ct_exec_resize,
 };

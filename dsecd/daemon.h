@@ -59,6 +59,8 @@ struct dsecd_sb {
 	struct dsecd_req *gate;		/* requests waiting for it to end, in order */
 	struct dsecd_req **gate_tail;	/* where the next one goes */
 	struct dsecd_req *switcher;	/* the request that started it, or NULL */
+	struct dsecd_xs *streams;	/* exec_start commands not yet read to their end */
+	uint32_t nstreams;		/* how many */
 };
 
 struct fs3;
@@ -158,5 +160,8 @@ void dsecd_warm_free(struct dsecd *d);
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len);
 /* Replies to a destroy waiter once its sandbox is gone. */
 void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r);
+/* sb is being destroyed: frees its exec_start streams that have exited
+ * (the backend's destroy ends the others, which are freed then). */
+void dsecd_streams_drop(struct dsecd *d, struct dsecd_sb *sb);
 
 #endif

@@ -231,6 +231,7 @@ void dsecd_sb_destroy(struct dsecd *d, struct dsecd_sb *sb, const char *reason,
 	table_remove(d, sb);
 	ev_timer_stop(d->loop, &sb->ttl_timer);
 	ev_timer_stop(d->loop, &sb->idle_timer);
+	dsecd_streams_drop(d, sb);
 	dsec_err_clear(&err);
 	if (sb->handle && sb->be->ops->destroy(sb->handle, destroyed, sb, &err) == 0) {
 		d->ops_inflight++;

@@ -257,6 +257,25 @@ struct dsec_session_info {
 	uint64_t commands;		/* commands run */
 };
 
+/* ---- streaming exec (ABI 1, appended) ---- */
+
+/* How exec_start runs a command. */
+struct dsec_exec_stream_opts {
+	bool pty;			/* on a pseudo-terminal of the sandbox's own devpts */
+	uint16_t rows, cols;		/* with pty: the terminal's size, 0 = 24x80 */
+};
+
+/* The ends of a streaming command, filled by exec_start; the fds are the
+ * caller's from then on (it closes them).  Nonblocking, close-on-exec. */
+struct dsec_exec_stream {
+	int in_fd;			/* write end of its stdin (pty: the master);
+					 * closing it is EOF (not with a pty) */
+	int out_fd;			/* read end of its stdout (pty: the master,
+					 * every byte the terminal shows; EIO is EOF) */
+	int err_fd;			/* read end of its stderr, -1 with a pty */
+	void *handle;			/* for exec_signal and exec_resize; valid until done */
+};
+
 /* The ops table.  Optional operations may be NULL: the daemon then answers
  * "unsupported".  A backend handle (void *be) comes from init; a sandbox
  * handle (void *sb) from create. */
@@ -361,6 +380,32 @@ struct dsec_be_ops {
 	 * appended) */
 	int (*snapshot)(void *sb, dsec_be_read_upper_fn read, void *read_arg, dsec_be_done_fn done,
 			void *arg, struct dsec_err *err);
+	/* ---- streaming exec (optional: NULL = "unsupported") ---- */
+	/* Start a command in sb whose output the caller reads as it comes:
+	 * *st gets its stdin and output ends (the caller reads them, writes
+	 * stdin, and may stop reading: the command then blocks on a full
+	 * pipe) and a handle.  req is read only during the call; its
+	 * stdin_data and output_cap are ignored (the caller writes stdin
+	 * itself).  The timeout kills the whole process tree as for exec.
+	 * done comes once the command's status is known (res: exit_code,
+	 * signal, timed_out, duration, oom_killed; out and err stay empty),
+	 * which may be before the caller has read all of its output; after
+	 * done the handle is gone.  destroy completes it with -ECANCELED.
+	 * Async. (ABI 1, appended) */
+	int (*exec_start)(void *sb, const struct dsec_exec_req *req,
+			  const struct dsec_exec_stream_opts *opts, struct dsec_exec_stream *st,
+			  struct dsec_exec_res *res, dsec_be_done_fn done, void *arg,
+			  struct dsec_err *err);
+	/* Send signal sig to the command's process group (the command and the
+	 * children it did not move to a group of their own).  Synchronous,
+	 * cheap; only between exec_start and its done. (ABI 1, appended) */
+	int (*exec_signal)(void *sb, void *handle, int sig, struct dsec_err *err);
+	/* Set the terminal size of a pty command (its foreground process
+	 * group gets SIGWINCH); a command without a pty fails with
+	 * DSEC_E_INVALID.  Synchronous, cheap; only between exec_start and its
+	 * done. (ABI 1, appended) */
+	int (*exec_resize)(void *sb, void *handle, uint16_t rows, uint16_t cols,
+			   struct dsec_err *err);
 };
 
 /* The backend runs images from layers: dsecd acquires a create's image from

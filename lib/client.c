@@ -376,13 +376,120 @@ void dsec_exec_res_free(struct dsec_exec_res *res)
 }
 
 /* Starts a file request: header, id and path, then n_extra fields. */
+int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
+		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err)
+{
+	static const struct dsec_exec_start_opts none = { 0 };
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if (!o)
+		o = &none;
+	*exec = NULL;
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "exec_start", 1 + count_exec(req) + o->pty + !!o->rows + !!o->cols +
+			o->stdin_open);
+	dsec_pk_kv_str(&p, "id", id);
+	pack_exec(&p, req);
+	if (o->pty)
+		dsec_pk_kv_bool(&p, "pty", true);
+	if (o->rows)
+		dsec_pk_kv_u64(&p, "rows", o->rows);
+	if (o->cols)
+		dsec_pk_kv_u64(&p, "cols", o->cols);
+	if (o->stdin_open)
+		dsec_pk_kv_bool(&p, "stdin_open", true);
+	rc = roundtrip(c, &p, 60, &r, err);
+	if (rc == 0 && !(*exec = get_str_or(r.result, "exec", NULL)))
+		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "exec_start reply has no 'exec'");
+	reply_free(&r);
+	return rc;
+}
+
+/* Starts a request on sandbox id with key: val and n more arguments
+ * (file ops: path; streaming exec: exec). */
+static void pk_id_key(struct dsec_pk *p, const char *op, const char *id, const char *key,
+		      const char *val, size_t n)
+{
+	dsec_pk_init(p);
+	dsec_pk_request(p, op, 2 + n);
+	dsec_pk_kv_str(p, "id", id);
+	dsec_pk_kv_str(p, key, val);
+}
+
+static void pk_exec_op(struct dsec_pk *p, const char *op, const char *id, const char *exec,
+		       size_t n)
+{
+	pk_id_key(p, op, id, "exec", exec, n);
+}
+
+int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, double wait,
+		   struct dsec_exec_res *res, bool *done, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	*done = false;
+	pk_exec_op(&p, "exec_read", id, exec, 1);
+	dsec_pk_kv_double(&p, "wait", wait);
+	rc = roundtrip(c, &p, wait, &r, err);
+	if (rc == 0 && (rc = unpack_exec(r.result, res, err)) == 0)
+		dsec_get_bool(r.result, "done", done, NULL);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, const void *data,
+		    size_t len, bool eof, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_exec_op(&p, "exec_write", id, exec, 2);
+	dsec_pk_kv_bin(&p, "data", data, len);
+	dsec_pk_kv_bool(&p, "eof", eof);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, int sig,
+		     struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_exec_op(&p, "exec_signal", id, exec, 1);
+	dsec_pk_kv_u64(&p, "signal", (uint64_t)(sig > 0 ? sig : 0));
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, unsigned rows,
+		     unsigned cols, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_exec_op(&p, "exec_resize", id, exec, 2);
+	dsec_pk_kv_u64(&p, "rows", rows);
+	dsec_pk_kv_u64(&p, "cols", cols);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
 static void pk_file(struct dsec_pk *p, const char *op, const char *id, const char *path,
 		    size_t n_extra)
 {
-	dsec_pk_init(p);
-	dsec_pk_request(p, op, 2 + n_extra);
-	dsec_pk_kv_str(p, "id", id);
-	dsec_pk_kv_str(p, "path", path);
+	pk_id_key(p, op, id, "path", path, n_extra);
 }
 
 /* Packs uid and gid that are not DSEC_OWNER_DEFAULT. */

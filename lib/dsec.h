@@ -200,6 +200,38 @@ void dsec_session_res_free(struct dsec_session_res *res);
  * again: a peer is not trusted.  Waits the client's timeout at most. */
 int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
 		   struct dsec_buf *out, struct dsec_err *err);
+/* ---- streaming exec: output as it comes, stdin, signals, a terminal ---- */
+
+/* How dsec_exec_start runs the command (zero = pipes, stdin closed). */
+struct dsec_exec_start_opts {
+	bool pty;			/* on a terminal of the sandbox (stdout carries it) */
+	uint16_t rows, cols;		/* its size, 0 = 24x80 */
+	bool stdin_open;		/* keep stdin open after req->stdin for
+					 * dsec_exec_write (always with a pty) */
+};
+
+/* Starts req in sandbox id (req->output_cap is the bytes the daemon
+ * buffers per output); *exec (caller frees) names it for the calls
+ * below.  The command runs on until it ends, times out or its sandbox
+ * goes; read it to its end (dsec_exec_read until *done). */
+int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
+		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err);
+/* Waits up to wait seconds (0 = just look, at most 60) for output or the
+ * end; res->out and res->err get what came (caller frees with
+ * dsec_exec_res_free); *done once the command has ended and this was the
+ * last of its output: res then has its status, and exec is gone. */
+int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, double wait,
+		   struct dsec_exec_res *res, bool *done, struct dsec_err *err);
+/* Queues len bytes for its stdin; eof closes stdin after them (a pty gets
+ * ^D).  "busy" while an earlier write is still unread by the command. */
+int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, const void *data,
+		    size_t len, bool eof, struct dsec_err *err);
+/* Sends signal sig to the command's process group. */
+int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, int sig,
+		     struct dsec_err *err);
+/* Resizes the command's terminal (pty only). */
+int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, unsigned rows,
+		     unsigned cols, struct dsec_err *err);
 
 /* Sends a raw frame and returns the raw reply frame (caller frees).  For
  * tests and tools that speak the protocol directly. */

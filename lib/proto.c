@@ -38,6 +38,16 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 			       "save a sandbox's files as a new image" },
 	[DSEC_OP_CHUNK_GET] = { DSEC_OP_CHUNK_GET, "chunk_get",
 				"an fs3 object this node holds verified (node to node)" },
+	[DSEC_OP_EXEC_START] = { DSEC_OP_EXEC_START, "exec_start",
+				 "start a command whose output is read as it comes" },
+	[DSEC_OP_EXEC_READ] = { DSEC_OP_EXEC_READ, "exec_read",
+				"read a started command's output and status" },
+	[DSEC_OP_EXEC_WRITE] = { DSEC_OP_EXEC_WRITE, "exec_write",
+				 "write to a started command's stdin" },
+	[DSEC_OP_EXEC_SIGNAL] = { DSEC_OP_EXEC_SIGNAL, "exec_signal",
+				  "send a signal to a started command" },
+	[DSEC_OP_EXEC_RESIZE] = { DSEC_OP_EXEC_RESIZE, "exec_resize",
+				  "resize a started command's terminal" },
 };
 
 static const char *const file_types[] = {

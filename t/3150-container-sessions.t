@@ -14,17 +14,6 @@ if ! start_dsecd --set backends=fncall,container --set container.max_sessions=4;
 fi
 export HELPER_REQ_TIMEOUT=60
 req() { helper-req "$DSEC_HOST" "$@"; }
-# get [PARENT] KEY: the first field KEY of the reply in $OUT, JSON escapes
-# decoded (get error code: the error's code).
-get() {
-	local key=${!#} v
-	v=$(printf '%s' "$OUT" | grep -o "\"$key\":\(\"\([^\"\\]\|\\\\.\)*\"\|[^,}]*\)" | head -1)
-	v=${v#\"$key\":}
-	case $v in
-	\"*) v=${v#\"}; printf '%b' "${v%\"}" ;;
-	*) printf '%s' "$v" ;;
-	esac
-}
 # sx SESSION CMD [ARGS...]: session_exec in sandbox $id.
 sx() { local s=$1 c=$2; shift 2; run req session_exec id="$id" session="$s" cmd="$c" "$@"; }
 pipes() { ls -l /proc/$DSECD_PID/fd | grep -c pipe; }

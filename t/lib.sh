@@ -61,6 +61,18 @@ skip() { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n # SKIP $*"; }
 # run CMD...: runs a command, keeping its output in $OUT and status in $RC.
 run() { OUT=$("$@" 2>&1); RC=$?; }
 
+# get [PARENT] KEY: the first field KEY of a helper-req reply in $OUT, JSON escapes
+# decoded (get error code: the error's code).
+get() {
+	local key=${!#} v
+	v=$(printf '%s' "$OUT" | grep -o "\"$key\":\(\"\([^\"\\]\|\\\\.\)*\"\|[^,}]*\)" | head -1)
+	v=${v#\"$key\":}
+	case $v in
+	\"*) v=${v#\"}; printf '%b' "${v%\"}" ;;
+	*) printf '%s' "$v" ;;
+	esac
+}
+
 # start_dsecd [dsecd flags...]: starts a private daemon on ipc://$T/dsecd.sock
 # with state in $T/state, exports DSEC_HOST, waits until it answers (30 s).
 start_dsecd() {

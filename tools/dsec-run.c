@@ -17,7 +17,13 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
 
 #include "dsec.h"
 #include "util.h"
@@ -46,6 +52,8 @@ struct run_opts {
 	const char *code;		/* -c: a snippet for the runtime */
 	char **argv;			/* the command, NULL-terminated, or NULL */
 	const char *snapshot;		/* --snapshot: tag to save the sandbox as, or NULL */
+	bool stream;			/* --stream: output as it comes, signals forwarded */
+	bool tty;			/* -t: on a terminal of the sandbox (implies --stream) */
 };
 
 enum {
@@ -67,6 +75,7 @@ enum {
 	OPT_HELP,
 	OPT_VERSION,
 	OPT_SNAPSHOT,
+	OPT_STREAM,
 };
 
 static const struct option long_opts[] = {
@@ -90,6 +99,8 @@ static const struct option long_opts[] = {
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
 	{ .name = "snapshot",	.has_arg = required_argument,	.val = OPT_SNAPSHOT },
+	{ .name = "stream",	.has_arg = no_argument,		.val = OPT_STREAM },
+	{ .name = "tty",	.has_arg = no_argument,		.val = 't' },
 	{ 0 }
 };
 
@@ -99,6 +110,7 @@ static const char usage_text[] =
 	"                [--network none|allowlist] [--allow ADDR[:PORTS[/PROTO]]]... [--dns IP]\n"
 	"                [--deny-syscall NAME]...\n"
 	"                [--keep | --id ID] [--snapshot TAG] [--client-timeout S]\n"
+	"                [--stream | -t]\n"
 	"                (-c CODE | [--] CMD [ARG]...)\n"
 	"\n"
 	"Run a command in a fresh dsec sandbox; its stdout and stderr come out here and\n"
@@ -127,6 +139,10 @@ static const char usage_text[] =
 	"      --client-timeout S   wait at most S for the daemon to take the request,\n"
 	"                           and as long beyond the command's timeout (default 30)\n"
 	"  -c, --code CODE          run a snippet (sh: sh -c CODE; python3: source)\n"
+	"      --stream             print output as it comes, forward --stdin as it comes\n"
+	"                           and SIGINT, SIGTERM, SIGHUP, SIGQUIT (container)\n"
+	"  -t, --tty                run on a terminal in the sandbox, ours in raw mode\n"
+	"                           (implies --stream; stdin is forwarded)\n"
 	"      --help               show this help\n"
 	"      --version            show the version\n"
 	"\n"
@@ -207,7 +223,7 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 	int c;
 
 	/* "+": stop at the first non-option so the command's own flags stay its. */
-	while ((c = getopt_long(argc, argv, "+H:c:", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+H:c:t", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
 			o->url = optarg;
@@ -274,6 +290,12 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 			break;
 		case 'c':
 			o->code = optarg;
+			break;
+		case OPT_STREAM:
+			o->stream = true;
+			break;
+		case 't':
+			o->tty = o->stream = true;
 			break;
 		case OPT_HELP:
 			fputs(usage_text, stdout);
@@ -343,6 +365,196 @@ static _Noreturn void die_dsec(const struct dsec_err *err)
 	die("%s (%s)", err->msg[0] ? err->msg : "unknown error", dsec_code_name(err->code));
 }
 
+/* ---- --stream and -t -------------------------------------------------------
+ *
+ * exec_start, then two connections: a reader thread long-polls exec_read
+ * and writes what comes to our stdout and stderr as it comes; the main
+ * thread forwards our stdin (--stdin, -t) with exec_write, SIGINT, SIGTERM,
+ * SIGHUP and SIGQUIT with exec_signal and, with -t, SIGWINCH with
+ * exec_resize.  With -t our terminal is in raw mode (restored at exit): ^C
+ * and friends go to the sandbox's terminal as bytes.
+ */
+
+#define STREAM_WAIT 10.0	/* s one exec_read waits */
+
+/* What the reader thread shares with the main one. */
+struct stream {
+	const char *url;		/* daemon */
+	double client_timeout;		/* --client-timeout, 0 = libdsec's */
+	const char *id;			/* sandbox */
+	char *exec;			/* the command */
+	struct dsec_exec_res res;	/* its status once done */
+	struct dsec_err err;		/* the reader's failure */
+	int rc;				/* 0, or -errno with err */
+	int done_fd;			/* written to when the reader ends */
+};
+
+static int sig_pipe[2] = { -1, -1 };	/* signals, as bytes, for poll */
+static struct termios saved_tio;	/* our terminal before raw mode */
+static bool tio_saved;			/* restore it at exit */
+
+static void on_signal(int sig)
+{
+	unsigned char c = (unsigned char)sig;
+	int e = errno;
+
+	(void)!write(sig_pipe[1], &c, 1);
+	errno = e;
+}
+
+static void restore_tty(void)
+{
+	if (tio_saved)
+		tcsetattr(0, TCSAFLUSH, &saved_tio);
+}
+
+static void *reader_main(void *arg)
+{
+	struct stream *s = arg;
+	struct dsec_client *c = NULL;
+	bool done = false;
+
+	if ((s->rc = dsec_connect(&c, s->url, &s->err)) == 0) {
+		if (s->client_timeout > 0)
+			dsec_set_timeout(c, s->client_timeout);
+		while (!done) {
+			struct dsec_exec_res r;
+
+			if ((s->rc = dsec_exec_read(c, s->id, s->exec, STREAM_WAIT, &r, &done,
+						    &s->err)) < 0)
+				break;
+			if (dsec_write_all(1, r.out.data, r.out.len) < 0 ||
+			    dsec_write_all(2, r.err.data, r.err.len) < 0) {
+				/* Nobody reads us: stop the command rather than block it. */
+				struct dsec_err e;
+
+				dsec_exec_signal(c, s->id, s->exec, SIGPIPE, &e);
+			}
+			if (done) {
+				s->res = r;
+				memset(&s->res.out, 0, sizeof(s->res.out));
+				memset(&s->res.err, 0, sizeof(s->res.err));
+				dsec_buf_free(&r.out);
+				dsec_buf_free(&r.err);
+			} else {
+				dsec_exec_res_free(&r);
+			}
+		}
+		dsec_close(c);
+	}
+	(void)!write(s->done_fd, "x", 1);
+	return NULL;
+}
+
+/* Our stdin to the command's, a chunk at a time; false at EOF. */
+static bool forward_stdin(struct dsec_client *c, struct stream *s, int fd)
+{
+	char buf[65536];
+	ssize_t n = read(fd, buf, sizeof(buf));
+	struct dsec_err err;
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	for (;;) {
+		dsec_err_clear(&err);
+		if (dsec_exec_write(c, s->id, s->exec, buf, n > 0 ? (size_t)n : 0, n <= 0, &err) == 0)
+			break;
+		if (err.code != DSEC_E_BUSY)
+			return false;	/* it closed its stdin or ended: stop forwarding */
+		usleep(20000);	/* it has not read the last chunk yet */
+	}
+	return n > 0;
+}
+
+static void term_size(uint16_t *rows, uint16_t *cols)
+{
+	struct winsize ws;
+
+	if (ioctl(1, TIOCGWINSZ, &ws) == 0 || ioctl(0, TIOCGWINSZ, &ws) == 0) {
+		*rows = ws.ws_row;
+		*cols = ws.ws_col;
+	}
+}
+
+static int run_stream(struct dsec_client *c, const struct run_opts *o, const char *id,
+		      const struct dsec_exec_req *req)
+{
+	struct dsec_exec_start_opts so = { .pty = o->tty };
+	struct stream s = { .url = dsec_client_url(c), .client_timeout = o->client_timeout,
+			    .id = id };
+	struct sigaction sa = { .sa_handler = on_signal };
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
+	int in_fd = -1, done[2], status;
+	struct dsec_err err;
+	pthread_t reader;
+
+	dsec_err_clear(&err);
+	if (o->stdin_path && strcmp(o->stdin_path, "-") &&
+	    (in_fd = open(o->stdin_path, O_RDONLY | O_CLOEXEC)) < 0)
+		die("cannot open stdin file '%s': %s", o->stdin_path, strerror(errno));
+	if (o->tty || (o->stdin_path && !strcmp(o->stdin_path, "-")))
+		in_fd = 0;
+	so.stdin_open = in_fd >= 0;
+	if (o->tty)
+		term_size(&so.rows, &so.cols);
+	if (dsec_exec_start(c, id, req, &so, &s.exec, &err) < 0) {
+		if (!o->keep && !o->id)
+			dsec_destroy(c, id, &s.err);	/* ours, made for the command */
+		die_dsec(&err);
+	}
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(done, O_CLOEXEC) < 0)
+		die("cannot make a pipe: %s", strerror(errno));
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(sigs); i++)
+		sigaction(sigs[i], &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (o->tty && isatty(0) && tcgetattr(0, &saved_tio) == 0) {
+		struct termios raw = saved_tio;
+
+		cfmakeraw(&raw);
+		tio_saved = true;
+		atexit(restore_tty);
+		tcsetattr(0, TCSAFLUSH, &raw);
+	}
+	s.done_fd = done[1];
+	if ((errno = pthread_create(&reader, NULL, reader_main, &s)) != 0)
+		die("cannot start a thread: %s", strerror(errno));
+	for (;;) {
+		struct pollfd p[3] = { { done[0], POLLIN, 0 }, { sig_pipe[0], POLLIN, 0 },
+				       { in_fd, POLLIN, 0 } };
+		unsigned char sig;
+
+		if (poll(p, 3, -1) < 0 && errno != EINTR)
+			die("cannot poll: %s", strerror(errno));
+		if (p[0].revents)
+			break;
+		while (read(sig_pipe[0], &sig, 1) == 1) {
+			dsec_err_clear(&err);
+			if (sig == SIGWINCH && o->tty) {
+				uint16_t rows = 0, cols = 0;
+
+				term_size(&rows, &cols);
+				if (rows && cols)
+					dsec_exec_resize(c, id, s.exec, rows, cols, &err);
+			} else if (sig != SIGWINCH) {
+				dsec_exec_signal(c, id, s.exec, sig, &err);
+			}
+		}
+		if (p[2].revents && !forward_stdin(c, &s, in_fd)) {
+			if (in_fd > 0)
+				close(in_fd);
+			in_fd = -1;	/* poll skips it */
+		}
+	}
+	pthread_join(reader, NULL);
+	restore_tty();
+	tio_saved = false;
+	if (s.rc < 0)
+		die_dsec(&s.err);
+	status = report(&s.res);
+	free(s.exec);
+	return status;
+}
+
 int main(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
@@ -358,7 +570,7 @@ int main(int argc, char **argv)
 	dsec_buf_init(&in);
 	parse_args(argc, argv, &o);
 
-	if (o.stdin_path)
+	if (o.stdin_path && !o.stream)
 		load_stdin(o.stdin_path, &in);
 
 	req.argv = (const char *const *)o.argv;
@@ -385,12 +597,29 @@ int main(int argc, char **argv)
 			status = 0;
 			goto snap;
 		}
+		if (o.stream) {
+			status = run_stream(c, &o, id, &req);
+			goto snap;
+		}
 		rc = dsec_exec(c, id, &req, &res, &err);
 	} else if (o.id && !o.argv && !o.code) {
 		status = 0;
 		goto snap;
+	} else if (o.id && o.stream) {
+		status = run_stream(c, &o, o.id, &req);
+		goto snap;
 	} else if (o.id) {
 		rc = dsec_exec(c, o.id, &req, &res, &err);
+	} else if (o.stream) {
+		/* One-shot: a sandbox of our own for the command, gone after. */
+		if (dsec_create(c, &o.create, &id, &err) < 0)
+			die_dsec(&err);
+		status = run_stream(c, &o, id, &req);
+		if (dsec_destroy(c, id, &err) < 0)
+			fprintf(stderr, "dsec-run: cannot destroy sandbox '%s': %s\n", id, err.msg);
+		free(id);
+		id = NULL;
+		goto snap;
 	} else {
 		rc = dsec_call(c, &o.create, &req, &res, &err);
 	}
