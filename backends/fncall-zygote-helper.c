@@ -703,14 +703,17 @@ static void unit_free(struct unit *u)
 
 /* Read what a unit said: its call could not start, or the wait status of
  * its call; with the status the unit is ready for the next call (its pid 1
- * renews it before it takes the job). */
-static void unit_read(struct unit *u)
+ * renews it before it takes the job).  One message unless all: epoll is
+ * level-triggered and comes back for the rest, so the usual single report
+ * costs no recv that only says EAGAIN; all drains before a reap. */
+static void unit_read(struct unit *u, bool all)
 {
 	char buf[1024];
 	struct dsec_msg m;
-	ssize_t n;
+	ssize_t n = -1;
+	int left = all ? INT_MAX : 1;
 
-	while ((n = recv(u->sock, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+	while (left-- > 0 && (n = recv(u->sock, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		_cleanup_free_ char *t = NULL, *msg = NULL;
 		uint64_t st = 0;
 		int64_t v = 0;
@@ -868,12 +871,13 @@ static void kill_job(uint64_t id)
 	}
 }
 
+/* One message a call, as unit_read. */
 static void backend_read(void)
 {
 	static char buf[FC_MSG_MAX];
 	int fds[FC_MAX_FDS], nfds, n;
 
-	for (;;) {
+	for (int left = 1; left-- > 0;) {
 		struct dsec_msg m;
 		_cleanup_free_ char *t = NULL;
 		uint64_t id = 0, v;
@@ -955,7 +959,7 @@ static void reap(void)
 			}
 			continue;
 		}
-		unit_read(u);
+		unit_read(u, true);
 		if (u->st == U_BUSY) {
 			/* Killed (timeout: the status is SIGKILL's), or pid 1
 			 * gave up before it could report the call. */
@@ -1215,7 +1219,7 @@ int main(int argc, char **argv)
 			else if (tag == EV_TMPL)
 				template_read();
 			else
-				unit_read((struct unit *)(uintptr_t)tag);
+				unit_read((struct unit *)(uintptr_t)tag, false);
 		}
 		drain_pending();
 		if (count_ready() < want && z.nunits < cfg.max_units) {

@@ -537,42 +537,40 @@ static void rt_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	ev_io_stop(loop, w);
 }
 
+/* One datagram a call: the watcher is level-triggered, so the loop comes
+ * back while more are queued, and the common case (one report) costs no
+ * recv that only says EAGAIN. */
 static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fc_rt *rt = dsec_container_of(w, struct fc_rt, rw);
+	_cleanup_free_ char *t = NULL;
 	char buf[4096];
+	struct dsec_msg m;
+	uint64_t ready;
+	ssize_t n = recv(rt->sock, buf, sizeof(buf), MSG_DONTWAIT);
 
-	for (;;) {
-		ssize_t n = recv(rt->sock, buf, sizeof(buf), MSG_DONTWAIT);
-		_cleanup_free_ char *t = NULL;
-		struct dsec_msg m;
-		uint64_t ready;
-
-		if (n == 0) {
-			rt_down(rt, "exited");
-			return;
-		}
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				rt_down(rt, strerror(errno));
-			return;
-		}
-		if (dsec_msg_parse(&m, buf, (size_t)n, sizeof(buf), NULL) < 0) {
-			LOG(rt->be, DSEC_LOG_WARN, "fncall: bad message from the '%s' zygote",
-			    rt->desc->name);
-			continue;
-		}
-		dsec_get_str(m.root, "t", &t, NULL);
-		if (dsec_get_u64(m.root, "ready", &ready, NULL) == 0)
-			rt->ready = (uint32_t)ready;
-		if (t && !strcmp(t, "done"))
-			call_report(rt->be, m.root);
-		else if (t && !strcmp(t, "ready"))
-			rt->backoff = 0;
-		dsec_msg_free(&m);
+	if (n == 0) {
+		rt_down(rt, "exited");
+		return;
 	}
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			rt_down(rt, strerror(errno));
+		return;
+	}
+	if (dsec_msg_parse(&m, buf, (size_t)n, sizeof(buf), NULL) < 0) {
+		LOG(rt->be, DSEC_LOG_WARN, "fncall: bad message from the '%s' zygote",
+		    rt->desc->name);
+		return;
+	}
+	dsec_get_str(m.root, "t", &t, NULL);
+	if (dsec_get_u64(m.root, "ready", &ready, NULL) == 0)
+		rt->ready = (uint32_t)ready;
+	if (t && !strcmp(t, "done"))
+		call_report(rt->be, m.root);
+	else if (t && !strcmp(t, "ready"))
+		rt->backoff = 0;
+	dsec_msg_free(&m);
 }
 
 static void rt_child_cb(struct ev_loop *loop, ev_child *w, int revents)
@@ -946,8 +944,9 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 		rc = dsec_err_set(err, errno, "cannot make pipes: %s", strerror(errno));
 		goto fail;
 	}
-	dsec_set_nonblock(opipe[0], true);
-	dsec_set_nonblock(epipe[0], true);
+	/* Fresh read ends have no status flags but O_RDONLY: set, not read. */
+	fcntl(opipe[0], F_SETFL, O_NONBLOCK);
+	fcntl(epipe[0], F_SETFL, O_NONBLOCK);
 	if (req->stdin_len) {
 		if ((rc = make_memfd("stdin", req->stdin_data, req->stdin_len)) < 0) {
 			dsec_err_set(err, -rc, "cannot buffer stdin: %s", strerror(-rc));

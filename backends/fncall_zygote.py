@@ -379,12 +379,19 @@ def unit_main(sock):
                 if p == pid:
                     break
             # The call ends with its main process; nothing else of it may
-            # outlive it.  All of the namespace descends from us.
+            # outlive it.  All of the namespace descends from us, so no
+            # child left means none left (the usual case: no kill).
             try:
-                os.kill(-1, signal.SIGKILL)
-            except ProcessLookupError:
-                pass   # nothing else was left
-            while True:
+                os.waitpid(-1, os.WNOHANG)
+                left = True
+            except ChildProcessError:
+                left = False
+            if left:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass   # nothing else was left
+            while left:
                 try:
                     os.waitpid(-1, 0)
                 except ChildProcessError:
