@@ -457,6 +457,7 @@ struct unit {
 	uint64_t job;			/* job id while busy */
 	uint64_t idle_since;		/* z.seq when it last became ready */
 	double ready_at;		/* dsec_now() then */
+	bool placed;			/* entered its cgroup by itself */
 	bool reported;			/* done sent to the backend */
 	bool killed;			/* SIGKILLed: never ready again */
 	int err_no;			/* pid 2 could not start: errno */
@@ -599,12 +600,13 @@ static void send_small(int sock, const char *t)
 	dsec_pk_free(&p);
 }
 
-/* The unit's pid is known: place it and let it go. */
+/* The unit's pid is known: place it (unless it entered its group itself)
+ * and let it go. */
 static void unit_place(struct unit *u)
 {
 	struct slot *s = &z.slots[u->slot];
 
-	if (s->cg && be_cg_attach(s->cg, u->pid) < 0)
+	if (s->cg && !u->placed && be_cg_attach(s->cg, u->pid) < 0)
 		warnx_("cannot move unit %d into cgroup '%s'", (int)u->pid, s->cg->path);
 	if (s->cg && (s->cur.memory != cfg.lim.memory || s->cur.pids != cfg.lim.pids ||
 		      s->cur.cpus != cfg.lim.cpus))
@@ -660,7 +662,16 @@ static void spawn_unit(void)
 		pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
 
 		if (pid == 0) {
+			struct slot *s = &z.slots[u->slot];
+
 			close(sv[0]);
+			/* The unit moves itself into its per-call group before
+			 * anything runs in it: a move into a group can take a
+			 * cgroup v1 hierarchy's lock for tens of milliseconds,
+			 * which would hold up every job and report waiting on
+			 * the zygote. */
+			if (s->cg && be_cg_attach(s->cg, 0) < 0)
+				warnx_("cannot move a new unit into cgroup '%s'", s->cg->path);
 			unit_main(sv[1]);
 		}
 		close(sv[1]);
@@ -674,6 +685,7 @@ static void spawn_unit(void)
 			return;
 		}
 		u->pid = pid;
+		u->placed = true;
 		z.spawn_backoff = false;
 	}
 	u->next = z.units;
