@@ -300,12 +300,15 @@ def populate(ranges):
     if not ranges:
         prewarm()
         return
+    done = []
     for a, n in ranges:
-        if libc.madvise(a, n, MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == 22:
+        if libc.madvise(a, n, MADV_POPULATE_WRITE) == 0:
+            done.append((a, n))   # mapped and writable here: safe to read
+        elif ctypes.get_errno() == 22:
             prewarm()   # EINVAL: no MADV_POPULATE_WRITE here
             return
     peek = ctypes.string_at
-    for a, n in ranges:
+    for a, n in done:
         for off in range(0, n, 4096):
             peek(a + off, 1)
 
