@@ -537,40 +537,59 @@ static void rt_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	ev_io_stop(loop, w);
 }
 
-/* One datagram a call: the watcher is level-triggered, so the loop comes
- * back while more are queued, and the common case (one report) costs no
- * recv that only says EAGAIN. */
+/* Reports the zygote sent, as many as are queued (up to FC_RECV_BATCH)
+ * in one recvmmsg: one syscall for the usual single report, none that
+ * only says EAGAIN, and one per batch when many calls end at once.  The
+ * watcher is level-triggered, so anything beyond the batch comes next. */
+#define FC_RECV_BATCH 16
+#define FC_REPORT_MAX 4096
 static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fc_rt *rt = dsec_container_of(w, struct fc_rt, rw);
-	_cleanup_free_ char *t = NULL;
-	char buf[4096];
-	struct dsec_msg m;
-	uint64_t ready;
-	ssize_t n = recv(rt->sock, buf, sizeof(buf), MSG_DONTWAIT);
+	static char bufs[FC_RECV_BATCH][FC_REPORT_MAX];	/* the loop's thread only */
+	struct iovec iov[FC_RECV_BATCH];
+	struct mmsghdr mm[FC_RECV_BATCH];
+	int n;
 
-	if (n == 0) {
-		rt_down(rt, "exited");
-		return;
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < FC_RECV_BATCH; i++) {
+		iov[i].iov_base = bufs[i];
+		iov[i].iov_len = sizeof(bufs[i]);
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
 	}
+	n = recvmmsg(rt->sock, mm, FC_RECV_BATCH, MSG_DONTWAIT, NULL);
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			rt_down(rt, strerror(errno));
 		return;
 	}
-	if (dsec_msg_parse(&m, buf, (size_t)n, sizeof(buf), NULL) < 0) {
-		LOG(rt->be, DSEC_LOG_WARN, "fncall: bad message from the '%s' zygote",
-		    rt->desc->name);
-		return;
+	for (int i = 0; i < n; i++) {
+		_cleanup_free_ char *t = NULL;
+		struct dsec_msg m;
+		uint64_t ready;
+
+		if (mm[i].msg_len == 0) {
+			/* End of stream: the zygote closed its end. */
+			rt_down(rt, "exited");
+			return;
+		}
+		if (dsec_msg_parse(&m, bufs[i], mm[i].msg_len, FC_REPORT_MAX, NULL) < 0) {
+			LOG(rt->be, DSEC_LOG_WARN, "fncall: bad message from the '%s' zygote",
+			    rt->desc->name);
+			continue;
+		}
+		dsec_get_str(m.root, "t", &t, NULL);
+		if (dsec_get_u64(m.root, "ready", &ready, NULL) == 0)
+			rt->ready = (uint32_t)ready;
+		if (t && !strcmp(t, "done"))
+			call_report(rt->be, m.root);
+		else if (t && !strcmp(t, "ready"))
+			rt->backoff = 0;
+		dsec_msg_free(&m);
+		if (rt->sock < 0)
+			return;	/* a report took the runtime down */
 	}
-	dsec_get_str(m.root, "t", &t, NULL);
-	if (dsec_get_u64(m.root, "ready", &ready, NULL) == 0)
-		rt->ready = (uint32_t)ready;
-	if (t && !strcmp(t, "done"))
-		call_report(rt->be, m.root);
-	else if (t && !strcmp(t, "ready"))
-		rt->backoff = 0;
-	dsec_msg_free(&m);
 }
 
 static void rt_child_cb(struct ev_loop *loop, ev_child *w, int revents)
