@@ -503,10 +503,14 @@ static void unit_loop(void)
 		}
 		/* The call ends with its main process: nothing else of it
 		 * may outlive it.  All our namespace's processes descend from
-		 * us, so no child left means none left. */
-		kill(-1, SIGKILL);
-		while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
-			;
+		 * us (what the main process left was handed to us when it
+		 * died), so no child left means none left: the usual call
+		 * costs one wait, not a kill that walks every task. */
+		if (!(waitpid(-1, NULL, WNOHANG | __WALL) < 0 && errno == ECHILD)) {
+			kill(-1, SIGKILL);
+			while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
+				;
+		}
 		unit_send("st", st, 0, NULL);
 		if (renew() < 0)
 			_exit(UNIT_BROKEN);

@@ -457,6 +457,7 @@ struct unit {
 	uint64_t job;			/* job id while busy */
 	uint64_t idle_since;		/* z.seq when it last became ready */
 	double ready_at;		/* dsec_now() then */
+	bool placed;			/* entered its cgroup by itself */
 	bool reported;			/* done sent to the backend */
 	bool killed;			/* SIGKILLed: never ready again */
 	int err_no;			/* pid 2 could not start: errno */
@@ -599,12 +600,13 @@ static void send_small(int sock, const char *t)
 	dsec_pk_free(&p);
 }
 
-/* The unit's pid is known: place it and let it go. */
+/* The unit's pid is known: place it (unless it entered its group itself)
+ * and let it go. */
 static void unit_place(struct unit *u)
 {
 	struct slot *s = &z.slots[u->slot];
 
-	if (s->cg && be_cg_attach(s->cg, u->pid) < 0)
+	if (s->cg && !u->placed && be_cg_attach(s->cg, u->pid) < 0)
 		warnx_("cannot move unit %d into cgroup '%s'", (int)u->pid, s->cg->path);
 	if (s->cg && (s->cur.memory != cfg.lim.memory || s->cur.pids != cfg.lim.pids ||
 		      s->cur.cpus != cfg.lim.cpus))
@@ -660,7 +662,16 @@ static void spawn_unit(void)
 		pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
 
 		if (pid == 0) {
+			struct slot *s = &z.slots[u->slot];
+
 			close(sv[0]);
+			/* The unit moves itself into its per-call group before
+			 * anything runs in it: a move into a group can take a
+			 * cgroup v1 hierarchy's lock for tens of milliseconds,
+			 * which would hold up every job and report waiting on
+			 * the zygote. */
+			if (s->cg && be_cg_attach(s->cg, 0) < 0)
+				warnx_("cannot move a new unit into cgroup '%s'", s->cg->path);
 			unit_main(sv[1]);
 		}
 		close(sv[1]);
@@ -674,6 +685,7 @@ static void spawn_unit(void)
 			return;
 		}
 		u->pid = pid;
+		u->placed = true;
 		z.spawn_backoff = false;
 	}
 	u->next = z.units;
@@ -703,14 +715,17 @@ static void unit_free(struct unit *u)
 
 /* Read what a unit said: its call could not start, or the wait status of
  * its call; with the status the unit is ready for the next call (its pid 1
- * renews it before it takes the job). */
-static void unit_read(struct unit *u)
+ * renews it before it takes the job).  One message unless all: epoll is
+ * level-triggered and comes back for the rest, so the usual single report
+ * costs no recv that only says EAGAIN; all drains before a reap. */
+static void unit_read(struct unit *u, bool all)
 {
 	char buf[1024];
 	struct dsec_msg m;
-	ssize_t n;
+	ssize_t n = -1;
+	int left = all ? INT_MAX : 1;
 
-	while ((n = recv(u->sock, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+	while (left-- > 0 && (n = recv(u->sock, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 		_cleanup_free_ char *t = NULL, *msg = NULL;
 		uint64_t st = 0;
 		int64_t v = 0;
@@ -868,12 +883,13 @@ static void kill_job(uint64_t id)
 	}
 }
 
+/* One message a call, as unit_read. */
 static void backend_read(void)
 {
 	static char buf[FC_MSG_MAX];
 	int fds[FC_MAX_FDS], nfds, n;
 
-	for (;;) {
+	for (int left = 1; left-- > 0;) {
 		struct dsec_msg m;
 		_cleanup_free_ char *t = NULL;
 		uint64_t id = 0, v;
@@ -955,7 +971,7 @@ static void reap(void)
 			}
 			continue;
 		}
-		unit_read(u);
+		unit_read(u, true);
 		if (u->st == U_BUSY) {
 			/* Killed (timeout: the status is SIGKILL's), or pid 1
 			 * gave up before it could report the call. */
@@ -1215,7 +1231,7 @@ int main(int argc, char **argv)
 			else if (tag == EV_TMPL)
 				template_read();
 			else
-				unit_read((struct unit *)(uintptr_t)tag);
+				unit_read((struct unit *)(uintptr_t)tag, false);
 		}
 		drain_pending();
 		if (count_ready() < want && z.nunits < cfg.max_units) {

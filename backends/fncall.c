@@ -537,29 +537,44 @@ static void rt_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	ev_io_stop(loop, w);
 }
 
+/* Reports the zygote sent, as many as are queued (up to FC_RECV_BATCH)
+ * in one recvmmsg: one syscall for the usual single report, none that
+ * only says EAGAIN, and one per batch when many calls end at once.  The
+ * watcher is level-triggered, so anything beyond the batch comes next. */
+#define FC_RECV_BATCH 16
+#define FC_REPORT_MAX 4096
 static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fc_rt *rt = dsec_container_of(w, struct fc_rt, rw);
-	char buf[4096];
+	static char bufs[FC_RECV_BATCH][FC_REPORT_MAX];	/* the loop's thread only */
+	struct iovec iov[FC_RECV_BATCH];
+	struct mmsghdr mm[FC_RECV_BATCH];
+	int n;
 
-	for (;;) {
-		ssize_t n = recv(rt->sock, buf, sizeof(buf), MSG_DONTWAIT);
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < FC_RECV_BATCH; i++) {
+		iov[i].iov_base = bufs[i];
+		iov[i].iov_len = sizeof(bufs[i]);
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	n = recvmmsg(rt->sock, mm, FC_RECV_BATCH, MSG_DONTWAIT, NULL);
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			rt_down(rt, strerror(errno));
+		return;
+	}
+	for (int i = 0; i < n; i++) {
 		_cleanup_free_ char *t = NULL;
 		struct dsec_msg m;
 		uint64_t ready;
 
-		if (n == 0) {
+		if (mm[i].msg_len == 0) {
+			/* End of stream: the zygote closed its end. */
 			rt_down(rt, "exited");
 			return;
 		}
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				rt_down(rt, strerror(errno));
-			return;
-		}
-		if (dsec_msg_parse(&m, buf, (size_t)n, sizeof(buf), NULL) < 0) {
+		if (dsec_msg_parse(&m, bufs[i], mm[i].msg_len, FC_REPORT_MAX, NULL) < 0) {
 			LOG(rt->be, DSEC_LOG_WARN, "fncall: bad message from the '%s' zygote",
 			    rt->desc->name);
 			continue;
@@ -572,6 +587,8 @@ static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		else if (t && !strcmp(t, "ready"))
 			rt->backoff = 0;
 		dsec_msg_free(&m);
+		if (rt->sock < 0)
+			return;	/* a report took the runtime down */
 	}
 }
 
@@ -946,8 +963,9 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 		rc = dsec_err_set(err, errno, "cannot make pipes: %s", strerror(errno));
 		goto fail;
 	}
-	dsec_set_nonblock(opipe[0], true);
-	dsec_set_nonblock(epipe[0], true);
+	/* Fresh read ends have no status flags but O_RDONLY: set, not read. */
+	fcntl(opipe[0], F_SETFL, O_NONBLOCK);
+	fcntl(epipe[0], F_SETFL, O_NONBLOCK);
 	if (req->stdin_len) {
 		if ((rc = make_memfd("stdin", req->stdin_data, req->stdin_len)) < 0) {
 			dsec_err_set(err, -rc, "cannot buffer stdin: %s", strerror(-rc));
