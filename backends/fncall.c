@@ -460,29 +460,8 @@ static void rt_down(struct fc_rt *rt, const char *why);
 
 static int send_dgram(int sock, const void *data, size_t len, const int *fds, int nfds)
 {
-	union {
-		char b[CMSG_SPACE(sizeof(int) * FC_MAX_FDS)];
-		struct cmsghdr h;
-	} cbuf;
-	struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	ssize_t n;
-
-	if (nfds) {
-		struct cmsghdr *c;
-
-		mh.msg_control = cbuf.b;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-	}
-	do
-		n = sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
+	_Static_assert(FC_MAX_FDS <= BE_IO_MAXFDS, "more fds than be_send_fds carries");
+	return be_send_fds(sock, data, len, fds, nfds, MSG_DONTWAIT);
 }
 
 static void out_free(struct fc_out *o)
