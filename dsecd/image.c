@@ -51,6 +51,7 @@ void dsecd_images_close(struct dsecd *d)
 struct acq {
 	struct dsecd *d;		/* the daemon */
 	char *ref;			/* image asked for */
+	char **extras;			/* images stacked over it, bottom first, or NULL */
 	struct fs3_acquired *a;		/* the result */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why */
@@ -62,7 +63,8 @@ static void acq_work(void *p)
 {
 	struct acq *q = p;
 
-	q->rc = fs3_image_acquire(q->d->images, q->ref, &q->a, &q->err);
+	q->rc = fs3_image_acquire_stack(q->d->images, q->ref, (const char *const *)q->extras,
+					&q->a, &q->err);
 }
 
 static void acq_done(void *p)
@@ -72,11 +74,12 @@ static void acq_done(void *p)
 	q->d->ops_inflight--;
 	q->done(q->arg, q->a, q->rc, &q->err);
 	free(q->ref);
+	dsec_strv_free(q->extras);
 	free(q);
 }
 
-int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn done, void *arg,
-			struct dsec_err *err)
+int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras,
+			dsecd_image_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct acq *q;
 	int rc;
@@ -87,10 +90,12 @@ int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn do
 	q = xcalloc(1, sizeof(*q));
 	q->d = d;
 	q->ref = xstrdup(ref);
+	q->extras = dsec_strv_dup((const char *const *)extras);
 	q->done = done;
 	q->arg = arg;
 	if ((rc = dsecd_pool_submit(d->pool, acq_work, acq_done, q)) < 0) {
 		free(q->ref);
+		dsec_strv_free(q->extras);
 		free(q);
 		return dsec_err_set(err, -rc, "cannot queue the image's acquire: %s", strerror(-rc));
 	}

@@ -1135,11 +1135,35 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 	return r;
 }
 
-int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
-		      struct dsec_err *err)
+/* The stack's layers, top first: the last image's top layer first, each
+ * layer once, where it is highest.  Caller frees *out (not its digests). */
+static size_t stack_layers(const struct fs3_manifest *m, size_t nimg, const struct fs3_digest ***out)
 {
-	struct fs3_manifest m;
-	struct fs3_digest d;
+	size_t total = 0, n = 0;
+
+	for (size_t i = 0; i < nimg; i++)
+		total += m[i].n;
+	const struct fs3_digest **v = xcalloc(total + 1, sizeof(*v));
+	for (size_t i = nimg; i-- > 0;)
+		for (size_t j = m[i].n; j-- > 0;) {
+			const struct fs3_digest *l = &m[i].layers[j].digest;
+			size_t k;
+			for (k = 0; k < n && memcmp(v[k]->b, l->b, FS3_DIGEST_LEN); k++)
+				;
+			if (k == n)
+				v[n++] = l;
+		}
+	*out = v;
+	return n;
+}
+
+int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *extras,
+			    struct fs3_acquired **out, struct dsec_err *err)
+{
+	size_t nimg = 1 + (extras ? dsec_strv_len(extras) : 0), loaded = 0, held = 0, nl;
+	_cleanup_free_ struct fs3_manifest *m = xcalloc(nimg, sizeof(*m));
+	_cleanup_free_ struct fs3_digest *d = xcalloc(nimg, sizeof(*d));
+	_cleanup_free_ const struct fs3_digest **stack = NULL;
 	struct fs3_acquired *a;
 	struct dsec_buf low;
 	int r;
@@ -1150,32 +1174,61 @@ int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out
 				    "to mount layers", ref, fs->dir);
 	if ((r = lock_shared(fs, err)) < 0)
 		return r;
-	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = load_manifest(fs, &d, &m, err)) < 0)
-		goto out;
-	if ((r = hold_image(fs, &d, &m, err)) < 0) {
-		fs3_manifest_free(&m);
+	/* Every ref resolved and every manifest read before anything is held. */
+	for (; loaded < nimg; loaded++) {
+		const char *name = loaded ? extras[loaded - 1] : ref;
+		if ((r = resolve(fs, name, &d[loaded], err)) < 0 ||
+		    (r = load_manifest(fs, &d[loaded], &m[loaded], err)) < 0)
+			goto out;
+	}
+	nl = stack_layers(m, nimg, &stack);
+	if (nl > FS3_STACK_MAX) {
+		r = dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				  "cannot stack image '%s' with %zu more: %zu layers, more than the "
+				  "%d one overlay mount takes", ref, nimg - 1, nl, FS3_STACK_MAX);
 		goto out;
 	}
+	for (; held < nimg; held++)
+		if ((r = hold_image(fs, &d[held], &m[held], err)) < 0)
+			goto out;
 	a = xcalloc(1, sizeof(*a));
-	fs3_digest_ref(&d, a->digest);
-	a->nlayers = m.n;
-	a->layers = xcalloc(m.n + 1, sizeof(*a->layers));
+	fs3_digest_ref(&d[0], a->digest);
+	a->nlayers = nl;
+	a->layers = xcalloc(nl + 1, sizeof(*a->layers));
 	dsec_buf_init(&low);
-	for (size_t i = 0; i < m.n; i++) {
-		a->layers[i] = mnt_path(fs, &m.layers[m.n - 1 - i].digest);
+	for (size_t i = 0; i < nl; i++) {
+		a->layers[i] = mnt_path(fs, stack[i]);
 		dsec_buf_addf(&low, "%s%s", i ? ":" : "", a->layers[i]);
 	}
 	a->lowerdir = dsec_buf_detach(&low, NULL);
-	a->config = m.config;
-	memset(&m.config, 0, sizeof(m.config));
-	fs3_manifest_free(&m);
+	a->extras = xcalloc(nimg, sizeof(*a->extras));
+	for (size_t i = 1; i < nimg; i++) {
+		a->extras[i - 1] = xmalloc(FS3_REF_LEN);
+		fs3_digest_ref(&d[i], a->extras[i - 1]);
+	}
+	a->config = m[0].config;
+	memset(&m[0].config, 0, sizeof(m[0].config));
 	*out = a;
 	pthread_mutex_lock(&fs->mu);
 	evict(fs);
 	pthread_mutex_unlock(&fs->mu);
 out:
+	if (r < 0 && held) {
+		pthread_mutex_lock(&fs->mu);
+		while (held-- > 0)
+			put_held(fs, &d[held], NULL);
+		pthread_mutex_unlock(&fs->mu);
+	}
+	for (size_t i = 0; i < loaded; i++)
+		fs3_manifest_free(&m[i]);
 	unlock_shared(fs);
 	return r;
+}
+
+int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
+		      struct dsec_err *err)
+{
+	return fs3_image_acquire_stack(fs, ref, NULL, out, err);
 }
 
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
@@ -1187,6 +1240,10 @@ void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 	pthread_mutex_lock(&fs->mu);
 	DSEC_ASSERT(fs3_digest_parse(a->digest, &d) == 0);
 	put_held(fs, &d, NULL);
+	for (size_t i = 0; a->extras && a->extras[i]; i++) {
+		DSEC_ASSERT(fs3_digest_parse(a->extras[i], &d) == 0);
+		put_held(fs, &d, NULL);
+	}
 	pthread_mutex_unlock(&fs->mu);
 	fs3_acquired_free(a);
 }
@@ -1196,6 +1253,7 @@ void fs3_acquired_free(struct fs3_acquired *a)
 	if (!a)
 		return;
 	dsec_strv_free(a->layers);
+	dsec_strv_free(a->extras);
 	free(a->lowerdir);
 	fs3_image_config_free(&a->config);
 	free(a);

@@ -82,7 +82,16 @@ struct fs3_acquired {
 	char **layers;			/* mounted layer directories, top layer first */
 	char *lowerdir;			/* the same joined by ':' for overlayfs lowerdir= */
 	struct fs3_image_config config;	/* the image's config */
+	char **extras;			/* "sha256:" digests of the images stacked over
+					 * it (fs3_image_acquire_stack), bottom first,
+					 * NULL-terminated, never NULL */
 };
+
+/* The most layers one acquire stacks: the container backend passes each
+ * layer to the sandbox's init as a mount fd and lays them in one overlay
+ * mount, whose options must fit a page (overlayfs itself takes at most 500
+ * lower layers, OVL_MAX_STACK). */
+#define FS3_STACK_MAX 64
 
 /* Options of an import. */
 struct fs3_import_opts {
@@ -183,7 +192,21 @@ void fs3_image_info_clear(struct fs3_image_info *info);
  * FS3_MOUNTER.  *out is the caller's until fs3_image_release. */
 int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
 		      struct dsec_err *err);
-/* Gives an acquire back and frees a; a layer is unmounted when its last
+/* Acquires image ref with the images of extras (refs as above, bottom
+ * first, NULL-terminated; NULL or empty = none) stacked over it, as a
+ * sandbox that adds a workspace or a toolkit to its base image runs:
+ * out->layers are the last extra's layers, top first, then the one's
+ * before it, ..., then ref's.  A layer found in more than one of them
+ * appears once, where it is highest (the same tree: its lower copy could
+ * only be shadowed by itself).  The config is ref's alone: extras add
+ * files, never env, cwd, user or entrypoint.  Each image is held as if
+ * acquired alone (gc roots, layer mounts shared and refcounted) until
+ * fs3_image_release gives them all back.  Every ref is resolved before
+ * anything is held: an unknown one fails (not_found) holding nothing, as
+ * does a stack of more than FS3_STACK_MAX layers (invalid, E2BIG). */
+int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *extras,
+			    struct fs3_acquired **out, struct dsec_err *err);
+/* Gives an acquire back (with its extras) and frees a; a layer is unmounted when its last
  * user goes (lazily if something, e.g. an overlay, still holds it).  NULL
  * is a no-op. */
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a);

@@ -208,7 +208,8 @@ static size_t count_create(const struct dsec_create_opts *o, bool call)
 	if (!o)
 		return 0;
 	return !!o->backend + !!o->image + !!o->runtime + (o->ttl > 0) + (o->idle_ttl > 0) +
-	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns + 1;
+	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns +
+	       !!o->layers + 1;
 }
 
 static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l)
@@ -253,6 +254,8 @@ static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, boo
 		dsec_pk_kv_strv(p, "allow", o->allow);
 	if (o->dns)
 		dsec_pk_kv_str(p, "dns", o->dns);
+	if (o->layers)
+		dsec_pk_kv_strv(p, "layers", o->layers);
 	pack_limits(p, &o->limits);
 }
 

@@ -46,6 +46,9 @@ struct dsec_create_opts {
 	const char *network;		/* "none" or "allowlist"; NULL = backend default */
 	const char *const *allow;	/* allowlist entries (dsec-protocol(7)), or NULL */
 	const char *dns;		/* with "allowlist": the resolver, or NULL */
+	/* Images (refs) whose layers go over image's, bottom first,
+	 * NULL-terminated, or NULL; the config stays image's. */
+	const char *const *layers;
 };
 
 /* Creates a sandbox; *id (caller frees) names it and its owner node. */

@@ -34,6 +34,8 @@ struct run_opts {
 	size_t nenv;			/* entries in env */
 	const char **allow;		/* --allow entries, NULL-terminated */
 	size_t nallow;			/* entries in allow */
+	const char **layers;		/* --layer refs, NULL-terminated */
+	size_t nlayers;			/* entries in layers */
 	const char *cwd;		/* --cwd */
 	const char *stdin_path;		/* --stdin FILE or "-", NULL = empty stdin */
 	double timeout;			/* --timeout seconds, 0 = daemon default */
@@ -64,12 +66,14 @@ enum {
 	OPT_HELP,
 	OPT_VERSION,
 	OPT_SNAPSHOT,
+	OPT_LAYER,
 };
 
 static const struct option long_opts[] = {
 	{ .name = "host",	.has_arg = required_argument,	.val = 'H' },
 	{ .name = "backend",	.has_arg = required_argument,	.val = OPT_BACKEND },
 	{ .name = "image",	.has_arg = required_argument,	.val = OPT_IMAGE },
+	{ .name = "layer",	.has_arg = required_argument,	.val = OPT_LAYER },
 	{ .name = "runtime",	.has_arg = required_argument,	.val = OPT_RUNTIME },
 	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
 	{ .name = "env",	.has_arg = required_argument,	.val = OPT_ENV },
@@ -90,7 +94,8 @@ static const struct option long_opts[] = {
 };
 
 static const char usage_text[] =
-	"usage: dsec-run [-H ADDR] [--backend B] [--image I] [--runtime R] [--timeout S]\n"
+	"usage: dsec-run [-H ADDR] [--backend B] [--image I [--layer REF]...] [--runtime R]\n"
+	"                [--timeout S]\n"
 	"                [--env K=V]... [--cwd DIR] [--stdin FILE|-] [--output-cap BYTES]\n"
 	"                [--network none|allowlist] [--allow ADDR[:PORTS[/PROTO]]]... [--dns IP]\n"
 	"                [--keep | --id ID] [--snapshot TAG] [--client-timeout S]\n"
@@ -103,6 +108,8 @@ static const char usage_text[] =
 	"                           then " DSEC_DEFAULT_URL ")\n"
 	"      --backend B          backend of the new sandbox (fncall, container, ...)\n"
 	"      --image I            image of the new sandbox\n"
+	"      --layer REF          stack image REF's layers over I's (repeatable: each\n"
+	"                           over the one before); env, cwd, user stay I's\n"
 	"      --runtime R          fncall runtime (sh, python3)\n"
 	"      --timeout S          kill the command after S (30, 1.5, 250ms, 2m); exit 124\n"
 	"      --env K=V            set a variable for the command (repeatable)\n"
@@ -186,6 +193,14 @@ static void load_stdin(const char *path, struct dsec_buf *b)
 		die("cannot read stdin file '%s': %s", path, strerror(-rc));
 }
 
+/* Appends s to the NULL-terminated vector *v of *n entries. */
+static void push(const char ***v, size_t *n, const char *s)
+{
+	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+	(*v)[(*n)++] = s;
+	(*v)[*n] = NULL;
+}
+
 static void parse_args(int argc, char **argv, struct run_opts *o)
 {
 	int c;
@@ -214,9 +229,7 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 
 			if (!eq || eq == optarg)
 				usage_error("invalid --env '%s': expected K=V", optarg);
-			o->env = xrealloc(o->env, (o->nenv + 2) * sizeof(*o->env));
-			o->env[o->nenv++] = optarg;
-			o->env[o->nenv] = NULL;
+			push(&o->env, &o->nenv, optarg);
 			break;
 		}
 		case OPT_CWD:
@@ -250,10 +263,12 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 			o->create.network = optarg;
 			break;
 		case OPT_ALLOW:
-			o->allow = xrealloc(o->allow, (o->nallow + 2) * sizeof(*o->allow));
-			o->allow[o->nallow++] = optarg;
-			o->allow[o->nallow] = NULL;
+			push(&o->allow, &o->nallow, optarg);
 			o->create.allow = o->allow;
+			break;
+		case OPT_LAYER:
+			push(&o->layers, &o->nlayers, optarg);
+			o->create.layers = o->layers;
 			break;
 		case OPT_DNS:
 			o->create.dns = optarg;
@@ -287,9 +302,11 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 	if ((o->create.allow || o->create.dns) && !o->create.network)
 		o->create.network = "allowlist";
 	if (o->id && (o->create.backend || o->create.image || o->create.runtime ||
-		      o->create.network))
-		usage_error("--backend, --image, --runtime and the network options apply to new "
-			    "sandboxes, not to --id");
+		      o->create.network || o->create.layers))
+		usage_error("--backend, --image, --layer, --runtime and the network options apply "
+			    "to new sandboxes, not to --id");
+	if (o->create.layers && !o->create.image)
+		usage_error("--layer needs --image: the layers go over an image");
 }
 
 /* Write what the command printed, then map its status to ours. */
@@ -397,5 +414,7 @@ snap:
 	dsec_close(c);
 	dsec_buf_free(&in);
 	free(o.env);
+	free(o.allow);
+	free(o.layers);
 	return status;
 }
