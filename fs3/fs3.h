@@ -161,6 +161,30 @@ void fs3_close(struct fs3 *fs);
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 	       struct fs3_import_res *res, struct dsec_err *err);
 
+/* What a squash did. */
+struct fs3_squash_res {
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the new image (or of ref's,
+					 * when nothing was merged) */
+	size_t before;			/* layers of ref's image */
+	size_t after;			/* layers of the new one */
+	size_t runs;			/* runs of small layers merged, one layer each */
+	uint64_t logical;		/* bytes of the merged layers' EROFS images */
+	uint64_t stored;		/* compressed bytes newly written to the origin */
+	double seconds;			/* wall time */
+};
+
+/* Makes a new image of ref's with each run of two or more adjacent layers
+ * smaller than max_size bytes merged into one layer, as overlayfs shows
+ * them: an upper entry replaces a lower one, whiteouts and opaque dirs of
+ * upper layers are applied; a whiteout or opaque mark that still has
+ * layers below the run to hide is kept, other whiteouts go.  The other
+ * layers and the config stay as they are; so does the tree a sandbox
+ * sees.  Tags the new image if tag.  Mounts each layer of a run (so needs
+ * root, as import of whiteouts does), in a staging directory.  res may be
+ * NULL. */
+int fs3_squash(struct fs3 *fs, const char *ref, uint64_t max_size, const char *tag,
+	       struct fs3_squash_res *res, struct dsec_err *err);
+
 /* Resolves ref ("name[:tag]", "sha256:<hex>" or a unique "sha256:" prefix of
  * at least 8 hex digits) to a manifest digest "sha256:<hex>". */
 int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struct dsec_err *err);
