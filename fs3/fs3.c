@@ -691,6 +691,17 @@ out:
 	return r;
 }
 
+/* Ends an addition (import, squash) begun with lock_shared: a success
+ * trims the cache. */
+static void end_add(struct fs3 *fs, int r)
+{
+	pthread_mutex_lock(&fs->mu);
+	if (r == 0)
+		evict(fs);
+	pthread_mutex_unlock(&fs->mu);
+	unlock_shared(fs);
+}
+
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 	       struct fs3_import_res *res, struct dsec_err *err)
 {
@@ -711,11 +722,7 @@ int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *op
 	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	r = import_locked(fs, src, opts, res, err);
-	pthread_mutex_lock(&fs->mu);
-	if (r == 0)
-		evict(fs);
-	pthread_mutex_unlock(&fs->mu);
-	unlock_shared(fs);
+	end_add(fs, r);
 	res->seconds = dsec_now() - t0;
 	return r;
 }
@@ -839,11 +846,7 @@ int fs3_squash(struct fs3 *fs, const char *ref, uint64_t max_size, const char *t
 	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	r = squash_locked(fs, ref, max_size, tag, res, err);
-	pthread_mutex_lock(&fs->mu);
-	if (r == 0)
-		evict(fs);
-	pthread_mutex_unlock(&fs->mu);
-	unlock_shared(fs);
+	end_add(fs, r);
 	res->seconds = dsec_now() - t0;
 	return r;
 }
