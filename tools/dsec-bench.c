@@ -60,6 +60,9 @@ struct bench_opts {
 	uint64_t warmup;		/* --warmup requests before the clock starts */
 	const char *backend;		/* --backend or NULL */
 	const char *runtime;		/* --runtime or NULL */
+	const char *image;		/* --image or NULL */
+	const char **layers;		/* --layer refs, NULL-terminated, or NULL */
+	size_t nlayers;			/* entries in layers */
 	const char *cmd;		/* --cmd: a shell command line */
 	const char *code;		/* --code: a snippet for the runtime */
 	bool check_output;		/* stdout must be X\n (default command only) */
@@ -101,6 +104,8 @@ enum {
 	OPT_MODE = 256,
 	OPT_BACKEND,
 	OPT_RUNTIME,
+	OPT_IMAGE,
+	OPT_LAYER,
 	OPT_CMD,
 	OPT_CODE,
 	OPT_WARMUP,
@@ -119,6 +124,8 @@ static const struct option long_opts[] = {
 	{ .name = "mode",	.has_arg = required_argument,	.val = OPT_MODE },
 	{ .name = "backend",	.has_arg = required_argument,	.val = OPT_BACKEND },
 	{ .name = "runtime",	.has_arg = required_argument,	.val = OPT_RUNTIME },
+	{ .name = "image",	.has_arg = required_argument,	.val = OPT_IMAGE },
+	{ .name = "layer",	.has_arg = required_argument,	.val = OPT_LAYER },
 	{ .name = "cmd",	.has_arg = required_argument,	.val = OPT_CMD },
 	{ .name = "code",	.has_arg = required_argument,	.val = OPT_CODE },
 	{ .name = "warmup",	.has_arg = required_argument,	.val = OPT_WARMUP },
@@ -133,7 +140,8 @@ static const struct option long_opts[] = {
 static const char usage_text[] =
 	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS]\n"
 	"                  [--mode call|exec|create|first|pause]\n"
-	"                  [--backend B] [--runtime R] [--cmd CMD | --code CODE]\n"
+	"                  [--backend B] [--runtime R] [--image I [--layer REF]...]\n"
+	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
 	"\n"
 	"Load a running dsecd and report rate and latency.\n"
@@ -148,6 +156,8 @@ static const char usage_text[] =
 	"                         (pause + resume of one idle sandbox per thread)\n"
 	"      --backend B        backend to ask for\n"
 	"      --runtime R        fncall runtime (sh, python3)\n"
+	"      --image I          image of the sandboxes (tag or digest)\n"
+	"      --layer REF        an image stacked over I (repeatable, each over the last)\n"
 	"      --cmd CMD          shell command to run instead of the checked default\n"
 	"      --code CODE        runtime snippet to run instead of the checked default\n"
 	"      --warmup N         requests before the clock starts (default 0)\n"
@@ -231,6 +241,14 @@ static void parse_args(int argc, char **argv)
 		case OPT_RUNTIME:
 			opt.runtime = optarg;
 			break;
+		case OPT_IMAGE:
+			opt.image = optarg;
+			break;
+		case OPT_LAYER:
+			opt.layers = xrealloc(opt.layers, (opt.nlayers + 2) * sizeof(*opt.layers));
+			opt.layers[opt.nlayers++] = optarg;
+			opt.layers[opt.nlayers] = NULL;
+			break;
 		case OPT_CMD:
 			opt.cmd = optarg;
 			break;
@@ -269,6 +287,8 @@ static void parse_args(int argc, char **argv)
 		opt.requests = 1000;
 	if (opt.cmd && opt.code)
 		usage_error("--cmd and --code are exclusive");
+	if (opt.layers && !opt.image)
+		usage_error("--layer needs --image");
 	if ((opt.mode == MODE_CREATE || opt.mode == MODE_PAUSE) && (opt.cmd || opt.code))
 		usage_error("--cmd and --code do not apply to --mode %s", mode_names[opt.mode]);
 	opt.check_output = !opt.cmd && !opt.code;
@@ -317,6 +337,8 @@ static void fill_create_opts(struct dsec_create_opts *co)
 	memset(co, 0, sizeof(*co));
 	co->backend = opt.backend;
 	co->runtime = opt.runtime;
+	co->image = opt.image;
+	co->layers = opt.layers;
 }
 
 /* The command of one request: env holds "X=<value>", sh_argv runs --cmd
