@@ -8,7 +8,7 @@
 
 need_container_images
 
-plan 20
+plan 21
 
 mk_small_root "$T/base" sh cat ls
 echo base > "$T/base/shadow.txt"
@@ -70,6 +70,9 @@ like "$RC:$OUT" "^125:.*'layers' has 64 images: a stack takes at most 64 layers"
 	"more layers than one overlay mount takes are refused"
 run helper-req "$DSEC_HOST" create backend=container image=base:1 layers=notalist
 like "$RC:$OUT" "^1:.*layers" "a 'layers' that is no list of strings is refused"
+
+run helper-req "$DSEC_HOST" snapshot id="$a" tag=snap:1
+like "$RC:$OUT" "^1:.*runs extra layers over its image" "a sandbox with extras cannot be snapshotted"
 
 # ws:1 loses its tag and gc runs while sandbox $a stacks it.
 dsecctl image rm ws:1 >/dev/null && dsecctl image gc >/dev/null
