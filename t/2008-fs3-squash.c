@@ -46,20 +46,6 @@ static void text(const char *rel, const char *s)
 	free(p);
 }
 
-/* Imports the tree $T/rel over base (NULL = none) as tag. */
-static int import(struct fs3 *fs, const char *rel, const char *base, const char *tag)
-{
-	struct fs3_import_opts o = { .tag = tag, .base = base };
-	struct dsec_err err;
-	char *p = tpath("%s", rel);
-	int r = fs3_import(fs, p, &o, NULL, &err);
-
-	if (r < 0)
-		printf("# %s\n", err.msg);
-	free(p);
-	return r;
-}
-
 /* Acquires ref and mounts its layers read-only under overlayfs at $T/name
  * (over an empty bottom layer, so that one layer mounts too); writes the
  * tree's listing to $T/name.lst.  Returns the acquire (release it after
@@ -190,10 +176,13 @@ int main(void)
 		printf("Bail out! %s\n", err.msg);
 		return 1;
 	}
-	ok(import(fs, "l0", NULL, "x:0") == 0 && import(fs, "l1", "x:0", "x:1") == 0 &&
-	   import(fs, "l2", "x:1", "x:2") == 0 && import(fs, "l3", "x:2", "x:3") == 0 &&
-	   import(fs, "l4", "x:3", "x:4") == 0, "an image of five layers");
-	ok(import(fs, "s0", NULL, "s:0") == 0 && import(fs, "s1", "s:0", "s:1") == 0,
+	ok(t_import(fs, "l0", NULL, "x:0", NULL) == 0 &&
+	   t_import(fs, "l1", "x:0", "x:1", NULL) == 0 &&
+	   t_import(fs, "l2", "x:1", "x:2", NULL) == 0 &&
+	   t_import(fs, "l3", "x:2", "x:3", NULL) == 0 &&
+	   t_import(fs, "l4", "x:3", "x:4", NULL) == 0, "an image of five layers");
+	ok(t_import(fs, "s0", NULL, "s:0", NULL) == 0 &&
+	   t_import(fs, "s1", "s:0", "s:1", NULL) == 0,
 	   "an image of two small layers");
 
 	check(fs, "x:4", "x:squashed", 5, 4);

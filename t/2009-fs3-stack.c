@@ -10,21 +10,6 @@
 
 #define NTESTS 9
 
-static int import(struct fs3 *fs, const char *rel, const char *base, const char *tag,
-		  const char *env)
-{
-	char *e[] = { (char *)env, NULL };
-	struct fs3_import_opts o = { .tag = tag, .base = base, .config.env = env ? e : NULL };
-	struct dsec_err err;
-	char *p = tpath("%s", rel);
-	int r = fs3_import(fs, p, &o, NULL, &err);
-
-	if (r < 0)
-		printf("# %s\n", err.msg);
-	free(p);
-	return r;
-}
-
 /* Files in $T/store/acquired: the images held. */
 static int held(void)
 {
@@ -79,9 +64,10 @@ int main(void)
 	p = tpath("b1/f"), put_text(p, "b1\n"), free(p);
 	p = tpath("w/f"), put_text(p, "w\n"), free(p);
 	p = tpath("k/f"), put_text(p, "k\n"), free(p);
-	ok(import(fs, "b0", NULL, "base:0", "A=base") == 0 &&
-	   import(fs, "b1", "base:0", "base:1", NULL) == 0 &&
-	   import(fs, "w", "base:0", "ws:1", "A=ws") == 0 && import(fs, "k", NULL, "tk:1", NULL) == 0,
+	ok(t_import(fs, "b0", NULL, "base:0", "A=base") == 0 &&
+	   t_import(fs, "b1", "base:0", "base:1", NULL) == 0 &&
+	   t_import(fs, "w", "base:0", "ws:1", "A=ws") == 0 &&
+	   t_import(fs, "k", NULL, "tk:1", NULL) == 0,
 	   "a base of two layers, a workspace over its first, a toolkit");
 	char *b0 = top_of(fs, "base:0"), *b1 = top_of(fs, "base:1"), *w = top_of(fs, "ws:1"),
 	     *k = top_of(fs, "tk:1");
@@ -113,7 +99,7 @@ int main(void)
 		p = tpath("many%d/f%d", i, i), put_text(p, "x\n"), free(p);
 		p = xasprintf("many%d", i);
 		snprintf(tag, sizeof(tag), "many:%d", i);
-		r = import(fs, p, *prev ? prev : NULL, tag, NULL);
+		r = t_import(fs, p, *prev ? prev : NULL, tag, NULL);
 		snprintf(prev, sizeof(prev), "%s", tag);
 		free(p);
 	}
