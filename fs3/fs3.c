@@ -755,8 +755,9 @@ static int squash_layer(struct fs3 *fs, const char *tmp, const struct fs3_layer_
 		r = dsec_err_set(err, errno, "cannot mount layer 'sha256:%s' on '%s': %s", hex, mnt,
 				 strerror(errno));
 	else {
-		r = fs3_diff_copy(mnt, root, 0, 0, first ? 0 : FS3_DIFF_MERGE | (below ? FS3_DIFF_BELOW : 0),
-				  NULL, err);
+		unsigned flags = first ? 0 : FS3_DIFF_MERGE | (below ? FS3_DIFF_BELOW : 0);
+
+		r = fs3_diff_copy(mnt, root, 0, 0, flags, NULL, err);
 		if (umount2(mnt, MNT_DETACH) < 0 && r == 0)
 			r = dsec_err_set(err, errno, "cannot unmount '%s': %s", mnt, strerror(errno));
 	}
@@ -1269,7 +1270,8 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 
 /* The stack's layers, top first: the last image's top layer first, each
  * layer once, where it is highest.  Caller frees *out (not its digests). */
-static size_t stack_layers(const struct fs3_manifest *m, size_t nimg, const struct fs3_digest ***out)
+static size_t stack_layers(const struct fs3_manifest *m, size_t nimg,
+			   const struct fs3_digest ***out)
 {
 	size_t total = 0, n = 0;
 
