@@ -5,23 +5,25 @@
 #
 # One private dsecd (state in a temporary folder, layers fetched whole)
 # with container.rootfs = a small root, and that root imported as image
-# bench:1.  Each round runs dsec-bench -c 1 for --mode create (create ->
-# reply) and --mode first (create -> first exec reply) three ways:
+# bench:1.  dsec-bench -c 1 times --mode create (create -> reply) and
+# --mode first (create -> first exec reply) three ways:
 #   dir      no image: the overlay's lower layer is the directory
 #   image    --image bench:1, no other sandbox holds it: each create
 #            mounts the layer's local EROFS file, each destroy unmounts it
 #   shared   --image bench:1 while one kept sandbox holds it: the layer
 #            stays mounted and each create shares the mount
-# and prints p50 and p99 with the difference to dir.  Asserts nothing:
-# read the figures on a quiet machine (the load is printed each round).
-# Needs root (the container backend).
+# in short batches taken in turn (dir, image, shared, dir, ...), so that
+# the load of a shared machine falls on the three alike; the latencies of
+# all batches are pooled (dsec-bench --latencies) and p50 and p99 printed
+# with the difference to dir.  Asserts nothing: read the figures on a
+# quiet machine (the load is printed before and after).  Needs root.
 #
-#   BENCH_N       requests per run             (default 200)
-#   BENCH_ROUNDS  rounds of the six runs       (default 3)
+#   BENCH_N       requests per way and mode        (default 400)
+#   BENCH_BATCH   requests per batch               (default 20)
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
-N=${BENCH_N:-200}
-ROUNDS=${BENCH_ROUNDS:-3}
+N=${BENCH_N:-400}
+BATCH=${BENCH_BATCH:-20}
 S=$(mktemp -d "${TMPDIR:-/tmp}/dsec-bench-image.XXXXXX")
 export DSEC_HOST="ipc://$S/dsecd.sock"
 export DSEC_FS3_STORE="$S/state/fs3"
@@ -56,43 +58,43 @@ done
 	exit 1
 }
 
-# bench LABEL MODE [dsec-bench options]: one run; prints a row, sets P50, P99.
-bench() {
-	local label=$1 mode=$2 out
+# batch FILE MODE [dsec-bench options]: one batch, its latencies to FILE.
+batch() {
+	local file=$1 mode=$2
 	shift 2
-	out=$("$TOP/tools/dsec-bench" -c 1 -n "$N" --warmup 10 --backend container \
-		--mode "$mode" "$@" --json) || { echo "dsec-bench $mode $label failed" >&2; exit 1; }
-	P50=$(printf '%s' "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p50_ms"])')
-	P99=$(printf '%s' "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["p99_ms"])')
+	"$TOP/tools/dsec-bench" -c 1 -n "$BATCH" --warmup 2 --backend container --mode "$mode" \
+		--latencies "$file" "$@" >/dev/null || { echo "dsec-bench $mode failed" >&2; exit 1; }
 }
-row() {	# row MODE LABEL P50 P99 [BASE50 BASE99]
-	if [ $# -gt 4 ]; then
-		awk -v m="$1" -v l="$2" -v a="$3" -v b="$4" -v c="$5" -v d="$6" 'BEGIN {
-			printf "%-7s %-7s %8.3f %8.3f %+9.3f %+9.3f\n", m, l, a, b, a - c, b - d }'
-	else
-		awk -v m="$1" -v l="$2" -v a="$3" -v b="$4" 'BEGIN {
-			printf "%-7s %-7s %8.3f %8.3f %9s %9s\n", m, l, a, b, "-", "-" }'
-	fi
-}
+# pct FILE P: the P-th percentile of the latencies in FILE (nearest rank).
+pct() { sort -n "$1" | awk -v p="$2" '{ v[NR] = $1 } END {
+	i = int(NR * p / 100 + 0.999999); if (i < 1) i = 1; printf "%.3f", v[i] }'; }
 
-echo "machine: $(nproc) cores, kernel $(uname -r); $N requests a run, -c 1, after 10 untimed"
-echo "root: $(du -sh "$ROOT" | cut -f1) in $(find "$ROOT" -type f | wc -l) files"
-for r in $(seq "$ROUNDS"); do
-	printf '\nround %d, load %s\n' "$r" "$(cut -d' ' -f1-3 /proc/loadavg)"
-	printf '%-7s %-7s %8s %8s %9s %9s\n' mode layer "p50 ms" "p99 ms" "+p50 ms" "+p99 ms"
-	for mode in create first; do
-		extra=()
-		[ "$mode" = first ] && extra=(--cmd 'echo $X')
-		bench dir "$mode" "${extra[@]}"
-		d50=$P50 d99=$P99
-		row "$mode" dir "$d50" "$d99"
-		bench image "$mode" --image bench:1 "${extra[@]}"
-		row "$mode" image "$P50" "$P99" "$d50" "$d99"
+echo "machine: $(nproc) cores, kernel $(uname -r); root $(du -sh "$ROOT" | cut -f1) in" \
+	"$(find "$ROOT" -type f | wc -l) files"
+echo "$N creates a way and mode, -c 1, in batches of $BATCH taken in turn"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for mode in create first; do
+	extra=()
+	[ "$mode" = first ] && extra=(--cmd 'echo $X')
+	for _ in $(seq $((N / BATCH))); do
+		batch "$S/$mode.dir" "$mode" "${extra[@]}"
+		batch "$S/$mode.image" "$mode" --image bench:1 "${extra[@]}"
 		hold=$("$TOP/tools/dsec-run" --backend container --image bench:1 --keep -- true 2>&1 \
 			>/dev/null | head -1)
 		hold=${hold##* }
-		bench shared "$mode" --image bench:1 "${extra[@]}"
-		row "$mode" shared "$P50" "$P99" "$d50" "$d99"
+		batch "$S/$mode.shared" "$mode" --image bench:1 "${extra[@]}"
 		"$TOP/t/helper-req" -q "$DSEC_HOST" destroy id="$hold" >/dev/null
+	done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '\n%-7s %-7s %6s %8s %8s %9s %9s\n' mode layer n "p50 ms" "p99 ms" "+p50 ms" "+p99 ms"
+for mode in create first; do
+	d50=$(pct "$S/$mode.dir" 50) d99=$(pct "$S/$mode.dir" 99)
+	for way in dir image shared; do
+		f="$S/$mode.$way"
+		awk -v m="$mode" -v w="$way" -v n="$(wc -l < "$f")" -v a="$(pct "$f" 50)" \
+		    -v b="$(pct "$f" 99)" -v c="$d50" -v d="$d99" 'BEGIN {
+			if (w == "dir") printf "%-7s %-7s %6d %8.3f %8.3f %9s %9s\n", m, w, n, a, b, "-", "-"
+			else printf "%-7s %-7s %6d %8.3f %8.3f %+9.3f %+9.3f\n", m, w, n, a, b, a - c, b - d }'
 	done
 done

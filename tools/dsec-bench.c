@@ -67,6 +67,7 @@ struct bench_opts {
 	const char *code;		/* --code: a snippet for the runtime */
 	bool check_output;		/* stdout must be X\n (default command only) */
 	bool json;			/* --json */
+	const char *lat_file;		/* --latencies: appended to, or NULL */
 	int pid;			/* --pid of the daemon for VmRSS, 0 = none */
 	double timeout;			/* --timeout per command, 0 = daemon default */
 };
@@ -110,6 +111,7 @@ enum {
 	OPT_CODE,
 	OPT_WARMUP,
 	OPT_JSON,
+	OPT_LATENCIES,
 	OPT_PID,
 	OPT_TIMEOUT,
 	OPT_HELP,
@@ -130,6 +132,7 @@ static const struct option long_opts[] = {
 	{ .name = "code",	.has_arg = required_argument,	.val = OPT_CODE },
 	{ .name = "warmup",	.has_arg = required_argument,	.val = OPT_WARMUP },
 	{ .name = "json",	.has_arg = no_argument,		.val = OPT_JSON },
+	{ .name = "latencies",	.has_arg = required_argument,	.val = OPT_LATENCIES },
 	{ .name = "pid",	.has_arg = required_argument,	.val = OPT_PID },
 	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
@@ -143,6 +146,7 @@ static const char usage_text[] =
 	"                  [--backend B] [--runtime R] [--image I [--layer REF]...]\n"
 	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
+	"                  [--latencies FILE]\n"
 	"\n"
 	"Load a running dsecd and report rate and latency.\n"
 	"\n"
@@ -164,6 +168,7 @@ static const char usage_text[] =
 	"      --timeout S        per-command timeout (default: the daemon's)\n"
 	"      --pid PID          report VmRSS of the daemon PID before and after\n"
 	"      --json             print one JSON object instead of the table\n"
+	"      --latencies FILE   append each measured latency (ms) to FILE, one a line\n"
 	"\n"
 	"Exit status: 0 if every request succeeded and matched, 1 if not, 2 on error.\n";
 
@@ -260,6 +265,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_JSON:
 			opt.json = true;
+			break;
+		case OPT_LATENCIES:
+			opt.lat_file = optarg;
 			break;
 		case OPT_PID:
 			opt.pid = (int)parse_count("pid", optarg, 1);
@@ -721,6 +729,26 @@ static void percentiles(const struct worker *ws, bool second, double *p50, doubl
 	free(all);
 }
 
+/* --latencies: appends every worker's latencies (the first kind) in ms,
+ * so that runs taken apart (interleaved with others) can be pooled. */
+static int write_latencies(const struct worker *ws)
+{
+	FILE *f = fopen(opt.lat_file, "ae");
+
+	if (!f) {
+		fprintf(stderr, "dsec-bench: cannot open '%s': %s\n", opt.lat_file, strerror(errno));
+		return -1;
+	}
+	for (unsigned i = 0; i < opt.threads; i++)
+		for (size_t k = 0; k < ws[i].nlat; k++)
+			fprintf(f, "%.6f\n", ws[i].lat[k] * 1000.0);
+	if (fclose(f) != 0) {
+		fprintf(stderr, "dsec-bench: cannot write '%s': %s\n", opt.lat_file, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* Connect every worker and, in exec mode, give each its sandbox.  Returns
  * 0, or -1 after printing why (the caller cleans up). */
 static int setup_workers(struct worker *ws)
@@ -816,6 +844,11 @@ int main(int argc, char **argv)
 	s.rate = s.seconds > 0 ? (double)s.requests / s.seconds : 0;
 	percentiles(ws, false, &s.p50, &s.p90, &s.p99, &s.max);
 	percentiles(ws, true, &s.r50, &s.r90, &s.r99, &s.rmax);
+	if (opt.lat_file && write_latencies(ws) < 0) {
+		teardown_workers(ws);
+		free(ws);
+		return EXIT_USAGE;
+	}
 
 	teardown_workers(ws);
 	free(ws);
