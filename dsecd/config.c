@@ -50,6 +50,7 @@ static const struct key_desc keys[] = {
 	{ "image_cache_max", K_SIZE, F(image_cache_max), "10G" },
 	{ "image_on_demand", K_BOOL, F(image_on_demand), "true" },
 	{ "image_readahead", K_UINT, F(image_readahead), "4" },
+	{ "image_linger", K_SECONDS, F(image_linger), "0" },
 	{ "pool", K_STR, F(pool), NULL },	/* default: no warm pools */
 };
 #undef F

@@ -46,6 +46,7 @@ struct dsecd_conf {
 	uint64_t image_cache_max;	/* bytes of chunk cache */
 	bool image_on_demand;		/* mount layers before they are local (FUSE) */
 	uint64_t image_readahead;	/* chunks read ahead on demand, 0 = none */
+	double image_linger;		/* seconds an idle local layer stays mounted */
 	char *pool;			/* warm pools: "BACKEND[@IMAGE]=N, ..." or NULL */
 	char **be_keys;			/* "BACKEND.key" names, NULL-terminated */
 	char **be_vals;			/* their values, parallel to be_keys */

@@ -25,6 +25,7 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		.cache_max = d->conf.image_cache_max,
 		.flags = FS3_MOUNTER,
 		.full_fetch = !d->conf.image_on_demand,
+		.linger = d->conf.image_linger,
 		.readahead = d->conf.image_readahead ? (int)(d->conf.image_readahead > 1024 ? 1024 : d->conf.image_readahead) : -1,
 	};
 	int rc;

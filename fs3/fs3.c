@@ -57,6 +57,8 @@ struct mlayer {
 	enum ml_state state;	/* see above */
 	char *mnt;		/* its mount point */
 	struct dsec_err err;	/* why it failed, for every waiter */
+	bool local;		/* mounted from its local file (STORE/layers) */
+	double idle;		/* with refs 0 (lingering): when the last went */
 };
 
 /* An image this handle holds for acquires. */
@@ -84,6 +86,7 @@ struct fs3 {
 	int od_state;		/* on demand: 1 = yes (FUSE started at first need), 0 = off
 				 * (full_fetch, or FUSE would not start); under mu */
 	unsigned readahead;	/* chunks of on-demand read-ahead */
+	double linger;		/* conf.linger */
 	struct mlayer **ml;	/* the layer table */
 	size_t nml, capml;	/* used, allocated */
 	struct held **hi;	/* held images */
@@ -500,6 +503,7 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 		_cleanup_free_ char *fm = xasprintf("%s/fuse", fs->dir);
 		fs3_fuse_clean_stale(fm);
 		fs->od_state = !conf->full_fetch;
+		fs->linger = conf->linger > 0 ? conf->linger : 0;
 		fs->readahead = conf->readahead < 0 ? 0 : conf->readahead ? (unsigned)conf->readahead
 									  : FS3_READAHEAD_DEFAULT;
 	}
@@ -519,13 +523,9 @@ static struct mlayer *find_layer(struct fs3 *fs, const struct fs3_digest *d)
 	return NULL;
 }
 
-/* Drops a reference to l (mu held); the last one unmounts it. */
-static void put_layer(struct fs3 *fs, struct mlayer *l)
+/* Unmounts l and drops it from the table (mu held). */
+static void drop_layer(struct fs3 *fs, struct mlayer *l)
 {
-	DSEC_ASSERT(l->refs > 0);
-	if (--l->refs > 0)
-		return;
-	DSEC_ASSERT(l->state != ML_MOUNTING);
 	if (l->state == ML_READY)
 		unmount_layer(l->mnt);
 	for (size_t i = 0; i < fs->nml; i++)
@@ -533,6 +533,33 @@ static void put_layer(struct fs3 *fs, struct mlayer *l)
 			fs->ml[i] = fs->ml[--fs->nml];
 	free(l->mnt);
 	free(l);
+}
+
+/* Drops a reference to l (mu held); the last one unmounts it, unless it
+ * is local and lingers (see fs3_conf.linger). */
+static void put_layer(struct fs3 *fs, struct mlayer *l)
+{
+	DSEC_ASSERT(l->refs > 0);
+	if (--l->refs > 0)
+		return;
+	DSEC_ASSERT(l->state != ML_MOUNTING);
+	if (l->state == ML_READY && l->local && fs->linger > 0) {
+		l->idle = dsec_now();
+		return;
+	}
+	drop_layer(fs, l);
+}
+
+/* Unmounts the lingering layers idle for conf.linger, or all (mu held). */
+static void reap_layers(struct fs3 *fs, bool all)
+{
+	double now = dsec_now();
+
+	for (size_t i = fs->nml; i-- > 0;) {
+		struct mlayer *l = fs->ml[i];
+		if (!l->refs && l->state == ML_READY && (all || now - l->idle >= fs->linger))
+			drop_layer(fs, l);
+	}
 }
 
 static char *acquired_path(struct fs3 *fs, const struct fs3_digest *d)
@@ -1130,7 +1157,7 @@ static struct fs3_fuse *od_fuse(struct fs3 *fs)
  * without mu (the mount reads through FUSE, whose threads never take it):
  * one thread per layer (the one that made its entry). */
 static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char *mnt,
-		       struct dsec_err *err)
+		       bool *local, struct dsec_err *err)
 {
 	char hex[FS3_HEX_LEN + 1], ref[FS3_REF_LEN];
 	struct stat sb;
@@ -1139,10 +1166,12 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 	fs3_digest_hex(&l->digest, hex);
 	fs3_digest_ref(&l->digest, ref);
 	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
+	*local = true;
 	/* An image file is only ever renamed into place once verified. */
 	if (stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) {
 		struct fs3_fuse *fu = od_fuse(fs);
 		if (fu) {
+			*local = false;
 			free(img);
 			if ((r = fs3_fuse_add(fu, l, &img, err)) < 0) {
 				img = NULL;
@@ -1244,9 +1273,11 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 			continue;
 		struct dsec_err e;
 		dsec_err_clear(&e);
-		int lr = mount_layer(fs, &m->layers[i], mine[i]->mnt, &e);
+		bool local = false;
+		int lr = mount_layer(fs, &m->layers[i], mine[i]->mnt, &local, &e);
 		pthread_mutex_lock(&fs->mu);
 		mine[i]->state = lr < 0 ? ML_FAILED : ML_READY;
+		mine[i]->local = local;
 		mine[i]->err = e;
 		pthread_cond_broadcast(&fs->cv);
 		pthread_mutex_unlock(&fs->mu);
@@ -1344,6 +1375,7 @@ int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *
 	memset(&m[0].config, 0, sizeof(m[0].config));
 	*out = a;
 	pthread_mutex_lock(&fs->mu);
+	reap_layers(fs, false);
 	evict(fs);
 	pthread_mutex_unlock(&fs->mu);
 out:
@@ -1378,6 +1410,7 @@ void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 		DSEC_ASSERT(fs3_digest_parse(a->extras[i], &d) == 0);
 		put_held(fs, &d, NULL);
 	}
+	reap_layers(fs, false);
 	pthread_mutex_unlock(&fs->mu);
 	fs3_acquired_free(a);
 }
@@ -1531,6 +1564,7 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 		dsec_err_clear(err);
 	if ((r = lock_excl(fs, err)) < 0)
 		return r;
+	reap_layers(fs, true);	/* lingering layers: their files may go */
 	/* Anything unreadable aborts before the first removal. */
 	if ((r = walk_tags(fs, true, mark_tagged, &mc)) < 0 ||
 	    (r = mark_acquired(fs, &live, err)) < 0) {

@@ -65,6 +65,10 @@ struct fs3_conf {
 				 * false = on demand through FUSE (see below) */
 	int readahead;		/* chunks read ahead of a sequential on-demand reader,
 				 * 0 = 4, < 0 = none */
+	double linger;		/* seconds a local layer stays mounted once no acquire
+				 * holds it, so that a sandbox made again soon of the
+				 * same image shares the mount (and its page cache);
+				 * 0 = unmounted at its last release */
 };
 
 /* An image's run configuration. */
@@ -230,9 +234,11 @@ int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out
  * does a stack of more than FS3_STACK_MAX layers (invalid, E2BIG). */
 int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *extras,
 			    struct fs3_acquired **out, struct dsec_err *err);
-/* Gives an acquire back (with its extras) and frees a; a layer is unmounted when its last
- * user goes (lazily if something, e.g. an overlay, still holds it).  NULL
- * is a no-op. */
+/* Gives an acquire back (with its extras) and frees a; a layer is
+ * unmounted when its last user goes (lazily if something, e.g. an overlay,
+ * still holds it), or with conf.linger, if it is local, at the first
+ * acquire or release that finds it idle that long, at gc or at close.
+ * NULL is a no-op. */
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a);
 /* Frees a without giving it back: only for acquires still outstanding when
  * fs3_close unmounted everything (a daemon shutting down). */

@@ -1,14 +1,15 @@
 /* 2009-fs3-stack - fs3_image_acquire_stack: extra images over a base, the
  * last highest, a layer shared by two of them once where it is highest,
  * the base's config, every image held (gc roots) until release, a bad ref
- * or a stack over FS3_STACK_MAX layers holding nothing.  Needs root. */
+ * or a stack over FS3_STACK_MAX layers holding nothing; with conf.linger a
+ * released local layer stays mounted for a while.  Needs root. */
 #include <dirent.h>
 #include <unistd.h>
 
 #include "fs3-test.h"
 #include "fs3.h"
 
-#define NTESTS 9
+#define NTESTS 12
 
 /* Files in $T/store/acquired: the images held. */
 static int held(void)
@@ -113,6 +114,28 @@ int main(void)
 	ok(r == -E2BIG && err.code == DSEC_E_INVALID && held() == 0,
 	   "one of %d is refused (%s), nothing held", FS3_STACK_MAX + 1, err.msg);
 	fs3_close(fs);
+
+	/* Lingering: layers fetched whole (local), kept 0.3 s after release. */
+	conf.linger = 0.3;
+	conf.full_fetch = true;
+	struct stat st;
+	char *kf = xasprintf("%s/f", k), *wf = xasprintf("%s/f", w);
+	bool kept = false, reaped = false, gone = false;
+	if (fs3_open(&fs, &conf, &err) == 0 && fs3_image_acquire(fs, "tk:1", &a, &err) == 0) {
+		fs3_image_release(fs, a);
+		kept = stat(kf, &st) == 0;
+		usleep(400000);
+		if (fs3_image_acquire(fs, "ws:1", &a, &err) == 0) {
+			reaped = stat(kf, &st) < 0;
+			fs3_image_release(fs, a);
+		}
+		gone = stat(wf, &st) == 0 && fs3_gc(fs, NULL, &err) == 0 && stat(wf, &st) < 0;
+		fs3_close(fs);
+	}
+	ok(kept, "with linger, a released local layer stays mounted");
+	ok(reaped, "... until an acquire finds it idle longer");
+	ok(gone, "... or gc runs");
+	free(kf), free(wf);
 	free(b0), free(b1), free(w), free(k), free(want), free(store);
 	return 0;
 }

@@ -20,10 +20,13 @@
 #
 #   BENCH_N       requests per way and mode        (default 400)
 #   BENCH_BATCH   requests per batch               (default 20)
+#   BENCH_LINGER  dsecd's image_linger             (default 0: with more,
+#                 "image" keeps the layer mounted between creates too)
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 N=${BENCH_N:-400}
 BATCH=${BENCH_BATCH:-20}
+LINGER=${BENCH_LINGER:-0}
 S=$(mktemp -d "${TMPDIR:-/tmp}/dsec-bench-image.XXXXXX")
 export DSEC_HOST="ipc://$S/dsecd.sock"
 export DSEC_FS3_STORE="$S/state/fs3"
@@ -46,6 +49,7 @@ mkdir -p "$S/state"
 "$TOP/dsecd/dsecd" --foreground --state-dir "$S/state" --listen "$DSEC_HOST" \
 	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --log-level warn \
 	--set backends=container --set "container.rootfs=$ROOT" --set image_on_demand=false \
+	--set "image_linger=$LINGER" \
 	2>>"$S/log" &
 PID=$!
 for _ in $(seq 100); do
@@ -71,7 +75,7 @@ pct() { sort -n "$1" | awk -v p="$2" '{ v[NR] = $1 } END {
 
 echo "machine: $(nproc) cores, kernel $(uname -r); root $(du -sh "$ROOT" | cut -f1) in" \
 	"$(find "$ROOT" -type f | wc -l) files"
-echo "$N creates a way and mode, -c 1, in batches of $BATCH taken in turn"
+echo "$N creates a way and mode, -c 1, in batches of $BATCH taken in turn; image_linger $LINGER"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for mode in create first; do
 	extra=()
