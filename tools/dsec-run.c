@@ -94,10 +94,10 @@ static const struct option long_opts[] = {
 };
 
 static const char usage_text[] =
-	"usage: dsec-run [-H ADDR] [--backend B] [--image I [--layer REF]...] [--runtime R]\n"
-	"                [--timeout S]\n"
-	"                [--env K=V]... [--cwd DIR] [--stdin FILE|-] [--output-cap BYTES]\n"
-	"                [--network none|allowlist] [--allow ADDR[:PORTS[/PROTO]]]... [--dns IP]\n"
+	"usage: dsec-run [-H ADDR] [--backend B] [--image I] [--runtime R] [--timeout S]\n"
+	"                [--layer REF]... [--env K=V]... [--cwd DIR] [--stdin FILE|-]\n"
+	"                [--output-cap BYTES] [--network none|allowlist] [--dns IP]\n"
+	"                [--allow ADDR[:PORTS[/PROTO]]]...\n"
 	"                [--keep | --id ID] [--snapshot TAG] [--client-timeout S]\n"
 	"                (-c CODE | [--] CMD [ARG]...)\n"
 	"\n"
