@@ -213,6 +213,11 @@ bench-container: all $(TEST_HELPERS)
 bench-fs3: all
 	tools/coldstart.sh
 
+# A warm create (all chunks local) of an fs3 image vs a plain directory
+# layer of the same content: p50/p99 and the difference (figures, root).
+bench-image: all $(TEST_HELPERS)
+	tools/bench-image.sh
+
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
@@ -246,7 +251,7 @@ clean:
 		$(TOOLS) tools/fs3-bench $(TEST_HELPERS)
 	rm -rf t/c
 
-.PHONY: all deps check tests bench bench-container bench-fs3 lint-man run install clean
+.PHONY: all deps check tests bench bench-container bench-fs3 bench-image lint-man run install clean
 .SECONDARY:
 .DELETE_ON_ERROR:
 

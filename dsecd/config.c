@@ -53,6 +53,7 @@ static const struct key_desc keys[] = {
 	{ "image_readahead", K_UINT, F(image_readahead), "4" },
 	{ "image_peers", K_STRV, F(image_peers), NULL },	/* default: none */
 	{ "image_fetch_timeout", K_SECONDS, F(image_fetch_timeout), "5s" },
+	{ "image_linger", K_SECONDS, F(image_linger), "0" },
 	{ "pool", K_STR, F(pool), NULL },	/* default: no warm pools */
 };
 #undef F

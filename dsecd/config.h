@@ -49,6 +49,7 @@ struct dsecd_conf {
 	uint64_t image_readahead;	/* chunks read ahead on demand, 0 = none */
 	char **image_peers;		/* dsecds to fetch fs3 objects from, NULL-terminated */
 	double image_fetch_timeout;	/* seconds one fetch from a peer may take */
+	double image_linger;		/* seconds an idle local layer stays mounted */
 	char *pool;			/* warm pools: "BACKEND[@IMAGE]=N, ..." or NULL */
 	char **be_keys;			/* "BACKEND.key" names, NULL-terminated */
 	char **be_vals;			/* their values, parallel to be_keys */

@@ -47,6 +47,7 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		.cache_max = d->conf.image_cache_max,
 		.flags = FS3_MOUNTER,
 		.full_fetch = !d->conf.image_on_demand,
+		.linger = d->conf.image_linger,
 		.readahead = d->conf.image_readahead ? (int)(d->conf.image_readahead > 1024 ? 1024 : d->conf.image_readahead) : -1,
 		.peers = peers,
 		.fetch_timeout = d->conf.image_fetch_timeout,
@@ -76,6 +77,7 @@ void dsecd_images_close(struct dsecd *d)
 struct acq {
 	struct dsecd *d;		/* the daemon */
 	char *ref;			/* image asked for */
+	char **extras;			/* images stacked over it, bottom first, or NULL */
 	struct fs3_acquired *a;		/* the result */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why */
@@ -87,7 +89,8 @@ static void acq_work(void *p)
 {
 	struct acq *q = p;
 
-	q->rc = fs3_image_acquire(q->d->images, q->ref, &q->a, &q->err);
+	q->rc = fs3_image_acquire_stack(q->d->images, q->ref, (const char *const *)q->extras,
+					&q->a, &q->err);
 }
 
 static void acq_done(void *p)
@@ -97,11 +100,12 @@ static void acq_done(void *p)
 	q->d->ops_inflight--;
 	q->done(q->arg, q->a, q->rc, &q->err);
 	free(q->ref);
+	dsec_strv_free(q->extras);
 	free(q);
 }
 
-int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn done, void *arg,
-			struct dsec_err *err)
+int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras,
+			dsecd_image_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct acq *q;
 	int rc;
@@ -112,10 +116,12 @@ int dsecd_image_acquire(struct dsecd *d, const char *ref, dsecd_image_done_fn do
 	q = xcalloc(1, sizeof(*q));
 	q->d = d;
 	q->ref = xstrdup(ref);
+	q->extras = dsec_strv_dup((const char *const *)extras);
 	q->done = done;
 	q->arg = arg;
 	if ((rc = dsecd_pool_submit(d->pool, acq_work, acq_done, q)) < 0) {
 		free(q->ref);
+		dsec_strv_free(q->extras);
 		free(q);
 		return dsec_err_set(err, -rc, "cannot queue the image's acquire: %s", strerror(-rc));
 	}

@@ -39,6 +39,7 @@ struct dsecd_req {
 	/* create and call */
 	char *image, *runtime, *ccwd;	/* create fields */
 	char **cenv;			/* create env */
+	char **layers;			/* create: images stacked over image, bottom first */
 	char *network, *dns;		/* create: network mode and resolver */
 	char **deny;			/* create: seccomp_deny */
 	char **allow;			/* create and net_allow: the allowlist */
@@ -82,6 +83,7 @@ static void req_free(struct dsecd_req *r)
 	free(r->runtime);
 	free(r->ccwd);
 	dsec_strv_free(r->cenv);
+	dsec_strv_free(r->layers);
 	free(r->network);
 	free(r->dns);
 	dsec_strv_free(r->allow);
@@ -223,6 +225,27 @@ static int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	if (r->op == DSEC_OP_CREATE &&
 	    (rc = dsec_get_str(m, "cwd", &r->ccwd, err)) < 0 && rc != -ENOENT)
 		return rc;
+	if ((rc = dsec_get_strv(m, "layers", &r->layers, err)) < 0 && rc != -ENOENT)
+		return rc;
+	if (r->layers && !r->layers[0]) {
+		dsec_strv_free(r->layers);	/* [] = none */
+		r->layers = NULL;
+	}
+	if (r->layers) {
+		if (!r->image || !*r->image)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "field 'layers' needs an image to stack them on");
+		if (!(r->be->ops->caps & DSEC_BE_CAP_LAYERS))
+			return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+					     "backend '%s' does not run images from layers",
+					     r->be->name);
+		/* Each image has a layer at least (fs3 counts them exactly). */
+		if (dsec_strv_len((const char *const *)r->layers) >= FS3_STACK_MAX)
+			return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+					     "field 'layers' has %zu images: a stack takes at most %d "
+					     "layers", dsec_strv_len((const char *const *)r->layers),
+					     FS3_STACK_MAX);
+	}
 	if (((rc = dsec_get_str(m, "network", &r->network, err)) < 0 && rc != -ENOENT) ||
 	    ((rc = dsec_get_strv(m, "allow", &r->allow, err)) < 0 && rc != -ENOENT) ||
 	    ((rc = dsec_get_str(m, "dns", &r->dns, err)) < 0 && rc != -ENOENT) ||
@@ -676,7 +699,8 @@ static int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_e
 {
 	r->create_cb = done;
 	if (r->image && *r->image && (r->be->ops->caps & DSEC_BE_CAP_LAYERS))
-		return dsecd_image_acquire(r->d, r->image, image_acquired, r, err) < 0 ? -1 : 0;
+		return dsecd_image_acquire(r->d, r->image, r->layers, image_acquired, r, err) < 0
+			       ? -1 : 0;
 	return be_create(r, err);
 }
 
@@ -739,8 +763,8 @@ static void op_create(struct dsecd_req *r)
 
 	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
 	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk || r->spec.cpu_weight) &&
-	    !r->network &&
-	    !r->allow && !r->dns && !r->deny && (sb = dsecd_warm_take(d, r->be, r->image))) {
+	    !r->network && !r->allow && !r->dns && !r->deny && !r->layers &&
+	    (sb = dsecd_warm_take(d, r->be, r->image))) {
 		struct dsec_pk p;
 
 		sb->ttl = ttl;
@@ -1559,6 +1583,14 @@ static void op_snapshot(struct dsecd_req *r)
 	if (!r->sb->img) {
 		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "sandbox '%s' was not made from "
 			      "an image: only those can be snapshotted", r->sb->id);
+		return reply_err(r, &err);
+	}
+	/* Its diff would be imported over the base image alone, without the
+	 * extras its files were made over. */
+	if (r->sb->img->extras[0]) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "sandbox '%s' runs extra layers "
+			      "over its image: only a sandbox of one image can be snapshotted",
+			      r->sb->id);
 		return reply_err(r, &err);
 	}
 	snprintf(s->parent, sizeof(s->parent), "%s", r->sb->img->digest);

@@ -34,6 +34,7 @@
 #include "layer.h"
 #include "log.h"
 #include "peer.h"
+#include "snap.h"
 #include "store.h"
 
 #define FS3_CACHE_DEFAULT (10ull << 30)
@@ -57,6 +58,8 @@ struct mlayer {
 	enum ml_state state;	/* see above */
 	char *mnt;		/* its mount point */
 	struct dsec_err err;	/* why it failed, for every waiter */
+	bool local;		/* mounted from its local file (STORE/layers) */
+	double idle;		/* with refs 0 (lingering): when the last went */
 };
 
 /* An image this handle holds for acquires. */
@@ -84,6 +87,7 @@ struct fs3 {
 	int od_state;		/* on demand: 1 = yes (FUSE started at first need), 0 = off
 				 * (full_fetch, or FUSE would not start); under mu */
 	unsigned readahead;	/* chunks of on-demand read-ahead */
+	double linger;		/* conf.linger */
 	struct mlayer **ml;	/* the layer table */
 	size_t nml, capml;	/* used, allocated */
 	struct held **hi;	/* held images */
@@ -506,6 +510,7 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 		_cleanup_free_ char *fm = xasprintf("%s/fuse", fs->dir);
 		fs3_fuse_clean_stale(fm);
 		fs->od_state = !conf->full_fetch;
+		fs->linger = conf->linger > 0 ? conf->linger : 0;
 		fs->readahead = conf->readahead < 0 ? 0 : conf->readahead ? (unsigned)conf->readahead
 									  : FS3_READAHEAD_DEFAULT;
 	}
@@ -540,13 +545,9 @@ static struct mlayer *find_layer(struct fs3 *fs, const struct fs3_digest *d)
 	return NULL;
 }
 
-/* Drops a reference to l (mu held); the last one unmounts it. */
-static void put_layer(struct fs3 *fs, struct mlayer *l)
+/* Unmounts l and drops it from the table (mu held). */
+static void drop_layer(struct fs3 *fs, struct mlayer *l)
 {
-	DSEC_ASSERT(l->refs > 0);
-	if (--l->refs > 0)
-		return;
-	DSEC_ASSERT(l->state != ML_MOUNTING);
 	if (l->state == ML_READY)
 		unmount_layer(l->mnt);
 	for (size_t i = 0; i < fs->nml; i++)
@@ -554,6 +555,33 @@ static void put_layer(struct fs3 *fs, struct mlayer *l)
 			fs->ml[i] = fs->ml[--fs->nml];
 	free(l->mnt);
 	free(l);
+}
+
+/* Drops a reference to l (mu held); the last one unmounts it, unless it
+ * is local and lingers (see fs3_conf.linger). */
+static void put_layer(struct fs3 *fs, struct mlayer *l)
+{
+	DSEC_ASSERT(l->refs > 0);
+	if (--l->refs > 0)
+		return;
+	DSEC_ASSERT(l->state != ML_MOUNTING);
+	if (l->state == ML_READY && l->local && fs->linger > 0) {
+		l->idle = dsec_now();
+		return;
+	}
+	drop_layer(fs, l);
+}
+
+/* Unmounts the lingering layers idle for conf.linger, or all (mu held). */
+static void reap_layers(struct fs3 *fs, bool all)
+{
+	double now = dsec_now();
+
+	for (size_t i = fs->nml; i-- > 0;) {
+		struct mlayer *l = fs->ml[i];
+		if (!l->refs && l->state == ML_READY && (all || now - l->idle >= fs->linger))
+			drop_layer(fs, l);
+	}
 }
 
 static char *acquired_path(struct fs3 *fs, const struct fs3_digest *d)
@@ -714,6 +742,17 @@ out:
 	return r;
 }
 
+/* Ends an addition (import, squash) begun with lock_shared: a success
+ * trims the cache. */
+static void end_add(struct fs3 *fs, int r)
+{
+	pthread_mutex_lock(&fs->mu);
+	if (r == 0)
+		evict(fs);
+	pthread_mutex_unlock(&fs->mu);
+	unlock_shared(fs);
+}
+
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 	       struct fs3_import_res *res, struct dsec_err *err)
 {
@@ -734,11 +773,132 @@ int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *op
 	if ((r = lock_shared(fs, err)) < 0)
 		return r;
 	r = import_locked(fs, src, opts, res, err);
-	pthread_mutex_lock(&fs->mu);
-	if (r == 0)
-		evict(fs);
-	pthread_mutex_unlock(&fs->mu);
-	unlock_shared(fs);
+	end_add(fs, r);
+	res->seconds = dsec_now() - t0;
+	return r;
+}
+
+/* ---- squash -------------------------------------------------------------- */
+
+/* Lays layer l over the tree at root (made by the run's first layer; with
+ * below, layers lie under the run): mounts its EROFS image, read-only, on
+ * tmp/mnt and merges it in (fs3_diff_copy, FS3_DIFF_MERGE). */
+static int squash_layer(struct fs3 *fs, const char *tmp, const struct fs3_layer_ref *l,
+			const char *root, bool first, bool below, struct dsec_err *err)
+{
+	char hex[FS3_HEX_LEN + 1];
+	struct stat sb;
+	int r;
+
+	fs3_digest_hex(&l->digest, hex);
+	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
+	_cleanup_free_ char *mine = xasprintf("%s/squash.erofs", tmp);
+	_cleanup_free_ char *mnt = xasprintf("%s/mnt", tmp);
+	if (stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) {
+		if ((r = fs3_layer_materialize(&fs->st, l, mine, err)) < 0)
+			return r;
+		free(img);
+		img = xstrdup(mine);
+	}
+	if (mkdir(mnt, 0700) < 0 && errno != EEXIST)
+		r = dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
+	else if (mount(img, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) < 0)
+		r = dsec_err_set(err, errno, "cannot mount layer 'sha256:%s' on '%s': %s", hex, mnt,
+				 strerror(errno));
+	else {
+		unsigned flags = first ? 0 : FS3_DIFF_MERGE | (below ? FS3_DIFF_BELOW : 0);
+
+		r = fs3_diff_copy(mnt, root, 0, 0, flags, NULL, err);
+		if (umount2(mnt, MNT_DETACH) < 0 && r == 0)
+			r = dsec_err_set(err, errno, "cannot unmount '%s': %s", mnt, strerror(errno));
+	}
+	unlink(mine);
+	return r;
+}
+
+static int squash_locked(struct fs3 *fs, const char *ref, uint64_t max_size, const char *tag,
+			 struct fs3_squash_res *res, struct dsec_err *err)
+{
+	_cleanup_free_ char *tmpl = xasprintf("%s/tmp/squash-XXXXXX", fs->dir);
+	struct fs3_layer_stats stats = { 0 };
+	struct fs3_manifest m, out = { 0 };
+	struct fs3_digest d, md;
+	struct dsec_buf enc;
+	uint64_t stored = 0;
+	int r;
+
+	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = load_manifest(fs, &d, &m, err)) < 0)
+		return r;
+	if (!mkdtemp(tmpl)) {
+		r = dsec_err_set(err, errno, "cannot create a staging directory in '%s/tmp': %s",
+				 fs->dir, strerror(errno));
+		goto done;
+	}
+	res->before = m.n;
+	out.layers = xcalloc(m.n + 1, sizeof(*out.layers));
+	for (size_t i = 0, j; i < m.n; i = j) {
+		for (j = i; j < m.n && m.layers[j].size < max_size; j++)
+			;
+		if (j - i < 2) {	/* a big layer, or a small one alone: as it is */
+			j = i + 1;
+			out.layers[out.n++] = m.layers[i];
+			continue;
+		}
+		_cleanup_free_ char *root = xasprintf("%s/tree", tmpl);
+		for (size_t k = i; k < j && r == 0; k++)
+			r = squash_layer(fs, tmpl, &m.layers[k], root, k == i, i > 0, err);
+		if (r == 0)
+			r = import_layer(fs, tmpl, root, i, &out.layers[out.n++], &stats, err);
+		dsec_rm_rf(root);
+		if (r < 0)
+			goto done;
+		res->runs++;
+	}
+	res->after = out.n;
+	res->logical = stats.logical;
+	if (!res->runs) {
+		fs3_digest_ref(&d, res->digest);
+		md = d;
+	} else {
+		fs3_config_copy(&out.config, &m.config);
+		dsec_buf_init(&enc);
+		fs3_manifest_encode(&out, &enc);
+		r = fs3_store_put(&fs->st, FS3_MANIFEST, enc.data, enc.len, &md, &stored);
+		dsec_buf_free(&enc);
+		if (r < 0) {
+			r = dsec_err_set(err, -r, "cannot store the manifest of the squashed '%s': %s",
+					 ref, strerror(-r));
+			goto done;
+		}
+		fs3_digest_ref(&md, res->digest);
+	}
+	res->stored = stats.stored + stored;
+	if (tag)
+		r = write_tag(fs, tag, &md, err);
+done:
+	dsec_rm_rf(tmpl);
+	fs3_manifest_free(&out);
+	fs3_manifest_free(&m);
+	return r;
+}
+
+int fs3_squash(struct fs3 *fs, const char *ref, uint64_t max_size, const char *tag,
+	       struct fs3_squash_res *res, struct dsec_err *err)
+{
+	struct fs3_squash_res mine;
+	double t0 = dsec_now();
+	int r;
+
+	if (!res)
+		res = &mine;
+	memset(res, 0, sizeof(*res));
+	if (tag && !fs3_tag_valid(tag))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot tag '%s': not a valid "
+				     "name[:tag]", tag);
+	if ((r = lock_shared(fs, err)) < 0)
+		return r;
+	r = squash_locked(fs, ref, max_size, tag, res, err);
+	end_add(fs, r);
 	res->seconds = dsec_now() - t0;
 	return r;
 }
@@ -1021,7 +1181,7 @@ static struct fs3_fuse *od_fuse(struct fs3 *fs)
  * without mu (the mount reads through FUSE, whose threads never take it):
  * one thread per layer (the one that made its entry). */
 static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char *mnt,
-		       struct dsec_err *err)
+		       bool *local, struct dsec_err *err)
 {
 	char hex[FS3_HEX_LEN + 1], ref[FS3_REF_LEN];
 	struct stat sb;
@@ -1030,10 +1190,12 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 	fs3_digest_hex(&l->digest, hex);
 	fs3_digest_ref(&l->digest, ref);
 	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
+	*local = true;
 	/* An image file is only ever renamed into place once verified. */
 	if (stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) {
 		struct fs3_fuse *fu = od_fuse(fs);
 		if (fu) {
+			*local = false;
 			free(img);
 			if ((r = fs3_fuse_add(fu, l, &img, err)) < 0) {
 				img = NULL;
@@ -1135,9 +1297,11 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 			continue;
 		struct dsec_err e;
 		dsec_err_clear(&e);
-		int lr = mount_layer(fs, &m->layers[i], mine[i]->mnt, &e);
+		bool local = false;
+		int lr = mount_layer(fs, &m->layers[i], mine[i]->mnt, &local, &e);
 		pthread_mutex_lock(&fs->mu);
 		mine[i]->state = lr < 0 ? ML_FAILED : ML_READY;
+		mine[i]->local = local;
 		mine[i]->err = e;
 		pthread_cond_broadcast(&fs->cv);
 		pthread_mutex_unlock(&fs->mu);
@@ -1159,11 +1323,36 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 	return r;
 }
 
-int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
-		      struct dsec_err *err)
+/* The stack's layers, top first: the last image's top layer first, each
+ * layer once, where it is highest.  Caller frees *out (not its digests). */
+static size_t stack_layers(const struct fs3_manifest *m, size_t nimg,
+			   const struct fs3_digest ***out)
 {
-	struct fs3_manifest m;
-	struct fs3_digest d;
+	size_t total = 0, n = 0;
+
+	for (size_t i = 0; i < nimg; i++)
+		total += m[i].n;
+	const struct fs3_digest **v = xcalloc(total + 1, sizeof(*v));
+	for (size_t i = nimg; i-- > 0;)
+		for (size_t j = m[i].n; j-- > 0;) {
+			const struct fs3_digest *l = &m[i].layers[j].digest;
+			size_t k;
+			for (k = 0; k < n && memcmp(v[k]->b, l->b, FS3_DIGEST_LEN); k++)
+				;
+			if (k == n)
+				v[n++] = l;
+		}
+	*out = v;
+	return n;
+}
+
+int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *extras,
+			    struct fs3_acquired **out, struct dsec_err *err)
+{
+	size_t nimg = 1 + (extras ? dsec_strv_len(extras) : 0), loaded = 0, held = 0, nl;
+	_cleanup_free_ struct fs3_manifest *m = xcalloc(nimg, sizeof(*m));
+	_cleanup_free_ struct fs3_digest *d = xcalloc(nimg, sizeof(*d));
+	_cleanup_free_ const struct fs3_digest **stack = NULL;
 	struct fs3_acquired *a;
 	struct dsec_buf low;
 	int r;
@@ -1174,32 +1363,62 @@ int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out
 				    "to mount layers", ref, fs->dir);
 	if ((r = lock_shared(fs, err)) < 0)
 		return r;
-	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = load_manifest(fs, &d, &m, err)) < 0)
-		goto out;
-	if ((r = hold_image(fs, &d, &m, err)) < 0) {
-		fs3_manifest_free(&m);
+	/* Every ref resolved and every manifest read before anything is held. */
+	for (; loaded < nimg; loaded++) {
+		const char *name = loaded ? extras[loaded - 1] : ref;
+		if ((r = resolve(fs, name, &d[loaded], err)) < 0 ||
+		    (r = load_manifest(fs, &d[loaded], &m[loaded], err)) < 0)
+			goto out;
+	}
+	nl = stack_layers(m, nimg, &stack);
+	if (nl > FS3_STACK_MAX) {
+		r = dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				  "cannot stack image '%s' with %zu more: %zu layers, more than the "
+				  "%d one overlay mount takes", ref, nimg - 1, nl, FS3_STACK_MAX);
 		goto out;
 	}
+	for (; held < nimg; held++)
+		if ((r = hold_image(fs, &d[held], &m[held], err)) < 0)
+			goto out;
 	a = xcalloc(1, sizeof(*a));
-	fs3_digest_ref(&d, a->digest);
-	a->nlayers = m.n;
-	a->layers = xcalloc(m.n + 1, sizeof(*a->layers));
+	fs3_digest_ref(&d[0], a->digest);
+	a->nlayers = nl;
+	a->layers = xcalloc(nl + 1, sizeof(*a->layers));
 	dsec_buf_init(&low);
-	for (size_t i = 0; i < m.n; i++) {
-		a->layers[i] = mnt_path(fs, &m.layers[m.n - 1 - i].digest);
+	for (size_t i = 0; i < nl; i++) {
+		a->layers[i] = mnt_path(fs, stack[i]);
 		dsec_buf_addf(&low, "%s%s", i ? ":" : "", a->layers[i]);
 	}
 	a->lowerdir = dsec_buf_detach(&low, NULL);
-	a->config = m.config;
-	memset(&m.config, 0, sizeof(m.config));
-	fs3_manifest_free(&m);
+	a->extras = xcalloc(nimg, sizeof(*a->extras));
+	for (size_t i = 1; i < nimg; i++) {
+		a->extras[i - 1] = xmalloc(FS3_REF_LEN);
+		fs3_digest_ref(&d[i], a->extras[i - 1]);
+	}
+	a->config = m[0].config;
+	memset(&m[0].config, 0, sizeof(m[0].config));
 	*out = a;
 	pthread_mutex_lock(&fs->mu);
+	reap_layers(fs, false);
 	evict(fs);
 	pthread_mutex_unlock(&fs->mu);
 out:
+	if (r < 0 && held) {
+		pthread_mutex_lock(&fs->mu);
+		while (held-- > 0)
+			put_held(fs, &d[held], NULL);
+		pthread_mutex_unlock(&fs->mu);
+	}
+	for (size_t i = 0; i < loaded; i++)
+		fs3_manifest_free(&m[i]);
 	unlock_shared(fs);
 	return r;
+}
+
+int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
+		      struct dsec_err *err)
+{
+	return fs3_image_acquire_stack(fs, ref, NULL, out, err);
 }
 
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
@@ -1211,6 +1430,11 @@ void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 	pthread_mutex_lock(&fs->mu);
 	DSEC_ASSERT(fs3_digest_parse(a->digest, &d) == 0);
 	put_held(fs, &d, NULL);
+	for (size_t i = 0; a->extras && a->extras[i]; i++) {
+		DSEC_ASSERT(fs3_digest_parse(a->extras[i], &d) == 0);
+		put_held(fs, &d, NULL);
+	}
+	reap_layers(fs, false);
 	pthread_mutex_unlock(&fs->mu);
 	fs3_acquired_free(a);
 }
@@ -1220,6 +1444,7 @@ void fs3_acquired_free(struct fs3_acquired *a)
 	if (!a)
 		return;
 	dsec_strv_free(a->layers);
+	dsec_strv_free(a->extras);
 	free(a->lowerdir);
 	fs3_image_config_free(&a->config);
 	free(a);
@@ -1504,6 +1729,7 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 		dsec_err_clear(err);
 	if ((r = lock_excl(fs, err)) < 0)
 		return r;
+	reap_layers(fs, true);	/* lingering layers: their files may go */
 	/* Anything unreadable aborts before the first removal. */
 	if ((r = walk_tags(fs, true, mark_tagged, &mc)) < 0 ||
 	    (r = mark_acquired(fs, &live, err)) < 0) {

@@ -76,6 +76,10 @@ struct fs3_conf {
 				 * and before the origin; NULL = none */
 	double fetch_timeout;	/* seconds one fetch from a peer or one read of the
 				 * origin may take, 0 = FS3_FETCH_TIMEOUT_DEFAULT */
+	double linger;		/* seconds a local layer stays mounted once no acquire
+				 * holds it, so that a sandbox made again soon of the
+				 * same image shares the mount (and its page cache);
+				 * 0 = unmounted at its last release */
 };
 
 /* Objects fetched from one source. */
@@ -100,7 +104,16 @@ struct fs3_acquired {
 	char **layers;			/* mounted layer directories, top layer first */
 	char *lowerdir;			/* the same joined by ':' for overlayfs lowerdir= */
 	struct fs3_image_config config;	/* the image's config */
+	char **extras;			/* "sha256:" digests of the images stacked over
+					 * it (fs3_image_acquire_stack), bottom first,
+					 * NULL-terminated, never NULL */
 };
+
+/* The most layers one acquire stacks: the container backend passes each
+ * layer to the sandbox's init as a mount fd and lays them in one overlay
+ * mount, whose options must fit a page (overlayfs itself takes at most 500
+ * lower layers, OVL_MAX_STACK). */
+#define FS3_STACK_MAX 64
 
 /* Options of an import. */
 struct fs3_import_opts {
@@ -170,6 +183,30 @@ void fs3_close(struct fs3 *fs);
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 	       struct fs3_import_res *res, struct dsec_err *err);
 
+/* What a squash did. */
+struct fs3_squash_res {
+	char digest[FS3_REF_LEN];	/* "sha256:<hex>" of the new image (or of ref's,
+					 * when nothing was merged) */
+	size_t before;			/* layers of ref's image */
+	size_t after;			/* layers of the new one */
+	size_t runs;			/* runs of small layers merged, one layer each */
+	uint64_t logical;		/* bytes of the merged layers' EROFS images */
+	uint64_t stored;		/* compressed bytes newly written to the origin */
+	double seconds;			/* wall time */
+};
+
+/* Makes a new image of ref's with each run of two or more adjacent layers
+ * smaller than max_size bytes merged into one layer, as overlayfs shows
+ * them: an upper entry replaces a lower one, whiteouts and opaque dirs of
+ * upper layers are applied; a whiteout or opaque mark that still has
+ * layers below the run to hide is kept, other whiteouts go.  The other
+ * layers and the config stay as they are; so does the tree a sandbox
+ * sees.  Tags the new image if tag.  Mounts each layer of a run (so needs
+ * root, as import of whiteouts does), in a staging directory.  res may be
+ * NULL. */
+int fs3_squash(struct fs3 *fs, const char *ref, uint64_t max_size, const char *tag,
+	       struct fs3_squash_res *res, struct dsec_err *err);
+
 /* Resolves ref ("name[:tag]", "sha256:<hex>" or a unique "sha256:" prefix of
  * at least 8 hex digits) to a manifest digest "sha256:<hex>". */
 int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struct dsec_err *err);
@@ -201,9 +238,25 @@ void fs3_image_info_clear(struct fs3_image_info *info);
  * FS3_MOUNTER.  *out is the caller's until fs3_image_release. */
 int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out,
 		      struct dsec_err *err);
-/* Gives an acquire back and frees a; a layer is unmounted when its last
- * user goes (lazily if something, e.g. an overlay, still holds it).  NULL
- * is a no-op. */
+/* Acquires image ref with the images of extras (refs as above, bottom
+ * first, NULL-terminated; NULL or empty = none) stacked over it, as a
+ * sandbox that adds a workspace or a toolkit to its base image runs:
+ * out->layers are the last extra's layers, top first, then the one's
+ * before it, ..., then ref's.  A layer found in more than one of them
+ * appears once, where it is highest (the same tree: its lower copy could
+ * only be shadowed by itself).  The config is ref's alone: extras add
+ * files, never env, cwd, user or entrypoint.  Each image is held as if
+ * acquired alone (gc roots, layer mounts shared and refcounted) until
+ * fs3_image_release gives them all back.  Every ref is resolved before
+ * anything is held: an unknown one fails (not_found) holding nothing, as
+ * does a stack of more than FS3_STACK_MAX layers (invalid, E2BIG). */
+int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *extras,
+			    struct fs3_acquired **out, struct dsec_err *err);
+/* Gives an acquire back (with its extras) and frees a; a layer is
+ * unmounted when its last user goes (lazily if something, e.g. an overlay,
+ * still holds it), or with conf.linger, if it is local, at the first
+ * acquire or release that finds it idle that long, at gc or at close.
+ * NULL is a no-op. */
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a);
 /* Frees a without giving it back: only for acquires still outstanding when
  * fs3_close unmounted everything (a daemon shutting down). */

@@ -41,6 +41,8 @@ struct copy {
 	uint32_t base;		/* id_base */
 	uint32_t count;		/* id_count, 0 = no shift */
 	bool userxattr;		/* FS3_DIFF_USERXATTR */
+	bool merge;		/* FS3_DIFF_MERGE */
+	bool below;		/* FS3_DIFF_BELOW */
 	int dstroot;		/* fd of dst */
 	dev_t dev;		/* the upper dir's file system */
 	struct hlink *links;	/* files with several links seen so far */
@@ -180,6 +182,63 @@ static int copy_meta(struct copy *c, int sfd, int dfd, const char *name, const s
 	return 0;
 }
 
+/* Is the directory at path (an fd_path) marked opaque (either form)? */
+static bool is_opaque(const char *path)
+{
+	char v[2];
+
+	return (lgetxattr(path, "trusted.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y') ||
+	       (lgetxattr(path, "user.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y');
+}
+
+/* Merge: removes every xattr of dst but its opaque marks, so that upper's
+ * replace them as overlayfs shows an upper directory's own. */
+static int clear_xattrs(struct copy *c, const char *dst, const char *rel)
+{
+	char *list = c->xlist;
+	ssize_t n = llistxattr(dst, list, SNAP_XATTR_MAX);
+
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : dsec_err_set(c->err, errno,
+				"cannot list the xattrs of '%s': %s", rel, strerror(errno));
+	for (char *k = list; k < list + n; k += strlen(k) + 1)
+		if (strcmp(k, "trusted.overlay.opaque") && strcmp(k, "user.overlay.opaque") &&
+		    lremovexattr(dst, k) < 0 && errno != ENODATA)
+			return dsec_err_set(c->err, errno, "cannot remove xattr '%s' of '%s': %s",
+					    k, rel, strerror(errno));
+	return 0;
+}
+
+/* Merge: what upper's entry does to dst's of the same name.  Returns 1
+ * when it is done (a whiteout dropped), 0 to copy it over (*opaque: mark
+ * the new directory opaque), *into: merge into dst's directory. */
+static int merge_entry(struct copy *c, int sfd, int dfd, const char *name, const struct stat *st,
+		       const char *rel, bool *into, bool *opaque)
+{
+	char sp[64 + NAME_MAX], dp[64 + NAME_MAX];
+	struct stat dt;
+	int r;
+
+	*into = *opaque = false;
+	if (fstatat(dfd, name, &dt, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
+			return dsec_err_set(c->err, errno, "cannot stat '%s': %s", rel,
+					    strerror(errno));
+		return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0) && !c->below;
+	}
+	fd_path(sp, sizeof(sp), sfd, name);
+	fd_path(dp, sizeof(dp), dfd, name);
+	if (S_ISDIR(st->st_mode) && S_ISDIR(dt.st_mode) && !is_opaque(sp)) {
+		*into = true;
+		return clear_xattrs(c, dp, rel);
+	}
+	/* dst's non-directory hid what lies below: so must the new one. */
+	*opaque = S_ISDIR(st->st_mode) && !S_ISDIR(dt.st_mode) && c->below;
+	if ((r = dsec_rm_rf(dp)) < 0)
+		return dsec_err_set(c->err, -r, "cannot remove '%s': %s", rel, strerror(-r));
+	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0) && !c->below;
+}
+
 static int copy_data(struct copy *c, int in, int out, const char *rel)
 {
 	bool plain = false;
@@ -251,11 +310,14 @@ static int copy_dir(struct copy *c, int sfd, int dfd, const char *rel, int depth
 static int copy_entry(struct copy *c, int sfd, int dfd, const char *name, const char *rel,
 		      int depth)
 {
+	bool into = false, opaque = false;
 	struct stat st;
 	int r;
 
 	if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return dsec_err_set(c->err, errno, "cannot stat '%s': %s", rel, strerror(errno));
+	if (c->merge && (r = merge_entry(c, sfd, dfd, name, &st, rel, &into, &opaque)) != 0)
+		return r < 0 ? r : 0;
 	switch (st.st_mode & S_IFMT) {
 	case S_IFDIR: {
 		_cleanup_close_ int s = -1;
@@ -267,9 +329,18 @@ static int copy_entry(struct copy *c, int sfd, int dfd, const char *name, const 
 			return dsec_err_setc(c->err, DSEC_E_INVALID, ELOOP,
 					     "cannot copy '%s': more than %d directories deep", rel,
 					     FS3_DIFF_DEPTH_MAX);
-		if (mkdirat(dfd, name, 0700) < 0)
+		if (!into && mkdirat(dfd, name, 0700) < 0)
 			return dsec_err_set(c->err, errno, "cannot create '%s': %s", rel,
 					    strerror(errno));
+		if (opaque) {
+			char dp[64 + NAME_MAX];
+
+			fd_path(dp, sizeof(dp), dfd, name);
+			if (lsetxattr(dp, "trusted.overlay.opaque", "y", 1, 0) < 0 ||
+			    lsetxattr(dp, "user.overlay.opaque", "y", 1, 0) < 0)
+				return dsec_err_set(c->err, errno, "cannot mark '%s' opaque: %s",
+						    rel, strerror(errno));
+		}
 		s = openat(sfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		d = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (s < 0 || d < 0)
@@ -360,6 +431,8 @@ int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t
 	c->base = id_base;
 	c->count = id_count;
 	c->userxattr = flags & FS3_DIFF_USERXATTR;
+	c->merge = flags & FS3_DIFF_MERGE;
+	c->below = c->merge && (flags & FS3_DIFF_BELOW);
 	c->st = stp;
 	c->err = err;
 	c->dstroot = -1;
@@ -370,7 +443,8 @@ int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t
 		goto out;
 	}
 	c->dev = st.st_dev;
-	if (mkdir(dst, 0700) < 0 || (d = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+	if ((!c->merge && mkdir(dst, 0700) < 0) ||
+	    (d = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		r = dsec_err_set(err, errno, "cannot create '%s': %s", dst, strerror(errno));
 		goto out;
 	}
@@ -391,7 +465,8 @@ int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t
 					 strerror(errno));
 			goto out;
 		}
-		if ((r = copy_xattrs(c, sp, dp, "/")) < 0)
+		if ((c->merge && (r = clear_xattrs(c, dp, "/")) < 0) ||
+		    (r = copy_xattrs(c, sp, dp, "/")) < 0)
 			goto out;
 		if (futimens(d, ts) < 0) {
 			r = dsec_err_set(err, errno, "cannot set the times of '%s': %s", dst,

@@ -44,9 +44,20 @@ struct fs3_diff_stats {
  * user.overlay.opaque (else trusted.overlay.opaque). */
 #define FS3_DIFF_USERXATTR 0x1u
 
+/* Merge (squash): dst exists, a layer tree, and upper, another layer tree
+ * (or an upper dir), goes over it as overlayfs would show the two: an entry
+ * of upper replaces dst's (a directory of each merges, unless upper's is
+ * opaque), a whiteout removes dst's entry, and dst's opaque marks stay.  A
+ * directory of upper over a non-directory of dst is marked opaque (dst's
+ * entry hid what lies below). */
+#define FS3_DIFF_MERGE 0x2u
+/* With FS3_DIFF_MERGE: layers lie below dst, so upper's whiteouts are kept
+ * (they still hide something there); without it they are dropped. */
+#define FS3_DIFF_BELOW 0x4u
+
 /* Copies the upper dir at upper (a path, symlinks at its end followed) to
- * dst, which must not exist; see above.  st may be NULL.  On failure dst
- * may be left half made: the caller removes it. */
+ * dst, which must not exist (but see FS3_DIFF_MERGE); see above.  st may
+ * be NULL.  On failure dst may be left half made: the caller removes it. */
 int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t id_count,
 		  unsigned flags, struct fs3_diff_stats *st, struct dsec_err *err);
 

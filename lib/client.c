@@ -208,7 +208,8 @@ static size_t count_create(const struct dsec_create_opts *o, bool call)
 	if (!o)
 		return 0;
 	return !!o->backend + !!o->image + !!o->runtime + (o->ttl > 0) + (o->idle_ttl > 0) +
-	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns + !!o->seccomp_deny + 1;
+	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns +
+	       !!o->seccomp_deny + !!o->layers + 1;
 }
 
 static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l, uint32_t weight)
@@ -257,6 +258,8 @@ static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, boo
 		dsec_pk_kv_str(p, "dns", o->dns);
 	if (o->seccomp_deny)
 		dsec_pk_kv_strv(p, "seccomp_deny", o->seccomp_deny);
+	if (o->layers)
+		dsec_pk_kv_strv(p, "layers", o->layers);
 	pack_limits(p, &o->limits, o->cpu_weight);
 }
 

@@ -48,6 +48,9 @@ struct dsec_create_opts {
 	const char *dns;		/* with "allowlist": the resolver, or NULL */
 	const char *const *seccomp_deny; /* system calls to deny as well, or NULL */
 	uint32_t cpu_weight;		/* limits.cpu_weight, 1-10000; 0 = default */
+	/* Images (refs) whose layers go over image's, bottom first,
+	 * NULL-terminated, or NULL; the config stays image's. */
+	const char *const *layers;
 };
 
 /* Creates a sandbox; *id (caller frees) names it and its owner node. */

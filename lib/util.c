@@ -375,3 +375,16 @@ size_t dsec_strv_len(const char *const *v)
 		n++;
 	return n;
 }
+
+char **dsec_strv_dup(const char *const *v)
+{
+	size_t n = dsec_strv_len(v);
+	char **c;
+
+	if (!v)
+		return NULL;
+	c = xcalloc(n + 1, sizeof(*c));
+	for (size_t i = 0; i < n; i++)
+		c[i] = xstrdup(v[i]);
+	return c;
+}

@@ -72,9 +72,11 @@ void dsec_buf_free(struct dsec_buf *b);
 /* Takes the bytes out; the caller frees the result; b is empty after. */
 char *dsec_buf_detach(struct dsec_buf *b, size_t *len);
 
-/* NULL-terminated string vectors: free each string and the array; count. */
+/* NULL-terminated string vectors: free each string and the array; count;
+ * a deep copy (of NULL: NULL) the caller frees with dsec_strv_free. */
 void dsec_strv_free(char **v);
 size_t dsec_strv_len(const char *const *v);
+char **dsec_strv_dup(const char *const *v);
 
 /* Monotonic clock in nanoseconds and seconds. */
 uint64_t dsec_now_ns(void);

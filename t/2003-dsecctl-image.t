@@ -7,7 +7,7 @@ need_cmd dsecctl
 need_cmd mkfs.erofs
 need_cmd zstd
 
-plan 23
+plan 26
 
 export DSEC_FS3_STORE="$T/store"
 export DSEC_FS3_ORIGIN="$T/origin"
@@ -73,6 +73,13 @@ run dsecctl image gc
 like "$RC:$OUT" "^0:kept [0-9]+  removed [1-9][0-9]*  freed [0-9]+" "gc removes what only the removed tag held"
 run dsecctl image inspect demo:gz
 is "$RC" 0 "the other images stay"
+
+run dsecctl image squash --max-size 1M demo:gz
+like "$RC:$OUT" "^0:$D2"$'\n'"layers 1 -> 1  runs merged 0 " "squash of one layer: nothing to merge, the same image"
+run dsecctl image squash --max-size 0 demo:gz
+like "$RC:$OUT" "^2:.*--max-size '0': not a size" "squash --max-size wants a size"
+run dsecctl image gc --max-size 1M
+like "$RC:$OUT" "^2:.*--max-size goes with 'image squash' only" "--max-size goes with squash only"
 
 # Two writers at once: the flock lets both through.
 dsecctl image import --tag par:1 "$T/src" > "$T/p1" 2>&1 &

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs3.h"
 #include "log.h"
 #include "tap.h"
 #include "util.h"
@@ -120,6 +121,23 @@ DSEC_PRINTF(1, 2) static inline int sh(const char *fmt, ...)
 static inline bool same_file(const char *a, const char *b)
 {
 	return sh("cmp -s '%s' '%s'", a, b) == 0;
+}
+
+/* Imports the tree $T/rel over image base (NULL = none) as tag, its env
+ * env (one "K=V", or NULL); prints why it failed. */
+static inline int t_import(struct fs3 *fs, const char *rel, const char *base, const char *tag,
+			   const char *env)
+{
+	char *e[] = { (char *)env, NULL };
+	struct fs3_import_opts o = { .tag = tag, .base = base, .config.env = env ? e : NULL };
+	struct dsec_err err;
+	char *p = tpath("%s", rel);
+	int r = fs3_import(fs, p, &o, NULL, &err);
+
+	if (r < 0)
+		printf("# %s\n", err.msg);
+	free(p);
+	return r;
 }
 
 #endif

@@ -60,10 +60,14 @@ struct bench_opts {
 	uint64_t warmup;		/* --warmup requests before the clock starts */
 	const char *backend;		/* --backend or NULL */
 	const char *runtime;		/* --runtime or NULL */
+	const char *image;		/* --image or NULL */
+	const char **layers;		/* --layer refs, NULL-terminated, or NULL */
+	size_t nlayers;			/* entries in layers */
 	const char *cmd;		/* --cmd: a shell command line */
 	const char *code;		/* --code: a snippet for the runtime */
 	bool check_output;		/* stdout must be X\n (default command only) */
 	bool json;			/* --json */
+	const char *lat_file;		/* --latencies: appended to, or NULL */
 	int pid;			/* --pid of the daemon for VmRSS, 0 = none */
 	double timeout;			/* --timeout per command, 0 = daemon default */
 };
@@ -101,10 +105,13 @@ enum {
 	OPT_MODE = 256,
 	OPT_BACKEND,
 	OPT_RUNTIME,
+	OPT_IMAGE,
+	OPT_LAYER,
 	OPT_CMD,
 	OPT_CODE,
 	OPT_WARMUP,
 	OPT_JSON,
+	OPT_LATENCIES,
 	OPT_PID,
 	OPT_TIMEOUT,
 	OPT_HELP,
@@ -119,10 +126,13 @@ static const struct option long_opts[] = {
 	{ .name = "mode",	.has_arg = required_argument,	.val = OPT_MODE },
 	{ .name = "backend",	.has_arg = required_argument,	.val = OPT_BACKEND },
 	{ .name = "runtime",	.has_arg = required_argument,	.val = OPT_RUNTIME },
+	{ .name = "image",	.has_arg = required_argument,	.val = OPT_IMAGE },
+	{ .name = "layer",	.has_arg = required_argument,	.val = OPT_LAYER },
 	{ .name = "cmd",	.has_arg = required_argument,	.val = OPT_CMD },
 	{ .name = "code",	.has_arg = required_argument,	.val = OPT_CODE },
 	{ .name = "warmup",	.has_arg = required_argument,	.val = OPT_WARMUP },
 	{ .name = "json",	.has_arg = no_argument,		.val = OPT_JSON },
+	{ .name = "latencies",	.has_arg = required_argument,	.val = OPT_LATENCIES },
 	{ .name = "pid",	.has_arg = required_argument,	.val = OPT_PID },
 	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
@@ -133,8 +143,10 @@ static const struct option long_opts[] = {
 static const char usage_text[] =
 	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS]\n"
 	"                  [--mode call|exec|create|first|pause]\n"
-	"                  [--backend B] [--runtime R] [--cmd CMD | --code CODE]\n"
+	"                  [--backend B] [--runtime R] [--image I [--layer REF]...]\n"
+	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
+	"                  [--latencies FILE]\n"
 	"\n"
 	"Load a running dsecd and report rate and latency.\n"
 	"\n"
@@ -148,12 +160,15 @@ static const char usage_text[] =
 	"                         (pause + resume of one idle sandbox per thread)\n"
 	"      --backend B        backend to ask for\n"
 	"      --runtime R        fncall runtime (sh, python3)\n"
+	"      --image I          image of the sandboxes (tag or digest)\n"
+	"      --layer REF        an image stacked over I (repeatable, each over the last)\n"
 	"      --cmd CMD          shell command to run instead of the checked default\n"
 	"      --code CODE        runtime snippet to run instead of the checked default\n"
 	"      --warmup N         requests before the clock starts (default 0)\n"
 	"      --timeout S        per-command timeout (default: the daemon's)\n"
 	"      --pid PID          report VmRSS of the daemon PID before and after\n"
 	"      --json             print one JSON object instead of the table\n"
+	"      --latencies FILE   append each measured latency (ms) to FILE, one a line\n"
 	"\n"
 	"Exit status: 0 if every request succeeded and matched, 1 if not, 2 on error.\n";
 
@@ -231,6 +246,14 @@ static void parse_args(int argc, char **argv)
 		case OPT_RUNTIME:
 			opt.runtime = optarg;
 			break;
+		case OPT_IMAGE:
+			opt.image = optarg;
+			break;
+		case OPT_LAYER:
+			opt.layers = xrealloc(opt.layers, (opt.nlayers + 2) * sizeof(*opt.layers));
+			opt.layers[opt.nlayers++] = optarg;
+			opt.layers[opt.nlayers] = NULL;
+			break;
 		case OPT_CMD:
 			opt.cmd = optarg;
 			break;
@@ -242,6 +265,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_JSON:
 			opt.json = true;
+			break;
+		case OPT_LATENCIES:
+			opt.lat_file = optarg;
 			break;
 		case OPT_PID:
 			opt.pid = (int)parse_count("pid", optarg, 1);
@@ -269,6 +295,8 @@ static void parse_args(int argc, char **argv)
 		opt.requests = 1000;
 	if (opt.cmd && opt.code)
 		usage_error("--cmd and --code are exclusive");
+	if (opt.layers && !opt.image)
+		usage_error("--layer needs --image");
 	if ((opt.mode == MODE_CREATE || opt.mode == MODE_PAUSE) && (opt.cmd || opt.code))
 		usage_error("--cmd and --code do not apply to --mode %s", mode_names[opt.mode]);
 	opt.check_output = !opt.cmd && !opt.code;
@@ -317,6 +345,8 @@ static void fill_create_opts(struct dsec_create_opts *co)
 	memset(co, 0, sizeof(*co));
 	co->backend = opt.backend;
 	co->runtime = opt.runtime;
+	co->image = opt.image;
+	co->layers = opt.layers;
 }
 
 /* The command of one request: env holds "X=<value>", sh_argv runs --cmd
@@ -699,6 +729,26 @@ static void percentiles(const struct worker *ws, bool second, double *p50, doubl
 	free(all);
 }
 
+/* --latencies: appends every worker's latencies (the first kind) in ms,
+ * so that runs taken apart (interleaved with others) can be pooled. */
+static int write_latencies(const struct worker *ws)
+{
+	FILE *f = fopen(opt.lat_file, "ae");
+
+	if (!f) {
+		fprintf(stderr, "dsec-bench: cannot open '%s': %s\n", opt.lat_file, strerror(errno));
+		return -1;
+	}
+	for (unsigned i = 0; i < opt.threads; i++)
+		for (size_t k = 0; k < ws[i].nlat; k++)
+			fprintf(f, "%.6f\n", ws[i].lat[k] * 1000.0);
+	if (fclose(f) != 0) {
+		fprintf(stderr, "dsec-bench: cannot write '%s': %s\n", opt.lat_file, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* Connect every worker and, in exec mode, give each its sandbox.  Returns
  * 0, or -1 after printing why (the caller cleans up). */
 static int setup_workers(struct worker *ws)
@@ -794,6 +844,11 @@ int main(int argc, char **argv)
 	s.rate = s.seconds > 0 ? (double)s.requests / s.seconds : 0;
 	percentiles(ws, false, &s.p50, &s.p90, &s.p99, &s.max);
 	percentiles(ws, true, &s.r50, &s.r90, &s.r99, &s.rmax);
+	if (opt.lat_file && write_latencies(ws) < 0) {
+		teardown_workers(ws);
+		free(ws);
+		return EXIT_USAGE;
+	}
 
 	teardown_workers(ws);
 	free(ws);

@@ -42,6 +42,8 @@ struct run_opts {
 	size_t nallow;			/* entries in allow */
 	const char **deny;		/* --deny-syscall names, NULL-terminated */
 	size_t ndeny;			/* entries in deny */
+	const char **layers;		/* --layer refs, NULL-terminated */
+	size_t nlayers;			/* entries in layers */
 	const char *cwd;		/* --cwd */
 	const char *stdin_path;		/* --stdin FILE or "-", NULL = empty stdin */
 	double timeout;			/* --timeout seconds, 0 = daemon default */
@@ -76,12 +78,14 @@ enum {
 	OPT_VERSION,
 	OPT_SNAPSHOT,
 	OPT_STREAM,
+	OPT_LAYER,
 };
 
 static const struct option long_opts[] = {
 	{ .name = "host",	.has_arg = required_argument,	.val = 'H' },
 	{ .name = "backend",	.has_arg = required_argument,	.val = OPT_BACKEND },
 	{ .name = "image",	.has_arg = required_argument,	.val = OPT_IMAGE },
+	{ .name = "layer",	.has_arg = required_argument,	.val = OPT_LAYER },
 	{ .name = "runtime",	.has_arg = required_argument,	.val = OPT_RUNTIME },
 	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
 	{ .name = "env",	.has_arg = required_argument,	.val = OPT_ENV },
@@ -106,9 +110,9 @@ static const struct option long_opts[] = {
 
 static const char usage_text[] =
 	"usage: dsec-run [-H ADDR] [--backend B] [--image I] [--runtime R] [--timeout S]\n"
-	"                [--env K=V]... [--cwd DIR] [--stdin FILE|-] [--output-cap BYTES]\n"
-	"                [--network none|allowlist] [--allow ADDR[:PORTS[/PROTO]]]... [--dns IP]\n"
-	"                [--deny-syscall NAME]...\n"
+	"                [--layer REF]... [--env K=V]... [--cwd DIR] [--stdin FILE|-]\n"
+	"                [--output-cap BYTES] [--network none|allowlist] [--dns IP]\n"
+	"                [--allow ADDR[:PORTS[/PROTO]]]... [--deny-syscall NAME]...\n"
 	"                [--keep | --id ID] [--snapshot TAG] [--client-timeout S]\n"
 	"                [--stream | -t]\n"
 	"                (-c CODE | [--] CMD [ARG]...)\n"
@@ -120,6 +124,8 @@ static const char usage_text[] =
 	"                           then " DSEC_DEFAULT_URL ")\n"
 	"      --backend B          backend of the new sandbox (fncall, container, ...)\n"
 	"      --image I            image of the new sandbox\n"
+	"      --layer REF          stack image REF's layers over I's (repeatable: each\n"
+	"                           over the one before); env, cwd, user stay I's\n"
 	"      --runtime R          fncall runtime (sh, python3)\n"
 	"      --timeout S          kill the command after S (30, 1.5, 250ms, 2m); exit 124\n"
 	"      --env K=V            set a variable for the command (repeatable)\n"
@@ -282,6 +288,9 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 		case OPT_ALLOW:
 			o->create.allow = push(&o->allow, &o->nallow, optarg);
 			break;
+		case OPT_LAYER:
+			o->create.layers = push(&o->layers, &o->nlayers, optarg);
+			break;
 		case OPT_DNS:
 			o->create.dns = optarg;
 			break;
@@ -323,9 +332,11 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 	if ((o->create.allow || o->create.dns) && !o->create.network)
 		o->create.network = "allowlist";
 	if (o->id && (o->create.backend || o->create.image || o->create.runtime ||
-		      o->create.network))
-		usage_error("--backend, --image, --runtime and the network options apply to new "
-			    "sandboxes, not to --id");
+		      o->create.network || o->create.layers || o->create.seccomp_deny))
+		usage_error("--backend, --image, --layer, --runtime, --deny-syscall and the network "
+			    "options apply to new sandboxes, not to --id");
+	if (o->create.layers && !o->create.image)
+		usage_error("--layer needs --image: the layers go over an image");
 }
 
 /* Write what the command printed, then map its status to ours. */
@@ -640,5 +651,7 @@ snap:
 	dsec_close(c);
 	dsec_buf_free(&in);
 	free(o.env);
+	free(o.allow);
+	free(o.layers);
 	return status;
 }

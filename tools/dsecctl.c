@@ -16,11 +16,13 @@
 #include "util.h"
 
 #define DEFAULT_STORE "/var/lib/dsec/fs3"
+#define DEFAULT_SQUASH_MAX (4ull << 20)	/* squash: layers below 4 MiB are small */
 
 /* Everything the command line says. */
 struct ctl_opts {
 	struct fs3_conf conf;		/* store, origin, cache cap */
-	const char *tag;		/* import --tag */
+	const char *tag;		/* import, squash --tag */
+	uint64_t max_size;		/* squash --max-size, 0 = DEFAULT_SQUASH_MAX */
 	struct fs3_image_config config;	/* import --config */
 	size_t nenv, nentry;		/* entries in config.env, config.entrypoint */
 	char **peers;			/* --peer, or $DSEC_FS3_PEERS split */
@@ -50,6 +52,9 @@ static const char usage_text[] =
 	"  image rm NAME[:TAG]|DIGEST\n"
 	"  image gc\n"
 	"  image pull NAME[:TAG]|DIGEST\n"
+	"  image squash [--max-size BYTES] [--tag NAME[:TAG]] IMAGE\n"
+	"               merge each run of adjacent layers smaller than BYTES (default\n"
+	"               4M) into one layer: a new image with the same tree\n"
 	"The store defaults to $DSEC_FS3_STORE, then " DEFAULT_STORE "; the origin to\n"
 	"$DSEC_FS3_ORIGIN, then STORE/origin; the peers to $DSEC_FS3_PEERS, then none.\n"
 	"See dsecctl(8) and dsec-fs3(7).\n";
@@ -180,6 +185,21 @@ static int cmd_pull(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
 	return 0;
 }
 
+static int cmd_squash(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
+{
+	struct fs3_squash_res res;
+	int r;
+
+	if ((r = fs3_squash(fs, o->args[0], o->max_size ? o->max_size : DEFAULT_SQUASH_MAX, o->tag,
+			    &res, err)) < 0)
+		return r;
+	printf("%s\n", res.digest);
+	printf("layers %zu -> %zu  runs merged %zu  logical %llu  stored %llu  seconds %.2f\n",
+	       res.before, res.after, res.runs, (unsigned long long)res.logical,
+	       (unsigned long long)res.stored, res.seconds);
+	return 0;
+}
+
 static const struct ctl_cmd cmds[] = {
 	{ .name = "import", .min_args = 1, .max_args = 1, .usage = "SRC", .run = cmd_import },
 	{ .name = "ls", .min_args = 0, .max_args = 0, .usage = "", .run = cmd_ls },
@@ -188,6 +208,7 @@ static const struct ctl_cmd cmds[] = {
 	{ .name = "rm", .min_args = 1, .max_args = 1, .usage = "IMAGE", .run = cmd_rm },
 	{ .name = "gc", .min_args = 0, .max_args = 0, .usage = "", .run = cmd_gc },
 	{ .name = "pull", .min_args = 1, .max_args = 1, .usage = "IMAGE", .run = cmd_pull },
+	{ .name = "squash", .min_args = 1, .max_args = 1, .usage = "IMAGE", .run = cmd_squash },
 };
 
 enum {
@@ -198,6 +219,7 @@ enum {
 	OPT_CONFIG,
 	OPT_PEER,
 	OPT_FETCH_TIMEOUT,
+	OPT_MAX_SIZE,
 	OPT_HELP,
 };
 
@@ -209,6 +231,7 @@ static const struct option long_opts[] = {
 	{ .name = "config",	.has_arg = required_argument,	.val = OPT_CONFIG },
 	{ .name = "peer",	.has_arg = required_argument,	.val = OPT_PEER },
 	{ .name = "fetch-timeout", .has_arg = required_argument, .val = OPT_FETCH_TIMEOUT },
+	{ .name = "max-size",	.has_arg = required_argument,	.val = OPT_MAX_SIZE },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ 0 }
 };
@@ -317,6 +340,10 @@ int main(int argc, char **argv)
 			    o.conf.fetch_timeout <= 0)
 				usage_fail("--fetch-timeout '%s': not a duration", optarg);
 			break;
+		case OPT_MAX_SIZE:
+			if (dsec_parse_size(optarg, &o.max_size) < 0 || !o.max_size)
+				usage_fail("--max-size '%s': not a size", optarg);
+			break;
 		case OPT_HELP:
 			fputs(usage_text, stdout);
 			return 0;
@@ -336,8 +363,12 @@ int main(int argc, char **argv)
 	o.nargs = argc - optind - 2;
 	if (o.nargs < cmd->min_args || o.nargs > cmd->max_args)
 		usage_fail("usage: dsecctl image %s %s", cmd->name, cmd->usage);
-	if (cmd->run != cmd_import && (o.tag || o.nenv || o.nentry || o.config.cwd || o.config.user))
-		usage_fail("--tag and --config go with 'image import' only");
+	if (cmd->run != cmd_import && (o.nenv || o.nentry || o.config.cwd || o.config.user))
+		usage_fail("--config goes with 'image import' only");
+	if (cmd->run != cmd_import && cmd->run != cmd_squash && o.tag)
+		usage_fail("--tag goes with 'image import' and 'image squash' only");
+	if (cmd->run != cmd_squash && o.max_size)
+		usage_fail("--max-size goes with 'image squash' only");
 	o.conf.peers = (const char *const *)o.peers;
 	dsec_err_clear(&err);
 	if ((r = fs3_open(&fs, &o.conf, &err)) == 0) {
