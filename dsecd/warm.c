@@ -2,7 +2,7 @@
  *
  * The config key "pool" lists BACKEND[@IMAGE]=N entries.  For each, the
  * daemon keeps N sandboxes of that backend and image created in advance,
- * two creations at a time, refilled as they are taken.  A create request
+ * two creations at a time, refilled once takes pause.  A create request
  * for that backend and image that asks for nothing a pooled sandbox cannot
  * have (limits, a network mode) takes one: its reply comes without
  * waiting for the backend.  Its env and working directory then apply to
@@ -11,6 +11,13 @@
  * against max_sandboxes and die with the daemon) but no request can name
  * them and list does not show them.  A pool whose creations fail waits
  * WARM_RETRY seconds before it tries again.
+ *
+ * Refills wait until no sandbox has been taken for WARM_QUIET seconds, or
+ * until the pool is down to a quarter: a burst of creates is handed its
+ * sandboxes without creations of the pool competing with its first
+ * commands for the CPUs and the kernel's locks (which doubled a hand-over's
+ * create -> first exec on a 2-core machine), and the pool fills up again
+ * in the gap after it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +32,7 @@
 #define WARM_PARALLEL 2		/* creations in flight per pool */
 #define WARM_RETRY 5.0		/* seconds before refilling after a failure */
 #define WARM_MAX 1024		/* sandboxes one pool may hold */
+#define WARM_QUIET 0.1		/* seconds without a take before refilling */
 
 struct dsecd_warm {
 	struct dsecd_warm *next;	/* d->warm list */
@@ -36,6 +44,8 @@ struct dsecd_warm {
 	unsigned creating;		/* creations in flight */
 	struct dsecd_sb **ready;	/* ready pooled sandboxes, target slots */
 	ev_timer retry;			/* back-off after a failed creation */
+	ev_timer quiet;			/* refill once takes pause */
+	ev_tstamp last_take;		/* when the last sandbox was taken */
 	uint64_t taken;			/* hand-overs since start */
 };
 
@@ -45,7 +55,16 @@ struct wcreate {
 	struct dsecd_sb *sb;		/* the sandbox */
 	struct dsec_be_spec spec;	/* what the backend gets */
 	char **ienv;			/* the image's env, or NULL */
+	struct dsec_exec_req xreq;	/* the warm-up command */
+	struct dsec_exec_res xres;	/* its result (ignored) */
 };
+
+/* Run once in each new pooled sandbox before it counts as ready: the
+ * first command of a sandbox pays for what later ones find made (the
+ * container backend's exec cgroup and seccomp filter, the new mounts'
+ * dentries), and a pool is there to keep that off a create's path.  Its
+ * failure (an image without `true`) changes nothing. */
+static const char *const warmup_argv[] = { "true", NULL };
 
 static void warm_fill(struct dsecd_warm *w);
 
@@ -54,16 +73,22 @@ static void retry_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	warm_fill(dsec_container_of(t, struct dsecd_warm, retry));
 }
 
-static void wc_done(void *arg, int rc, const struct dsec_err *err)
+static void quiet_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
-	struct wcreate *c = arg;
+	warm_fill(dsec_container_of(t, struct dsecd_warm, quiet));
+}
+
+/* The creation is over (rc < 0: failed): the sandbox joins the pool. */
+static void wc_ready(struct wcreate *c, int rc, const struct dsec_err *err)
+{
 	struct dsecd_warm *w = c->w;
 	struct dsecd *d = w->d;
 	struct dsecd_sb *sb = c->sb;
 
-	d->ops_inflight--;
 	w->creating--;
 	dsec_strv_free(c->ienv);
+	dsec_buf_free(&c->xres.out);
+	dsec_buf_free(&c->xres.err);
 	free(c);
 	if (rc < 0 || d->shutting_down) {
 		if (rc < 0) {
@@ -83,6 +108,36 @@ static void wc_done(void *arg, int rc, const struct dsec_err *err)
 	sb->state = SB_READY;	/* still pooled: no request can name it */
 	w->ready[w->nready++] = sb;
 	warm_fill(w);
+}
+
+static void wc_warmed(void *arg, int rc, const struct dsec_err *err)
+{
+	struct wcreate *c = arg;
+
+	c->w->d->ops_inflight--;
+	if (rc < 0)
+		log_debug("pool %s: warm-up command: %s", c->w->be->name, err ? err->msg : "failed");
+	wc_ready(c, 0, NULL);
+}
+
+static void wc_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct wcreate *c = arg;
+	struct dsecd *d = c->w->d;
+	const struct dsec_be_ops *ops = c->w->be->ops;
+	struct dsec_err e;
+
+	d->ops_inflight--;
+	if (rc < 0 || d->shutting_down || !ops->exec)
+		return wc_ready(c, rc, err);
+	c->xreq.argv = warmup_argv;
+	c->xreq.timeout = 10;
+	dsec_buf_init(&c->xres.out);
+	dsec_buf_init(&c->xres.err);
+	dsec_err_clear(&e);
+	if (ops->exec(c->sb->handle, &c->xreq, &c->xres, wc_warmed, c, &e) < 0)
+		return wc_ready(c, 0, NULL);
+	d->ops_inflight++;
 }
 
 static void wc_create(struct wcreate *c)
@@ -117,7 +172,15 @@ static void wc_acquired(void *arg, struct fs3_acquired *a, int rc, const struct 
 static void warm_fill(struct dsecd_warm *w)
 {
 	struct dsecd *d = w->d;
+	ev_tstamp wait = w->last_take + WARM_QUIET - ev_now(d->loop);
 
+	if (wait > 0 && w->nready > w->target / 4 && !d->shutting_down) {
+		/* Takes are coming: fill in the gap after them. */
+		ev_timer_stop(d->loop, &w->quiet);
+		ev_timer_set(&w->quiet, wait, 0);
+		ev_timer_start(d->loop, &w->quiet);
+		return;
+	}
 	while (!d->shutting_down && !ev_is_active(&w->retry) &&
 	       w->nready + w->creating < w->target && w->creating < WARM_PARALLEL &&
 	       d->nsandboxes + d->calls < d->conf.max_sandboxes) {
@@ -176,6 +239,8 @@ static int parse_entry(struct dsecd *d, const char *s, struct dsec_err *err)
 	w->target = (unsigned)n;
 	w->ready = xcalloc(n, sizeof(*w->ready));
 	ev_init(&w->retry, retry_cb);
+	ev_init(&w->quiet, quiet_cb);
+	w->last_take = -WARM_QUIET;
 	w->next = d->warm;
 	d->warm = w;
 	return 0;
@@ -214,6 +279,7 @@ struct dsecd_sb *dsecd_warm_take(struct dsecd *d, struct dsecd_backend *be, cons
 		sb = w->ready[--w->nready];
 		sb->pooled = false;
 		w->taken++;
+		w->last_take = ev_now(d->loop);
 		warm_fill(w);
 		return sb;
 	}
@@ -256,6 +322,7 @@ void dsecd_warm_free(struct dsecd *d)
 
 		d->warm = w->next;
 		ev_timer_stop(d->loop, &w->retry);
+		ev_timer_stop(d->loop, &w->quiet);
 		free(w->image);
 		free(w->ready);
 		free(w);
