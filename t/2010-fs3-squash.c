@@ -1,4 +1,4 @@
-/* 2008-fs3-squash - fs3_squash: runs of adjacent small layers merged into
+/* 2010-fs3-squash - fs3_squash: runs of adjacent small layers merged into
  * one EROFS layer; under overlayfs the squashed image's tree is the
  * original's (names, types, modes, owners, sizes, contents, symlinks),
  * whiteouts and opaque dirs applied, those still needed kept.  Needs root. */
