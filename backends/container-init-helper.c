@@ -398,6 +398,36 @@ static void recv_layers(int *fds, int n)
 	close(5);
 }
 
+/* The bounding set goes first, while CAP_SETPCAP is still ours (before
+ * the switch to a non-root uid); the remaining sets after it. */
+/* What root keeps in a sandbox with a user namespace, where these act only
+ * on the sandbox's own uid range: enough for package managers and the like
+ * (chown, file modes, setuid to its users, signals, low ports).  Nothing
+ * reaches the host's objects or the kernel (no CAP_SYS_ADMIN, CAP_NET_ADMIN,
+ * CAP_NET_RAW, CAP_SYS_CHROOT, CAP_MKNOD).  Without a user namespace root
+ * inside is the host's root: it keeps nothing. */
+#define SMALL_CAPS ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_FOWNER) | \
+		    (1ull << CAP_FSETID) | (1ull << CAP_KILL) | (1ull << CAP_SETGID) |     \
+		    (1ull << CAP_SETUID) | (1ull << CAP_NET_BIND_SERVICE))
+
+/* Set in the init once it has dropped the bounding set for its commands
+ * (they inherit it: one loop of prctl calls per sandbox, not per command). */
+static bool bset_dropped;
+
+static void drop_bounding_caps(uint64_t keep)
+{
+	for (int c = 0; c <= 63; c++) {
+		if (keep & (1ull << c))
+			continue;
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+			if (errno == EINVAL)
+				break;	/* past the kernel's last capability */
+			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
+		}
+	}
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
 static _Noreturn void serve(void);
 
 static _Noreturn void do_create(int argc, char **argv)
@@ -407,6 +437,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	const char *disk = arg(argc, argv, "--disk", "256m");
 	const char *desc = arg(argc, argv, "--cg", "none");
 	unsigned long nlayers = strtoul(arg(argc, argv, "--layers", "0"), NULL, 10);
+	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
 	char lowers[64 * 16 + 1] = "";
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
@@ -452,13 +483,16 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
-	build_root(dir, rootfs, disk, strcmp(arg(argc, argv, "--userns", "0"), "0") != 0,
-		   strcmp(arg(argc, argv, "--skel", "0"), "0") != 0);
+	build_root(dir, rootfs, disk, userns, strcmp(arg(argc, argv, "--skel", "0"), "0") != 0);
 	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		fail(errno, "cannot open the upper dir: %s", strerror(errno));
 	finish_root(dir);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		fail(errno, "cannot unshare the cgroup namespace: %s", strerror(errno));
+	/* The commands' bounding set, theirs by inheritance; the init keeps
+	 * what it holds (a bounding set only limits what an exec gains). */
+	drop_bounding_caps(userns ? SMALL_CAPS : 0);
+	bset_dropped = true;
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		fail(errno, "cannot make the init undumpable: %s", strerror(errno));
 	be_retitle(argc, argv, "dsec-init");
@@ -519,27 +553,6 @@ static int load_seccomp(void)
 	rc = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return rc;
-}
-
-/* The bounding set goes first, while CAP_SETPCAP is still ours (before
- * the switch to a non-root uid); the remaining sets after it. */
-/* What root keeps in a sandbox with a user namespace, where these act only
- * on the sandbox's own uid range: enough for package managers and the like
- * (chown, file modes, setuid to its users, signals, low ports).  Nothing
- * reaches the host's objects or the kernel (no CAP_SYS_ADMIN, CAP_NET_ADMIN,
- * CAP_NET_RAW, CAP_SYS_CHROOT, CAP_MKNOD).  Without a user namespace root
- * inside is the host's root: it keeps nothing. */
-#define SMALL_CAPS ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_FOWNER) | \
-		    (1ull << CAP_FSETID) | (1ull << CAP_KILL) | (1ull << CAP_SETGID) |     \
-		    (1ull << CAP_SETUID) | (1ull << CAP_NET_BIND_SERVICE))
-
-static void drop_bounding_caps(uint64_t keep)
-{
-	for (int c = 0; c <= 63; c++)
-		if (!(keep & (1ull << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 &&
-		    errno != EINVAL)
-			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
 }
 
 /* Effective and permitted = keep, as far as we still have them (a uid
@@ -648,7 +661,8 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	if (tty && ioctl(0, TIOCSCTTY, 0) < 0)
 		fail(errno, "cannot take the terminal: %s", strerror(errno));
 	setrlimit(RLIMIT_NOFILE, &rl);
-	drop_bounding_caps(keep);
+	if (!bset_dropped)
+		drop_bounding_caps(keep);
 	/* Raw system calls: glibc's would also act on the threads it thinks
 	 * we share memory with (the init, when it started us with CLONE_VM). */
 	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
