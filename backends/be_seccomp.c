@@ -1,7 +1,11 @@
 /* be_seccomp.c - see be_seccomp.h. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "be_seccomp.h"
 #include "util.h"
@@ -75,4 +79,58 @@ int be_seccomp_deny_add(scmp_filter_ctx ctx, const char *list)
 			return rc;
 	}
 	return 0;
+}
+
+/* What a container's command may not call (see be_seccomp.h for the namespace flags). */
+static const char *const container_deny[] = {
+	"mount", "umount", "umount2", "pivot_root", "chroot", "kexec_load",
+	"kexec_file_load", "bpf", "perf_event_open", "keyctl", "add_key", "request_key",
+	"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd",
+	"open_by_handle_at", "name_to_handle_at", "init_module", "finit_module",
+	"delete_module", "reboot", "swapon", "swapoff", "setns", "unshare", "acct",
+	"quotactl", "quotactl_fd", "sethostname", "setdomainname", "settimeofday",
+	"clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog",
+	"vhangup", "lookup_dcookie", "fanotify_init", "fsopen", "fsconfig", "fsmount",
+	"fspick", "move_mount", "open_tree", "mount_setattr", "io_uring_setup",
+	"io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd", "nfsservctl",
+	"uselib", "ustat", "sysfs", "_sysctl", "create_module", "get_kernel_syms",
+	"query_module",
+};
+static const unsigned long container_ns_flags[] = {
+	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
+	CLONE_NEWNET, CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
+};
+
+scmp_filter_ctx be_seccomp_container_ctx(const char *extra_deny)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+
+	if (ctx && (be_seccomp_rules(ctx, container_deny, DSEC_ARRAY_LEN(container_deny),
+				     container_ns_flags, DSEC_ARRAY_LEN(container_ns_flags)) < 0 ||
+		    be_seccomp_deny_add(ctx, extra_deny) < 0)) {
+		seccomp_release(ctx);
+		ctx = NULL;
+	}
+	return ctx;
+}
+
+int be_seccomp_container_export(const char *extra_deny, int *fd)
+{
+	scmp_filter_ctx ctx = be_seccomp_container_ctx(extra_deny);
+	int rc;
+
+	*fd = -1;
+	if (!ctx)
+		return -EINVAL;
+	if ((*fd = memfd_create("dsec-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0)
+		rc = -errno;
+	else if ((rc = seccomp_export_bpf(ctx, *fd)) == 0 &&
+		 fcntl(*fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		rc = -errno;	/* read-only from here: every sandbox's init reads it */
+	seccomp_release(ctx);
+	if (rc < 0 && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rc < 0 ? rc : 0;
 }

@@ -24,6 +24,16 @@ int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
  * naming the first unknown one. */
 int be_seccomp_deny_join(const char *const *names, char **out, struct dsec_err *err);
 
+/* The filter of every command of a container sandbox: default action
+ * ALLOW, be_seccomp_rules with the container backend's list (mount,
+ * namespaces, kexec, bpf, keyctl, ptrace, ...), then extra_deny (NULL or
+ * "": none).  NULL on failure. */
+scmp_filter_ctx be_seccomp_container_ctx(const char *extra_deny);
+
+/* That filter compiled to BPF in a new memfd (close-on-exec), *fd; 0 or
+ * -errno.  dsecd compiles it once for every sandbox without extra_deny. */
+int be_seccomp_container_export(const char *extra_deny, int *fd);
+
 /* Adds EPERM for each system call in list, names joined by ',' as
  * be_seccomp_deny_join made it (NULL or "": none).  0 or -errno. */
 int be_seccomp_deny_add(scmp_filter_ctx ctx, const char *list);

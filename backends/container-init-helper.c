@@ -6,7 +6,8 @@
  *	fd 3: status pipe (one line: "ok PID" or "err ERRNO message")
  *	fd 4: the init's end of dsecd's command socket (ct_exec.h)
  *	fd 5: the socket the image's layers come on (user namespaces)
- *	fds 6..: the sandbox's cgroup (be_cg_export order)
+ *	fds 6..: the sandbox's cgroup (be_cg_export order); --filter FD: a
+ *	memfd with the commands' seccomp filter compiled by dsecd
  *   Started by clone() in new mount, pid, net, uts and ipc namespaces, so
  *   it is the sandbox's pid 1 and dsecd's child.  Joins the cgroup,
  *   builds the root (a size-capped tmpfs holding the overlay's upper and
@@ -429,6 +430,7 @@ static void drop_bounding_caps(uint64_t keep)
 }
 
 static _Noreturn void serve(void);
+static void read_filter(int fd);
 
 static _Noreturn void do_create(int argc, char **argv)
 {
@@ -442,10 +444,15 @@ static _Noreturn void do_create(int argc, char **argv)
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	sigset_t all;
-	int lfd[64], upfd;
+	int lfd[64], upfd, filter_fd;
 
 	/* A copy: be_retitle below reuses argv's memory. */
 	extra_deny = xstrdup(arg(argc, argv, "--deny", ""));
+	/* The commands' filter, compiled by dsecd (else serve compiles it). */
+	if ((filter_fd = atoi(arg(argc, argv, "--filter", "-1"))) > CT_FD_CTL) {
+		read_filter(filter_fd);
+		close(filter_fd);
+	}
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
 	if (strcmp(desc, "none")) {
@@ -509,43 +516,9 @@ static _Noreturn void do_create(int argc, char **argv)
 
 /* ---- exec ----------------------------------------------------------------- */
 
-/* What a command may not call (see be_seccomp.h for the namespace flags). */
-static const char *const exec_deny[] = {
-	"mount", "umount", "umount2", "pivot_root", "chroot", "kexec_load",
-	"kexec_file_load", "bpf", "perf_event_open", "keyctl", "add_key", "request_key",
-	"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd",
-	"open_by_handle_at", "name_to_handle_at", "init_module", "finit_module",
-	"delete_module", "reboot", "swapon", "swapoff", "setns", "unshare", "acct",
-	"quotactl", "quotactl_fd", "sethostname", "setdomainname", "settimeofday",
-	"clock_settime", "clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog",
-	"vhangup", "lookup_dcookie", "fanotify_init", "fsopen", "fsconfig", "fsmount",
-	"fspick", "move_mount", "open_tree", "mount_setattr", "io_uring_setup",
-	"io_uring_enter", "io_uring_register", "kcmp", "pidfd_getfd", "nfsservctl",
-	"uselib", "ustat", "sysfs", "_sysctl", "create_module", "get_kernel_syms",
-	"query_module",
-};
-static const unsigned long exec_ns_flags[] = {
-	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
-	CLONE_NEWNET, CLONE_NEWCGROUP, 0x00000080 /* CLONE_NEWTIME */,
-};
-
-/* The filter every command gets: the rules above and the sandbox's own. */
-static scmp_filter_ctx exec_filter_ctx(void)
-{
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-
-	if (ctx && (be_seccomp_rules(ctx, exec_deny, DSEC_ARRAY_LEN(exec_deny), exec_ns_flags,
-				     DSEC_ARRAY_LEN(exec_ns_flags)) < 0 ||
-		    be_seccomp_deny_add(ctx, extra_deny) < 0)) {
-		seccomp_release(ctx);
-		ctx = NULL;
-	}
-	return ctx;
-}
-
 static int load_seccomp(void)
 {
-	scmp_filter_ctx ctx = exec_filter_ctx();
+	scmp_filter_ctx ctx = be_seccomp_container_ctx(extra_deny);
 	int rc;
 
 	if (!ctx)
@@ -574,31 +547,34 @@ static void clear_caps(uint64_t keep)
  * libseccomp ahead so that a command's child only hands it to the kernel. */
 static struct sock_fprog exec_filter;
 
-/* Compiles load_seccomp's filter into exec_filter (through a memfd: this
- * libseccomp exports to a descriptor).  Left empty on failure: each child
- * then compiles its own. */
-static void compile_filter(void)
+/* Reads the BPF program in fd (be_seccomp_container_export's) into
+ * exec_filter.  Left empty on failure. */
+static void read_filter(int fd)
 {
-	scmp_filter_ctx ctx = exec_filter_ctx();
 	struct stat st;
 	void *p = NULL;
-	int fd = -1;
 
-	if (!ctx)
-		return;
-	if ((fd = memfd_create("dsec-seccomp", MFD_CLOEXEC)) < 0 || seccomp_export_bpf(ctx, fd) < 0 ||
-	    fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
+	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
+	    st.st_size / sizeof(struct sock_filter) > 0xffff ||
 	    !(p = malloc((size_t)st.st_size)) || pread(fd, p, (size_t)st.st_size, 0) != st.st_size) {
 		free(p);
-		p = NULL;
+		return;
 	}
-	if (p) {
-		exec_filter.filter = p;
-		exec_filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
-	}
-	if (fd >= 0)
-		close(fd);
-	seccomp_release(ctx);
+	exec_filter.filter = p;
+	exec_filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+}
+
+/* Compiles load_seccomp's filter into exec_filter, when dsecd did not give
+ * it compiled (--filter).  Left empty on failure: each child then
+ * compiles its own. */
+static void compile_filter(void)
+{
+	int fd;
+
+	if (exec_filter.filter || be_seccomp_container_export(extra_deny, &fd) < 0)
+		return;
+	read_filter(fd);
+	close(fd);
 }
 
 /* execvp with the PATH of envp rather than ours (execvp and execvpe both

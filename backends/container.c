@@ -169,6 +169,7 @@ struct ct_sb {
 	int pidfd;			/* pidfd of init */
 	int rootfd;			/* O_PATH /proc/init/root */
 	int ctl;			/* commands to the init (ct_exec.h), -1 = none */
+	int filter_fd;			/* its own filter (seccomp_deny), compiled, or -1 */
 	int st_fd;			/* create status pipe */
 	struct dsec_buf st;		/* its bytes */
 	ev_io st_w;			/* on st_fd */
@@ -236,6 +237,7 @@ struct ct_be {
 	pthread_mutex_t br_lock;	/* serialises bringing it up */
 	struct be_tasks tasks;		/* work on dsecd's pool */
 	char *skel;			/* the default root's shared skeleton, NULL = none */
+	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -247,6 +249,8 @@ static void ct_free(struct ct_be *be)
 	free(be->conf.bridge);
 	free(be->conf.subnet);
 	free(be->skel);
+	if (be->filter_fd >= 0)
+		close(be->filter_fd);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
@@ -533,6 +537,8 @@ static void sb_free(struct ct_sb *sb)
 		close(sb->rootfd);
 	if (sb->ctl >= 0)
 		close(sb->ctl);
+	if (sb->filter_fd >= 0)
+		close(sb->filter_fd);
 	if (sb->st_fd >= 0)
 		close(sb->st_fd);
 	if (sb->cg)
@@ -606,6 +612,10 @@ static void create_prep_work(void *arg)
 	char name[64];
 	int rc;
 
+	/* A filter of its own, compiled here rather than by its init on the
+	 * first command's path; if this fails the init compiles it. */
+	if (sb->deny)
+		be_seccomp_container_export(sb->deny, &sb->filter_fd);
 	if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST) {
 		w->rc = dsec_err_set(&w->err, errno, "cannot create '%s': %s", sb->dir,
 				     strerror(errno));
@@ -903,7 +913,9 @@ static void create_prep_done(void *arg)
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
 	char desc[256], disk[32];
-	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[6 + BE_CG_MAXH], cv[2] = { -1, -1 };
+	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[7 + BE_CG_MAXH], cv[2] = { -1, -1 };
+	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
+	char filter_at[16];
 
 	if (w->rc < 0)
 		return create_fail(sb, w->rc, &w->err);
@@ -913,13 +925,14 @@ static void create_prep_done(void *arg)
 
 	/* fds: 3 status, 4 its end of the command socket (ct_exec.h), 5 the
 	 * layer socket (user namespaces), 6.. the cgroup (without a user
-	 * namespace: with one we put it there).  The helper starts in the
-	 * sandbox's directory. */
+	 * namespace: with one we put it there), then the compiled filter.  The
+	 * helper starts in the sandbox's directory. */
 	ncg = sb->ubase ? 0 : be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
 	if (sb->ubase)
 		snprintf(desc, sizeof(desc), "none");
 	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
 	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
+	snprintf(filter_at, sizeof(filter_at), "%d", filter >= 0 ? 6 + ncg : -1);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
@@ -927,6 +940,7 @@ static void create_prep_done(void *arg)
 			       (char *)"--layers", nlayers,
 			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
 			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
+			       (char *)"--filter", filter_at,
 			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
@@ -951,15 +965,16 @@ static void create_prep_done(void *arg)
 	fds[5] = sv[1];
 	for (int i = 0; i < ncg; i++)
 		fds[6 + i] = cgfds[i];
+	fds[6 + ncg] = filter;	/* -1: not passed (closed in the child) */
 	if (sb->ubase) {
 		struct userns_setup u = { .sb = sb, .sock = sv[0] };
 
-		sb->helper = spawn_helper_setup(be, argv, envp, fds, 6 + ncg,
+		sb->helper = spawn_helper_setup(be, argv, envp, fds, 7 + ncg,
 						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
 						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC, sb->dir,
 						userns_setup, &u);
 	} else {
-		sb->helper = spawn_helper(be, argv, envp, fds, 6 + ncg,
+		sb->helper = spawn_helper(be, argv, envp, fds, 7 + ncg,
 					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
 					  CLONE_NEWIPC, sb->dir);
 	}
@@ -1136,7 +1151,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->id = xstrdup(spec->id ? spec->id : "");
 	sb->serial = ++be->next_sb;
 	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
-	sb->pidfd = sb->rootfd = sb->st_fd = sb->ctl = -1;
+	sb->pidfd = sb->rootfd = sb->st_fd = sb->ctl = sb->filter_fd = -1;
 	sb->netfd = -1;
 	sb->net_allow = net_allow;
 	sb->rules = rules;
@@ -2293,6 +2308,7 @@ struct ct_pwork {
 	struct dsec_err err;		/* why */
 	uint64_t before, after;		/* memory usage around the reclaim */
 	uint64_t t0;			/* start, ns */
+	struct ct_cgref *spare;		/* pause: the kept exec group, removed */
 };
 
 /* Cleanups of execs that ended while paused: dropped, the teardown does it. */
@@ -2374,6 +2390,10 @@ static void pause_work(void *arg)
 	}
 	/* Best effort: the sandbox is paused whatever the kernel gives back. */
 	be_cg_reclaim(w->sb->cg, &w->before, &w->after);
+	/* An idle sandbox does not keep an empty exec group (a memory cgroup
+	 * costs the kernel some 150 KiB here): the next command makes one. */
+	if (w->spare)
+		be_cg_remove(w->spare->cg);
 }
 
 static void resume_work(void *arg)
@@ -2392,6 +2412,8 @@ static void switch_done(struct ct_pwork *w, bool pause)
 
 	sb->busy--;
 	sb->switching = false;
+	if (w->spare)
+		cgref_put(w->spare);
 	if (!sb->destroying && (pause ? w->rc < 0 : w->rc == 0))
 		restart_exec_timers(sb);
 	if (pause && w->rc == 0)
@@ -2434,8 +2456,11 @@ static int start_switch(struct ct_sb *sb, bool pause, dsec_be_done_fn done, void
 	w->done = done;
 	w->arg = arg;
 	w->t0 = dsec_now_ns();
-	if (pause)
+	if (pause) {
 		stop_exec_timers(sb);
+		w->spare = sb->spare;
+		sb->spare = NULL;
+	}
 	sb->switching = true;
 	sb->busy++;
 	ct_submit(sb->be, pause ? pause_work : resume_work, pause ? pause_done : resume_done, w);
@@ -2949,6 +2974,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->pend_tail = &be->pend;
+	be->filter_fd = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
@@ -2987,6 +3013,11 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	remove_stale(be);
 	if (!*be->conf.rootfs)
 		make_skel(be);
+	/* Every sandbox's commands get this filter (but those with
+	 * seccomp_deny): compiled once, read by each init. */
+	if ((rc = be_seccomp_container_export(NULL, &be->filter_fd)) < 0)
+		LOG(be, DSEC_LOG_WARN, "container: cannot compile the seccomp filter ahead (%s); "
+		    "each sandbox compiles its own", strerror(-rc));
 	ev_idle_init(&be->idle, idle_cb);
 	ev_check_init(&be->check, reap_cb);
 	ev_check_start(host->loop, &be->check);

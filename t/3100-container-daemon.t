@@ -5,7 +5,7 @@
 
 need_container
 
-plan 43
+plan 44
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -87,6 +87,12 @@ like "$OUT" '"oom_killed":true' "a command killed by the OOM killer says so"
 sleep 0.3
 run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=true'
 like "$OUT" '"exit_code":0,.*"oom_killed":false' "the next command in its recycled cgroup does not"
+xgroups() { for d in $(cgroot); do ls -d "$d"/sb.*/x.*; done 2>/dev/null | wc -l; }
+sleep 0.3
+g0=$(xgroups)
+helper-req "$DSEC_HOST" pause id="$id" >/dev/null
+is "$g0:$(xgroups)" "$(( $(cgroot | wc -l) )):0" "a paused sandbox keeps no empty exec cgroup"
+helper-req "$DSEC_HOST" resume id="$id" >/dev/null
 
 # seccomp_deny tightens the filter of every command of one sandbox: those
 # the init starts, those of the exec helper and shell sessions.
