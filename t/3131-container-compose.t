@@ -10,7 +10,7 @@ need_container_images
 
 plan 21
 
-mk_small_root "$T/base" sh cat ls
+mk_small_root "$T/base" sh cat ls rm
 echo base > "$T/base/shadow.txt"
 echo base > "$T/base/gone.txt"
 echo base > "$T/base/order.txt"
@@ -38,7 +38,7 @@ acquired() { ls "$STORE/acquired" | wc -l; }
 run dsec-run --backend container --image base:1 --layer ws:1 -c 'cat /ws.txt /shadow.txt; ls /bin/cat'
 is "$(echo $OUT)" "workspace extra /bin/cat" "the extra layer's files show over the base's, which stay"
 run dsec-run --backend container --image base:1 --layer ws:1 -c 'ls /gone.txt; echo $FOO; pwd'
-like "$OUT" "No such file.*"$'\n'"base"$'\n'"/data" \
+like "$OUT" "^base"$'\n'"/data"$'\n'".*No such file" \
 	"a whiteout in the extra hides the base's file; env and cwd are the base's"
 run dsec-run --backend container --image base:1 --layer ws:1 --layer tk:1 -c 'cat /order.txt /tk.txt /ws.txt'
 is "$(echo $OUT)" "tk toolkit workspace" "two extras: the last listed is highest"

@@ -48,10 +48,18 @@ is() {
 		printf '#   got:      %s\n#   expected: %s\n' "$1" "$2"
 	fi
 }
-# like GOT REGEX DESCRIPTION (extended regex, grep -E)
+# like GOT REGEX DESCRIPTION (extended regex, grep -E: matches if any line
+# of GOT does).  A REGEX with a newline in it is matched against GOT as one
+# string instead (^ and $ at its ends, . across lines): grep would take each
+# of its lines as a pattern of its own and pass if any one matched.
 like() {
 	_tap_n=$((_tap_n + 1))
-	if printf '%s' "$1" | grep -Eq -- "$2"; then echo "ok $_tap_n - $3"
+	local _m=1
+	case $2 in
+	*$'\n'*) [[ $1 =~ $2 ]] && _m=0 ;;
+	*) printf '%s' "$1" | grep -Eq -- "$2" && _m=0 ;;
+	esac
+	if [ $_m = 0 ]; then echo "ok $_tap_n - $3"
 	else
 		echo "not ok $_tap_n - $3"; _tap_fail=$((_tap_fail + 1))
 		printf '#   got:      %s\n#   expected to match: %s\n' "$1" "$2"

@@ -89,21 +89,46 @@ static int cmd_import(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
 	return 0;
 }
 
+/* A row of `image ls`: one tag and the image it names. */
+struct ls_row {
+	const char *tag;
+	const struct fs3_image_info *img;
+};
+
+static int ls_row_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ls_row *)a)->tag, ((const struct ls_row *)b)->tag);
+}
+
 static int cmd_ls(struct fs3 *fs, struct ctl_opts *o, struct dsec_err *err)
 {
 	struct fs3_image_info *v;
-	size_t n;
+	struct ls_row *rows;
+	size_t n, nrows = 0;
 	char sz[32];
 	int r;
 
 	if ((r = fs3_image_list(fs, &v, &n, err)) < 0)
 		return r;
-	printf("%-32s %-19s %8s %s\n", "TAG", "DIGEST", "SIZE", "LAYERS");
-	for (size_t i = 0; i < n; i++) {
-		size_str(v[i].size, sz, sizeof(sz));
+	for (size_t i = 0; i < n; i++)
 		for (char **t = v[i].tags; *t; t++)
-			printf("%-32s %.19s %8s %zu\n", *t, v[i].digest, sz, v[i].nlayers);
+			nrows++;
+	if (!(rows = calloc(nrows ? nrows : 1, sizeof(*rows)))) {
+		fs3_image_list_free(v, n);
+		return dsec_err_set(err, ENOMEM, "out of memory listing %zu tags", nrows);
 	}
+	nrows = 0;
+	for (size_t i = 0; i < n; i++)
+		for (char **t = v[i].tags; *t; t++)
+			rows[nrows++] = (struct ls_row){ .tag = *t, .img = &v[i] };
+	qsort(rows, nrows, sizeof(*rows), ls_row_cmp);
+	printf("%-32s %-19s %8s %s\n", "TAG", "DIGEST", "SIZE", "LAYERS");
+	for (size_t i = 0; i < nrows; i++) {
+		size_str(rows[i].img->size, sz, sizeof(sz));
+		printf("%-32s %.19s %8s %zu\n", rows[i].tag, rows[i].img->digest, sz,
+		       rows[i].img->nlayers);
+	}
+	free(rows);
 	fs3_image_list_free(v, n);
 	return 0;
 }
