@@ -117,7 +117,8 @@ $(BE_LIB): $(BE_COMMON)
 # Objects preloaded into a runtime by a helper: nothing exported, only
 # what they use linked in, msgpack-c statically (they live in every unit of
 # the runtime, and every shared object is more mappings for each fork).
-backends/%-preload.so: build/backends/%-preload.o build/backends/be_io.o lib/libdsec.a
+backends/%-preload.so: build/backends/%-preload.o build/backends/be_io.o build/backends/be_relayout.o \
+		lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(LDFLAGS) \
 		-l:libmsgpackc.a $(PC_LIBS)

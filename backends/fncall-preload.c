@@ -56,6 +56,7 @@
 
 #include "be_fncall.h"
 #include "be_io.h"
+#include "be_relayout.h"
 #include "err.h"
 #include "proto.h"
 #include "util.h"
@@ -77,12 +78,7 @@ static struct {
 	const char *exe;	/* the runtime, as argv[0] of code jobs */
 	dev_t exe_dev;		/* the file this process executes */
 	ino_t exe_ino;
-	char **slots;		/* argv of main: pointer slots up to the env's NULL */
-	size_t nslots;		/* how many */
-	char *area;		/* argument and environment strings */
-	size_t area_len;	/* their bytes */
-	struct prctl_mm_map map;	/* our mm's addresses, for PR_SET_MM_MAP */
-	bool have_map;		/* map was read */
+	struct be_area a;	/* where the calls' argv and environment go */
 	struct stat tmp_st;	/* /tmp when it was mounted */
 	struct statfs tmp_fs;	/* and its counters */
 	int last_pid;		/* /proc/sys/kernel/ns_last_pid, -1 if absent */
@@ -266,71 +262,6 @@ static bool is_self(char **argv, char **envp, char *name, size_t len)
 	return true;
 }
 
-/* Tell the kernel where the arguments and the environment now end (what
- * /proc/PID/cmdline and environ show).  PR_SET_MM_MAP, unlike the single
- * fields, needs no capability; brk is the current one, the rest is ours
- * since exec. */
-static void set_area(char *arg_end, char *env_start, char *env_end)
-{
-	struct prctl_mm_map m = u.map;
-
-	if (!u.have_map)
-		return;
-	m.brk = (uint64_t)(uintptr_t)sbrk(0);
-	m.arg_end = (uint64_t)(uintptr_t)arg_end;
-	m.env_start = (uint64_t)(uintptr_t)env_start;
-	m.env_end = (uint64_t)(uintptr_t)env_end;
-	m.exe_fd = (uint32_t)-1;
-	prctl(PR_SET_MM, PR_SET_MM_MAP, (unsigned long)&m, sizeof(m), 0);
-}
-
-/* Lay argv and envp out where the kernel put ours: the pointer slots from
- * argv[0] up to the environment's NULL, and the strings after them, so
- * that main gets them as if executed with them, /proc/self/cmdline and
- * environ included.  False (nothing changed) when they do not fit. */
-static bool relayout(char **argv, char **envp)
-{
-	size_t na = dsec_strv_len((const char *const *)argv);
-	size_t ne = dsec_strv_len((const char *const *)envp);
-	size_t bytes = 0, k = 0;
-	char *p = u.area, *arg_end;
-
-	if (!u.slots || !u.have_map || na + ne + 2 > u.nslots)
-		return false;
-	for (size_t i = 0; i < na; i++)
-		bytes += strlen(argv[i]) + 1;
-	for (size_t i = 0; i < ne; i++)
-		bytes += strlen(envp[i]) + 1;
-	if (bytes > u.area_len)
-		return false;
-	for (size_t i = 0; i < na; i++) {
-		size_t l = strlen(argv[i]) + 1;
-
-		memcpy(p, argv[i], l);
-		u.slots[k++] = p;
-		p += l;
-	}
-	u.slots[k++] = NULL;
-	arg_end = p;
-	environ = &u.slots[k];
-	for (size_t i = 0; i < ne; i++) {
-		size_t l = strlen(envp[i]) + 1;
-
-		memcpy(p, envp[i], l);
-		u.slots[k++] = p;
-		p += l;
-	}
-	u.slots[k] = NULL;
-	/* _start reads argc from the word below argv[0] after the
-	 * constructors have run. */
-	((long *)u.slots)[-1] = (long)na;
-	set_area(arg_end, arg_end, p);
-	program_invocation_name = u.slots[0];
-	program_invocation_short_name = strrchr(u.slots[0], '/') ?
-					strrchr(u.slots[0], '/') + 1 : u.slots[0];
-	return true;
-}
-
 /* The child: wait for the job and become it.  Returns (to the shell's
  * main) only when the template runs the call; else executes or exits. */
 static void child_main(void)
@@ -371,7 +302,7 @@ static void child_main(void)
 	} else {
 		self = is_self(argv, envp, name, sizeof(name));
 	}
-	self = self && relayout(argv, envp);
+	self = self && be_area_relayout(&u.a, argv, envp);
 
 	if (j.disk && j.disk != u.scratch) {
 		char opt[64];
@@ -536,66 +467,6 @@ static bool parse_unit(const char *s)
 	return true;
 }
 
-/* Our mm's addresses from /proc/self/stat (fields 26-28 and 45-51). */
-static void read_map(void)
-{
-	char buf[2048], *p;
-	unsigned long long v[52] = { 0 };
-	ssize_t n;
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), i = 3;
-
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0 || !(p = strrchr((buf[n] = '\0', buf), ')')))
-		return;
-	/* Field 3 (the state) is a letter; the rest are numbers. */
-	for (p += 2; *p && i < 52; i++) {
-		v[i] = strtoull(p, NULL, 10);
-		p += strcspn(p, " ");
-		p += strspn(p, " ");
-	}
-	if (i < 52 || !v[48])
-		return;
-	u.map.start_code = v[26];
-	u.map.end_code = v[27];
-	u.map.start_stack = v[28];
-	u.map.start_data = v[45];
-	u.map.end_data = v[46];
-	u.map.start_brk = v[47];
-	u.map.arg_start = v[48];
-	u.map.arg_end = v[49];
-	u.map.env_start = v[50];
-	u.map.env_end = v[51];
-	u.have_map = u.map.arg_start == (uintptr_t)u.area &&
-		     u.map.env_end == (uintptr_t)(u.area + u.area_len);
-}
-
-/* Note where the kernel put argv and the environment, if they are laid
- * out as execve() does it (pointers, then the strings, contiguous). */
-static void find_area(int argc, char **argv, char **envp)
-{
-	size_t ne = 0;
-	char *p;
-
-	if (argc < 1 || envp != argv + argc + 1)
-		return;
-	while (envp[ne])
-		ne++;
-	p = argv[0];
-	for (int i = 0; i < argc; p += strlen(p) + 1, i++)
-		if (argv[i] != p)
-			return;
-	for (size_t i = 0; i < ne; p += strlen(p) + 1, i++)
-		if (envp[i] != p)
-			return;
-	u.slots = argv;
-	u.nslots = (size_t)argc + 1 + ne + 1;
-	u.area = argv[0];
-	u.area_len = (size_t)(p - argv[0]);
-}
-
 __attribute__((constructor)) static void fncall_unit(int argc, char **argv, char **envp)
 {
 	const char *cfg = getenv("DSEC_FNCALL_UNIT");
@@ -611,9 +482,7 @@ __attribute__((constructor)) static void fncall_unit(int argc, char **argv, char
 	u.exe_dev = st.st_dev;
 	u.exe_ino = st.st_ino;
 	u.exe = xstrdup(u.exe);
-	find_area(argc, argv, envp);
-	if (u.area)
-		read_map();
+	be_area_find(&u.a, argc, argv, envp);
 	if (stat("/tmp", &u.tmp_st) < 0 || statfs("/tmp", &u.tmp_fs) < 0)
 		_exit(UNIT_BROKEN);
 	u.last_pid = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
@@ -631,11 +500,7 @@ __attribute__((constructor)) static void fncall_unit(int argc, char **argv, char
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* /proc/1/cmdline, which the calls can read, says what we are. */
-	if (u.have_map && u.area_len > sizeof(title)) {
-		memcpy(u.area, title, sizeof(title));
-		set_area(u.area + sizeof(title), (char *)(uintptr_t)u.map.env_start,
-			 (char *)(uintptr_t)u.map.env_end);
-	}
+	be_area_title(&u.a, title);
 	prctl(PR_SET_NAME, (unsigned long)title, 0, 0, 0);
 	unit_loop();
 }
