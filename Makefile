@@ -118,7 +118,7 @@ $(BE_LIB): $(BE_COMMON)
 # what they use linked in, msgpack-c statically (they live in every unit of
 # the runtime, and every shared object is more mappings for each fork).
 backends/%-preload.so: build/backends/%-preload.o build/backends/be_io.o build/backends/be_relayout.o \
-		lib/libdsec.a
+		build/backends/be_path.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(LDFLAGS) \
 		-l:libmsgpackc.a $(PC_LIBS)

@@ -129,6 +129,27 @@ void be_area_find(struct be_area *a, int argc, char **argv, char **envp)
 	read_map(a);
 }
 
+void be_area_pad(char *const *argv, char **envp, size_t n, size_t nslots, char *pad,
+		 size_t area)
+{
+	size_t na = 0, used = 0;
+
+	while (argv[na])
+		used += strlen(argv[na++]) + 1;
+	for (size_t i = 0; i < n; i++)
+		used += strlen(envp[i]) + 1;
+	/* Slots: argv and its NULL, then the environment, the pad, NULL. */
+	while (n + na + 1 + 2 < nslots) {
+		envp[n++] = (char *)"_=";
+		used += 3;
+	}
+	memset(pad, 'x', area);
+	memcpy(pad, "_=", 2);
+	pad[used + 3 < area ? area - used - 1 : 2] = '\0';
+	envp[n++] = pad;
+	envp[n] = NULL;
+}
+
 void be_area_title(struct be_area *a, const char *title)
 {
 	size_t n = strlen(title) + 1;

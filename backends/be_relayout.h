@@ -41,6 +41,14 @@ void be_area_set(const struct be_area *a, char *arg_end, char *env_start, char *
  * program names.  False (nothing changed) when they do not fit. */
 bool be_area_relayout(struct be_area *a, char **argv, char **envp);
 
+/* For the template's spawner: fills envp from entry n on (those before are
+ * the caller's) with "_=" entries and one long padding string from pad
+ * (area bytes, the caller's), then NULL, so that argv and envp take nslots
+ * pointers and area bytes of strings: the room be_area_relayout has.
+ * envp holds nslots entries. */
+void be_area_pad(char *const *argv, char **envp, size_t n, size_t nslots, char *pad,
+		 size_t area);
+
 /* Puts title as the whole of /proc/self/cmdline (the template's name for
  * ps), if the area holds it. */
 void be_area_title(struct be_area *a, const char *title);

@@ -7,7 +7,8 @@
  *	fd 4: the init's end of dsecd's command socket (ct_exec.h)
  *	fd 5: the socket the image's layers come on (user namespaces)
  *	fds 6..: the sandbox's cgroup (be_cg_export order); --filter FD: a
- *	memfd with the commands' seccomp filter compiled by dsecd
+ *	memfd with the commands' seccomp filter compiled by dsecd;
+ *	--preload FD: container-preload.so, for the warm shell (ct_exec.h)
  *   Started by clone() in new mount, pid, net, uts and ipc namespaces, so
  *   it is the sandbox's pid 1 and dsecd's child.  Joins the cgroup,
  *   builds the root (a size-capped tmpfs holding the overlay's upper and
@@ -69,11 +70,14 @@
 #include <sys/wait.h>
 #include <grp.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "be_io.h"
 #include "be_seccomp.h"
 #include "be_net.h"
+#include "be_path.h"
+#include "be_relayout.h"
 #include "be_title.h"
 #include "be_cgroup.h"
 #include "ct_exec.h"
@@ -89,6 +93,9 @@
 
 /* The sandbox's seccomp_deny ("a,b,c"), from --deny; "" = none. */
 static const char *extra_deny = "";
+
+/* run_command's mark for the warm shell's template (see ct_exec.h). */
+#define CT_MARK_TEMPLATE (-2)
 
 static _Noreturn void fail(int e, const char *fmt, ...) DSEC_PRINTF(2, 3);
 static _Noreturn void fail(int e, const char *fmt, ...)
@@ -444,7 +451,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	sigset_t all;
-	int lfd[64], upfd, filter_fd;
+	int lfd[64], upfd, filter_fd, preload_fd;
 
 	/* A copy: be_retitle below reuses argv's memory. */
 	extra_deny = xstrdup(arg(argc, argv, "--deny", ""));
@@ -452,6 +459,16 @@ static _Noreturn void do_create(int argc, char **argv)
 	if ((filter_fd = atoi(arg(argc, argv, "--filter", "-1"))) > CT_FD_CTL) {
 		read_filter(filter_fd);
 		close(filter_fd);
+	}
+	/* The warm shell's object: kept above every other descriptor until
+	 * it goes to CT_FD_PRELOAD, once the rest is closed. */
+	if ((preload_fd = atoi(arg(argc, argv, "--preload", "-1"))) > CT_FD_CTL) {
+		int hi = fcntl(preload_fd, F_DUPFD_CLOEXEC, 200);
+
+		close(preload_fd);
+		preload_fd = hi;
+	} else {
+		preload_fd = -1;
 	}
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
@@ -508,7 +525,9 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (dup2(upfd, FD_UPPER) < 0)
 		fail(errno, "cannot keep the upper dir: %s", strerror(errno));
 	syscall(SYS_close_range, 0, FD_UPPER - 1, 0);
-	syscall(SYS_close_range, CT_FD_CTL + 1, ~0U, 0);
+	if (preload_fd < 0 || dup3(preload_fd, CT_FD_PRELOAD, O_CLOEXEC) < 0)
+		close(CT_FD_PRELOAD);
+	syscall(SYS_close_range, CT_FD_PRELOAD + 1, ~0U, 0);
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	serve();
@@ -577,48 +596,13 @@ static void compile_filter(void)
 	close(fd);
 }
 
-/* execvp with the PATH of envp rather than ours (execvp and execvpe both
- * look in the caller's environment, and a child sharing the init's memory
- * must not change it).  Returns only on failure, with errno. */
-static void exec_path(char **cmd, char **envp)
-{
-	const char *path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-	bool denied = false;
-	char buf[PATH_MAX];
-
-	if (strchr(cmd[0], '/')) {
-		execve(cmd[0], cmd, envp);
-		return;
-	}
-	for (char **e = envp; *e; e++)
-		if (!strncmp(*e, "PATH=", 5))
-			path = *e + 5;
-	for (const char *p = path, *end; ; p = end + 1) {
-		size_t n;
-
-		end = strchrnul(p, ':');
-		n = (size_t)(end - p);
-		if (n + strlen(cmd[0]) + 2 <= sizeof(buf)) {
-			memcpy(buf, n ? p : ".", n ? n : 1);
-			snprintf(buf + (n ? n : 1), sizeof(buf) - (n ? n : 1), "/%s", cmd[0]);
-			execve(buf, cmd, envp);
-			if (errno == EACCES)
-				denied = true;
-			else if (errno != ENOENT && errno != ENOTDIR)
-				return;
-		}
-		if (!*end)
-			break;
-	}
-	errno = denied ? EACCES : ENOENT;
-}
-
 /* The command's process: joins the exec's group cg (NULL: none) and, if
  * cgns >= 0, the sandbox's cgroup namespace; starts a session, sets its
  * limit (with tty: takes fd 0, a terminal, as its controlling one), drops
  * to uid/gid with the capabilities keep, changes to cwd, sets
  * no_new_privs and the filter, and execs cmd with envp.  With mark >
- * FD_STATUS (a shell session) that pipe becomes the command's fd 3.
+ * FD_STATUS (a shell session) that pipe becomes the command's fd 3; with
+ * mark CT_MARK_TEMPLATE (the warm shell) fds 3 and 4 stay as placed.
  * Failures before the exec go to FD_STATUS as "err ..." lines.  Writes
  * nothing but its own stack: the init may share its memory with us. */
 static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
@@ -653,7 +637,9 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	if (exec_filter.filter ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &exec_filter) < 0
 			       : load_seccomp() < 0)
 		fail(EPERM, "cannot load the seccomp filter");
-	if (mark > FD_STATUS) {
+	if (mark == CT_MARK_TEMPLATE) {
+		syscall(SYS_close_range, CT_TPL_SO_FD + 1, ~0U, 0);
+	} else if (mark > FD_STATUS) {
 		/* A session's shell: its marker pipe becomes fd 3. */
 		if (dup2(mark, FD_STATUS) < 0)
 			_exit(126);
@@ -661,7 +647,7 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	} else {
 		syscall(SYS_close_range, 3, ~0U, 0);
 	}
-	exec_path(cmd, envp);
+	be_path_exec(cmd, envp);
 	e = errno;
 	dprintf(2, "%s: %s\n", cmd[0], strerror(e));
 	_exit(e == ENOENT ? 127 : 126);
@@ -735,6 +721,8 @@ struct xrun {
 static struct xrun *xruns;		/* running, in no order */
 static size_t nxruns, xcap;
 
+static void tpl_reaped(pid_t pid, int st);
+
 /* Reaps every child that exited: a command's status goes to its pipe,
  * orphans of the sandbox are just collected. */
 static void reap_all(void)
@@ -742,7 +730,8 @@ static void reap_all(void)
 	int st;
 	pid_t pid;
 
-	while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		tpl_reaped(pid, st);
 		for (size_t i = 0; i < nxruns; i++)
 			if (xruns[i].pid == pid) {
 				dprintf(xruns[i].st, "st %d\n", st);
@@ -750,6 +739,7 @@ static void reap_all(void)
 				xruns[i] = xruns[--nxruns];
 				break;
 			}
+	}
 }
 
 /* Next NUL-terminated string at *p before end, or NULL. */
@@ -816,6 +806,285 @@ static int xchild(void *arg)
 		    (h->flags & CT_X_USERNS) ? SMALL_CAPS : 0, -1, false, r->cmd, r->envp);
 }
 
+/* ---- the warm shell (ct_exec.h, container-preload.c) ---------------------- */
+
+#define TPL_IDLE 60		/* s without a command before the template stops */
+#define TPL_SLOTS 256		/* pointer slots of its argv and environment */
+#define TPL_AREA (64 << 10)	/* and bytes of their strings */
+#define TPL_BAD 8		/* programs remembered as unable to be templates */
+#define TPL_READY 4		/* its waiting children we keep track of */
+
+static struct {
+	int sock;			/* our end of the template's socket, -1: none */
+	pid_t pid;			/* the template, 0: none */
+	bool said;			/* it sent a ready child at least once */
+	struct {
+		pid_t pid;		/* a child of it waiting for a command, 0: none */
+		int fd;			/* the socket that reaches only that child */
+	} ready[TPL_READY];
+	dev_t dev;			/* the program it executes */
+	ino_t ino;
+	uint32_t uid, gid, flags;	/* the credentials it took (CT_X_USERNS) */
+	uint64_t nofile;
+	time_t last;			/* started or last used (CLOCK_MONOTONIC s) */
+	bool want;			/* start one when the sandbox is quiet */
+	char exe[PATH_MAX];		/* what to execute */
+	char path[1024];		/* "PATH=..." of the command that asked */
+	struct { dev_t dev; ino_t ino; } bad[TPL_BAD];	/* never again */
+	unsigned nbad;
+} tpl = { .sock = -1 };
+
+static time_t mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/* Would uid/gid be allowed to execute st's file? */
+static bool runnable(const struct stat *st, uid_t uid, gid_t gid)
+{
+	if (!S_ISREG(st->st_mode))
+		return false;
+	if (uid == 0)
+		return st->st_mode & (S_IXUSR | S_IXGRP | S_IXOTH);
+	if (st->st_uid == uid)
+		return st->st_mode & S_IXUSR;
+	if (st->st_gid == gid)
+		return st->st_mode & S_IXGRP;
+	return st->st_mode & S_IXOTH;
+}
+
+/* The file exec_path(cmd, envp) would execute for uid/gid, found the same
+ * way (absolute names and PATH only: a relative one depends on the
+ * command's directory): its path in out and its stat in st.  False when
+ * none or not sure. */
+struct resolve_try {
+	uid_t uid;
+	gid_t gid;
+	char *out;
+	size_t len;
+	struct stat *st;
+};
+
+static int resolve_one(const char *path, void *arg)
+{
+	struct resolve_try *t = arg;
+
+	/* A relative name (an empty PATH entry too) depends on the command's
+	 * directory: not ours to know. */
+	if (path[0] != '/' || strlen(path) >= t->len)
+		return -1;
+	if (stat(path, t->st) < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+	if (!runnable(t->st, t->uid, t->gid))
+		return 0;
+	strcpy(t->out, path);
+	return 1;
+}
+
+static bool resolve(const char *cmd, char **envp, uid_t uid, gid_t gid, char *out, size_t len,
+		    struct stat *st)
+{
+	struct resolve_try t = { uid, gid, out, len, st };
+
+	return be_path_each(cmd, envp, resolve_one, &t) == 1;
+}
+
+/* Whether cmd names a shell (the programs worth a template). */
+static bool is_shell(const char *cmd)
+{
+	static const char *const shells[] = { "sh", "bash", "dash", "ash", "zsh", NULL };
+	const char *b = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
+
+	for (int i = 0; shells[i]; i++)
+		if (!strcmp(b, shells[i]))
+			return true;
+	return false;
+}
+
+/* Stops the template: its waiting child sees its socket close and ends,
+ * and so does the template when it next tells us of one.  Reaped as
+ * usual; tpl.pid stays until then. */
+static void tpl_stop(void)
+{
+	for (int i = 0; i < TPL_READY; i++)
+		if (tpl.ready[i].pid) {
+			close(tpl.ready[i].fd);
+			tpl.ready[i].pid = 0;
+		}
+	if (tpl.sock >= 0)
+		close(tpl.sock);
+	tpl.sock = -1;
+}
+
+/* A child of ours ended: was it the template or its waiting child? */
+static void tpl_reaped(pid_t pid, int st)
+{
+	for (int i = 0; i < TPL_READY; i++)
+		if (tpl.ready[i].pid == pid) {
+			close(tpl.ready[i].fd);
+			tpl.ready[i].pid = 0;
+		}
+	if (pid != tpl.pid)
+		return;
+	/* Never ready: the program cannot be one (a static shell, another
+	 * libc, no room); do not try it again. */
+	if (!tpl.said && tpl.nbad < TPL_BAD) {
+		tpl.bad[tpl.nbad].dev = tpl.dev;
+		tpl.bad[tpl.nbad++].ino = tpl.ino;
+	}
+	(void)st;
+	tpl_stop();
+	tpl.pid = 0;
+}
+
+/* Notes, for a command started the usual way, that its shell could be a
+ * template once the sandbox is quiet. */
+static void tpl_note(const struct ct_xmsg *h, char **cmd, char **envp)
+{
+	struct stat st;
+
+	if (tpl.pid || tpl.want || fcntl(CT_FD_PRELOAD, F_GETFD) < 0 || !is_shell(cmd[0]) ||
+	    !resolve(cmd[0], envp, h->uid, h->gid, tpl.exe, sizeof(tpl.exe), &st))
+		return;
+	for (unsigned i = 0; i < tpl.nbad; i++)
+		if (tpl.bad[i].dev == st.st_dev && tpl.bad[i].ino == st.st_ino)
+			return;
+	snprintf(tpl.path, sizeof(tpl.path), "PATH=" BE_DEFAULT_PATH);
+	for (char **e = envp; *e; e++)
+		if (!strncmp(*e, "PATH=", 5) && strlen(*e) < sizeof(tpl.path))
+			snprintf(tpl.path, sizeof(tpl.path), "%s", *e);
+	tpl.dev = st.st_dev;
+	tpl.ino = st.st_ino;
+	tpl.uid = h->uid;
+	tpl.gid = h->gid;
+	tpl.flags = h->flags & CT_X_USERNS;
+	tpl.nofile = h->nofile;
+	tpl.want = true;
+}
+
+/* The template's exec arguments, built before its clone (the child shares
+ * our memory and must not allocate): the padding is the room its children
+ * lay commands out in. */
+static char *tpl_argv[4];
+static char *tpl_envp[TPL_SLOTS];
+
+static int tpl_child(void *arg)
+{
+	int sock = *(int *)arg, s, so, nul;
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if ((s = fcntl(sock, F_DUPFD, 100)) < 0 || (so = fcntl(CT_FD_PRELOAD, F_DUPFD, 100)) < 0 ||
+	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 || dup2(nul, 0) < 0 ||
+	    dup2(nul, 1) < 0 || dup2(nul, 2) < 0 || dup2(s, CT_TPL_FD) < 0 ||
+	    dup2(so, CT_TPL_SO_FD) < 0)
+		_exit(126);
+	run_command(NULL, -1, tpl.uid, tpl.gid, "/", (rlim_t)tpl.nofile,
+		    (tpl.flags & CT_X_USERNS) ? SMALL_CAPS : 0, CT_MARK_TEMPLATE, false, tpl_argv,
+		    tpl_envp);
+}
+
+/* Starts the template noted by tpl_note. */
+static void tpl_start(void)
+{
+	size_t n = 0;
+	int sv[2];
+	char *pad;
+	pid_t pid;
+
+	tpl.want = false;
+	/* The padding only until the exec copied it (not in the init's
+	 * memory for as long as the sandbox lives). */
+	pad = mmap(NULL, TPL_AREA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (pad == MAP_FAILED)
+		return;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		munmap(pad, TPL_AREA);
+		return;
+	}
+	tpl_argv[0] = tpl.exe;
+	tpl_argv[1] = (char *)"-c";
+	tpl_argv[2] = (char *)"exit 120";	/* if the object did not load */
+	tpl_argv[3] = NULL;
+	tpl_envp[n++] = (char *)"LD_PRELOAD=/proc/self/fd/4";
+	/* Every symbol resolved once in the template, not in each child. */
+	tpl_envp[n++] = (char *)"LD_BIND_NOW=1";
+	tpl_envp[n++] = (char *)"DSEC_CT_TEMPLATE=1";
+	tpl_envp[n++] = tpl.path;
+	be_area_pad(tpl_argv, tpl_envp, n, TPL_SLOTS, pad, TPL_AREA);
+	/* xchild's stack: neither runs once clone returned (CLONE_VFORK). */
+	pid = clone(tpl_child, xstack + sizeof(xstack), CLONE_VM | CLONE_VFORK | SIGCHLD, &sv[1]);
+	munmap(pad, TPL_AREA);
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return;
+	}
+	tpl.sock = sv[0];
+	tpl.pid = pid;
+	tpl.said = false;
+	tpl.last = mono_now();
+}
+
+/* The template says a child is ready (or goes away). */
+static void tpl_read(void)
+{
+	struct ct_tready r;
+	siginfo_t si = { 0 };
+	int fd = -1, nfd = 0, n, slot = -1;
+
+	n = be_recv_fds(tpl.sock, &r, sizeof(r), &fd, 1, &nfd, MSG_DONTWAIT);
+	if (n == -EAGAIN || n == -EWOULDBLOCK)
+		return;
+	for (int i = 0; i < TPL_READY; i++)
+		if (!tpl.ready[i].pid)
+			slot = i;
+	/* Only a child of ours that is alive may be sent commands, and no
+	 * more of them than the template keeps. */
+	if (n != (int)sizeof(r) || nfd != 1 || r.magic != CT_TREADY_MAGIC || r.pid <= 1 ||
+	    slot < 0 || waitid(P_PID, (id_t)r.pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+	    si.si_pid) {
+		if (nfd)
+			close(fd);
+		tpl_stop();
+		return;
+	}
+	tpl.ready[slot].pid = r.pid;
+	tpl.ready[slot].fd = fd;
+	tpl.said = true;
+}
+
+/* Hands a request to the template's waiting child if the program is the
+ * one it executes and the credentials are those it took.  The child's pid,
+ * or 0 (start it the usual way). */
+static pid_t tpl_dispatch(const struct ct_xmsg *h, char **cmd, char **envp, const void *buf,
+			  size_t len, const int *fds, int nfd)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	pid_t pid = 0;
+	int i;
+
+	for (i = 0; i < TPL_READY && !pid; i++)
+		pid = tpl.ready[i].pid;
+	if (!pid || h->uid != tpl.uid || h->gid != tpl.gid ||
+	    (h->flags & CT_X_USERNS) != tpl.flags || h->nofile != tpl.nofile ||
+	    !resolve(cmd[0], envp, h->uid, h->gid, path, sizeof(path), &st) ||
+	    st.st_dev != tpl.dev || st.st_ino != tpl.ino)
+		return 0;
+	i--;
+	tpl.ready[i].pid = 0;
+	if (be_send_fds(tpl.ready[i].fd, buf, len, fds, nfd, MSG_DONTWAIT) < 0)
+		pid = 0;	/* it died meanwhile: its reaping is all there is */
+	close(tpl.ready[i].fd);
+	tpl.last = mono_now();
+	return pid;
+}
+
 /* Starts the commands waiting on ctl.  Returns -1 once dsecd closed it. */
 static int serve_requests(int ctl)
 {
@@ -862,10 +1131,14 @@ static int serve_requests(int ctl)
 		}
 		struct xreq xr = { &h, cwd, v, v + h.argc + 1, fds, nfd };
 
-		pid = clone(xchild, xstack + sizeof(xstack), CLONE_VM | CLONE_VFORK | SIGCHLD, &xr);
-		if (pid < 0) {
-			dprintf(fds[2], "err %d cannot fork: %s\n", errno, strerror(errno));
-			goto drop;
+		if (!(pid = tpl_dispatch(&h, v, v + h.argc + 1, buf, (size_t)n, fds, nfd))) {
+			pid = clone(xchild, xstack + sizeof(xstack), CLONE_VM | CLONE_VFORK | SIGCHLD,
+				    &xr);
+			if (pid < 0) {
+				dprintf(fds[2], "err %d cannot fork: %s\n", errno, strerror(errno));
+				goto drop;
+			}
+			tpl_note(&h, v, v + h.argc + 1);
 		}
 		xruns[nxruns++] = (struct xrun){ pid, fds[2] };
 		fds[2] = -1;
@@ -897,11 +1170,25 @@ static _Noreturn void serve(void)
 	dsec_set_nonblock(ctl, true);
 	compile_filter();
 	for (;;) {
-		struct pollfd pf[2] = { { sfd, POLLIN, 0 }, { ctl, POLLIN, 0 } };
+		struct pollfd pf[3] = { { sfd, POLLIN, 0 }, { ctl, POLLIN, 0 }, { -1, POLLIN, 0 } };
 		struct signalfd_siginfo si;
+		int timeout = -1;
 
 		reap_all();
-		if (poll(pf, ctl >= 0 ? 2 : 1, -1) < 0)
+		/* The warm shell: started once the sandbox is quiet, stopped
+		 * when idle or when dsecd is gone. */
+		if (tpl.want && !tpl.pid && !nxruns && ctl >= 0)
+			tpl_start();
+		if (tpl.sock >= 0) {
+			time_t idle = mono_now() - tpl.last;
+
+			if (idle >= TPL_IDLE || ctl < 0)
+				tpl_stop();
+			else
+				timeout = (int)(TPL_IDLE - idle) * 1000;
+		}
+		pf[2].fd = tpl.sock;
+		if (poll(pf, 3, timeout) < 0)
 			continue;
 		while (read(sfd, &si, sizeof(si)) > 0)
 			;
@@ -909,6 +1196,8 @@ static _Noreturn void serve(void)
 			close(ctl);
 			ctl = -1;
 		}
+		if (tpl.sock >= 0 && pf[2].revents)
+			tpl_read();
 	}
 }
 

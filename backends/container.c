@@ -67,6 +67,7 @@
 #include "util.h"
 
 #define CT_HELPER "container-init"
+#define CT_PRELOAD "container-preload.so"
 #define CT_DEFAULT_CAP (1u << 20)	/* output_cap 0 */
 #define CT_GRACE 1.0			/* s to wait for pipe EOF after the exit */
 #define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
@@ -96,6 +97,7 @@ struct ct_conf {
 	bool userns;		/* root inside is an unprivileged uid range outside */
 	uint64_t uid_base;	/* first host uid of those ranges */
 	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
+	bool warm_shell;	/* keep a shell template in busy sandboxes (ct_exec.h) */
 };
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -117,6 +119,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "userns", BE_K_BOOL, F(userns), "true" },
 	{ "uid_base", BE_K_COUNT, F(uid_base), "1000000000" },
 	{ "max_sessions", BE_K_COUNT, F(max_sessions), "16" },
+	{ "warm_shell", BE_K_BOOL, F(warm_shell), "true" },
 #undef F
 };
 
@@ -238,6 +241,7 @@ struct ct_be {
 	struct be_tasks tasks;		/* work on dsecd's pool */
 	char *skel;			/* the default root's shared skeleton, NULL = none */
 	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
+	int preload_fd;			/* container-preload.so for the inits, or -1 */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -251,6 +255,8 @@ static void ct_free(struct ct_be *be)
 	free(be->skel);
 	if (be->filter_fd >= 0)
 		close(be->filter_fd);
+	if (be->preload_fd >= 0)
+		close(be->preload_fd);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
@@ -913,9 +919,9 @@ static void create_prep_done(void *arg)
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
 	char desc[256], disk[32];
-	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[7 + BE_CG_MAXH], cv[2] = { -1, -1 };
+	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
-	char filter_at[16];
+	char filter_at[16], preload_at[16];
 
 	if (w->rc < 0)
 		return create_fail(sb, w->rc, &w->err);
@@ -925,14 +931,16 @@ static void create_prep_done(void *arg)
 
 	/* fds: 3 status, 4 its end of the command socket (ct_exec.h), 5 the
 	 * layer socket (user namespaces), 6.. the cgroup (without a user
-	 * namespace: with one we put it there), then the compiled filter.  The
-	 * helper starts in the sandbox's directory. */
+	 * namespace: with one we put it there), then the compiled filter and
+	 * the warm shell's object.  The helper starts in the sandbox's
+	 * directory. */
 	ncg = sb->ubase ? 0 : be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
 	if (sb->ubase)
 		snprintf(desc, sizeof(desc), "none");
 	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
 	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
 	snprintf(filter_at, sizeof(filter_at), "%d", filter >= 0 ? 6 + ncg : -1);
+	snprintf(preload_at, sizeof(preload_at), "%d", be->preload_fd >= 0 ? 7 + ncg : -1);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
@@ -940,7 +948,7 @@ static void create_prep_done(void *arg)
 			       (char *)"--layers", nlayers,
 			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
 			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
-			       (char *)"--filter", filter_at,
+			       (char *)"--filter", filter_at, (char *)"--preload", preload_at,
 			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
@@ -966,15 +974,16 @@ static void create_prep_done(void *arg)
 	for (int i = 0; i < ncg; i++)
 		fds[6 + i] = cgfds[i];
 	fds[6 + ncg] = filter;	/* -1: not passed (closed in the child) */
+	fds[7 + ncg] = be->preload_fd;
 	if (sb->ubase) {
 		struct userns_setup u = { .sb = sb, .sock = sv[0] };
 
-		sb->helper = spawn_helper_setup(be, argv, envp, fds, 7 + ncg,
+		sb->helper = spawn_helper_setup(be, argv, envp, fds, 8 + ncg,
 						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
 						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC, sb->dir,
 						userns_setup, &u);
 	} else {
-		sb->helper = spawn_helper(be, argv, envp, fds, 7 + ncg,
+		sb->helper = spawn_helper(be, argv, envp, fds, 8 + ncg,
 					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
 					  CLONE_NEWIPC, sb->dir);
 	}
@@ -2974,7 +2983,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->pend_tail = &be->pend;
-	be->filter_fd = -1;
+	be->filter_fd = be->preload_fd = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
@@ -3018,6 +3027,14 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	if ((rc = be_seccomp_container_export(NULL, &be->filter_fd)) < 0)
 		LOG(be, DSEC_LOG_WARN, "container: cannot compile the seccomp filter ahead (%s); "
 		    "each sandbox compiles its own", strerror(-rc));
+	/* The warm shell's object, for every init (ct_exec.h). */
+	if (be->conf.warm_shell) {
+		_cleanup_free_ char *so = xasprintf("%s/" CT_PRELOAD, host->helper_dir);
+
+		if ((be->preload_fd = open(so, O_RDONLY | O_CLOEXEC)) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: cannot open '%s' (%s); no warm shells",
+			    so, strerror(errno));
+	}
 	ev_idle_init(&be->idle, idle_cb);
 	ev_check_init(&be->check, reap_cb);
 	ev_check_start(host->loop, &be->check);

@@ -16,6 +16,16 @@
  * exec); the init writes
  * "st WAITSTATUS" (or "err ERRNO message") on the status pipe when it
  * reaps it and closes it.  Nothing is sent back on the socket.
+ *
+ * The warm shell (container-preload.c): once a sandbox ran a shell command
+ * and went quiet, the init executes that shell as a template, with fd
+ * CT_TPL_FD its end of a socket pair and CT_TPL_SO_FD container-preload.so
+ * (the init's CT_FD_PRELOAD, from dsecd).  For each child it keeps ready
+ * the template sends a struct ct_tready with a socket that reaches only
+ * that child; the init forwards it a request (the same datagram and
+ * descriptors) whose program is the file the template executes, and the
+ * child becomes the command.  The child is the init's (CLONE_PARENT): the
+ * init reaps it and reports its status as above.
  */
 #ifndef CT_EXEC_H
 #define CT_EXEC_H
@@ -23,6 +33,10 @@
 #include <stdint.h>
 
 #define CT_FD_CTL 4			/* the init's end */
+#define CT_FD_PRELOAD 5			/* the init's container-preload.so, if any */
+#define CT_TPL_FD 3			/* the template's socket to the init */
+#define CT_TPL_SO_FD 4			/* container-preload.so, in the template's exec */
+#define CT_TREADY_MAGIC 0x64785231u	/* "dxR1" */
 #define CT_XMSG_MAGIC 0x64785831u	/* "dxX1" */
 #define CT_XMSG_MAX (64u << 10)		/* larger requests use the exec helper */
 #define CT_X_STDIN 1u			/* a stdin descriptor comes before the cgroup's */
@@ -34,6 +48,12 @@ struct ct_xmsg {
 	uint32_t uid, gid;		/* the command's ids inside */
 	uint64_t nofile;		/* RLIMIT_NOFILE */
 	uint32_t argc, envc;		/* strings after cwd */
+};
+
+/* Template to init: a child is ready; its socket comes with it. */
+struct ct_tready {
+	uint32_t magic;			/* CT_TREADY_MAGIC */
+	int32_t pid;			/* the child (in the sandbox's pid namespace) */
 };
 
 #endif

@@ -65,6 +65,7 @@
 #include "be_cgroup.h"
 #include "be_fncall.h"
 #include "be_io.h"
+#include "be_relayout.h"
 #include "err.h"
 #include "proto.h"
 #include "util.h"
@@ -367,8 +368,7 @@ static char *unit_envp[FC_TPL_SLOTS];
 
 static void unit_exec_args(void)
 {
-	size_t used = 0, n = 0, pad;
-	char *big;
+	size_t n = 0;
 
 	unit_argv[0] = (char *)cfg.exe;
 	unit_argv[1] = (char *)"-c";
@@ -381,22 +381,7 @@ static void unit_exec_args(void)
 				   (unsigned long long)cfg.scratch,
 				   !strcmp(cfg.cgdesc, "none") ? (unsigned long long)cfg.lim.memory : 0ULL,
 				   cfg.exe);
-	for (int i = 0; unit_argv[i]; i++)
-		used += strlen(unit_argv[i]) + 1;
-	for (size_t i = 0; i < n; i++)
-		used += strlen(unit_envp[i]) + 1;
-	/* Slots: argv's 3 and NULL, then the environment and its NULL. */
-	while (n < FC_TPL_SLOTS - 4 - 2) {
-		unit_envp[n++] = (char *)"_=";
-		used += 3;
-	}
-	pad = used < FC_TPL_AREA ? FC_TPL_AREA - used : 2;
-	big = xmalloc(pad + 1);
-	memset(big, 'x', pad);
-	memcpy(big, "_=", 2);
-	big[pad - 1] = '\0';
-	unit_envp[n++] = big;
-	unit_envp[n] = NULL;
+	be_area_pad(unit_argv, unit_envp, n, FC_TPL_SLOTS, xmalloc(FC_TPL_AREA), FC_TPL_AREA);
 }
 
 /* Runs right after clone() in the new pid and mount namespaces: mount

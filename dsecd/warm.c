@@ -62,9 +62,9 @@ struct wcreate {
 /* Run once in each new pooled sandbox before it counts as ready: the
  * first command of a sandbox pays for what later ones find made (the
  * container backend's exec cgroup and seccomp filter, the new mounts'
- * dentries), and a pool is there to keep that off a create's path.  Its
- * failure (an image without `true`) changes nothing. */
-static const char *const warmup_argv[] = { "true", NULL };
+ * dentries, its warm shell), and a pool is there to keep that off a
+ * create's path.  Its failure (an image without sh) changes nothing. */
+static const char *const warmup_argv[] = { "sh", "-c", "true", NULL };
 
 static void warm_fill(struct dsecd_warm *w);
 
