@@ -3056,6 +3056,7 @@ __attribute__((visibility("default")))
 const struct dsec_be_ops dsec_backend = {
 	.abi_version = DSEC_BE_ABI,
 	.struct_size = sizeof(struct dsec_be_ops),
+	.spec_size = sizeof(struct dsec_be_spec),
 	.name = "container",
 	.description = "stateful sandboxes: namespaces, an overlay root, cgroups, exec from outside",
 	.init = ct_init,

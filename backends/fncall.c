@@ -1680,6 +1680,7 @@ __attribute__((visibility("default")))
 const struct dsec_be_ops dsec_backend = {
 	.abi_version = DSEC_BE_ABI,
 	.struct_size = sizeof(struct dsec_be_ops),
+	.spec_size = sizeof(struct dsec_be_spec),
 	.name = "fncall",
 	.description = "stateless calls into a pre-warmed pool of isolated processes",
 	.init = fc_init,

@@ -21,7 +21,8 @@ struct dsecd_backend {
 	char *name;			/* "fncall" */
 	char *path;			/* absolute path of the .so */
 	void *dl;			/* dlopen handle */
-	const struct dsec_be_ops *ops;	/* its table, checked */
+	const struct dsec_be_ops *ops;	/* its table, checked: &ops_buf */
+	struct dsec_be_ops ops_buf;	/* a copy, fields past its struct_size zero */
 	void *be;			/* its handle from init */
 	struct dsec_be_host host;	/* services given to it */
 	char *state_dir;		/* STATE_DIR/backends/NAME */
@@ -101,6 +102,10 @@ extern struct dsecd *dsecd_global;
 /* loader.c */
 int dsecd_backends_load(struct dsecd *d, struct dsec_err *err);
 struct dsecd_backend *dsecd_backend_find(struct dsecd *d, const char *name);
+/* "unsupported" when s sets a field appended to the spec after the one b
+ * was built with (dsec_be_ops.spec_size), else 0. */
+int dsecd_backend_spec_check(const struct dsecd_backend *b, const struct dsec_be_spec *s,
+			     struct dsec_err *err);
 void dsecd_backends_unload(struct dsecd *d);
 
 /* sandbox.c */

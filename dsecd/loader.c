@@ -48,7 +48,8 @@ static bool valid_name(const char *s, size_t n)
 static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err *err)
 {
 	struct dsecd_backend *b;
-	const struct dsec_be_ops *ops;
+	const struct dsec_be_ops *table;
+	struct dsec_be_ops copy = { 0 }, *ops = &copy;
 	char *path;
 	void *dl;
 	int rc;
@@ -67,25 +68,28 @@ static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err
 		free(path);
 		return rc;
 	}
-	ops = dlsym(dl, DSEC_BE_SYMBOL);
-	if (!ops) {
+	table = dlsym(dl, DSEC_BE_SYMBOL);
+	if (!table) {
 		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, ENOENT,
 				   "cannot load backend '%s': no symbol '%s': %s", path,
 				   DSEC_BE_SYMBOL, dlerror());
 		goto fail;
 	}
-	if (ops->abi_version != DSEC_BE_ABI) {
+	if (table->abi_version != DSEC_BE_ABI) {
 		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, EPROTO,
 				   "cannot load backend '%s': ABI version %u, this dsecd speaks %d",
-				   path, ops->abi_version, DSEC_BE_ABI);
+				   path, table->abi_version, DSEC_BE_ABI);
 		goto fail;
 	}
-	if (ops->struct_size < sizeof(struct dsec_be_ops)) {
+	if (table->struct_size < DSEC_BE_OPS_MIN_SIZE) {
 		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, EPROTO,
 				   "cannot load backend '%s': ops table of %u bytes, need %zu", path,
-				   ops->struct_size, sizeof(struct dsec_be_ops));
+				   table->struct_size, (size_t)DSEC_BE_OPS_MIN_SIZE);
 		goto fail;
 	}
+	/* A table built before fields were appended: what it lacks is NULL
+	 * or 0 to us (a newer one: we know only our part). */
+	memcpy(&copy, table, table->struct_size < sizeof(copy) ? table->struct_size : sizeof(copy));
 	if (!ops->name || strlen(ops->name) != n || memcmp(ops->name, name, n) || !ops->init ||
 	    !ops->fini || !ops->create || !ops->exec || !ops->destroy || !ops->stats) {
 		rc = dsec_err_setc(err, DSEC_E_NO_BACKEND, EPROTO,
@@ -97,7 +101,8 @@ static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err
 	b->name = xstrndup(name, n);
 	b->path = path;
 	b->dl = dl;
-	b->ops = ops;
+	b->ops_buf = copy;
+	b->ops = ops = &b->ops_buf;
 	b->state_dir = xasprintf("%s/backends/%s", d->conf.state_dir, b->name);
 	if ((rc = dsec_mkdir_p(b->state_dir, 0700)) < 0) {
 		dsec_err_set(err, -rc, "cannot create '%s': %s", b->state_dir, strerror(-rc));
@@ -191,4 +196,36 @@ void dsecd_backends_unload(struct dsecd *d)
 		free(b->state_dir);
 		free(b);
 	}
+}
+
+int dsecd_backend_spec_check(const struct dsecd_backend *b, const struct dsec_be_spec *s,
+			     struct dsec_err *err)
+{
+	size_t known = b->ops->spec_size ? b->ops->spec_size : DSEC_BE_SPEC_MIN_SIZE;
+	/* Each field appended to the spec, by the request field it carries. */
+	static const struct {
+		size_t end;
+		const char *what;
+	} fields[] = {
+#define END(f) (offsetof(struct dsec_be_spec, f) + sizeof(((struct dsec_be_spec *)0)->f))
+		{ END(layers), "image" },
+		{ END(user), "image (its user)" },
+		{ END(network), "network" },
+		{ END(allow), "allow" },
+		{ END(dns), "dns" },
+		{ END(seccomp_deny), "seccomp_deny" },
+		{ END(cpu_weight), "limits.cpu_weight" },
+#undef END
+	};
+	const bool set[] = { s->layers, s->user, s->network, s->allow, s->dns, s->seccomp_deny,
+			     s->cpu_weight };
+
+	_Static_assert(DSEC_ARRAY_LEN(fields) == DSEC_ARRAY_LEN(set), "one flag per field");
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(fields); i++)
+		if (set[i] && fields[i].end > known)
+			return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+					     "backend '%s' was built without '%s' (its sandbox "
+					     "spec has %zu bytes): it cannot apply it", b->name,
+					     fields[i].what, known);
+	return 0;
 }

@@ -655,6 +655,8 @@ static void op_list(struct dsecd_req *r)
 
 static int be_create(struct dsecd_req *r, struct dsec_err *err)
 {
+	if (dsecd_backend_spec_check(r->be, &r->spec, err) < 0)
+		return -1;
 	if (r->be->ops->create(r->be->be, &r->spec, &r->sb->handle, r->create_cb, r, err) < 0) {
 		r->sb->handle = NULL;
 		return -1;
@@ -942,7 +944,8 @@ static void op_call(struct dsecd_req *r)
 	}
 	r->call_id = xasprintf("%s:%016" PRIx64, d->conf.node, d->next_serial++);
 	r->spec.id = r->call_id;
-	if (r->be->ops->call(r->be->be, &r->spec, &r->ereq, &r->eres, call_done, r, &err) < 0)
+	if (dsecd_backend_spec_check(r->be, &r->spec, &err) < 0 ||
+	    r->be->ops->call(r->be->be, &r->spec, &r->ereq, &r->eres, call_done, r, &err) < 0)
 		return reply_err(r, &err);
 	d->ops_inflight++;
 	d->calls++;

@@ -146,7 +146,8 @@ static void wc_create(struct wcreate *c)
 	struct dsec_err err;
 
 	dsec_err_clear(&err);
-	if (w->be->ops->create(w->be->be, &c->spec, &c->sb->handle, wc_done, c, &err) < 0) {
+	if (dsecd_backend_spec_check(w->be, &c->spec, &err) < 0 ||
+	    w->be->ops->create(w->be->be, &c->spec, &c->sb->handle, wc_done, c, &err) < 0) {
 		c->sb->handle = NULL;
 		w->d->ops_inflight++;
 		wc_done(c, err.errnum ? -err.errnum : -EIO, &err);

@@ -406,7 +406,21 @@ struct dsec_be_ops {
 	 * done. (ABI 1, appended) */
 	int (*exec_resize)(void *sb, void *handle, uint16_t rows, uint16_t cols,
 			   struct dsec_err *err);
+	/* sizeof(struct dsec_be_spec) as the backend was built with it.  A
+	 * create that sets a spec field past it is refused with "unsupported"
+	 * instead of reaching a backend that would not apply it (a
+	 * seccomp_deny ignored is a sandbox less tight than asked).  0, or a
+	 * table that ends before this field: DSEC_BE_SPEC_MIN_SIZE.
+	 * (ABI 1, appended) */
+	uint32_t spec_size;
 };
+
+/* An ops table and a spec as ABI 1 began, before the fields appended
+ * since: dsecd loads a table of at least DSEC_BE_OPS_MIN_SIZE bytes and
+ * sees the fields past its struct_size as NULL (operations it then reports
+ * "unsupported") or 0. */
+#define DSEC_BE_OPS_MIN_SIZE offsetof(struct dsec_be_ops, net_allow)
+#define DSEC_BE_SPEC_MIN_SIZE offsetof(struct dsec_be_spec, layers)
 
 /* The backend runs images from layers: dsecd acquires a create's image from
  * its store (fs3) and passes the mounted layers in dsec_be_spec.layers, the
