@@ -831,6 +831,19 @@ int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *all
 	return rc;
 }
 
+int dsec_ping(struct dsec_client *c, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request(&p, "ping", 0);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
 int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
 {
 	return id_op(c, "destroy", id, err);

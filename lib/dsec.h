@@ -165,6 +165,9 @@ struct dsec_node_info {
 };
 
 int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err *err);
+/* The cheapest request: 0 if the daemon answers (a health check, and the
+ * floor under every other request's latency). */
+int dsec_ping(struct dsec_client *c, struct dsec_err *err);
 int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox_info *out,
 		      struct dsec_err *err);
 /* *out is an array of *n entries; free with dsec_sandbox_list_free. */

@@ -8,7 +8,7 @@ need_cmd helper-req
 [ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3 to parse --json"
 [ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
 
-plan 25
+plan 30
 
 COLS='mode +backend +runtime +concurrency +requests +errors +mismatches +seconds +rate/s +p50 ms +p90 ms +p99 ms +max ms'
 
@@ -52,6 +52,19 @@ run dsec-bench -c 2 -n 10 --runtime python3
 is "$RC:$(field 3):$(field 6):$(field 7)" "0:python3:0:0" "python3 runtime: replies checked and right"
 run dsec-bench -c 2 -n 10 --mode exec --runtime python3
 is "$RC:$(field 6):$(field 7)" "0:0:0" "python3 runtime in exec mode: right"
+
+run dsec-bench -c 2 -n 30 --mode ping
+is "$RC:$(field 1):$(field 5):$(field 6)" "0:ping:30:0" "ping mode: 30 pings, no errors"
+run dsec-bench -c 2 -n 10 --mode ping --cmd true
+like "$RC:$OUT" "^2:dsec-bench: --cmd and --code do not apply to --mode ping" \
+	"ping mode runs no command: --cmd is a usage error"
+run env DSEC_HOST=ipc:///nonexistent/sock dsec-bench -c 2 -n 10 --mode local
+is "$RC:$(field 1):$(field 2):$(field 5):$(field 6):$(field 7)" "0:local:none:10:0:0" \
+	"local mode: no daemon, 10 commands spawned here, replies checked and right"
+run dsec-bench -c 1 -n 5 --mode local --runtime python3
+is "$RC:$(field 3):$(field 6):$(field 7)" "0:python3:0:0" "local mode runs the python3 snippet"
+run dsec-bench -c 1 -n 5 --mode local --cmd 'exit 3'
+is "$RC:$(field 7)" "1:5" "local mode: a --cmd that fails is a mismatch, as in a sandbox"
 
 run dsec-bench -c 2 -d 1
 is "$RC:$(field 6):$(field 7)" "0:0:0" "-d 1: runs for a second without errors"

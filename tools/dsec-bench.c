@@ -23,14 +23,18 @@
  * failed or mismatched, 2 on a usage error or when the run could not start.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dsec.h"
 #include "util.h"
@@ -40,7 +44,7 @@
 #define MAX_THREADS 4096
 #define ERR_SHOWN 5		/* errors printed in full; the rest only counted */
 
-enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE, MODE_FIRST, MODE_PAUSE };
+enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE, MODE_FIRST, MODE_PAUSE, MODE_PING, MODE_LOCAL };
 
 static const char *const mode_names[] = {
 	[MODE_CALL] = "call",
@@ -48,6 +52,8 @@ static const char *const mode_names[] = {
 	[MODE_CREATE] = "create",
 	[MODE_FIRST] = "first",
 	[MODE_PAUSE] = "pause",
+	[MODE_PING] = "ping",
+	[MODE_LOCAL] = "local",
 };
 
 /* Settings from the command line, read-only once threads start. */
@@ -142,7 +148,7 @@ static const struct option long_opts[] = {
 
 static const char usage_text[] =
 	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS]\n"
-	"                  [--mode call|exec|create|first|pause]\n"
+	"                  [--mode call|exec|create|first|pause|ping|local]\n"
 	"                  [--backend B] [--runtime R] [--image I [--layer REF]...]\n"
 	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
@@ -157,7 +163,9 @@ static const char usage_text[] =
 	"      --mode M           call (one-shot, default), exec (one sandbox per\n"
 	"                         thread), create (create + destroy pairs), first\n"
 	"                         (create -> first exec, destroy untimed), pause\n"
-	"                         (pause + resume of one idle sandbox per thread)\n"
+	"                         (pause + resume of one idle sandbox per thread),\n"
+	"                         ping (the daemon's floor), local (the baseline:\n"
+	"                         the same command spawned here, no daemon)\n"
 	"      --backend B        backend to ask for\n"
 	"      --runtime R        fncall runtime (sh, python3)\n"
 	"      --image I          image of the sandboxes (tag or digest)\n"
@@ -236,8 +244,8 @@ static void parse_args(int argc, char **argv)
 				if (strcmp(optarg, mode_names[i]) == 0)
 					break;
 			if (i == DSEC_ARRAY_LEN(mode_names))
-				usage_error("unknown mode '%s': expected call, exec, create or pause",
-					    optarg);
+				usage_error("unknown mode '%s': expected call, exec, create, first, "
+					    "pause, ping or local", optarg);
 			opt.mode = (enum mode)i;
 			break;
 		case OPT_BACKEND:
@@ -297,11 +305,15 @@ static void parse_args(int argc, char **argv)
 		usage_error("--cmd and --code are exclusive");
 	if (opt.layers && !opt.image)
 		usage_error("--layer needs --image");
-	if ((opt.mode == MODE_CREATE || opt.mode == MODE_PAUSE) && (opt.cmd || opt.code))
+	if ((opt.mode == MODE_CREATE || opt.mode == MODE_PAUSE || opt.mode == MODE_PING) &&
+	    (opt.cmd || opt.code))
 		usage_error("--cmd and --code do not apply to --mode %s", mode_names[opt.mode]);
 	opt.check_output = !opt.cmd && !opt.code;
+	if (opt.mode == MODE_LOCAL && opt.runtime && strcmp(opt.runtime, "sh") &&
+	    strcmp(opt.runtime, "python3") && strcmp(opt.runtime, "python"))
+		usage_error("--mode local runs sh or python3, not '%s'", opt.runtime);
 	if (opt.check_output && opt.mode != MODE_CREATE && opt.mode != MODE_PAUSE &&
-	    !default_code(opt.runtime))
+	    opt.mode != MODE_PING && !default_code(opt.runtime))
 		usage_error("no default snippet for runtime '%s': give --cmd or --code",
 			    opt.runtime);
 }
@@ -413,6 +425,54 @@ static bool check_reply(struct worker *w, const struct dsec_exec_res *res, const
 	return true;
 }
 
+/* --mode local: what the request runs, spawned here with posix_spawn (the
+ * cheapest standard way), its stdout read through a pipe: the baseline a
+ * sandbox's call or exec is measured against.  0 and *res, or -1. */
+static int run_local(struct worker *w, const struct dsec_exec_req *req, const char *envx,
+		     struct dsec_exec_res *res)
+{
+	/* --cmd always goes through sh (req->argv), a snippet through the
+	 * runtime. */
+	bool py = req->code && opt.runtime && strcmp(opt.runtime, "sh") != 0;
+	const char *code = req->code ? req->code : req->argv[2];
+	char *argv[] = { (char *)(py ? "/usr/bin/python3" : "/bin/sh"), (char *)"-c", (char *)code,
+			 NULL };
+	char *const envp[] = { (char *)envx, (char *)"PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	posix_spawn_file_actions_t fa;
+	char buf[4096];
+	int pfd[2], st, rc;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		note_error(w, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pfd[1]);
+	if (rc != 0) {
+		close(pfd[0]);
+		note_error(w, "cannot spawn %s: %s", argv[0], strerror(rc));
+		return -1;
+	}
+	while ((n = read(pfd[0], buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+		if (n > 0)
+			dsec_buf_add(&res->out, buf, (size_t)n);
+	close(pfd[0]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			note_error(w, "waitpid: %s", strerror(errno));
+			return -1;
+		}
+	res->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	res->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	return 0;
+}
+
 /* One request of the chosen mode.  Returns 0 ok, 1 mismatch, -1 error; *lat
  * is its latency in seconds. */
 static int one_request(struct worker *w, double *lat)
@@ -442,6 +502,21 @@ static int one_request(struct worker *w, double *lat)
 	case MODE_EXEC:
 		rc = dsec_exec(w->client, w->sandbox, &req, &res, &err);
 		break;
+	case MODE_LOCAL:
+		if (run_local(w, &req, envx, &res) < 0) {
+			dsec_exec_res_free(&res);
+			return -1;
+		}
+		*lat = dsec_now() - t0;
+		ret = check_reply(w, &res, x) ? 0 : 1;
+		dsec_exec_res_free(&res);
+		return ret;
+	case MODE_PING:
+		rc = dsec_ping(w->client, &err);
+		*lat = dsec_now() - t0;
+		if (rc < 0)
+			note_error(w, "ping failed: %s (%s)", err.msg, dsec_code_name(err.code));
+		return rc < 0 ? -1 : 0;
 	case MODE_CREATE:
 		rc = dsec_create(w->client, &co, &id, &err);
 		*lat = dsec_now() - t0;
@@ -623,7 +698,9 @@ static void print_kb(long kb, const char *unknown)
 static void print_json(const struct summary *s)
 {
 	printf("{\"mode\": \"%s\", \"backend\": ", mode_names[opt.mode]);
-	if (opt.backend)
+	if (opt.mode == MODE_LOCAL)
+		json_str("none");
+	else if (opt.backend)
 		json_str(opt.backend);
 	else
 		fputs("null", stdout);
@@ -676,7 +753,7 @@ static void print_row(const char *mode, const struct summary *s, double p50v, do
 	fmt_ms(max, sizeof(max), maxv);
 	printf("%-6s  %-9s  %-7s  %11u  %8" PRIu64 "  %6" PRIu64 "  %10" PRIu64
 	       "  %7.3f  %8.1f  %7s  %7s  %7s  %7s\n",
-	       mode, opt.backend ? opt.backend : "default",
+	       mode, opt.mode == MODE_LOCAL ? "none" : opt.backend ? opt.backend : "default",
 	       opt.runtime ? opt.runtime : "default", opt.threads, s->requests, s->errors,
 	       s->mismatches, s->seconds, s->rate, p50, p90, p99, max);
 }
@@ -761,6 +838,8 @@ static int setup_workers(struct worker *ws)
 	for (i = 0; i < opt.threads; i++) {
 		ws[i].index = i;
 		dsec_err_clear(&err);
+		if (opt.mode == MODE_LOCAL)
+			continue;	/* no daemon */
 		if (dsec_connect(&ws[i].client, opt.url, &err) < 0) {
 			fprintf(stderr, "dsec-bench: %s (%s)\n", err.msg, dsec_code_name(err.code));
 			return -1;
