@@ -1341,6 +1341,18 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		return;
 	}
 	if (!sb->spare && !sb->keeping && c->cg->refs == 1) {
+		/* Usually the command left nothing: keep the group as the
+		 * spare now, on the loop (two small reads), so that a command
+		 * sent right after this one's reply finds it rather than
+		 * racing the pool thread and making (and later removing) a
+		 * group of its own. */
+		if (!sb->paused && !be_cg_populated(c->cg->cg)) {
+			be_cg_oom_kills(c->cg->cg, &sb->spare_oom);
+			sb->spare = c->cg;
+			free(c);
+			sb->busy--;	/* not destroying: nothing waits for it */
+			return;
+		}
 		c->keep = true;
 		sb->keeping = true;
 	}
