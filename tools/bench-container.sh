@@ -4,7 +4,8 @@
 #
 # Starts private dsecds (state in a temporary folder) and prints each
 # dsec-bench command with its table: create -> first exec cold and from a
-# warm pool, creations/s, exec latency, pause and resume, then holds
+# warm pool, creations/s, exec latency (and without the warm shell, and
+# the command spawned without dsec), pause and resume, then holds
 # BENCH_IDLE idle sandboxes and reports dsecd's memory and the machine's
 # per sandbox.  Asserts nothing: read the figures on a quiet machine.
 #
@@ -47,6 +48,13 @@ bench -c 1 -n "$N" --warmup 10 --backend container --mode exec --cmd 'echo $X'
 bench -c 1 -n "$N" --warmup 10 --backend container --mode call --cmd 'echo $X'
 bench -c 1 -n "$N" --warmup 10 --backend container --mode pause
 stop
+
+# The same exec without the warm shell (each command executes its shell),
+# and the command spawned here without dsec: the baselines of the exec row.
+start --set container.warm_shell=false
+bench -c 1 -n "$N" --warmup 10 --backend container --mode exec --cmd 'echo $X'
+stop
+bench -c 1 -n "$N" --warmup 10 --mode local --cmd 'echo $X'
 
 # A warm pool as large as the run: each create is a hand-over.
 POOL=$((N < 256 ? N : 256))

@@ -34,15 +34,9 @@ bench -c 1 -n "$((N / 4))" --warmup 20 --backend fncall --runtime python3
 bench -c 4 -n "$N" --mode exec --backend fncall --runtime sh
 bench -c 4 -n "$N" --mode create --backend fncall
 bench -c 64 -n "$((64 * LOAD))" --backend fncall --runtime sh --pid "$PID"
-printf '\nbaseline on this machine, same command outside dsec (fork + exec of sh):\n'
-/usr/bin/python3 - <<'PY'
-import subprocess, time
-n = 300
-t = []
-for i in range(n):
-    a = time.perf_counter()
-    subprocess.run(["/bin/sh", "-c", 'echo "$X"'], env={"X": str(i)}, stdout=subprocess.DEVNULL)
-    t.append((time.perf_counter() - a) * 1000)
-t.sort()
-print("sh -c 'echo $X' x%d: p50 %.2f ms, p99 %.2f ms" % (n, t[n // 2], t[int(n * .99)]))
-PY
+# The baselines, in turn on the same machine: the daemon's own floor, and
+# the same commands spawned here without dsec (no isolation, no daemon).
+bench -c 1 -n "$N" --mode ping
+bench -c 1 -n "$N" --warmup 50 --mode local
+bench -c 4 -n "$N" --warmup 50 --mode local
+bench -c 1 -n "$((N / 4))" --warmup 5 --mode local --runtime python3
