@@ -808,7 +808,8 @@ static int xchild(void *arg)
 
 /* ---- the warm shell (ct_exec.h, container-preload.c) ---------------------- */
 
-#define TPL_IDLE 60		/* s without a command before the template stops */
+#define TPL_IDLE 60000		/* ms without a command before the template stops */
+#define TPL_QUIET 200		/* ms without a command before one starts */
 #define TPL_SLOTS 256		/* pointer slots of its argv and environment */
 #define TPL_AREA (64 << 10)	/* and bytes of their strings */
 #define TPL_BAD 8		/* programs remembered as unable to be templates */
@@ -826,7 +827,8 @@ static struct {
 	ino_t ino;
 	uint32_t uid, gid, flags;	/* the credentials it took (CT_X_USERNS) */
 	uint64_t nofile;
-	time_t last;			/* started or last used (CLOCK_MONOTONIC s) */
+	int64_t last;			/* started or last used (mono_ms) */
+	int64_t busy;			/* a command last ran (mono_ms) */
 	bool want;			/* start one when the sandbox is quiet */
 	char exe[PATH_MAX];		/* what to execute */
 	char path[1024];		/* "PATH=..." of the command that asked */
@@ -834,12 +836,12 @@ static struct {
 	unsigned nbad;
 } tpl = { .sock = -1 };
 
-static time_t mono_now(void)
+static int64_t mono_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Would uid/gid be allowed to execute st's file? */
@@ -1027,7 +1029,7 @@ static void tpl_start(void)
 	tpl.sock = sv[0];
 	tpl.pid = pid;
 	tpl.said = false;
-	tpl.last = mono_now();
+	tpl.last = mono_ms();
 }
 
 /* The template says a child is ready (or goes away). */
@@ -1081,7 +1083,7 @@ static pid_t tpl_dispatch(const struct ct_xmsg *h, char **cmd, char **envp, cons
 	if (be_send_fds(tpl.ready[i].fd, buf, len, fds, nfd, MSG_DONTWAIT) < 0)
 		pid = 0;	/* it died meanwhile: its reaping is all there is */
 	close(tpl.ready[i].fd);
-	tpl.last = mono_now();
+	tpl.last = mono_ms();
 	return pid;
 }
 
@@ -1174,18 +1176,30 @@ static _Noreturn void serve(void)
 		struct signalfd_siginfo si;
 		int timeout = -1;
 
+		size_t running = nxruns;
+		int64_t now;
+
 		reap_all();
-		/* The warm shell: started once the sandbox is quiet, stopped
-		 * when idle or when dsecd is gone. */
-		if (tpl.want && !tpl.pid && !nxruns && ctl >= 0)
-			tpl_start();
+		/* The warm shell: started once the sandbox has been quiet a
+		 * moment (not in one that is destroyed after its first command,
+		 * nor on the CPU its next command wants), stopped when idle or
+		 * when dsecd is gone. */
+		now = mono_ms();
+		if (nxruns || running != nxruns)
+			tpl.busy = now;
+		if (tpl.want && !tpl.pid && !nxruns && ctl >= 0) {
+			if (now - tpl.busy >= TPL_QUIET)
+				tpl_start();
+			else
+				timeout = (int)(TPL_QUIET - (now - tpl.busy));
+		}
 		if (tpl.sock >= 0) {
-			time_t idle = mono_now() - tpl.last;
+			int64_t idle = now - tpl.last;
 
 			if (idle >= TPL_IDLE || ctl < 0)
 				tpl_stop();
 			else
-				timeout = (int)(TPL_IDLE - idle) * 1000;
+				timeout = (int)(TPL_IDLE - idle);
 		}
 		pf[2].fd = tpl.sock;
 		if (poll(pf, 3, timeout) < 0)
