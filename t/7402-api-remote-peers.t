@@ -10,17 +10,10 @@ need_cmd helper-req
 need_cmd ip
 
 NS="dsecapi$$"
-HV="dsa$(( $$ % 100000 ))h"
-NV="dsa$(( $$ % 100000 ))n"
 NET="10.$(( 200 + $$ % 50 )).$(( $$ % 250 ))"
 PORT=$(( 30000 + $$ % 20000 ))
-cleanup_ns() { ip link del "$HV" 2>/dev/null; ip netns del "$NS" 2>/dev/null; }
-trap 'cleanup_ns; _tap_cleanup' EXIT
-ip netns add "$NS" 2>/dev/null || skip_all "cannot make a network namespace"
-ip link add "$HV" type veth peer name "$NV" netns "$NS" || skip_all "cannot make a veth pair"
-ip addr add "$NET.1/30" dev "$HV" && ip link set "$HV" up &&
-	ip -n "$NS" addr add "$NET.2/30" dev "$NV" && ip -n "$NS" link set "$NV" up &&
-	ip -n "$NS" link set lo up || bail "cannot address the veth pair"
+mk_netns "$NS" "dsa$(( $$ % 100000 ))" "$NET" ||
+	{ _netns_cleanup; skip_all "cannot make a network namespace and a veth pair"; }
 
 plan 7
 
