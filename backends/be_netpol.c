@@ -357,7 +357,9 @@ static int table_name(const struct be_bridge *br, char *buf, size_t len)
 
 /* The host's side of the sandboxes' network (see be_netpol.h): NAT out,
  * nothing from the bridge to the node but replies and br->host_port of the
- * gateway, and no new connection forwarded into the bridge.  The input
+ * gateway, no new connection forwarded into the bridge, and nothing to
+ * link-local addresses (a cloud's metadata service, 169.254.169.254, hands
+ * out the node's credentials to whoever asks from its address).  The input
  * rules name the bridge, not addresses: they cover every address the node
  * has or will have.  Replaces the table of a killed daemon (and the "ip"
  * NAT table of older ones) in the same transaction. */
@@ -394,9 +396,10 @@ static int host_table(const struct be_bridge *br, struct dsec_err *err)
 		 "    type filter hook forward priority filter; policy accept;\n"
 		 "    oifname \"%s\" ct state established,related accept\n"
 		 "    oifname \"%s\" drop\n"
+		 "    iifname \"%s\" ip daddr 169.254.0.0/16 reject with icmpx type admin-prohibited\n"
 		 "  }\n"
 		 "}\n", tbl, tbl, tbl, tbl, tbl, ip4(br->net, net), br->bits, br->name, br->name,
-		 open_port, br->name, br->name, br->name, br->name, br->name);
+		 open_port, br->name, br->name, br->name, br->name, br->name, br->name);
 	return nft_run(cmds, "the sandboxes' table on the node", err);
 }
 
@@ -826,7 +829,8 @@ static int apply_filter(void *arg, struct dsec_err *err)
 
 /* The output chain: loopback and replies; the host port of the gateway
  * if the allowlist allows it; never the bridge's subnet (the gateway, other
- * sandboxes, its broadcast), multicast or limited broadcast; then the
+ * sandboxes, its broadcast), link-local addresses, multicast or limited
+ * broadcast; then the
  * allowlist.  Everything else is refused rather than dropped: a denied
  * connect fails at once (ECONNREFUSED / EHOSTUNREACH) instead of hanging
  * for a timeout. */
@@ -874,7 +878,7 @@ int be_netns_filter(const struct be_bridge *br, int netns_fd, const struct be_ne
 		dsec_buf_add(&b, line, strlen(line));
 	}
 	snprintf(line, sizeof(line),
-		 "    ip daddr { %s/%u, 224.0.0.0/4, 255.255.255.255 } goto refuse\n"
+		 "    ip daddr { %s/%u, 169.254.0.0/16, 224.0.0.0/4, 255.255.255.255 } goto refuse\n"
 		 "    jump allow\n"
 		 "    goto refuse\n"
 		 "  }\n"

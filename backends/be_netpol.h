@@ -24,10 +24,13 @@
  * - other sandboxes: bridge ports are isolated (the kernel forwards no
  *   frame between two of them), and the host's table forwards no new
  *   connection into the bridge.
+ * - link-local addresses (169.254.0.0/16: a cloud's metadata service, which
+ *   gives the node's credentials to its address) are not forwarded.
  * - and again from inside: each sandbox's own table refuses the bridge's
  *   subnet (the gateway but for that port, the other sandboxes, its
- *   broadcast), multicast and limited broadcast before the allowlist, so
- *   that part holds even if the host's ruleset is flushed.
+ *   broadcast), link-local addresses, multicast and limited broadcast
+ *   before the allowlist, so that part holds even if the host's ruleset is
+ *   flushed.
  * This table also masquerades the subnet's traffic out of the node.
  *
  * Links and addresses are set up with libnl-3, rules with libnftables.

@@ -2,7 +2,8 @@
 # An allowlist that covers the node cannot reach it: whatever a sandbox
 # allows (here everything, 0.0.0.0/0), it reaches no address of the node --
 # the bridge's gateway, an address on another interface, one added after
-# the sandbox started, broadcast, multicast, IPv6 -- and no other sandbox.
+# the sandbox started, broadcast, multicast, IPv6 -- no other sandbox, and
+# no link-local address (where clouds serve the node's credentials).
 # dsecd's own TCP API on the gateway included (open to remote peers here,
 # so only the network stands in the way).  The node-side filter holds even
 # with the sandbox's own filter removed (from outside, as root).  The one
@@ -30,8 +31,13 @@ PO=$(( P + 3 ))
 PB=$(( P + 5 ))
 mk_netns "$XNS" "$XHOST" "$XNET" ||
 	{ _netns_cleanup; skip_all "cannot make a network namespace and a veth pair"; }
+# A link-local server outside (as a cloud's metadata service is).
+LLNET="169.254.$(( $$ % 250 ))"
+LL="$LLNET.2"
+ip -n "$XNS" addr add "$LL/24" dev eth0 && ip route add "$LLNET.0/24" via "$EXT" dev "$XHOST" ||
+	bail "cannot route to $LL"
 
-plan 27
+plan 29
 
 bg=
 # tcp_listen [NETNS] PORT: on every address, answer "hello-PORT" (120 s).
@@ -124,6 +130,10 @@ run probe "$a" "tcp,$GW,$P" "tcp,$HOSTIP,$P" "tcp,$bip,$PB"
 is "$OUT" "denied denied denied" "... not the node's gateway, its address on another interface, nor the other sandbox"
 run probe "$a" "tcp,$GW,$PAPI" "tcp,$HOSTIP,$PAPI"
 is "$OUT" "denied denied" "... nor dsecd's TCP API on either address"
+run timeout 5 bash -c "exec 3<>/dev/tcp/$LL/$P && head -c 20 <&3"
+is "$OUT" "hello-$P" "the node reaches the link-local server outside"
+run probe "$a" "tcp,$LL,$P"
+is "$OUT" "denied" "... the sandbox does not"
 
 probe "$a" "ext,$EXT,$PU" "gw,$GW,$PU" "host,$HOSTIP,$PU" "bcast,$NET.255.255,$PU" \
 	"lbcast,255.255.255.255,$PU" "mcast,224.0.0.1,$PU" "mcast6,ff02::1,$PU" >/dev/null
@@ -137,8 +147,8 @@ unfilter "$apid"
 ok $? "the sandbox's own filter is removed from outside"
 run probe "$a" "tcp,$EXT,$P"
 is "$OUT" "hello-$P" "without it the sandbox still reaches the outside server"
-run probe "$a" "tcp,$GW,$P" "tcp,$HOSTIP,$P" "tcp,$GW,$PAPI"
-is "$OUT" "denied denied denied" "... and still not the node: the node's own filter drops it"
+run probe "$a" "tcp,$GW,$P" "tcp,$HOSTIP,$P" "tcp,$GW,$PAPI" "tcp,$LL,$P"
+is "$OUT" "denied denied denied denied" "... and still not the node (nor link-local): the node's own filter drops it"
 ip addr add "$NEWIP/24" dev "$XHOST"
 run probe "$a" "tcp,$NEWIP,$P"
 is "$OUT" "denied" "... nor an address the node got after the sandbox started"
