@@ -43,10 +43,14 @@ struct dsecd_server {
 	dsecd_request_fn fn;		/* the handler */
 	void *arg;			/* its argument */
 	bool remote;			/* network peers off loopback are served */
-	pthread_mutex_t refuse_lock;	/* guards the two below (nng threads) */
-	double refuse_logged;		/* when a refusal was last logged */
-	unsigned refuse_quiet;		/* refusals not logged since */
+	pthread_mutex_t refuse_lock;	/* guards the three below (nng threads) */
+	double refuse_tokens;		/* refusals that may still be logged (bucket) */
+	double refuse_at;		/* when the bucket was last filled */
+	unsigned refuse_quiet;		/* refusals not logged since the last logged one */
 };
+
+/* Refusals logged at once at most; then one a second. */
+#define REFUSE_BURST 10
 
 /* A peer on loopback (127.0.0.0/8, ::1, or 127.x mapped into IPv6) or
  * not on a network at all (ipc). */
@@ -74,22 +78,23 @@ static void peer_text(const nng_sockaddr *sa, char *buf, size_t len)
 {
 	char a[INET6_ADDRSTRLEN] = "?";
 
+	if (sa->s_family == NNG_AF_INET6) {
+		inet_ntop(AF_INET6, sa->s_in6.sa_addr, a, sizeof(a));
+		snprintf(buf, len, "[%s]:%u", a, (unsigned)ntohs(sa->s_in6.sa_port));
+		return;
+	}
 	if (sa->s_family == NNG_AF_INET)
 		inet_ntop(AF_INET, &sa->s_in.sa_addr, a, sizeof(a));
-	else if (sa->s_family == NNG_AF_INET6)
-		inet_ntop(AF_INET6, sa->s_in6.sa_addr, a, sizeof(a));
-	if (sa->s_family == NNG_AF_INET6)
-		snprintf(buf, len, "[%s]:%u", a, (unsigned)ntohs(sa->s_in6.sa_port));
-	else
-		snprintf(buf, len, "%s:%u", a, (unsigned)ntohs(sa->s_in.sa_port));
+	snprintf(buf, len, "%s:%u", a, (unsigned)ntohs(sa->s_in.sa_port));
 }
 
 /* nng thread, before a new connection joins the socket.  The API has no
  * credential yet (the cluster key comes with clustering): anyone who
  * reaches a tcp:// port could drive every sandbox of the node, so only
  * loopback peers are served unless listen_remote says otherwise.  The
- * connection is closed before it can send a request; refusals are logged
- * at most once a second, so a flood of them cannot fill the log. */
+ * connection is closed before it can send a request.  Refusals are logged
+ * from a bucket of 10 that fills by one a second, so a flood of them cannot
+ * fill the log; those left out are counted in the next line. */
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
 	struct dsecd_server *s = arg;
@@ -108,11 +113,15 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	nng_pipe_close(p);
 	now = dsec_now();
 	pthread_mutex_lock(&s->refuse_lock);
-	if (now - s->refuse_logged >= 1) {
+	s->refuse_tokens += now - s->refuse_at;
+	if (s->refuse_tokens > REFUSE_BURST)
+		s->refuse_tokens = REFUSE_BURST;
+	s->refuse_at = now;
+	if (s->refuse_tokens >= 1) {
+		s->refuse_tokens -= 1;
 		say = true;
 		quiet = s->refuse_quiet;
 		s->refuse_quiet = 0;
-		s->refuse_logged = now;
 	} else {
 		s->refuse_quiet++;
 	}
@@ -122,7 +131,7 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	peer_text(&sa, who, sizeof(who));
 	if (quiet)
 		log_warn("refused API client %s: not on loopback (listen_remote is false); "
-			 "%u more refused since the last such line", who, quiet);
+			 "%u more refused and not logged before it", who, quiet);
 	else
 		log_warn("refused API client %s: not on loopback (listen_remote is false)", who);
 }
@@ -197,7 +206,8 @@ int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *cons
 	s->fn = fn;
 	s->arg = arg;
 	s->remote = remote;
-	s->refuse_logged = -1;
+	s->refuse_tokens = REFUSE_BURST;
+	s->refuse_at = dsec_now();
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->refuse_lock, NULL);
 	s->ready_tail = &s->ready;
