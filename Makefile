@@ -24,7 +24,7 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
-	libfuse3-dev fuse3
+	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
@@ -32,17 +32,35 @@ ifeq ($(WERROR),1)
 WARN       += -Werror
 endif
 OPT        ?= -O2 -g
+# nng: Debian 12's libnng 1.5.2 stops accepting on a listener for good once
+# a client leaves during the SP handshake (nanomsg/nng#1518: four bytes on
+# dsecd's socket stop the node).  So dsec links its own: Debian's source
+# package with Debian's patches and ours (deps/nng/), static and -fPIC, with
+# mbedTLS as Debian builds it, made by deps/nng/build.sh into build/nng.  The
+# fetched sources stay in NNG_CACHE, which `make clean` keeps.  NNG=system
+# links the system's libnng instead (one with the fix; t/8401 fails on 1.5.2).
+NNG        ?= bundled
+NNG_CACHE  ?= deps/cache
+ifeq ($(NNG),system)
+NNG_LIB     =
+NNG_CFLAGS  =
+NNG_LIBS    = -lnng
+else
+NNG_LIB     = build/nng/lib/libnng.a
+NNG_CFLAGS  = -Ibuild/nng/include
+NNG_LIBS    = $(NNG_LIB) -lmbedtls -lmbedx509 -lmbedcrypto
+endif
 # libev and nng ship no .pc file on Debian 12: fall back to plain -l flags.
 PC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags msgpack libseccomp 2>/dev/null)
 PC_LIBS    := $(shell $(PKG_CONFIG) --libs msgpack libseccomp 2>/dev/null || echo -lmsgpackc -lseccomp)
-CPPFLAGS   += -Ilib -Ifs3 -D_GNU_SOURCE \
+CPPFLAGS   += -Ilib -Ifs3 $(NNG_CFLAGS) -D_GNU_SOURCE \
 	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"'
 CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS) $(FS3_CFLAGS)
 # Links and nftables rules of allowlisted sandbox networks (container.so).
 NET_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 libnftables 2>/dev/null || echo -I/usr/include/libnl3)
 NET_LIBS   := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 libnftables 2>/dev/null || echo -lnl-route-3 -lnl-3 -lnftables)
-LDLIBS_LIB  = -lnng -lpthread $(PC_LIBS)
-LDLIBS_D    = -lev -lnng -lpthread -ldl -lm $(PC_LIBS)
+LDLIBS_LIB  = $(NNG_LIBS) -lpthread $(PC_LIBS)
+LDLIBS_D    = -lev $(NNG_LIBS) -lpthread -ldl -lm $(PC_LIBS)
 # fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd,
 # OCI/docker image metadata through jansson.
 FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson fuse3 2>/dev/null)
@@ -92,9 +110,11 @@ fs3/libfs3.a: $(FS3_OBJ)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-lib/libdsec.so: $(LIB_OBJ)
+# nng is linked in and not exported (a program may load another libnng).
+lib/libdsec.so: $(LIB_OBJ) $(NNG_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $^ $(LDFLAGS) $(LDLIBS_LIB)
+	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $(LIB_OBJ) -Wl,--exclude-libs,libnng.a \
+		$(LDFLAGS) $(LDLIBS_LIB)
 
 lib/dsec.pc: Makefile
 	$(q) GEN $@
@@ -104,7 +124,7 @@ lib/dsec.pc: Makefile
 		'Libs: -L$${libdir} -ldsec' 'Libs.private: -lnng -lpthread' \
 		'Cflags: -I$${includedir}' > $@
 
-dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a
+dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
@@ -131,7 +151,7 @@ backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
 	$(Q)$(CC) -shared -o $@ $< $(BE_LIB) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
 		$(BE_LIBS) -lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
 
-backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a
+backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
@@ -144,19 +164,19 @@ backends/container-init: build/backends/container-init-helper.o $(BE_LIB) lib/li
 		$(shell $(PKG_CONFIG) --static --libs libseccomp 2>/dev/null || echo -lseccomp)
 
 # Cold-start figures of fs3 on demand vs whole (tools/coldstart.sh); not installed.
-tools/fs3-bench: build/tools/fs3-bench.o fs3/libfs3.a lib/libdsec.a
+tools/fs3-bench: build/tools/fs3-bench.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
-tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a
+tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
-tools/%: build/tools/%.o lib/libdsec.a
+tools/%: build/tools/%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-t/helper-%: build/t/helper-%.o lib/libdsec.a
+t/helper-%: build/t/helper-%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
@@ -166,24 +186,31 @@ t/%.so: build/t/be-%.o lib/libdsec.a
 	$(Q)$(CC) -shared -o $@ $< lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) -lev $(PC_LIBS)
 
 # fs3 tests (2xxx) link fs3 too.
-t/c/2%.t: build/t/2%.o fs3/libfs3.a lib/libdsec.a
+t/c/2%.t: build/t/2%.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
-t/c/%.t: build/t/%.o lib/libdsec.a
+t/c/%.t: build/t/%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 # C tests of the backends' shared code (be_*.c) link it in.
-t/c/3102-cgroup-freeze.t: build/t/3102-cgroup-freeze.o $(BE_LIB) lib/libdsec.a
+t/c/3102-cgroup-freeze.t: build/t/3102-cgroup-freeze.o $(BE_LIB) lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-build/%.o: %.c
+# Every object may include nng.h: the bundled one is installed first.
+build/%.o: %.c | $(NNG_LIB)
 	$(q) CC $@
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-# Install every missing Debian package the build and tests need.
+# The bundled libnng (see NNG above).
+build/nng/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard deps/nng/*.patch)
+	$(q) NNG $@
+	$(Q)deps/nng/build.sh $(NNG_CACHE) build/nng
+
+# Install every missing Debian package the build and tests need, then
+# build the bundled libnng.
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
@@ -194,6 +221,7 @@ deps:
 		$$SUDO apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+	$(if $(NNG_LIB),@$(MAKE) --no-print-directory $(NNG_LIB))
 
 check: deps
 	$(MAKE) all tests
@@ -252,7 +280,12 @@ clean:
 		$(TOOLS) tools/fs3-bench $(TEST_HELPERS)
 	rm -rf t/c
 
-.PHONY: all deps check tests bench bench-container bench-fs3 bench-image lint-man run install clean
+# clean and the fetched sources of bundled dependencies.
+distclean: clean
+	rm -rf $(NNG_CACHE)
+
+.PHONY: all deps check tests bench bench-container bench-fs3 bench-image lint-man run install clean \
+	distclean
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -6,13 +6,23 @@
 #include <inttypes.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <linux/if_link.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
@@ -22,6 +32,7 @@
 #include <nftables/libnftables.h>
 
 #include "be_netpol.h"
+#include "log.h"
 #include "util.h"
 
 /* ---- allowlist ------------------------------------------------------------ */
@@ -43,6 +54,17 @@ static int parse_port(const char *s, uint16_t *out)
 	if (errno || *end || v == 0 || v > 65535)
 		return -EINVAL;
 	*out = (uint16_t)v;
+	return 0;
+}
+
+static int parse_proto(const char *s, uint8_t *out)
+{
+	if (!strcmp(s, "tcp"))
+		*out = IPPROTO_TCP;
+	else if (!strcmp(s, "udp"))
+		*out = IPPROTO_UDP;
+	else
+		return -EINVAL;
 	return 0;
 }
 
@@ -78,11 +100,7 @@ static int parse_one(const char *s, struct be_net_rule *r, struct dsec_err *err)
 		return 0;
 	if ((proto = strchr(ports, '/'))) {
 		*proto++ = '\0';
-		if (!strcmp(proto, "tcp"))
-			r->proto = IPPROTO_TCP;
-		else if (!strcmp(proto, "udp"))
-			r->proto = IPPROTO_UDP;
-		else
+		if (parse_proto(proto, &r->proto) < 0)
 			return bad_entry(err, s, "the protocol must be tcp or udp");
 	}
 	if (!strcmp(ports, "*")) {
@@ -131,6 +149,21 @@ static const char *ip4(uint32_t a, char buf[INET_ADDRSTRLEN])
 	struct in_addr x = { .s_addr = htonl(a) };
 
 	return inet_ntop(AF_INET, &x, buf, INET_ADDRSTRLEN);
+}
+
+/* The nft match of port (0 = none) of proto (0 = tcp and udp); "" for
+ * no port but a protocol: its l4proto. */
+static const char *port_match(uint16_t port, uint8_t proto, char *buf, size_t len)
+{
+	const char *p = proto == IPPROTO_TCP ? "tcp" : proto == IPPROTO_UDP ? "udp" : NULL;
+
+	if (port)
+		snprintf(buf, len, " %s dport %u", p ? p : "meta l4proto { tcp, udp } th", port);
+	else if (p)
+		snprintf(buf, len, " meta l4proto %s", p);
+	else
+		buf[0] = '\0';
+	return buf;
 }
 
 /* libnl's error codes to errno, for callers that branch on them. */
@@ -263,15 +296,17 @@ static int addr_add(struct nl_sock *sk, int ifindex, uint32_t ip, uint8_t bits,
 /* ---- bridge --------------------------------------------------------------- */
 
 int be_bridge_conf(struct be_bridge *br, const char *name, const char *subnet,
-		   struct dsec_err *err)
+		   const char *host_port, struct dsec_err *err)
 {
 	const char *const v[] = { subnet, NULL };
 	struct be_net_rule *r;
 	size_t n;
 	int rc;
+	char buf[16], *proto;
 
 	memset(br, 0, sizeof(*br));
 	pthread_mutex_init(&br->lock, NULL);
+	br->events_fd = br->stop_fd = -1;
 	if (!*name || strlen(name) >= sizeof(br->name) || strpbrk(name, "/ :\"\\"))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "bridge name '%s' is not a valid interface name", name);
@@ -281,10 +316,22 @@ int be_bridge_conf(struct be_bridge *br, const char *name, const char *subnet,
 	br->net = r->addr;
 	br->bits = r->bits;
 	free(r);
-	if (br->bits < 16 || br->bits > 30 || strchr(subnet, ':'))
+	if (br->bits < 16 || br->bits > 30 || strchr(subnet, ':') || br->net >> 24 == 0 ||
+	    br->net >> 24 == 127 || br->net >> 29 == 7)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "subnet '%s' must be an IPv4 network from /16 to /30", subnet);
+				     "subnet '%s' must be a unicast IPv4 network from /16 to /30",
+				     subnet);
 	br->gw = br->net + 1;
+	if (host_port && *host_port) {
+		snprintf(buf, sizeof(buf), "%s", host_port);
+		if ((proto = strchr(buf, '/')))
+			*proto++ = '\0';
+		if (strlen(host_port) >= sizeof(buf) || parse_port(buf, &br->host_port) < 0 ||
+		    (proto && parse_proto(proto, &br->host_proto) < 0))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "host port '%s' is not PORT, PORT/tcp or PORT/udp "
+					     "with PORT 1 to 65535", host_port);
+	}
 	/* host numbers 0 (network), 1 (gateway) and the broadcast are taken */
 	br->used[0] |= 3;
 	{
@@ -295,7 +342,7 @@ int be_bridge_conf(struct be_bridge *br, const char *name, const char *subnet,
 	return 0;
 }
 
-static int nat_table(const struct be_bridge *br, char *buf, size_t len)
+static int table_name(const struct be_bridge *br, char *buf, size_t len)
 {
 	char name[24];
 
@@ -308,11 +355,209 @@ static int nat_table(const struct be_bridge *br, char *buf, size_t len)
 	return snprintf(buf, len, "%s", name);
 }
 
+/* The host's side of the sandboxes' network (see be_netpol.h): NAT out,
+ * nothing from the bridge to the node but replies and br->host_port of the
+ * gateway, no new connection forwarded into the bridge, and nothing to
+ * link-local addresses (a cloud's metadata service, 169.254.169.254, hands
+ * out the node's credentials to whoever asks from its address).  The input
+ * rules name the bridge, not addresses: they cover every address the node
+ * has or will have.  Replaces the table of a killed daemon (and the "ip"
+ * NAT table of older ones) in the same transaction. */
+static int host_table(const struct be_bridge *br, struct dsec_err *err)
+{
+	char cmds[1536], tbl[24], net[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN], port[64],
+		open_port[160] = "";
+
+	table_name(br, tbl, sizeof(tbl));
+	if (br->host_port)
+		snprintf(open_port, sizeof(open_port), "    iifname \"%s\" ip daddr %s%s accept\n",
+			 br->name, ip4(br->gw, gw),
+			 port_match(br->host_port, br->host_proto, port, sizeof(port)));
+	snprintf(cmds, sizeof(cmds),
+		 "table ip %s\n"
+		 "delete table ip %s\n"
+		 "table inet %s\n"
+		 "delete table inet %s\n"
+		 "table inet %s {\n"
+		 "  chain postrouting {\n"
+		 "    type nat hook postrouting priority srcnat; policy accept;\n"
+		 "    ip saddr %s/%u oifname != \"%s\" masquerade\n"
+		 "  }\n"
+		 "  chain input {\n"
+		 "    type filter hook input priority filter; policy accept;\n"
+		 "    iifname \"%s\" ct state established,related accept\n"
+		 "%s"
+		 "    iifname \"%s\" meta pkttype host meta l4proto tcp reject with tcp reset\n"
+		 "    iifname \"%s\" meta pkttype host reject with icmpx type admin-prohibited\n"
+		 "    iifname \"%s\" drop\n"
+		 "    iifname \"" BE_VETH_PREFIX "*\" drop\n"
+		 "  }\n"
+		 "  chain forward {\n"
+		 "    type filter hook forward priority filter; policy accept;\n"
+		 "    oifname \"%s\" ct state established,related accept\n"
+		 "    oifname \"%s\" drop\n"
+		 "    iifname \"%s\" ip daddr 169.254.0.0/16 reject with icmpx type admin-prohibited\n"
+		 "  }\n"
+		 "}\n", tbl, tbl, tbl, tbl, tbl, ip4(br->net, net), br->bits, br->name, br->name,
+		 open_port, br->name, br->name, br->name, br->name, br->name, br->name);
+	return nft_run(cmds, "the sandboxes' table on the node", err);
+}
+
+/* Best effort: a kernel without IPv6 has no such file. */
+static void no_ipv6(const char *ifname)
+{
+	char path[96];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", ifname);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) >= 0) {
+		if (write(fd, "1\n", 2) != 2) {
+			/* the input rules drop IPv6 from the bridge anyway */
+		}
+		close(fd);
+	}
+}
+
+/* ---- keeping the node's table ------------------------------------------- */
+
+/* Is the nftables event h about our table? */
+static bool event_ours(const struct be_bridge *br, struct nlmsghdr *h)
+{
+	struct nlattr *tb[NFTA_TABLE_MAX + 1];
+	const struct nfgenmsg *g = nlmsg_data(h);
+	char tbl[24];
+
+	if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*g)) || g->nfgen_family != NFPROTO_INET ||
+	    nlmsg_parse(h, sizeof(*g), tb, NFTA_TABLE_MAX, NULL) < 0 || !tb[NFTA_TABLE_NAME])
+		return false;
+	table_name(br, tbl, sizeof(tbl));
+	return nla_strcmp(tb[NFTA_TABLE_NAME], tbl) == 0;
+}
+
+static void table_restore(struct be_bridge *br, const char *why)
+{
+	struct dsec_err err;
+	char tbl[24];
+
+	table_name(br, tbl, sizeof(tbl));
+	if (host_table(br, &err) < 0) {
+		if (br->log)
+			br->log(DSEC_LOG_ERROR, "container: the node's table 'inet %s' %s and cannot "
+				"be put back: %s", tbl, why, err.msg);
+	} else if (br->log) {
+		br->log(DSEC_LOG_WARN, "container: the node's table 'inet %s' %s: put back", tbl,
+			why);
+	}
+}
+
+/* Why: the sandboxes' node-side filter (and their NAT) is a table of the
+ * host's ruleset, which a firewall reload flushes whole (`nft flush
+ * ruleset`, as Debian's nftables.service does when it starts or reloads).
+ * This thread follows nftables' change events and puts the table back at
+ * the end of the transaction that removed it, so the node stays out of the
+ * sandboxes' reach but for that moment (their own filters still refuse the
+ * bridge's subnet meanwhile).  If the kernel dropped events (ENOBUFS), it
+ * cannot tell, and puts the table back anyway (the same transaction as at
+ * bring-up, harmless when the table is there). */
+static void *keeper_thread(void *arg)
+{
+	struct be_bridge *br = arg;
+	struct pollfd pf[2] = { { .fd = br->events_fd, .events = POLLIN },
+				{ .fd = br->stop_fd, .events = POLLIN } };
+	const size_t cap = 65536;
+	char *buf = xmalloc(cap);
+	bool gone = false;
+
+	for (;;) {
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents)
+			break;
+		if (!(pf[0].revents & (POLLIN | POLLERR)))
+			continue;
+		ssize_t n = recv(br->events_fd, buf, cap, MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == ENOBUFS)
+				table_restore(br, "may have been removed (nftables events were lost)");
+			else if (errno != EAGAIN && errno != EINTR)
+				break;
+			continue;
+		}
+		int len = (int)n;
+
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; nlmsg_ok(h, len);
+		     h = nlmsg_next(h, &len)) {
+			if (NFNL_SUBSYS_ID(h->nlmsg_type) != NFNL_SUBSYS_NFTABLES)
+				continue;
+			switch (NFNL_MSG_TYPE(h->nlmsg_type)) {
+			case NFT_MSG_NEWTABLE:
+			case NFT_MSG_DELTABLE:
+				if (event_ours(br, h))
+					gone = NFNL_MSG_TYPE(h->nlmsg_type) == NFT_MSG_DELTABLE;
+				break;
+			case NFT_MSG_NEWGEN:	/* the end of a transaction */
+				if (gone)
+					table_restore(br, "was removed (a firewall reload?)");
+				gone = false;
+				break;
+			}
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Subscribes to nftables' events (before the table goes in, so no removal
+ * is missed) and starts the keeper. */
+static int keeper_start(struct be_bridge *br, struct dsec_err *err)
+{
+	struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+	int grp = NFNLGRP_NFTABLES, rcv = 1 << 20, e;
+
+	br->events_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	br->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (br->events_fd < 0 || br->stop_fd < 0 ||
+	    bind(br->events_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    setsockopt(br->events_fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &grp, sizeof(grp)) < 0)
+		goto fail;
+	setsockopt(br->events_fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	if ((e = pthread_create(&br->keeper, NULL, keeper_thread, br)) != 0) {
+		errno = e;
+		goto fail;
+	}
+	br->watching = true;
+	return 0;
+fail:
+	e = errno;
+	if (br->events_fd >= 0)
+		close(br->events_fd);
+	if (br->stop_fd >= 0)
+		close(br->stop_fd);
+	br->events_fd = br->stop_fd = -1;
+	return dsec_err_setc(err, DSEC_E_BACKEND, e, "cannot watch nftables' events: %s",
+			     strerror(e));
+}
+
+static void keeper_stop(struct be_bridge *br)
+{
+	uint64_t one = 1;
+
+	if (!br->watching)
+		return;
+	if (write(br->stop_fd, &one, sizeof(one)) != sizeof(one))
+		DSEC_BUG("cannot stop the table keeper: %s", strerror(errno));
+	pthread_join(br->keeper, NULL);
+	close(br->events_fd);
+	close(br->stop_fd);
+	br->events_fd = br->stop_fd = -1;
+	br->watching = false;
+}
+
 int be_bridge_up(struct be_bridge *br, struct dsec_err *err)
 {
 	struct rtnl_link *l = NULL, *cur = NULL;
 	struct nl_sock *sk = NULL;
-	char cmds[1024], tbl[24], net[INET_ADDRSTRLEN];
 	const char *type;
 	int e, rc, fd;
 
@@ -337,6 +582,10 @@ int be_bridge_up(struct be_bridge *br, struct dsec_err *err)
 				   br->name, type ? type : "non-bridge");
 		goto out;
 	}
+	/* The filter first, so the bridge never carries a packet without it. */
+	if ((!br->watching && (rc = keeper_start(br, err)) < 0) || (rc = host_table(br, err)) < 0)
+		goto out;
+	no_ipv6(br->name);
 	if ((rc = addr_add(sk, rtnl_link_get_ifindex(cur), br->gw, br->bits, br->name, err)) < 0 ||
 	    (rc = link_up(sk, cur, br->name, err)) < 0)
 		goto out;
@@ -352,18 +601,6 @@ int be_bridge_up(struct be_bridge *br, struct dsec_err *err)
 		}
 		close(fd);
 	}
-	nat_table(br, tbl, sizeof(tbl));
-	snprintf(cmds, sizeof(cmds),
-		 "table ip %s\n"
-		 "delete table ip %s\n"
-		 "table ip %s {\n"
-		 "  chain postrouting {\n"
-		 "    type nat hook postrouting priority srcnat; policy accept;\n"
-		 "    ip saddr %s/%u oifname != \"%s\" masquerade\n"
-		 "  }\n"
-		 "}\n", tbl, tbl, tbl, ip4(br->net, net), br->bits, br->name);
-	if ((rc = nft_run(cmds, "the sandboxes' NAT table", err)) < 0)
-		goto out;
 	br->ifindex = rtnl_link_get_ifindex(cur);
 	rc = 0;
 out:
@@ -378,13 +615,14 @@ void be_bridge_down(struct be_bridge *br)
 	struct nl_sock *sk = NULL;
 	struct rtnl_link *l;
 	struct dsec_err err;
-	char cmds[128], tbl[24];
+	char cmds[160], tbl[24];
 
+	keeper_stop(br);
 	if (!br->ifindex)
 		return;
-	nat_table(br, tbl, sizeof(tbl));
-	snprintf(cmds, sizeof(cmds), "table ip %s\ndelete table ip %s\n", tbl, tbl);
-	nft_run(cmds, "the sandboxes' NAT table", &err);
+	table_name(br, tbl, sizeof(tbl));
+	snprintf(cmds, sizeof(cmds), "table inet %s\ndelete table inet %s\n", tbl, tbl);
+	nft_run(cmds, "the sandboxes' table on the node", &err);
 	if (nl_open(&sk, &err) == 0) {
 		l = rtnl_link_alloc();
 		rtnl_link_set_name(l, br->name);
@@ -483,6 +721,32 @@ out:
 	return rc;
 }
 
+/* Makes ifindex an isolated port of its bridge: the kernel forwards no
+ * frame (unicast, broadcast or flooded) between two isolated ports, so
+ * sandboxes on the bridge meet only the gateway.  A kernel flag, not a
+ * rule: no firewall reload removes it.  libnl 3.7 has no setter for it. */
+static int port_isolate(struct nl_sock *sk, int ifindex, const char *name,
+			struct dsec_err *err)
+{
+	struct ifinfomsg ifi = { .ifi_family = AF_BRIDGE, .ifi_index = ifindex };
+	struct nl_msg *m = nlmsg_alloc_simple(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK);
+	struct nlattr *pi;
+	int e;
+
+	if (!m)
+		return dsec_err_set(err, ENOMEM, "cannot allocate a netlink message");
+	if ((e = nlmsg_append(m, &ifi, sizeof(ifi), NLMSG_ALIGNTO)) < 0 ||
+	    !(pi = nla_nest_start(m, IFLA_PROTINFO | NLA_F_NESTED)) ||
+	    (e = nla_put_u8(m, IFLA_BRPORT_ISOLATED, 1)) < 0 ||
+	    (e = nla_nest_end(m, pi)) < 0 || (e = nl_send_auto(sk, m)) < 0 ||
+	    (e = nl_wait_for_ack(sk)) < 0) {
+		nlmsg_free(m);
+		return nl_fail(err, e ? e : -NLE_NOMEM, "isolate the bridge port", name);
+	}
+	nlmsg_free(m);
+	return 0;
+}
+
 int be_veth_attach(struct be_bridge *br, int netns_fd, const char *host_if, uint32_t ip,
 		   struct dsec_err *err)
 {
@@ -510,7 +774,8 @@ int be_veth_attach(struct be_bridge *br, int netns_fd, const char *host_if, uint
 		rc = nl_fail(err, e, "find the veth", host_if);
 		goto out;
 	}
-	if ((rc = link_up(sk, cur, host_if, err)) < 0 ||
+	if ((rc = port_isolate(sk, rtnl_link_get_ifindex(cur), host_if, err)) < 0 ||
+	    (rc = link_up(sk, cur, host_if, err)) < 0 ||
 	    (rc = in_netns(netns_fd, configure_inside, &in, err)) < 0)
 		goto out;
 	rc = 0;
@@ -542,20 +807,12 @@ void be_veth_del(const char *host_if)
 
 static void rule_text(struct dsec_buf *b, const struct be_net_rule *r)
 {
-	char a[INET_ADDRSTRLEN], line[160];
-	const char *proto = r->proto == IPPROTO_TCP ? "tcp" : r->proto == IPPROTO_UDP ? "udp" : NULL;
-	int n;
+	char a[INET_ADDRSTRLEN], line[160], port[64], hi[8] = "";
 
-	n = snprintf(line, sizeof(line), "    ip daddr %s/%u", ip4(r->addr, a), r->bits);
-	if (r->port_lo) {
-		n += snprintf(line + n, sizeof(line) - (size_t)n, " %s dport %u",
-			      proto ? proto : "meta l4proto { tcp, udp } th", r->port_lo);
-		if (r->port_hi != r->port_lo)
-			n += snprintf(line + n, sizeof(line) - (size_t)n, "-%u", r->port_hi);
-	} else if (proto) {
-		n += snprintf(line + n, sizeof(line) - (size_t)n, " meta l4proto %s", proto);
-	}
-	snprintf(line + n, sizeof(line) - (size_t)n, " accept\n");
+	if (r->port_hi != r->port_lo)
+		snprintf(hi, sizeof(hi), "-%u", r->port_hi);
+	snprintf(line, sizeof(line), "    ip daddr %s/%u%s%s accept\n", ip4(r->addr, a), r->bits,
+		 port_match(r->port_lo, r->proto, port, sizeof(port)), hi);
 	dsec_buf_add(b, line, strlen(line));
 }
 
@@ -570,8 +827,15 @@ static int apply_filter(void *arg, struct dsec_err *err)
 	return nft_run(f->text, "the sandbox's network filter", err);
 }
 
-int be_netns_filter(int netns_fd, const struct be_net_rule *rules, size_t n, uint32_t dns,
-		    struct dsec_err *err)
+/* The output chain: loopback and replies; the host port of the gateway
+ * if the allowlist allows it; never the bridge's subnet (the gateway, other
+ * sandboxes, its broadcast), link-local addresses, multicast or limited
+ * broadcast; then the
+ * allowlist.  Everything else is refused rather than dropped: a denied
+ * connect fails at once (ECONNREFUSED / EHOSTUNREACH) instead of hanging
+ * for a timeout. */
+int be_netns_filter(const struct be_bridge *br, int netns_fd, const struct be_net_rule *rules,
+		    size_t n, uint32_t dns, struct dsec_err *err)
 {
 	static const char head[] =
 		"table inet dsec\n"
@@ -582,10 +846,18 @@ int be_netns_filter(int netns_fd, const struct be_net_rule *rules, size_t n, uin
 		"    iif lo accept\n"
 		"    ct state established,related accept\n"
 		"  }\n"
+		"  chain refuse {\n"
+		"    meta l4proto tcp reject with tcp reset\n"
+		"    reject with icmpx type admin-prohibited\n"
+		"  }\n"
+		"  chain allow {\n";
+	static const char mid[] =
+		"  }\n"
 		"  chain output {\n"
 		"    type filter hook output priority filter; policy drop;\n"
 		"    oif lo accept\n"
 		"    ct state established,related accept\n";
+	char line[256], net[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN], port[64];
 	struct dsec_buf b;
 	struct filter f;
 	int rc;
@@ -599,13 +871,19 @@ int be_netns_filter(int netns_fd, const struct be_net_rule *rules, size_t n, uin
 	}
 	for (size_t i = 0; i < n; i++)
 		rule_text(&b, &rules[i]);
-	/* Refused rather than dropped: a denied connect fails at once
-	 * (ECONNREFUSED / EHOSTUNREACH) instead of hanging for a timeout. */
-	static const char tail[] =
-		"    meta l4proto tcp reject with tcp reset\n"
-		"    reject with icmpx type admin-prohibited\n"
-		"  }\n}\n";
-	dsec_buf_add(&b, tail, sizeof(tail));	/* with the NUL */
+	dsec_buf_add(&b, mid, sizeof(mid) - 1);
+	if (br->host_port) {
+		snprintf(line, sizeof(line), "    ip daddr %s%s jump allow\n", ip4(br->gw, gw),
+			 port_match(br->host_port, br->host_proto, port, sizeof(port)));
+		dsec_buf_add(&b, line, strlen(line));
+	}
+	snprintf(line, sizeof(line),
+		 "    ip daddr { %s/%u, 169.254.0.0/16, 224.0.0.0/4, 255.255.255.255 } goto refuse\n"
+		 "    jump allow\n"
+		 "    goto refuse\n"
+		 "  }\n"
+		 "}\n", ip4(br->net, net), br->bits);
+	dsec_buf_add(&b, line, strlen(line) + 1);	/* with the NUL */
 	f.text = b.data;
 	rc = in_netns(netns_fd, apply_filter, &f, err);
 	dsec_buf_free(&b);

@@ -94,6 +94,7 @@ struct ct_conf {
 	char *network;		/* "none" or "allowlist" when a request gives none */
 	char *bridge;		/* the node's bridge for allowlisted sandboxes */
 	char *subnet;		/* its IPv4 subnet */
+	char *host_port;	/* "PORT[/PROTO]" of the gateway sandboxes may reach, "" = none */
 	bool userns;		/* root inside is an unprivileged uid range outside */
 	uint64_t uid_base;	/* first host uid of those ranges */
 	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
@@ -116,6 +117,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "network", BE_K_STR, F(network), "none" },
 	{ "bridge", BE_K_STR, F(bridge), "dsec0" },
 	{ "subnet", BE_K_STR, F(subnet), "10.231.0.0/16" },
+	{ "host_port", BE_K_STR, F(host_port), "" },
 	{ "userns", BE_K_BOOL, F(userns), "true" },
 	{ "uid_base", BE_K_COUNT, F(uid_base), "1000000000" },
 	{ "max_sessions", BE_K_COUNT, F(max_sessions), "16" },
@@ -252,6 +254,7 @@ static void ct_free(struct ct_be *be)
 	free(be->conf.network);
 	free(be->conf.bridge);
 	free(be->conf.subnet);
+	free(be->conf.host_port);
 	free(be->skel);
 	if (be->filter_fd >= 0)
 		close(be->filter_fd);
@@ -352,10 +355,12 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 				     "container.uid_base %" PRIu64 " must be at least 100000 and "
 				     "leave %" PRIu64 " ranges of %u uids below 2^32",
 				     be->conf.uid_base, be->conf.max_sandboxes, CT_URANGE);
-	if ((rc = be_bridge_conf(&be->br, be->conf.bridge, be->conf.subnet, err)) < 0) {
-		dsec_err_prefix(err, "container.bridge or container.subnet");
+	if ((rc = be_bridge_conf(&be->br, be->conf.bridge, be->conf.subnet, be->conf.host_port,
+				 err)) < 0) {
+		dsec_err_prefix(err, "container.bridge, container.subnet or container.host_port");
 		return rc;
 	}
+	be->br.log = be->host->log;
 	return 0;
 }
 
@@ -720,7 +725,8 @@ static void net_setup_work(void *arg)
 				     sb->id, strerror(errno));
 		return;
 	}
-	if ((w->rc = be_netns_filter(sb->netfd, sb->rules, sb->nrules, sb->dns, &w->err)) < 0)
+	if ((w->rc = be_netns_filter(&be->br, sb->netfd, sb->rules, sb->nrules, sb->dns,
+				     &w->err)) < 0)
 		return;
 	pthread_mutex_lock(&be->br_lock);
 	if (!be->br.ifindex)
@@ -728,7 +734,7 @@ static void net_setup_work(void *arg)
 	pthread_mutex_unlock(&be->br_lock);
 	if (w->rc < 0 || (w->rc = be_bridge_ip_get(&be->br, &sb->ip, &w->err)) < 0)
 		return;
-	snprintf(sb->host_if, sizeof(sb->host_if), "dsv%05x%06" PRIx64,
+	snprintf(sb->host_if, sizeof(sb->host_if), BE_VETH_PREFIX "%05x%06" PRIx64,
 		 (unsigned)getpid() & 0xfffff, sb->serial & 0xffffff);
 	if ((w->rc = be_veth_attach(&be->br, sb->netfd, sb->host_if, sb->ip, &w->err)) < 0) {
 		sb->host_if[0] = '\0';
@@ -2261,7 +2267,7 @@ static void allow_work(void *arg)
 {
 	struct ct_nwork *w = arg;
 
-	w->rc = be_netns_filter(w->sb->netfd, w->rules, w->n, w->sb->dns, &w->err);
+	w->rc = be_netns_filter(&w->sb->be->br, w->sb->netfd, w->rules, w->n, w->sb->dns, &w->err);
 }
 
 static void allow_done(void *arg)

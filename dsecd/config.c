@@ -23,6 +23,7 @@ struct key_desc {
 static const struct key_desc keys[] = {
 	{ "node", K_STR, F(node), NULL },	/* default: the host name */
 	{ "listen", K_STRV, F(listen), NULL },	/* default: DSEC_DEFAULT_URL */
+	{ "listen_remote", K_BOOL, F(listen_remote), "false" },
 	{ "state_dir", K_STR, F(state_dir), "/var/lib/dsec" },
 	{ "backend_dir", K_STR, F(backend_dir), DSEC_BACKEND_DIR },
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },

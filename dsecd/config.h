@@ -19,6 +19,7 @@
 struct dsecd_conf {
 	char *node;			/* node name, prefix of sandbox ids */
 	char **listen;			/* nng URLs, NULL-terminated */
+	bool listen_remote;		/* serve network peers off loopback (no credential yet) */
 	uint32_t socket_mode;		/* permissions of ipc:// sockets */
 	char *socket_group;		/* group of ipc:// sockets, NULL = ours */
 	char *state_dir;		/* where state lives */

@@ -255,7 +255,7 @@ int main(int argc, char **argv)
 		gid = (int)g->gr_gid;
 	}
 	if (dsecd_server_new(&d->server, d->loop, d->conf.listen, d->conf.socket_mode, gid,
-			     (unsigned)d->conf.max_inflight,
+			     d->conf.listen_remote, (unsigned)d->conf.max_inflight,
 			     d->conf.max_frame * 2 + (64u << 10), dsecd_handle, d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;

@@ -6,8 +6,10 @@
  * callbacks on its own threads; they only move the connection to the loop's
  * queue or restart a receive, never touch loop state.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,7 +42,99 @@ struct dsecd_server {
 	unsigned inflight;		/* handed to the handler, not replied (loop only) */
 	dsecd_request_fn fn;		/* the handler */
 	void *arg;			/* its argument */
+	bool remote;			/* network peers off loopback are served */
+	pthread_mutex_t refuse_lock;	/* guards the three below (nng threads) */
+	double refuse_tokens;		/* refusals that may still be logged (bucket) */
+	double refuse_at;		/* when the bucket was last filled */
+	unsigned refuse_quiet;		/* refusals not logged since the last logged one */
 };
+
+/* Refusals logged at once at most; then one a second. */
+#define REFUSE_BURST 10
+
+/* A peer on loopback (127.0.0.0/8, ::1, or 127.x mapped into IPv6) or
+ * not on a network at all (ipc). */
+static bool peer_local(const nng_sockaddr *sa)
+{
+	static const uint8_t v6_lo[16] = { [15] = 1 };
+	static const uint8_t v4_mapped[12] = { [10] = 0xff, [11] = 0xff };
+
+	switch (sa->s_family) {
+	case NNG_AF_INET:
+		return (ntohl(sa->s_in.sa_addr) >> 24) == 127;
+	case NNG_AF_INET6:
+		return !memcmp(sa->s_in6.sa_addr, v6_lo, 16) ||
+		       (!memcmp(sa->s_in6.sa_addr, v4_mapped, 12) && sa->s_in6.sa_addr[12] == 127);
+	case NNG_AF_IPC:
+	case NNG_AF_INPROC:
+	case NNG_AF_ABSTRACT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void peer_text(const nng_sockaddr *sa, char *buf, size_t len)
+{
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->s_family == NNG_AF_INET6) {
+		inet_ntop(AF_INET6, sa->s_in6.sa_addr, a, sizeof(a));
+		snprintf(buf, len, "[%s]:%u", a, (unsigned)ntohs(sa->s_in6.sa_port));
+		return;
+	}
+	if (sa->s_family == NNG_AF_INET)
+		inet_ntop(AF_INET, &sa->s_in.sa_addr, a, sizeof(a));
+	snprintf(buf, len, "%s:%u", a, (unsigned)ntohs(sa->s_in.sa_port));
+}
+
+/* nng thread, before a new connection joins the socket.  The API has no
+ * credential yet (the cluster key comes with clustering): anyone who
+ * reaches a tcp:// port could drive every sandbox of the node, so only
+ * loopback peers are served unless listen_remote says otherwise.  The
+ * connection is closed before it can send a request.  Refusals are logged
+ * from a bucket of 10 that fills by one a second, so a flood of them cannot
+ * fill the log; those left out are counted in the next line. */
+static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct dsecd_server *s = arg;
+	nng_sockaddr sa;
+	char who[INET6_ADDRSTRLEN + 16];
+	unsigned quiet = 0;
+	bool say = false;
+	double now;
+
+	if (s->remote || ev != NNG_PIPE_EV_ADD_PRE)
+		return;
+	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
+		sa.s_family = NNG_AF_UNSPEC;
+	if (peer_local(&sa))
+		return;
+	nng_pipe_close(p);
+	now = dsec_now();
+	pthread_mutex_lock(&s->refuse_lock);
+	s->refuse_tokens += now - s->refuse_at;
+	if (s->refuse_tokens > REFUSE_BURST)
+		s->refuse_tokens = REFUSE_BURST;
+	s->refuse_at = now;
+	if (s->refuse_tokens >= 1) {
+		s->refuse_tokens -= 1;
+		say = true;
+		quiet = s->refuse_quiet;
+		s->refuse_quiet = 0;
+	} else {
+		s->refuse_quiet++;
+	}
+	pthread_mutex_unlock(&s->refuse_lock);
+	if (!say)
+		return;
+	peer_text(&sa, who, sizeof(who));
+	if (quiet)
+		log_warn("refused API client %s: not on loopback (listen_remote is false); "
+			 "%u more refused and not logged before it", who, quiet);
+	else
+		log_warn("refused API client %s: not on loopback (listen_remote is false)", who);
+}
 
 static void start_recv(struct dsecd_conn *c)
 {
@@ -102,7 +196,7 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 }
 
 int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *const *urls,
-		     unsigned mode, int gid, unsigned max_inflight, size_t recv_max,
+		     unsigned mode, int gid, bool remote, unsigned max_inflight, size_t recv_max,
 		     dsecd_request_fn fn, void *arg, struct dsec_err *err)
 {
 	struct dsecd_server *s = xcalloc(1, sizeof(*s));
@@ -111,7 +205,11 @@ int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *cons
 	s->loop = loop;
 	s->fn = fn;
 	s->arg = arg;
+	s->remote = remote;
+	s->refuse_tokens = REFUSE_BURST;
+	s->refuse_at = dsec_now();
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->refuse_lock, NULL);
 	s->ready_tail = &s->ready;
 	if ((rc = nng_rep0_open(&s->sock)) != 0) {
 		free(s);
@@ -119,6 +217,12 @@ int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *cons
 				     nng_strerror(rc));
 	}
 	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, recv_max);
+	if ((rc = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, s)) != 0) {
+		nng_close(s->sock);
+		free(s);
+		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM,
+				     "cannot watch the API's connections: %s", nng_strerror(rc));
+	}
 	for (char *const *u = urls; u && *u; u++) {
 		bool ipc = !strncmp(*u, "ipc://", 6);
 		nng_listener l;
@@ -203,6 +307,7 @@ void dsecd_server_free(struct dsecd_server *s)
 	ev_ref(s->loop);
 	ev_async_stop(s->loop, &s->wake);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->refuse_lock);
 	free(s->conns);
 	free(s);
 }

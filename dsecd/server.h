@@ -25,9 +25,11 @@ typedef void (*dsecd_request_fn)(void *arg, struct dsecd_conn *conn, const void 
 /* nng's own limit is recv_max: a frame over it closes the connection (nng
  * gives us no frame to answer); keep it above the protocol's max_frame so
  * frames a little too large still get a "too_large" reply. */
-/* ipc:// sockets get mode and, unless gid is -1, group gid. */
+/* ipc:// sockets get mode and, unless gid is -1, group gid.  Unless remote
+ * is true, a connection from a network peer off loopback (127.0.0.0/8,
+ * ::1) is closed before it can send anything, and logged. */
 int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *const *urls,
-		     unsigned mode, int gid, unsigned max_inflight, size_t recv_max,
+		     unsigned mode, int gid, bool remote, unsigned max_inflight, size_t recv_max,
 		     dsecd_request_fn fn, void *arg, struct dsec_err *err);
 /* Sends the reply (takes ownership of data, allocated with malloc) and
  * recycles the connection's context. */

@@ -2,25 +2,23 @@
 # container networks: "none" is loopback only; "allowlist" reaches exactly
 # the listed address:port/protocol through the node's bridge, can be changed
 # while the sandbox runs, cannot be changed from inside, and leaves no link,
-# address or nftables table behind.
+# address or nftables table behind.  The allowed servers run in a network
+# namespace of this test routed from the host (the node's own addresses are
+# out of every sandbox's reach: t/7401).
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd helper-req
-need_cmd ip
-need_cmd nft
-[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
-grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
-[ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3"
+need_container_net
 
 plan 20
 
-# A bridge and subnet of this test's own, so parallel runs do not meet.
+# A bridge and subnet of this test's own, so parallel runs do not meet,
+# and an outside network with the servers at $EXT.
 BR="dst$(( $$ % 100000 ))"
 NET=$(( 100 + $$ % 100 ))
-GW="10.$NET.0.1"
+XNET="172.$(( 16 + $$ % 16 )).$(( $$ % 250 ))"
+EXT="$XNET.2"
+mk_netns "dsecx$$" "dsx$(( $$ % 100000 ))" "$XNET" ||
+	{ _netns_cleanup; skip_all "cannot make a network namespace and a veth pair"; }
 P1=$(( 20000 + $$ % 10000 ))
 P2=$(( P1 + 1 ))
 start_dsecd --set backends=container --set "container.bridge=$BR" \
@@ -29,7 +27,7 @@ start_dsecd --set backends=container --set "container.bridge=$BR" \
 cat > "$T/probe.py" <<EOF
 import socket, sys
 for a in sys.argv[1:]:
-    host, port = a.rsplit(":", 1) if ":" in a else ("$GW", a)
+    host, port = a.rsplit(":", 1) if ":" in a else ("$EXT", a)
     try:
         s = socket.create_connection((host, int(port)), timeout=3)
         print(port, s.recv(20).decode() or "empty")
@@ -37,41 +35,26 @@ for a in sys.argv[1:]:
         print(port, "denied")
 EOF
 listeners=
-listen() {	# listen ADDR PORT: answer "hello-PORT" to each connection, 120 s at most
-	/usr/bin/python3 - "$1" "$2" <<'EOF' &
-import socket, sys, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(16); s.settimeout(1)
-end = time.time() + 120
-while time.time() < end:
-    try:
-        c, _ = s.accept()
-    except OSError:
-        continue
-    c.sendall(("hello-" + sys.argv[2]).encode()); c.close()
-EOF
-	listeners="$listeners $!"
-}
+listen() { hello_server "dsecx$$" "$1" "$2"; listeners="$listeners $!"; }
 probe() { local id=$1; shift; dsec-run --id "$id" --stdin "$T/probe.py" -- python3 - "$@" 2>&1; }
-newsb() { local o; o=$(dsec-run --backend container --keep "$@" -c true 2>&1 >/dev/null | head -1); echo "${o##* }"; }
 
 run dsec-run --backend container -c 'grep -c : /proc/net/dev'
 is "$OUT" "1" "network none (the default): loopback only"
 ok $(! ip link show "$BR" >/dev/null 2>&1; echo $?) "no bridge until a sandbox needs one"
 
-a=$(newsb --allow "$GW:$P1/tcp")
+a=$(new_container --allow "$EXT:$P1/tcp")
 ok $(ip link show "$BR" >/dev/null 2>&1; echo $?) "an allowlist sandbox brings the node's bridge up"
-listen "$GW" "$P1"; listen "$GW" "$P2"; listen "$GW" 53
+listen "$EXT" "$P1"; listen "$EXT" "$P2"; listen "$EXT" 53
 sleep 0.5
 run dsec-run --id "$a" -c 'grep -c : /proc/net/dev; cat /etc/resolv.conf | wc -c'
 is "$(echo $OUT)" "2 0" "an allowlist sandbox has lo and eth0, and no resolver unless given"
 run probe "$a" "$P1" "$P2"
 is "$(echo $OUT)" "$P1 hello-$P1 $P2 denied" "it reaches the allowed port and nothing else"
-run helper-req "$DSEC_HOST" net_allow id="$a" "allow[]=$GW:$P2"
+run helper-req "$DSEC_HOST" net_allow id="$a" "allow[]=$EXT:$P2"
 like "$OUT" '"ok":true' "net_allow replaces the allowlist while the sandbox runs"
 run probe "$a" "$P1" "$P2"
 is "$(echo $OUT)" "$P1 denied $P2 hello-$P2" "the new allowlist is in force at once"
-run helper-req "$DSEC_HOST" net_allow id="$a" "allow[]=$GW:0"
+run helper-req "$DSEC_HOST" net_allow id="$a" "allow[]=$EXT:0"
 like "$OUT" '"code":"invalid".*allowlist entry' "a bad entry is refused with a clear error"
 run probe "$a" "$P2"
 is "$(echo $OUT)" "$P2 hello-$P2" "... and the old allowlist stays in force"
@@ -82,7 +65,7 @@ is "$(echo $OUT)" "$P1 denied" "... and the filter still holds"
 
 # Another sandbox on the bridge is out of reach even when allowed: its own
 # filter takes no new connection in.
-b=$(newsb --allow "$GW:$P1")
+b=$(new_container --allow "$EXT:$P1")
 bip=$(dsec-run --id "$b" -c "ip -4 -o addr show eth0 | awk '{print \$4}' | cut -d/ -f1")
 dsec-run --id "$b" --timeout 20 -- python3 -c "
 import socket; s = socket.socket(); s.bind(('0.0.0.0', $P1)); s.listen(); s.settimeout(15)
@@ -94,13 +77,13 @@ run probe "$a" "$bip:$P1"
 is "$(echo $OUT)" "$P1 denied" "a sandbox cannot connect to another sandbox, even one it allows"
 kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
 
-c=$(newsb)
-run helper-req "$DSEC_HOST" net_allow id="$c" "allow[]=$GW:$P1"
+c=$(new_container)
+run helper-req "$DSEC_HOST" net_allow id="$c" "allow[]=$EXT:$P1"
 like "$OUT" '"code":"invalid".*network .none' "net_allow on a network-none sandbox says how to get one"
 
-d=$(newsb --dns "$GW")
+d=$(new_container --dns "$EXT")
 run dsec-run --id "$d" -c 'cat /etc/resolv.conf'
-is "$OUT" "nameserver $GW" "--dns writes the one resolver into /etc/resolv.conf"
+is "$OUT" "nameserver $EXT" "--dns writes the one resolver into /etc/resolv.conf"
 run probe "$d" 53 "$P1"
 is "$(echo $OUT)" "53 hello-53 $P1 denied" "DNS goes to that resolver, nothing else is open"
 
@@ -108,7 +91,7 @@ run dsec-run --backend container --allow 'example.com:443' -c true
 like "$OUT" "not an IPv4 address" "a name in the allowlist is refused (no resolution on the host)"
 run dsec-run --backend container --network bogus -c true
 like "$OUT" "network 'bogus' is not 'none' or 'allowlist'" "an unknown network mode is refused"
-run dsec-run --backend container --network none --allow "$GW:$P1" -c true
+run dsec-run --backend container --network none --allow "$EXT:$P1" -c true
 like "$OUT" "needs network 'allowlist'" "an allowlist with network none is refused"
 
 n0=$(ip -o link show master "$BR" 2>/dev/null | wc -l)
@@ -117,6 +100,6 @@ sleep 0.5
 is "$n0:$(ip -o link show master "$BR" 2>/dev/null | wc -l)" "3:0" "destroy removes each sandbox's veth"
 stop_dsecd
 ok $(! ip link show "$BR" >/dev/null 2>&1 && ! nft list tables 2>/dev/null | grep -q "dsec_$BR"; echo $?) \
-	"shutdown removes the bridge and the NAT table"
+	"shutdown removes the bridge and the node's table"
 kill $listeners 2>/dev/null; wait $listeners 2>/dev/null
 exit 0

@@ -27,7 +27,7 @@ like "$OUT" 'idle_ttl = 90s' "durations are parsed"
 like "$OUT" 'fncall.pool_size = 3' "backend keys are kept for the backend"
 run "$D" --check-config --config "$T/a.conf" --node beta --listen tcp://127.0.0.1:7002 --set idle_ttl=2m
 like "$OUT" 'node = beta' "a flag overrides the file"
-ok "$(echo "$OUT" | grep -c '^listen' | grep -qx 1; echo $?)" "--listen replaces the file's list"
+ok "$(echo "$OUT" | grep -c '^listen = ' | grep -qx 1; echo $?)" "--listen replaces the file's list"
 like "$OUT" 'idle_ttl = 120s' "--set overrides the file"
 
 # fs3's peers: one line may list several; each line adds.

@@ -22,6 +22,7 @@ DSECD_PID=
 _tap_cleanup() {
 	stop_dsecd
 	stop_nodes
+	_netns_cleanup
 	rm -rf "$T"
 	if [ -n "$_tap_planned" ] && [ "$_tap_planned" != "$_tap_n" ]; then
 		echo "# planned $_tap_planned tests but ran $_tap_n"
@@ -181,6 +182,57 @@ need_container() {
 	[ -d /sys/fs/cgroup/memory ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a memory cgroup"
 }
 
+# need_container_net: need_container, and what the network tests use (ip,
+# nft, python3 on the host and in the sandboxes).
+need_container_net() {
+	need_container
+	need_cmd ip
+	need_cmd nft
+	[ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3"
+}
+
+# new_container [dsec-run flags...]: a kept container sandbox; prints its id.
+new_container() {
+	local o
+	o=$(dsec-run --backend container --keep "$@" -c true 2>&1 >/dev/null | head -1)
+	echo "${o##* }"
+}
+
+# hello_py: the path of a python3 TCP server for network tests: `python3
+# HELLO_PY ADDR PORT` answers "hello-PORT" to each connection for 120 s
+# (ADDR "::" takes IPv4 and IPv6).  In a sandbox: dsec-run --stdin.
+hello_py() {
+	[ -e "$T/hello.py" ] || cat > "$T/hello.py" <<'EOF'
+import socket, sys, time
+addr, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+if ":" in addr:
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind((addr, port)); s.listen(16); s.settimeout(1)
+end = time.time() + 120
+while time.time() < end:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        continue
+    c.sendall(("hello-%d" % port).encode()); c.close()
+EOF
+	echo "$T/hello.py"
+}
+
+# hello_server [NETNS] ADDR PORT: that server in the background (in network
+# namespace NETNS if given); its pid is in $!.
+hello_server() {
+	local py
+	py=$(hello_py)
+	if [ $# = 3 ]; then
+		ip netns exec "$1" /usr/bin/python3 "$py" "$2" "$3" &
+	else
+		/usr/bin/python3 "$py" "$1" "$2" &
+	fi
+}
+
 # container_cgroups: the container backend's cgroup directories (one per
 # hierarchy) of the private dsecd; nothing once it has removed them.
 container_cgroups() {
@@ -226,4 +278,26 @@ mk_small_root() {
 			cp -Ln "$lib" "$root$lib" 2>/dev/null
 		done
 	done
+}
+
+# mk_netns NAME HOSTIF NET: a network namespace NAME of this test joined to
+# the host by a veth pair: HOSTIF in the host with NET.1/24, eth0 in NAME
+# with NET.2/24 and a default route via NET.1 (NET is three octets, such as
+# 10.250.7).  Run in it with `ip netns exec NAME CMD`.  Removed at exit.
+_netns=
+mk_netns() {
+	ip netns add "$1" || return 1
+	_netns="$_netns $1:$2"
+	ip link add "$2" type veth peer name eth0 netns "$1" &&
+		ip addr add "$3.1/24" dev "$2" && ip link set "$2" up &&
+		ip -n "$1" addr add "$3.2/24" dev eth0 && ip -n "$1" link set eth0 up &&
+		ip -n "$1" link set lo up && ip -n "$1" route add default via "$3.1"
+}
+_netns_cleanup() {
+	local n
+	for n in $_netns; do
+		ip link del "${n#*:}" 2>/dev/null
+		ip netns del "${n%%:*}" 2>/dev/null
+	done
+	_netns=
 }

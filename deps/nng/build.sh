@@ -1,0 +1,76 @@
+#!/bin/sh
+# deps/nng/build.sh CACHE PREFIX - the libnng dsec links: Debian 12's nng
+# source package (1.5.2-2), its own patches, then ours (deps/nng/*.patch),
+# built static with -fPIC and mbedTLS as Debian builds it, installed under
+# PREFIX (PREFIX/include, PREFIX/lib/libnng.a).
+#
+# Why: Debian's libnng 1.5.2 stops accepting on a listener for good once a
+# client leaves during the SP handshake (nanomsg/nng#1518), so four bytes
+# on dsecd's socket would stop a node.  The fix is upstream from 1.6.0.
+#
+# The source files are fetched once into CACHE (kept by `make clean`) from
+# NNG_MIRROR and checked against the SHA-256 sums in deps/nng/sources, so a
+# changed or truncated download never builds.  Runs in the source tree's
+# top directory (the Makefile's).
+set -eu
+
+cache=$1
+prefix=$2
+here=$(cd "$(dirname "$0")" && pwd)
+mirror=${NNG_MIRROR:-http://deb.debian.org/debian/pool/main/n/nng}
+jobs=${NNG_JOBS:-2}
+
+mkdir -p "$cache"
+# deps/nng/sources: "SHA256  FILE" lines (sha256sum -c input).
+while read -r sum file; do
+	case $sum in ''|'#'*) continue ;; esac
+	if [ -f "$cache/$file" ] && echo "$sum  $cache/$file" | sha256sum -c --status; then
+		continue
+	fi
+	echo "fetching $mirror/$file"
+	rm -f "$cache/$file.part"
+	wget -q -O "$cache/$file.part" "$mirror/$file" || {
+		echo "cannot fetch $mirror/$file (set NNG_MIRROR to a Debian mirror's pool/main/n/nng)" >&2
+		rm -f "$cache/$file.part"
+		exit 1
+	}
+	if ! echo "$sum  $cache/$file.part" | sha256sum -c --status; then
+		echo "$file from $mirror does not match its pinned SHA-256 $sum" >&2
+		rm -f "$cache/$file.part"
+		exit 1
+	fi
+	mv "$cache/$file.part" "$cache/$file"
+done < "$here/sources"
+
+orig=$(awk '/orig\.tar/ { print $2 }' "$here/sources")
+debian=$(awk '/debian\.tar/ { print $2 }' "$here/sources")
+src=$prefix/src
+rm -rf "$prefix"
+mkdir -p "$src"
+tar -xzf "$cache/$orig" -C "$src" --strip-components=1
+tar -xJf "$cache/$debian" -C "$src"
+# Debian's patches in the order of its series file (commented ones are
+# not applied by Debian either), then ours.
+while read -r p _; do
+	case $p in ''|'#'*) continue ;; esac
+	patch -s -p1 -d "$src" < "$src/debian/patches/$p"
+done < "$src/debian/patches/series"
+for p in "$here"/*.patch; do
+	patch -s -p1 -d "$src" < "$p"
+done
+
+# Debian's compiler flags (hardening, -O2 -g) where dpkg-buildflags exists.
+cflags="-O2 -g"
+if command -v dpkg-buildflags >/dev/null 2>&1; then
+	cflags="$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)"
+fi
+cmake -S "$src" -B "$prefix/cmake" -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="$cflags" \
+	-DCMAKE_INSTALL_PREFIX="$(cd "$prefix" && pwd)" -DCMAKE_INSTALL_LIBDIR=lib \
+	-DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
+	-DNNG_ENABLE_TLS=ON -DNNG_TESTS=OFF -DNNG_TOOLS=OFF -DNNG_ENABLE_NNGCAT=OFF \
+	>"$prefix/cmake.log" 2>&1 || { tail -20 "$prefix/cmake.log" >&2; exit 1; }
+cmake --build "$prefix/cmake" -j "$jobs" >>"$prefix/cmake.log" 2>&1 ||
+	{ tail -20 "$prefix/cmake.log" >&2; exit 1; }
+cmake --install "$prefix/cmake" >>"$prefix/cmake.log" 2>&1 ||
+	{ tail -20 "$prefix/cmake.log" >&2; exit 1; }
+rm -rf "$src" "$prefix/cmake"
