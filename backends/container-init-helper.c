@@ -73,6 +73,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "be_cred.h"
 #include "be_io.h"
 #include "be_seccomp.h"
 #include "be_net.h"
@@ -406,34 +407,22 @@ static void recv_layers(int *fds, int n)
 	close(5);
 }
 
-/* The bounding set goes first, while CAP_SETPCAP is still ours (before
- * the switch to a non-root uid); the remaining sets after it. */
-/* What root keeps in a sandbox with a user namespace, where these act only
- * on the sandbox's own uid range: enough for package managers and the like
- * (chown, file modes, setuid to its users, signals, low ports).  Nothing
- * reaches the host's objects or the kernel (no CAP_SYS_ADMIN, CAP_NET_ADMIN,
- * CAP_NET_RAW, CAP_SYS_CHROOT, CAP_MKNOD).  Without a user namespace root
- * inside is the host's root: it keeps nothing. */
-#define SMALL_CAPS ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_FOWNER) | \
-		    (1ull << CAP_FSETID) | (1ull << CAP_KILL) | (1ull << CAP_SETGID) |     \
-		    (1ull << CAP_SETUID) | (1ull << CAP_NET_BIND_SERVICE))
+/* What root keeps in a sandbox with a user namespace (be_cred.h); without
+ * one root inside is the host's root: it keeps nothing. */
+#define SMALL_CAPS BE_CRED_SMALL_CAPS
 
 /* Set in the init once it has dropped the bounding set for its commands
  * (they inherit it: one loop of prctl calls per sandbox, not per command). */
 static bool bset_dropped;
 
+/* The bounding set goes first, while CAP_SETPCAP is still ours (before
+ * the switch to a non-root uid); the remaining sets after it. */
 static void drop_bounding_caps(uint64_t keep)
 {
-	for (int c = 0; c <= 63; c++) {
-		if (keep & (1ull << c))
-			continue;
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
-			if (errno == EINVAL)
-				break;	/* past the kernel's last capability */
-			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
-		}
-	}
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	int c = -1, rc = be_cred_bound(keep, &c);
+
+	if (rc < 0)
+		fail(-rc, "cannot drop capability %d: %s", c, strerror(-rc));
 }
 
 static _Noreturn void serve(void);
@@ -547,21 +536,6 @@ static int load_seccomp(void)
 	return rc;
 }
 
-/* Effective and permitted = keep, as far as we still have them (a uid
- * other than 0 has lost them all in setresuid). */
-static void clear_caps(uint64_t keep)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
-
-	if (geteuid() == 0) {
-		d[0].effective = d[0].permitted = (uint32_t)keep;
-		d[1].effective = d[1].permitted = (uint32_t)(keep >> 32);
-	}
-	if (syscall(SYS_capset, &h, d) < 0)
-		fail(errno, "cannot drop capabilities: %s", strerror(errno));
-}
-
 /* Filled by the init once: the filter every command gets, compiled by
  * libseccomp ahead so that a command's child only hands it to the kernel. */
 static struct sock_fprog exec_filter;
@@ -570,17 +544,7 @@ static struct sock_fprog exec_filter;
  * exec_filter.  Left empty on failure. */
 static void read_filter(int fd)
 {
-	struct stat st;
-	void *p = NULL;
-
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
-	    st.st_size / sizeof(struct sock_filter) > 0xffff ||
-	    !(p = malloc((size_t)st.st_size)) || pread(fd, p, (size_t)st.st_size, 0) != st.st_size) {
-		free(p);
-		return;
-	}
-	exec_filter.filter = p;
-	exec_filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+	(void)be_cred_read_filter(fd, &exec_filter);
 }
 
 /* Compiles load_seccomp's filter into exec_filter, when dsecd did not give
@@ -623,12 +587,8 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	setrlimit(RLIMIT_NOFILE, &rl);
 	if (!bset_dropped)
 		drop_bounding_caps(keep);
-	/* Raw system calls: glibc's would also act on the threads it thinks
-	 * we share memory with (the init, when it started us with CLONE_VM). */
-	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
-	    syscall(SYS_setresuid, uid, uid, uid) < 0)
-		fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
-	clear_caps(keep);
+	if ((e = be_cred_become(uid, gid, keep)) < 0)
+		fail(-e, "cannot switch to uid %u: %s", (unsigned)uid, strerror(-e));
 	/* As the command's user, so its permissions apply. */
 	if (chdir(cwd) < 0)
 		fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
