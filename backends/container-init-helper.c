@@ -566,7 +566,8 @@ static void compile_filter(void)
  * to uid/gid with the capabilities keep, changes to cwd, sets
  * no_new_privs and the filter, and execs cmd with envp.  With mark >
  * FD_STATUS (a shell session) that pipe becomes the command's fd 3; with
- * mark CT_MARK_TEMPLATE (the warm shell) fds 3 and 4 stay as placed.
+ * mark CT_MARK_TEMPLATE (the warm shell) fds 3 and 4 stay as placed and
+ * the program is fd CT_TPL_EXE_FD's file.
  * Failures before the exec go to FD_STATUS as "err ..." lines.  Writes
  * nothing but its own stack: the init may share its memory with us. */
 static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
@@ -598,7 +599,10 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 			       : load_seccomp() < 0)
 		fail(EPERM, "cannot load the seccomp filter");
 	if (mark == CT_MARK_TEMPLATE) {
-		syscall(SYS_close_range, CT_TPL_SO_FD + 1, ~0U, 0);
+		/* The very file tpl_note opened, not whatever its path is now. */
+		syscall(SYS_close_range, CT_TPL_EXE_FD + 1, ~0U, 0);
+		syscall(SYS_execveat, CT_TPL_EXE_FD, "", cmd, envp, AT_EMPTY_PATH);
+		_exit(126);
 	} else if (mark > FD_STATUS) {
 		/* A session's shell: its marker pipe becomes fd 3. */
 		if (dup2(mark, FD_STATUS) < 0)
@@ -783,8 +787,11 @@ static struct {
 		pid_t pid;		/* a child of it waiting for a command, 0: none */
 		int fd;			/* the socket that reaches only that child */
 	} ready[TPL_READY];
-	dev_t dev;			/* the program it executes */
+	int exe_fd;			/* O_PATH fd of the program it executes, -1: none */
+	dev_t dev;			/* that file's identity */
 	ino_t ino;
+	struct timespec ctime;		/* and its last change, when it was chosen */
+	off_t size;			/* and size */
 	uint32_t uid, gid, flags;	/* the credentials it took (CT_X_USERNS) */
 	uint64_t nofile;
 	int64_t last;			/* started or last used (mono_ms) */
@@ -794,7 +801,7 @@ static struct {
 	char path[1024];		/* "PATH=..." of the command that asked */
 	struct { dev_t dev; ino_t ino; } bad[TPL_BAD];	/* never again */
 	unsigned nbad;
-} tpl = { .sock = -1 };
+} tpl = { .sock = -1, .exe_fd = -1 };
 
 static int64_t mono_ms(void)
 {
@@ -881,6 +888,24 @@ static void tpl_stop(void)
 	tpl.sock = -1;
 }
 
+/* The program's file goes with the template (or the wish for one). */
+static void tpl_forget(void)
+{
+	if (tpl.exe_fd >= 0)
+		close(tpl.exe_fd);
+	tpl.exe_fd = -1;
+	tpl.want = false;
+}
+
+/* Is st the file chosen for the template, unchanged since then (the
+ * same inode, not written to, renamed, linked or chmod'ed: all of that
+ * moves its ctime)? */
+static bool tpl_same(const struct stat *st)
+{
+	return st->st_dev == tpl.dev && st->st_ino == tpl.ino && st->st_size == tpl.size &&
+	       st->st_ctim.tv_sec == tpl.ctime.tv_sec && st->st_ctim.tv_nsec == tpl.ctime.tv_nsec;
+}
+
 /* A child of ours ended: was it the template or its waiting child? */
 static void tpl_reaped(pid_t pid, int st)
 {
@@ -899,21 +924,38 @@ static void tpl_reaped(pid_t pid, int st)
 	}
 	(void)st;
 	tpl_stop();
+	tpl_forget();
 	tpl.pid = 0;
 }
 
 /* Notes, for a command started the usual way, that its shell could be a
- * template once the sandbox is quiet. */
+ * template once the sandbox is quiet.  The file is opened now and the
+ * template will execute that very file (execveat on the fd), whatever its
+ * path names by then: a path swapped meanwhile (an agent pointing /bin/sh
+ * at its own program until the template starts, then back) cannot give
+ * it another program than the one every hand-over compares with. */
 static void tpl_note(const struct ct_xmsg *h, char **cmd, char **envp)
 {
 	struct stat st;
+	int fd;
 
 	if (tpl.pid || tpl.want || fcntl(CT_FD_PRELOAD, F_GETFD) < 0 || !is_shell(cmd[0]) ||
 	    !resolve(cmd[0], envp, h->uid, h->gid, tpl.exe, sizeof(tpl.exe), &st))
 		return;
+	if ((fd = open(tpl.exe, O_PATH | O_CLOEXEC)) < 0)
+		return;
+	if (fstat(fd, &st) < 0 || !runnable(&st, h->uid, h->gid)) {
+		close(fd);
+		return;
+	}
 	for (unsigned i = 0; i < tpl.nbad; i++)
-		if (tpl.bad[i].dev == st.st_dev && tpl.bad[i].ino == st.st_ino)
+		if (tpl.bad[i].dev == st.st_dev && tpl.bad[i].ino == st.st_ino) {
+			close(fd);
 			return;
+		}
+	tpl.exe_fd = fd;
+	tpl.ctime = st.st_ctim;
+	tpl.size = st.st_size;
 	snprintf(tpl.path, sizeof(tpl.path), "PATH=" BE_DEFAULT_PATH);
 	for (char **e = envp; *e; e++)
 		if (!strncmp(*e, "PATH=", 5) && strlen(*e) < sizeof(tpl.path))
@@ -935,15 +977,16 @@ static char *tpl_envp[TPL_SLOTS];
 
 static int tpl_child(void *arg)
 {
-	int sock = *(int *)arg, s, so, nul;
+	int sock = *(int *)arg, s, so, ex, nul;
 	sigset_t none;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if ((s = fcntl(sock, F_DUPFD, 100)) < 0 || (so = fcntl(CT_FD_PRELOAD, F_DUPFD, 100)) < 0 ||
+	    (ex = fcntl(tpl.exe_fd, F_DUPFD, 100)) < 0 ||
 	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 || dup2(nul, 0) < 0 ||
 	    dup2(nul, 1) < 0 || dup2(nul, 2) < 0 || dup2(s, CT_TPL_FD) < 0 ||
-	    dup2(so, CT_TPL_SO_FD) < 0)
+	    dup2(so, CT_TPL_SO_FD) < 0 || dup3(ex, CT_TPL_EXE_FD, O_CLOEXEC) < 0)
 		_exit(126);
 	run_command(NULL, -1, tpl.uid, tpl.gid, "/", (rlim_t)tpl.nofile,
 		    (tpl.flags & CT_X_USERNS) ? SMALL_CAPS : 0, CT_MARK_TEMPLATE, false, tpl_argv,
@@ -958,15 +1001,19 @@ static void tpl_start(void)
 	char *pad;
 	pid_t pid;
 
+	struct stat st;
+
 	tpl.want = false;
+	if (fstat(tpl.exe_fd, &st) < 0 || !tpl_same(&st))
+		return tpl_forget();	/* changed since: the next shell command may note it */
 	/* The padding only until the exec copied it (not in the init's
 	 * memory for as long as the sandbox lives). */
 	pad = mmap(NULL, TPL_AREA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (pad == MAP_FAILED)
-		return;
+		return tpl_forget();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		munmap(pad, TPL_AREA);
-		return;
+		return tpl_forget();
 	}
 	tpl_argv[0] = tpl.exe;
 	tpl_argv[1] = (char *)"-c";
@@ -984,7 +1031,7 @@ static void tpl_start(void)
 	close(sv[1]);
 	if (pid < 0) {
 		close(sv[0]);
-		return;
+		return tpl_forget();
 	}
 	tpl.sock = sv[0];
 	tpl.pid = pid;
@@ -1038,6 +1085,13 @@ static pid_t tpl_dispatch(const struct ct_xmsg *h, char **cmd, char **envp, cons
 	    !resolve(cmd[0], envp, h->uid, h->gid, path, sizeof(path), &st) ||
 	    st.st_dev != tpl.dev || st.st_ino != tpl.ino)
 		return 0;
+	/* The command's file is the template's: is it still as it was when
+	 * the template executed it?  Written to, linked, renamed or chmod'ed
+	 * since, it is no longer that program: stop the template. */
+	if (!tpl_same(&st) || fstat(tpl.exe_fd, &st) < 0 || !tpl_same(&st)) {
+		tpl_stop();
+		return 0;
+	}
 	i--;
 	tpl.ready[i].pid = 0;
 	if (be_send_fds(tpl.ready[i].fd, buf, len, fds, nfd, MSG_DONTWAIT) < 0)

@@ -18,13 +18,16 @@
  * reaps it and closes it.  Nothing is sent back on the socket.
  *
  * The warm shell (container-preload.c): once a sandbox ran a shell command
- * and went quiet, the init executes that shell as a template, with fd
+ * and went quiet, the init executes that shell as a template (the very
+ * file it opened when the command started, by execveat on that
+ * descriptor, CT_TPL_EXE_FD until the exec), with fd
  * CT_TPL_FD its end of a socket pair and CT_TPL_SO_FD container-preload.so
  * (the init's CT_FD_PRELOAD, from dsecd).  For each child it keeps ready
  * the template sends a struct ct_tready with a socket that reaches only
  * that child; the init forwards it a request (the same datagram and
- * descriptors) whose program is the file the template executes, and the
- * child becomes the command.  The child is the init's (CLONE_PARENT): the
+ * descriptors) whose program is the file the template executes, unchanged
+ * since (same inode, size and ctime; else the template is stopped), and
+ * the child becomes the command.  The child is the init's (CLONE_PARENT): the
  * init reaps it and reports its status as above.
  */
 #ifndef CT_EXEC_H
@@ -36,6 +39,7 @@
 #define CT_FD_PRELOAD 5			/* the init's container-preload.so, if any */
 #define CT_TPL_FD 3			/* the template's socket to the init */
 #define CT_TPL_SO_FD 4			/* container-preload.so, in the template's exec */
+#define CT_TPL_EXE_FD 5			/* the template's program, until its exec (cloexec) */
 #define CT_TREADY_MAGIC 0x64785231u	/* "dxR1" */
 #define CT_XMSG_MAGIC 0x64785831u	/* "dxX1" */
 #define CT_XMSG_MAX (64u << 10)		/* larger requests use the exec helper */
