@@ -125,18 +125,24 @@ static void xmkdir(const char *p, mode_t m)
 		fail(errno, "cannot mkdir '%s': %s", p, strerror(errno));
 }
 
-/* Bind host path read-only at root/host (directories and files); a
- * top-level symlink such as /bin -> usr/bin is recreated instead. */
-static void bind_ro(const char *root, const char *host, unsigned long extra)
+/* Bind host path read-only at root/host (directories and files).  A
+ * symlink such as /bin -> usr/bin is bound as the directory it names when
+ * follow (a symlink in the root would be the sandbox's to repoint, and with
+ * it every later command's /bin/sh and dynamic loader), else recreated. */
+static void bind_ro(const char *root, const char *host, unsigned long extra, bool follow)
 {
-	char dst[PATH_MAX], lnk[PATH_MAX];
+	char dst[PATH_MAX], lnk[PATH_MAX], real[PATH_MAX];
 	struct stat st;
 	ssize_t n;
 
 	if (lstat(host, &st) < 0)
 		return;
 	snprintf(dst, sizeof(dst), "%s%s", root, host);
-	if (S_ISLNK(st.st_mode)) {
+	if (S_ISLNK(st.st_mode) && follow) {
+		if (!realpath(host, real) || stat(real, &st) < 0)
+			return;
+		host = real;
+	} else if (S_ISLNK(st.st_mode)) {
 		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
 			lnk[n] = '\0';
 			unlink(dst);
@@ -155,6 +161,16 @@ static void bind_ro(const char *root, const char *host, unsigned long extra)
 	}
 	xmount(host, dst, NULL, MS_BIND | MS_REC, NULL);
 	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra, NULL);
+}
+
+/* An empty read-only directory (a tmpfs) over dir, when it exists. */
+static void mask_dir(const char *dir)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		xmount("dsec-mask", dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		       "size=0,mode=0500");
 }
 
 /* Write root/rel, rel resolved inside root: an image's /etc may hold
@@ -248,12 +264,27 @@ static void make_skel(const char *dir)
 	put_file(dir, "/etc/group", "root:x:0:\nnogroup:x:65534:\n");
 }
 
+/* Bind file src read-only at root/rel (made if missing). */
+static void bind_file_ro(const char *src, const char *root, const char *rel)
+{
+	char dst[PATH_MAX];
+	int fd;
+
+	snprintf(dst, sizeof(dst), "%s%s", root, rel);
+	if ((fd = open(dst, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+		fail(errno, "cannot create '%s': %s", dst, strerror(errno));
+	close(fd);
+	xmount(src, dst, NULL, MS_BIND, NULL);
+	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	       NULL);
+}
+
 /* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
  * the default root without a shared skeleton) skel/; D/root is the
  * overlay.  rootfs is the lower layers, or "-" for the default root; with
  * skel, rootfs is the shared skeleton of the default root. */
 static void build_root(const char *dir, const char *rootfs, const char *disk, bool userns,
-		       bool skel)
+		       bool skel, unsigned long ptys)
 {
 	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 					   "/libx32" };
@@ -285,10 +316,19 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
 	if (dflt || skel) {
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
-			bind_ro(root, top[i], MS_NODEV);
+			bind_ro(root, top[i], MS_NODEV, true);
 		/* Not the host's /etc: only what programs need, no secrets. */
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_dirs); i++)
-			bind_ro(root, etc_dirs[i], MS_NODEV);
+			bind_ro(root, etc_dirs[i], MS_NODEV, false);
+		snprintf(p, sizeof(p), "%s/etc/ssl/private", root);
+		mask_dir(p);
+		/* What the dynamic loader reads of /etc, read-only too: a cache
+		 * or a preload list of the sandbox's would choose the libraries
+		 * of every later command (a grader's among them). */
+		bind_ro(root, "/etc/ld.so.cache", MS_NODEV, false);
+		snprintf(p, sizeof(p), "%s/empty", rw);
+		put_file(rw, "/empty", "");
+		bind_file_ro(p, root, "/etc/ld.so.preload");
 	}
 	/* Whatever the root, the sandbox's own name and no resolver (the
 	 * network is loopback only). */
@@ -317,8 +357,10 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	}
 	snprintf(p, sizeof(p), "%s/dev/pts", root);
 	xmkdir(p, 0755);
-	if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC,
-		  "newinstance,ptmxmode=0666,mode=0620") == 0) {
+	/* Its own instance, and at most ptys terminals in it: the kernel's
+	 * pool (kernel.pty.max) is shared by every sandbox. */
+	snprintf(opt, sizeof(opt), "newinstance,ptmxmode=0666,mode=0620,max=%lu", ptys);
+	if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opt) == 0) {
 		snprintf(p, sizeof(p), "%s/dev/ptmx", root);
 		(void)!symlink("pts/ptmx", p);
 	}
@@ -341,40 +383,141 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	xmkdir(p, 01777);
 }
 
-/* pid 1's part: /proc of the new pid namespace with its sensitive entries
- * masked, /sys read-only, then pivot_root. */
-static void finish_root(const char *dir)
+/* What commands see of /proc instead of the host's: entries masked (a file
+ * reads as /dev/null, a directory as an empty one): the kernel's memory
+ * and keys, and what tells of the host's and other sandboxes' activity
+ * (the kernel's command line, pressure, disks, interrupts, locks, memory
+ * zones and slabs, cgroup counts); */
+static const char *const proc_masked[] = {
+	"kcore", "kpagecgroup", "kpageflags", "kpagecount", "sysrq-trigger", "timer_list",
+	"sched_debug", "keys", "key-users", "latency_stats", "acpi", "scsi",
+	"cmdline", "pressure", "diskstats", "partitions", "vmstat", "schedstat", "interrupts",
+	"softirqs", "buddyinfo", "zoneinfo", "pagetypeinfo", "slabinfo", "vmallocinfo", "locks",
+	"swaps", "cgroups", "mdstat",
+};
+/* entries made up per sandbox (virtual_proc: its memory limit, no load);  */
+static const char *const proc_virtual[] = { "meminfo", "loadavg", "stat" };
+/* and entries read-only. */
+static const char *const proc_ro[] = { "sys", "bus", "fs", "irq" };
+
+/* Writes the sandbox's own /proc/meminfo, loadavg and stat into directory
+ * vdir: its memory limit of mem bytes (the host's memory when that is
+ * less) all free, no load, the host's CPUs idle since its boot: free(1)
+ * and programs that size themselves by MemTotal see the sandbox, not the
+ * node.  The figures do not move (the cgroup has the live ones). */
+static void virtual_proc(const char *vdir, uint64_t mem)
 {
-	static const char *const masked[] = { "kcore", "kpagecgroup", "kpageflags", "kpagecount",
-					      "sysrq-trigger", "timer_list", "sched_debug", "keys",
-					      "key-users", "latency_stats", "acpi", "scsi" };
-	static const char *const ro[] = { "sys", "bus", "fs", "irq" };
-	char root[2048], p[PATH_MAX];
+	_cleanup_free_ char *host = NULL;
+	unsigned long long total = 0, btime = 0, kb;
+	struct dsec_buf b;
+	size_t len, ncpu = 0;
+
+	xmkdir(vdir, 0755);
+	if (dsec_read_file("/proc/meminfo", &host, &len) == 0)
+		sscanf(host, "MemTotal: %llu kB", &total);
+	kb = mem / 1024;
+	if (!kb || (total && kb > total))
+		kb = total;
+	dsec_buf_init(&b);
+	dsec_buf_addf(&b, "MemTotal:       %8llu kB\nMemFree:        %8llu kB\n"
+		      "MemAvailable:   %8llu kB\n", kb, kb, kb);
+	static const char *const zero[] = { "Buffers", "Cached", "SwapCached", "Active", "Inactive",
+					     "SwapTotal", "SwapFree", "Dirty", "Writeback",
+					     "AnonPages", "Mapped", "Shmem", "Slab", "SReclaimable",
+					     "SUnreclaim" };
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(zero); i++)
+		dsec_buf_addf(&b, "%s:%*s%8u kB\n", zero[i], (int)(15 - strlen(zero[i])), "", 0);
+	dsec_buf_addf(&b, "CommitLimit:    %8llu kB\nCommitted_AS:   %8u kB\n", kb, 0);
+	put_file(vdir, "/meminfo", b.data);
+	put_file(vdir, "/loadavg", "0.00 0.00 0.00 1/1 1\n");
+	free(host);
+	host = NULL;
+	if (dsec_read_file("/proc/stat", &host, &len) == 0) {
+		for (char *l = host; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+			if (!strncmp(l, "cpu", 3) && l[3] >= '0' && l[3] <= '9')
+				ncpu++;
+			sscanf(l, "btime %llu", &btime);
+		}
+	}
+	dsec_buf_reset(&b);
+	dsec_buf_addf(&b, "cpu  0 0 0 0 0 0 0 0 0 0\n");
+	for (size_t i = 0; i < (ncpu ? ncpu : 1); i++)
+		dsec_buf_addf(&b, "cpu%zu 0 0 0 0 0 0 0 0 0 0\n", i);
+	dsec_buf_addf(&b, "intr 0\nctxt 0\nbtime %llu\nprocesses 0\nprocs_running 1\n"
+		      "procs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n", btime);
+	put_file(vdir, "/stat", b.data);
+	dsec_buf_free(&b);
+	chmod(vdir, 0555);
+}
+
+/* Masks, virtual entries and read-only parts over the proc mounted at
+ * proc: virt[i] is a detached mount of proc_virtual[i]'s file (taken over),
+ * or -1 for none. */
+static void finish_proc(const char *proc, int *virt)
+{
+	char p[PATH_MAX + 64];
 	struct stat st;
 
-	snprintf(root, sizeof(root), "%s/root", dir);
-	snprintf(p, sizeof(p), "%s/proc", root);
-	xmount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(masked); i++) {
-		snprintf(p, sizeof(p), "%s/proc/%s", root, masked[i]);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_masked); i++) {
+		snprintf(p, sizeof(p), "%s/%s", proc, proc_masked[i]);
 		if (lstat(p, &st) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode))
-			xmount("dsec-mask", p, "tmpfs", MS_RDONLY, "size=0,mode=0500");
+			mask_dir(p);
 		else
 			xmount("/dev/null", p, NULL, MS_BIND, NULL);
 	}
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(ro); i++) {
-		snprintf(p, sizeof(p), "%s/proc/%s", root, ro[i]);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_virtual); i++) {
+		if (virt[i] < 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", proc, proc_virtual[i]);
+		if (syscall(SYS_move_mount, virt[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			fail(errno, "cannot mount '%s': %s", p, strerror(errno));
+		close(virt[i]);
+		virt[i] = -1;
+		xmount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+		       MS_NOEXEC, NULL);
+	}
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_ro); i++) {
+		snprintf(p, sizeof(p), "%s/%s", proc, proc_ro[i]);
 		if (lstat(p, &st) < 0)
 			continue;
 		xmount(p, p, NULL, MS_BIND | MS_REC, NULL);
 		xmount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
 		       MS_NOEXEC, NULL);
 	}
+}
+
+/* Detached copies (open_tree) of the files at dir/NAME for each
+ * proc_virtual NAME into virt; -1 where there is none. */
+static void clone_virtual(const char *dir, int *virt)
+{
+	char p[PATH_MAX];
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_virtual); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, proc_virtual[i]);
+		virt[i] = (int)syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	}
+}
+
+/* pid 1's part: /proc of the new pid namespace as commands see it
+ * (finish_proc), /sys read-only without the firmware's tables (ACPI, DMI,
+ * EFI: the host's, and root's to read), then pivot_root. */
+static void finish_root(const char *dir)
+{
+	int virt[DSEC_ARRAY_LEN(proc_virtual)];
+	char root[2048], p[PATH_MAX];
+
+	snprintf(root, sizeof(root), "%s/root", dir);
+	snprintf(p, sizeof(p), "%s/proc", root);
+	xmount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	clone_virtual("rw/proc", virt);
+	finish_proc(p, virt);
 	snprintf(p, sizeof(p), "%s/sys", root);
-	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		(void)0;	/* no /sys rather than no sandbox */
+	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
+		snprintf(p, sizeof(p), "%s/sys/firmware", root);
+		mask_dir(p);
+	}	/* else no /sys rather than no sandbox */
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
 		fail(errno, "cannot pivot into the new root: %s", strerror(errno));
 	if (umount2(".", MNT_DETACH) < 0)
@@ -496,7 +639,9 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
-	build_root(dir, rootfs, disk, userns, strcmp(arg(argc, argv, "--skel", "0"), "0") != 0);
+	build_root(dir, rootfs, disk, userns, strcmp(arg(argc, argv, "--skel", "0"), "0") != 0,
+		   strtoul(arg(argc, argv, "--ptys", "64"), NULL, 10));
+	virtual_proc("rw/proc", strtoull(arg(argc, argv, "--memory", "0"), NULL, 10));
 	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		fail(errno, "cannot open the upper dir: %s", strerror(errno));
 	finish_root(dir);

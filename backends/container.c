@@ -99,6 +99,7 @@ struct ct_conf {
 	uint64_t uid_base;	/* first host uid of those ranges */
 	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
 	bool warm_shell;	/* keep a shell template in busy sandboxes (ct_exec.h) */
+	uint64_t ptys;		/* terminals of one sandbox's devpts at once */
 };
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -121,6 +122,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "uid_base", BE_K_COUNT, F(uid_base), "1000000000" },
 	{ "max_sessions", BE_K_COUNT, F(max_sessions), "16" },
 	{ "warm_shell", BE_K_BOOL, F(warm_shell), "true" },
+	{ "ptys", BE_K_COUNT, F(ptys), "64" },
 #undef F
 };
 
@@ -340,6 +342,10 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "container limits out of range (pids >= 4, nofile >= 16, "
 				     "memory >= 8M, disk >= 1M)");
+	if (be->conf.ptys < 1 || be->conf.ptys > (1u << 20))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container.ptys %" PRIu64 " is not between 1 and 1048576",
+				     be->conf.ptys);
 	if (*be->conf.rootfs && (be->conf.rootfs[0] != '/' || stat(be->conf.rootfs, &st) < 0 ||
 				 !S_ISDIR(st.st_mode) || strchr(be->conf.rootfs, ',') ||
 				 strchr(be->conf.rootfs, ':')))
@@ -936,7 +942,7 @@ static void create_prep_done(void *arg)
 	char desc[256], disk[32];
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
-	char filter_at[16], preload_at[16];
+	char filter_at[16], preload_at[16], ptys[24], mem[24];
 
 	if (w->rc < 0)
 		return create_fail(sb, w->rc, &w->err);
@@ -956,6 +962,8 @@ static void create_prep_done(void *arg)
 	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
 	snprintf(filter_at, sizeof(filter_at), "%d", filter >= 0 ? 6 + ncg : -1);
 	snprintf(preload_at, sizeof(preload_at), "%d", be->preload_fd >= 0 ? 7 + ncg : -1);
+	snprintf(ptys, sizeof(ptys), "%" PRIu64, be->conf.ptys);
+	snprintf(mem, sizeof(mem), "%" PRIu64, sb->lim.memory ? sb->lim.memory : be->conf.memory);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
@@ -964,6 +972,7 @@ static void create_prep_done(void *arg)
 			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
 			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
 			       (char *)"--filter", filter_at, (char *)"--preload", preload_at,
+			       (char *)"--ptys", ptys, (char *)"--memory", mem,
 			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 

@@ -15,19 +15,9 @@ plan 16
 
 start_dsecd --set backends=container || bail "dsecd did not start"
 
-# warm ID: wait (bounded) until the sandbox's template and a waiting child
-# are there (while the command looking runs, the template keeps one child
-# waiting, not two); prints how many dsec-shell processes it saw.  A
-# template starts after 0.2 s without a command: look less often.
-warm() {
-	local i n=0
-	for i in $(seq 30); do
-		sleep 0.5
-		n=$(dsec-run --id "$1" -c 'cat /proc/[0-9]*/comm | grep -cx dsec-shell')
-		[ "$n" -ge 2 ] && break
-	done
-	echo "$n"
-}
+# warm ID: the sandbox's warm shell is there (lib.sh); while the command
+# looking runs, the template keeps one child waiting, not two.
+warm() { warm_shells "$1"; }
 WARM='grep -q container-preload /proc/$$/maps && echo 1 || echo 0'
 
 id=$(dsec-run --backend container --keep -c true 2>&1 >/dev/null | head -1)
