@@ -526,6 +526,19 @@ static void finish_root(const char *dir)
 		fail(errno, "cannot chdir to the new root: %s", strerror(errno));
 }
 
+/* A shell session's own /proc, in the mount namespace the helper made for
+ * it, for the pid namespace it is pid 1 of: no other process of the
+ * sandbox is in it, so none can be reached through /proc/PID (its memory
+ * above all: no Yama here).  Masked and virtual as the sandbox's. */
+static void session_proc(void)
+{
+	int virt[DSEC_ARRAY_LEN(proc_virtual)];
+
+	clone_virtual("/proc", virt);
+	xmount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	finish_proc("/proc", virt);
+}
+
 static const char *arg(int argc, char **argv, const char *name, const char *def)
 {
 	for (int i = 2; i + 1 < argc; i++) {
@@ -735,6 +748,11 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 		drop_bounding_caps(keep);
 	if ((e = be_cred_become(uid, gid, keep)) < 0)
 		fail(-e, "cannot switch to uid %u: %s", (unsigned)uid, strerror(-e));
+	/* A session's shell, pid 1 of a namespace outside the sandbox's, ends
+	 * with its helper (and so with dsecd): its namespace then goes too.
+	 * After the switch, which clears the parent-death signal. */
+	if (mark > FD_STATUS)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* As the command's user, so its permissions apply. */
 	if (chdir(cwd) < 0)
 		fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
@@ -790,14 +808,21 @@ static int do_exec(int argc, char **argv)
 		fail(EINVAL, "no command");
 	if (strcmp(desc, "none") && be_cg_import(&cg, desc, 6, &err) < 0)
 		fail(err.errnum, "%s", err.msg);
-	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID |
-		     (userns ? CLONE_NEWUSER : 0)) < 0)
+	/* A session gets a pid namespace of its own instead of the sandbox's
+	 * (a sibling of it: one made below it would need a process between),
+	 * and a mount namespace for its /proc (session_proc). */
+	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		     (mark > FD_STATUS ? 0 : CLONE_NEWPID) | (userns ? CLONE_NEWUSER : 0)) < 0)
 		fail(errno, "cannot enter the sandbox: %s", strerror(errno));
 	if (fchdir(5) < 0 || chroot(".") < 0 || chdir("/") < 0)
 		fail(errno, "cannot enter the sandbox's root: %s", strerror(errno));
+	if (mark > FD_STATUS && unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
+		fail(errno, "cannot make the session's namespaces: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0)
 		fail(errno, "cannot fork: %s", strerror(errno));
+	if (pid == 0 && mark > FD_STATUS)
+		session_proc();
 	if (pid == 0)
 		run_command(cg, 4, uid, gid, cwd, nofile, keep, mark, tty, cmd, environ);
 	close(0);
