@@ -755,7 +755,7 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* As the command's user, so its permissions apply. */
 	if (chdir(cwd) < 0)
-		fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
+		fail(errno, CT_ERR_CHDIR "%s': %s", cwd, strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(EPERM, "cannot set no_new_privs");
 	if (exec_filter.filter ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &exec_filter) < 0

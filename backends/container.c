@@ -1424,8 +1424,9 @@ static void exec_maybe_done(struct ct_exec *x)
 	if (!strncmp(s, "err ", 4) && sscanf(s, "err %d", &e) == 1 && strchr(s + 4, ' ')) {
 		const char *msg = strchr(s + 4, ' ') + 1;
 
-		dsec_err_setc(&err, DSEC_E_BACKEND, e, "cannot run the command in sandbox '%s': %.*s",
-			      x->sb->id, (int)strcspn(msg, "\n"), msg);
+		dsec_err_setc(&err, ct_start_code(e, msg), e,
+			      "cannot run the command in sandbox '%s': %.*s", x->sb->id,
+			      (int)strcspn(msg, "\n"), msg);
 		return exec_finish(x, -e, &err);
 	}
 	if (sscanf(s, "st %d", &st) != 1) {

@@ -33,7 +33,10 @@
 #ifndef CT_EXEC_H
 #define CT_EXEC_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include "err.h"
 
 #define CT_FD_CTL 4			/* the init's end */
 #define CT_FD_PRELOAD 5			/* the init's container-preload.so, if any */
@@ -53,6 +56,19 @@ struct ct_xmsg {
 	uint64_t nofile;		/* RLIMIT_NOFILE */
 	uint32_t argc, envc;		/* strings after cwd */
 };
+
+/* How the message of an "err ERRNO message" status line starts when the
+ * command could not enter its working directory. */
+#define CT_ERR_CHDIR "cannot chdir to '"
+
+/* The code of a command that could not start, from its "err" line: its
+ * working directory missing (or not a directory) is the client's
+ * not_found, the rest the backend's failure. */
+static inline enum dsec_code ct_start_code(int e, const char *msg)
+{
+	return (e == ENOENT || e == ENOTDIR) && !strncmp(msg, CT_ERR_CHDIR, strlen(CT_ERR_CHDIR))
+	       ? DSEC_E_NOT_FOUND : DSEC_E_BACKEND;
+}
 
 /* Template to init: a child is ready; its socket comes with it. */
 struct ct_tready {
