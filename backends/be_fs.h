@@ -9,7 +9,9 @@
  * into another mount.  libarchive never touches a path itself: it only
  * parses and produces the archive bytes in memory.
  *
- * Blocking: call be_fs_run() on a pool thread.
+ * Blocking: call be_fs_run() (and be_fs_call() below) on a pool thread.
+ * Everything is done with the caller's credentials: a backend whose
+ * sandbox has others runs it in a process that has them (be_fs_serve).
  */
 #ifndef BE_FS_H
 #define BE_FS_H

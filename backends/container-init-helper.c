@@ -13,8 +13,9 @@
  *   it is the sandbox's pid 1 and dsecd's child.  Joins the cgroup,
  *   builds the root (a size-capped tmpfs holding the overlay's upper and
  *   work dirs, the overlay over R or over a skeleton with the host's /usr,
- *   /bin, /lib*, /etc bound read-only on it; /dev, /proc with the sensitive
- *   entries masked, /sys read-only), pivots into it, unshares its cgroup
+ *   /bin, /lib*, /etc bound read-only on it; /dev with a devpts of its own
+ *   (--ptys), /proc with the sensitive entries masked and meminfo, loadavg
+ *   and stat made up (--memory), /sys read-only), pivots into it, unshares its cgroup
  *   namespace, reports, then reaps zombies and starts the commands dsecd
  *   sends on fd CT_FD_CTL (ct_exec.h) until it is killed.
  *   All mounts live only in the sandbox's mount namespace: the host never
@@ -34,7 +35,9 @@
  *	PID" (the command is its process group's leader: dsecd signals the
  *	group).  With --tty 1 fds 0-2 are a terminal of the sandbox's devpts,
  *	which the command takes as its controlling terminal.
- *   Enters the namespaces of the init, forks the command (the pid namespace
+ *   Enters the namespaces of the init (a session: all but its pid
+ *   namespace, and a pid and a mount namespace of the session's own with
+ *   its own /proc), forks the command (the pid namespace
  *   applies to children), which joins the exec's cgroup and the cgroup
  *   namespace, chroots, drops every capability, sets no_new_privs and the
  *   seccomp filter and execs argv with this program's environment.  The

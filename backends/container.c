@@ -21,8 +21,10 @@
  * are killed when it completes: files persist between execs, processes do
  * not.
  *
- * file_read/file_write run on pool threads with openat2(RESOLVE_IN_ROOT |
- * RESOLVE_NO_MAGICLINKS) from the root fd.  destroy kills the sandbox's
+ * The file operations go, one at a time, to the sandbox's file server
+ * (container-files, a command's credentials in the sandbox's namespaces),
+ * which resolves with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+ * from the sandbox's root (be_fs.c).  destroy kills the sandbox's
  * cgroup (pid 1 and with it the namespaces and mounts go), removes the
  * cgroups and the state directory.
  */
