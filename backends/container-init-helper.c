@@ -1253,6 +1253,11 @@ static pid_t tpl_dispatch(const struct ct_xmsg *h, char **cmd, char **envp, cons
 
 	for (i = 0; i < TPL_READY && !pid; i++)
 		pid = tpl.ready[i].pid;
+	/* What the dynamic loader would make of the command's environment
+	 * (LD_PRELOAD, LD_LIBRARY_PATH...) a fork of the template never sees. */
+	for (char **e = envp; pid && *e; e++)
+		if (!strncmp(*e, "LD_", 3))
+			return 0;
 	if (!pid || h->uid != tpl.uid || h->gid != tpl.gid ||
 	    (h->flags & CT_X_USERNS) != tpl.flags || h->nofile != tpl.nofile ||
 	    !resolve(cmd[0], envp, h->uid, h->gid, path, sizeof(path), &st) ||

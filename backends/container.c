@@ -1267,7 +1267,7 @@ struct ct_xclean {
 };
 
 static void sb_maybe_destroy(struct ct_sb *sb);
-static void files_fini(struct ct_be *be);
+static void files_fini(struct ct_be *be, bool drained);
 struct ct_xstream;
 static void xstream_free(struct ct_xstream *s);
 
@@ -2195,10 +2195,16 @@ static void files_stop(struct ct_sb *sb)
 	sb->fsock = -1;
 }
 
-/* At fini: every file server is killed and reaped (the loop will not
- * run again to do it). */
-static void files_fini(struct ct_be *be)
+/* At fini: every file server is killed, so that an operation a pool
+ * thread waits on ends at once; once no pool work runs (drained), their
+ * sockets are closed and they are reaped (the loop will not run again to
+ * do it). */
+static void files_fini(struct ct_be *be, bool drained)
 {
+	for (struct ct_fsd *f = be->fsds; f && !drained; f = f->next)
+		kill(f->pid, SIGKILL);
+	if (!drained)
+		return;
 	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next)
 		files_stop(sb);
 	while (be->fsds) {
@@ -3010,8 +3016,9 @@ static void ct_fini(void *vbe)
 			free(x);
 		}
 	}
+	files_fini(be, false);
 	be_tasks_drain(&be->tasks);
-	files_fini(be);
+	files_fini(be, true);
 	while (be->sbs) {
 		struct ct_sb *sb = be->sbs;
 

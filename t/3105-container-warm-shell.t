@@ -11,7 +11,7 @@
 
 need_container
 
-plan 16
+plan 17
 
 start_dsecd --set backends=container || bail "dsecd did not start"
 
@@ -48,6 +48,8 @@ run dsec-run --id "$id" --env PATH=/root/b:/usr/bin:/bin -- sh -c "$WARM; echo \
 is "$(echo $OUT)" "0 sh" "a shell that is not the template's file is executed"
 run dsec-run --id "$id" -- /bin/sh -c "$WARM"
 is "$OUT" "1" "an absolute path to the template's file is warm"
+run dsec-run --id "$id" --env LD_LIBRARY_PATH=/nowhere -c "$WARM"
+is "$OUT" "0" "a command with LD_* in its environment is executed (the loader reads them at exec)"
 
 # Killing the template costs nothing but speed.
 run dsec-run --id "$id" -c 'for f in /proc/[0-9]*/comm; do p=${f%/comm}; [ "$(cat $f 2>/dev/null)" = dsec-shell ] && kill -9 ${p#/proc/} 2>/dev/null; done; echo done'
