@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "be_fs.h"
-#include "dsec.h"
 #include "be_io.h"
 #include "util.h"
 
@@ -1277,6 +1276,21 @@ static void info_put(struct dsec_buf *b, const struct dsec_file_info *i)
 		dsec_buf_add(b, i->target, w.target_len);
 }
 
+/* dsec_file_res_free without libdsec's client (and nng with it) in every
+ * backend and helper that links us. */
+static void res_free(struct dsec_file_res *res)
+{
+	free(res->info.name);
+	free(res->info.target);
+	for (size_t i = 0; i < res->nentries; i++) {
+		free(res->entries[i].name);
+		free(res->entries[i].target);
+	}
+	free(res->entries);
+	dsec_buf_free(&res->data);
+	memset(res, 0, sizeof(*res));
+}
+
 /* Sends the reply to q: rc and err, what res holds, data. */
 static int reply(int sock, const struct fsw_req *q, int rc, const struct dsec_err *err,
 		 const struct dsec_file_res *res, const struct dsec_buf *data)
@@ -1352,7 +1366,7 @@ static int serve_one(int sock, const struct be_fs_root *root, const struct fsw_r
 
 		rc = be_fs_run(root, &r, &res, &err);
 		rc = reply(sock, q, rc, &err, &res, &res.data);
-		dsec_file_res_free(&res);
+		res_free(&res);
 	}
 	dsec_buf_free(&out);
 	return rc;
@@ -1506,7 +1520,7 @@ int be_fs_call(int sock, const struct dsec_file_req *req, struct dsec_file_res *
 	res->truncated = h.truncated != 0;
 	return 0;
 bad:
-	dsec_file_res_free(res);
+	res_free(res);
 	return dsec_err_setc(err, DSEC_E_BACKEND, EPROTO,
 			     "the sandbox's file server sent a malformed reply");
 }

@@ -27,8 +27,9 @@ req session_open id="$id" session=a >/dev/null
 req session_open id="$id" session=b >/dev/null
 sx b 'python3 -c "import time; m = b\"MARK-7203-\" * 4; time.sleep(60)" &'
 sleep 0.5
-# The attacker: every process its /proc shows whose memory has the marker,
-# written over when it opens.
+# The attacker: every process its /proc shows whose memory has the marker
+# and which it could open for writing (ptrace's attach check: it could
+# write there; it does not, so each attack below finds what it may).
 ATTACK='python3 -c "
 import os, re
 hit = []
@@ -50,7 +51,8 @@ for p in os.listdir(\"/proc\"):
             continue
         i = d.find(b\"MARK-7203-\" * 4)
         if i >= 0:
-            mem.seek(a + i); mem.write(b\"PWNED\"); hit.append(p)
+            hit.append(p)
+            break
 print(\"reached\", *hit) if hit else print(\"none\")
 "'
 sx a "$ATTACK"
