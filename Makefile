@@ -155,6 +155,9 @@ backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
+# A container sandbox's file server: tar upload and download need libarchive.
+backends/container-files: LDLIBS_D += $(ARCHIVE_LIBS)
+
 # Every sandbox's init, started at each create (and for large execs):
 # static, so no dynamic loader runs at each start (about a quarter of its
 # start-up CPU and half its page faults on this machine).

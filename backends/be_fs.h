@@ -9,7 +9,9 @@
  * into another mount.  libarchive never touches a path itself: it only
  * parses and produces the archive bytes in memory.
  *
- * Blocking: call be_fs_run() on a pool thread.
+ * Blocking: call be_fs_run() (and be_fs_call() below) on a pool thread.
+ * Everything is done with the caller's credentials: a backend whose
+ * sandbox has others runs it in a process that has them (be_fs_serve).
  */
 #ifndef BE_FS_H
 #define BE_FS_H
@@ -49,5 +51,33 @@ int be_fs_write(const struct be_fs_root *root, const char *path, const void *dat
  * of regular file path, appended to out.  0 or -errno with *err. */
 int be_fs_read(const struct be_fs_root *root, const char *path, uint64_t offset, uint64_t len,
 	       struct dsec_buf *out, struct dsec_err *err);
+
+/* ---- the same operations done by another process -------------------------
+ *
+ * A backend whose commands have credentials a pool thread cannot take (a
+ * user namespace's capabilities) runs a server process with exactly those
+ * credentials and hands it each operation over a SOCK_STREAM socket: a
+ * request (header, path, data) and a reply (header, error text, stat or
+ * list entries, data).  The server is trusted no more than a command:
+ * every length in a reply is checked against what the request allows
+ * before anything is allocated.  One operation at a time per socket.
+ */
+
+/* The server: answers requests on sock with root until sock reaches its
+ * end (0) or fails (-errno). */
+int be_fs_serve(int sock, const struct be_fs_root *root);
+
+/* A server that cannot start sends err as the reply to whatever comes. */
+void be_fs_serve_fail(int sock, const struct dsec_err *err);
+
+/* be_fs_run and be_fs_read through the server at sock.  Besides the
+ * operation's own errors: -ENOTCONN when the server had ended before the
+ * request reached it (nothing was done: start another and retry), -EPIPE
+ * when it ended during the operation, -EPROTO when its reply was not one
+ * (stop it); each with *err. */
+int be_fs_call(int sock, const struct dsec_file_req *req, struct dsec_file_res *res,
+	       struct dsec_err *err);
+int be_fs_call_read(int sock, const char *path, uint64_t offset, uint64_t len,
+		    struct dsec_buf *out, struct dsec_err *err);
 
 #endif

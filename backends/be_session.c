@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "be_session.h"
+#include "ct_exec.h"
 #include "be_io.h"
 #include "util.h"
 
@@ -562,7 +563,7 @@ static void shell_gone(struct be_sess *s)
 		if (el && sscanf(el, "err %d", &e) == 1 && strchr(el + 4, ' ')) {
 			const char *msg = strchr(el + 4, ' ') + 1;
 
-			dsec_err_setc(&err, DSEC_E_BACKEND, e,
+			dsec_err_setc(&err, ct_start_code(e, msg), e,
 				      "cannot start shell '%s' in sandbox '%s': %.*s", s->shell,
 				      s->set->sandbox, (int)strcspn(msg, "\n"), msg);
 		} else {

@@ -13,8 +13,9 @@
  *   it is the sandbox's pid 1 and dsecd's child.  Joins the cgroup,
  *   builds the root (a size-capped tmpfs holding the overlay's upper and
  *   work dirs, the overlay over R or over a skeleton with the host's /usr,
- *   /bin, /lib*, /etc bound read-only on it; /dev, /proc with the sensitive
- *   entries masked, /sys read-only), pivots into it, unshares its cgroup
+ *   /bin, /lib*, /etc bound read-only on it; /dev with a devpts of its own
+ *   (--ptys), /proc with the sensitive entries masked and meminfo, loadavg
+ *   and stat made up (--memory), /sys read-only), pivots into it, unshares its cgroup
  *   namespace, reports, then reaps zombies and starts the commands dsecd
  *   sends on fd CT_FD_CTL (ct_exec.h) until it is killed.
  *   All mounts live only in the sandbox's mount namespace: the host never
@@ -34,7 +35,9 @@
  *	PID" (the command is its process group's leader: dsecd signals the
  *	group).  With --tty 1 fds 0-2 are a terminal of the sandbox's devpts,
  *	which the command takes as its controlling terminal.
- *   Enters the namespaces of the init, forks the command (the pid namespace
+ *   Enters the namespaces of the init (a session: all but its pid
+ *   namespace, and a pid and a mount namespace of the session's own with
+ *   its own /proc), forks the command (the pid namespace
  *   applies to children), which joins the exec's cgroup and the cgroup
  *   namespace, chroots, drops every capability, sets no_new_privs and the
  *   seccomp filter and execs argv with this program's environment.  The
@@ -73,6 +76,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "be_cred.h"
 #include "be_io.h"
 #include "be_seccomp.h"
 #include "be_net.h"
@@ -124,18 +128,24 @@ static void xmkdir(const char *p, mode_t m)
 		fail(errno, "cannot mkdir '%s': %s", p, strerror(errno));
 }
 
-/* Bind host path read-only at root/host (directories and files); a
- * top-level symlink such as /bin -> usr/bin is recreated instead. */
-static void bind_ro(const char *root, const char *host, unsigned long extra)
+/* Bind host path read-only at root/host (directories and files).  A
+ * symlink such as /bin -> usr/bin is bound as the directory it names when
+ * follow (a symlink in the root would be the sandbox's to repoint, and with
+ * it every later command's /bin/sh and dynamic loader), else recreated. */
+static void bind_ro(const char *root, const char *host, unsigned long extra, bool follow)
 {
-	char dst[PATH_MAX], lnk[PATH_MAX];
+	char dst[PATH_MAX], lnk[PATH_MAX], real[PATH_MAX];
 	struct stat st;
 	ssize_t n;
 
 	if (lstat(host, &st) < 0)
 		return;
 	snprintf(dst, sizeof(dst), "%s%s", root, host);
-	if (S_ISLNK(st.st_mode)) {
+	if (S_ISLNK(st.st_mode) && follow) {
+		if (!realpath(host, real) || stat(real, &st) < 0)
+			return;
+		host = real;
+	} else if (S_ISLNK(st.st_mode)) {
 		if ((n = readlink(host, lnk, sizeof(lnk) - 1)) > 0) {
 			lnk[n] = '\0';
 			unlink(dst);
@@ -154,6 +164,16 @@ static void bind_ro(const char *root, const char *host, unsigned long extra)
 	}
 	xmount(host, dst, NULL, MS_BIND | MS_REC, NULL);
 	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra, NULL);
+}
+
+/* An empty read-only directory (a tmpfs) over dir, when it exists. */
+static void mask_dir(const char *dir)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+		xmount("dsec-mask", dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		       "size=0,mode=0500");
 }
 
 /* Write root/rel, rel resolved inside root: an image's /etc may hold
@@ -247,12 +267,27 @@ static void make_skel(const char *dir)
 	put_file(dir, "/etc/group", "root:x:0:\nnogroup:x:65534:\n");
 }
 
+/* Bind file src read-only at root/rel (made if missing). */
+static void bind_file_ro(const char *src, const char *root, const char *rel)
+{
+	char dst[PATH_MAX];
+	int fd;
+
+	snprintf(dst, sizeof(dst), "%s%s", root, rel);
+	if ((fd = open(dst, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
+		fail(errno, "cannot create '%s': %s", dst, strerror(errno));
+	close(fd);
+	xmount(src, dst, NULL, MS_BIND, NULL);
+	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	       NULL);
+}
+
 /* The root: D/rw is a tmpfs of `disk` bytes with upper/, work/ and (for
  * the default root without a shared skeleton) skel/; D/root is the
  * overlay.  rootfs is the lower layers, or "-" for the default root; with
  * skel, rootfs is the shared skeleton of the default root. */
 static void build_root(const char *dir, const char *rootfs, const char *disk, bool userns,
-		       bool skel)
+		       bool skel, unsigned long ptys)
 {
 	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
 					   "/libx32" };
@@ -284,10 +319,19 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
 	if (dflt || skel) {
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
-			bind_ro(root, top[i], MS_NODEV);
+			bind_ro(root, top[i], MS_NODEV, true);
 		/* Not the host's /etc: only what programs need, no secrets. */
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_dirs); i++)
-			bind_ro(root, etc_dirs[i], MS_NODEV);
+			bind_ro(root, etc_dirs[i], MS_NODEV, false);
+		snprintf(p, sizeof(p), "%s/etc/ssl/private", root);
+		mask_dir(p);
+		/* What the dynamic loader reads of /etc, read-only too: a cache
+		 * or a preload list of the sandbox's would choose the libraries
+		 * of every later command (a grader's among them). */
+		bind_ro(root, "/etc/ld.so.cache", MS_NODEV, false);
+		snprintf(p, sizeof(p), "%s/empty", rw);
+		put_file(rw, "/empty", "");
+		bind_file_ro(p, root, "/etc/ld.so.preload");
 	}
 	/* Whatever the root, the sandbox's own name and no resolver (the
 	 * network is loopback only). */
@@ -316,8 +360,10 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	}
 	snprintf(p, sizeof(p), "%s/dev/pts", root);
 	xmkdir(p, 0755);
-	if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC,
-		  "newinstance,ptmxmode=0666,mode=0620") == 0) {
+	/* Its own instance, and at most ptys terminals in it: the kernel's
+	 * pool (kernel.pty.max) is shared by every sandbox. */
+	snprintf(opt, sizeof(opt), "newinstance,ptmxmode=0666,mode=0620,max=%lu", ptys);
+	if (mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, opt) == 0) {
 		snprintf(p, sizeof(p), "%s/dev/ptmx", root);
 		(void)!symlink("pts/ptmx", p);
 	}
@@ -340,46 +386,160 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	xmkdir(p, 01777);
 }
 
-/* pid 1's part: /proc of the new pid namespace with its sensitive entries
- * masked, /sys read-only, then pivot_root. */
-static void finish_root(const char *dir)
+/* What commands see of /proc instead of the host's: entries masked (a file
+ * reads as /dev/null, a directory as an empty one): the kernel's memory
+ * and keys, and what tells of the host's and other sandboxes' activity
+ * (the kernel's command line, pressure, disks, interrupts, locks, memory
+ * zones and slabs, cgroup counts); */
+static const char *const proc_masked[] = {
+	"kcore", "kpagecgroup", "kpageflags", "kpagecount", "sysrq-trigger", "timer_list",
+	"sched_debug", "keys", "key-users", "latency_stats", "acpi", "scsi",
+	"cmdline", "pressure", "diskstats", "partitions", "vmstat", "schedstat", "interrupts",
+	"softirqs", "buddyinfo", "zoneinfo", "pagetypeinfo", "slabinfo", "vmallocinfo", "locks",
+	"swaps", "cgroups", "mdstat",
+};
+/* entries made up per sandbox (virtual_proc: its memory limit, no load);  */
+static const char *const proc_virtual[] = { "meminfo", "loadavg", "stat" };
+/* and entries read-only. */
+static const char *const proc_ro[] = { "sys", "bus", "fs", "irq" };
+
+/* Writes the sandbox's own /proc/meminfo, loadavg and stat into directory
+ * vdir: its memory limit of mem bytes (the host's memory when that is
+ * less) all free, no load, the host's CPUs idle since its boot: free(1)
+ * and programs that size themselves by MemTotal see the sandbox, not the
+ * node.  The figures do not move (the cgroup has the live ones). */
+static void virtual_proc(const char *vdir, uint64_t mem)
 {
-	static const char *const masked[] = { "kcore", "kpagecgroup", "kpageflags", "kpagecount",
-					      "sysrq-trigger", "timer_list", "sched_debug", "keys",
-					      "key-users", "latency_stats", "acpi", "scsi" };
-	static const char *const ro[] = { "sys", "bus", "fs", "irq" };
-	char root[2048], p[PATH_MAX];
+	_cleanup_free_ char *host = NULL;
+	unsigned long long total = 0, btime = 0, kb;
+	struct dsec_buf b;
+	size_t len, ncpu = 0;
+
+	xmkdir(vdir, 0755);
+	if (dsec_read_file("/proc/meminfo", &host, &len) == 0)
+		sscanf(host, "MemTotal: %llu kB", &total);
+	kb = mem / 1024;
+	if (!kb || (total && kb > total))
+		kb = total;
+	dsec_buf_init(&b);
+	dsec_buf_addf(&b, "MemTotal:       %8llu kB\nMemFree:        %8llu kB\n"
+		      "MemAvailable:   %8llu kB\n", kb, kb, kb);
+	static const char *const zero[] = { "Buffers", "Cached", "SwapCached", "Active", "Inactive",
+					     "SwapTotal", "SwapFree", "Dirty", "Writeback",
+					     "AnonPages", "Mapped", "Shmem", "Slab", "SReclaimable",
+					     "SUnreclaim" };
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(zero); i++)
+		dsec_buf_addf(&b, "%s:%*s%8u kB\n", zero[i], (int)(15 - strlen(zero[i])), "", 0);
+	dsec_buf_addf(&b, "CommitLimit:    %8llu kB\nCommitted_AS:   %8u kB\n", kb, 0);
+	put_file(vdir, "/meminfo", b.data);
+	put_file(vdir, "/loadavg", "0.00 0.00 0.00 1/1 1\n");
+	free(host);
+	host = NULL;
+	if (dsec_read_file("/proc/stat", &host, &len) == 0) {
+		for (char *l = host; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+			if (!strncmp(l, "cpu", 3) && l[3] >= '0' && l[3] <= '9')
+				ncpu++;
+			sscanf(l, "btime %llu", &btime);
+		}
+	}
+	dsec_buf_reset(&b);
+	dsec_buf_addf(&b, "cpu  0 0 0 0 0 0 0 0 0 0\n");
+	for (size_t i = 0; i < (ncpu ? ncpu : 1); i++)
+		dsec_buf_addf(&b, "cpu%zu 0 0 0 0 0 0 0 0 0 0\n", i);
+	dsec_buf_addf(&b, "intr 0\nctxt 0\nbtime %llu\nprocesses 0\nprocs_running 1\n"
+		      "procs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n", btime);
+	put_file(vdir, "/stat", b.data);
+	dsec_buf_free(&b);
+	chmod(vdir, 0555);
+}
+
+/* Masks, virtual entries and read-only parts over the proc mounted at
+ * proc: virt[i] is a detached mount of proc_virtual[i]'s file (taken over),
+ * or -1 for none. */
+static void finish_proc(const char *proc, int *virt)
+{
+	char p[PATH_MAX + 64];
 	struct stat st;
 
-	snprintf(root, sizeof(root), "%s/root", dir);
-	snprintf(p, sizeof(p), "%s/proc", root);
-	xmount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(masked); i++) {
-		snprintf(p, sizeof(p), "%s/proc/%s", root, masked[i]);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_masked); i++) {
+		snprintf(p, sizeof(p), "%s/%s", proc, proc_masked[i]);
 		if (lstat(p, &st) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode))
-			xmount("dsec-mask", p, "tmpfs", MS_RDONLY, "size=0,mode=0500");
+			mask_dir(p);
 		else
 			xmount("/dev/null", p, NULL, MS_BIND, NULL);
 	}
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(ro); i++) {
-		snprintf(p, sizeof(p), "%s/proc/%s", root, ro[i]);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_virtual); i++) {
+		if (virt[i] < 0)
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", proc, proc_virtual[i]);
+		if (syscall(SYS_move_mount, virt[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			fail(errno, "cannot mount '%s': %s", p, strerror(errno));
+		close(virt[i]);
+		virt[i] = -1;
+		xmount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+		       MS_NOEXEC, NULL);
+	}
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_ro); i++) {
+		snprintf(p, sizeof(p), "%s/%s", proc, proc_ro[i]);
 		if (lstat(p, &st) < 0)
 			continue;
 		xmount(p, p, NULL, MS_BIND | MS_REC, NULL);
 		xmount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
 		       MS_NOEXEC, NULL);
 	}
+}
+
+/* Detached copies (open_tree) of the files at dir/NAME for each
+ * proc_virtual NAME into virt; -1 where there is none. */
+static void clone_virtual(const char *dir, int *virt)
+{
+	char p[PATH_MAX];
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_virtual); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, proc_virtual[i]);
+		virt[i] = (int)syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	}
+}
+
+/* pid 1's part: /proc of the new pid namespace as commands see it
+ * (finish_proc), /sys read-only without the firmware's tables (ACPI, DMI,
+ * EFI: the host's, and root's to read), then pivot_root. */
+static void finish_root(const char *dir)
+{
+	int virt[DSEC_ARRAY_LEN(proc_virtual)];
+	char root[2048], p[PATH_MAX];
+
+	snprintf(root, sizeof(root), "%s/root", dir);
+	snprintf(p, sizeof(p), "%s/proc", root);
+	xmount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	clone_virtual("rw/proc", virt);
+	finish_proc(p, virt);
 	snprintf(p, sizeof(p), "%s/sys", root);
-	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		(void)0;	/* no /sys rather than no sandbox */
+	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
+		snprintf(p, sizeof(p), "%s/sys/firmware", root);
+		mask_dir(p);
+	}	/* else no /sys rather than no sandbox */
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
 		fail(errno, "cannot pivot into the new root: %s", strerror(errno));
 	if (umount2(".", MNT_DETACH) < 0)
 		fail(errno, "cannot detach the old root: %s", strerror(errno));
 	if (chdir("/") < 0)
 		fail(errno, "cannot chdir to the new root: %s", strerror(errno));
+}
+
+/* A shell session's own /proc, in the mount namespace the helper made for
+ * it, for the pid namespace it is pid 1 of: no other process of the
+ * sandbox is in it, so none can be reached through /proc/PID (its memory
+ * above all: no Yama here).  Masked and virtual as the sandbox's. */
+static void session_proc(void)
+{
+	int virt[DSEC_ARRAY_LEN(proc_virtual)];
+
+	clone_virtual("/proc", virt);
+	xmount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	finish_proc("/proc", virt);
 }
 
 static const char *arg(int argc, char **argv, const char *name, const char *def)
@@ -406,34 +566,22 @@ static void recv_layers(int *fds, int n)
 	close(5);
 }
 
-/* The bounding set goes first, while CAP_SETPCAP is still ours (before
- * the switch to a non-root uid); the remaining sets after it. */
-/* What root keeps in a sandbox with a user namespace, where these act only
- * on the sandbox's own uid range: enough for package managers and the like
- * (chown, file modes, setuid to its users, signals, low ports).  Nothing
- * reaches the host's objects or the kernel (no CAP_SYS_ADMIN, CAP_NET_ADMIN,
- * CAP_NET_RAW, CAP_SYS_CHROOT, CAP_MKNOD).  Without a user namespace root
- * inside is the host's root: it keeps nothing. */
-#define SMALL_CAPS ((1ull << CAP_CHOWN) | (1ull << CAP_DAC_OVERRIDE) | (1ull << CAP_FOWNER) | \
-		    (1ull << CAP_FSETID) | (1ull << CAP_KILL) | (1ull << CAP_SETGID) |     \
-		    (1ull << CAP_SETUID) | (1ull << CAP_NET_BIND_SERVICE))
+/* What root keeps in a sandbox with a user namespace (be_cred.h); without
+ * one root inside is the host's root: it keeps nothing. */
+#define SMALL_CAPS BE_CRED_SMALL_CAPS
 
 /* Set in the init once it has dropped the bounding set for its commands
  * (they inherit it: one loop of prctl calls per sandbox, not per command). */
 static bool bset_dropped;
 
+/* The bounding set goes first, while CAP_SETPCAP is still ours (before
+ * the switch to a non-root uid); the remaining sets after it. */
 static void drop_bounding_caps(uint64_t keep)
 {
-	for (int c = 0; c <= 63; c++) {
-		if (keep & (1ull << c))
-			continue;
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
-			if (errno == EINVAL)
-				break;	/* past the kernel's last capability */
-			fail(errno, "cannot drop capability %d: %s", c, strerror(errno));
-		}
-	}
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	int c = -1, rc = be_cred_bound(keep, &c);
+
+	if (rc < 0)
+		fail(-rc, "cannot drop capability %d: %s", c, strerror(-rc));
 }
 
 static _Noreturn void serve(void);
@@ -507,7 +655,9 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (sethostname("sandbox", 7) < 0)
 		fail(errno, "cannot set the hostname: %s", strerror(errno));
 	be_lo_up();
-	build_root(dir, rootfs, disk, userns, strcmp(arg(argc, argv, "--skel", "0"), "0") != 0);
+	build_root(dir, rootfs, disk, userns, strcmp(arg(argc, argv, "--skel", "0"), "0") != 0,
+		   strtoul(arg(argc, argv, "--ptys", "64"), NULL, 10));
+	virtual_proc("rw/proc", strtoull(arg(argc, argv, "--memory", "0"), NULL, 10));
 	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		fail(errno, "cannot open the upper dir: %s", strerror(errno));
 	finish_root(dir);
@@ -547,21 +697,6 @@ static int load_seccomp(void)
 	return rc;
 }
 
-/* Effective and permitted = keep, as far as we still have them (a uid
- * other than 0 has lost them all in setresuid). */
-static void clear_caps(uint64_t keep)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2] = { { 0 } };
-
-	if (geteuid() == 0) {
-		d[0].effective = d[0].permitted = (uint32_t)keep;
-		d[1].effective = d[1].permitted = (uint32_t)(keep >> 32);
-	}
-	if (syscall(SYS_capset, &h, d) < 0)
-		fail(errno, "cannot drop capabilities: %s", strerror(errno));
-}
-
 /* Filled by the init once: the filter every command gets, compiled by
  * libseccomp ahead so that a command's child only hands it to the kernel. */
 static struct sock_fprog exec_filter;
@@ -570,17 +705,7 @@ static struct sock_fprog exec_filter;
  * exec_filter.  Left empty on failure. */
 static void read_filter(int fd)
 {
-	struct stat st;
-	void *p = NULL;
-
-	if (fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
-	    st.st_size / sizeof(struct sock_filter) > 0xffff ||
-	    !(p = malloc((size_t)st.st_size)) || pread(fd, p, (size_t)st.st_size, 0) != st.st_size) {
-		free(p);
-		return;
-	}
-	exec_filter.filter = p;
-	exec_filter.len = (unsigned short)(st.st_size / sizeof(struct sock_filter));
+	(void)be_cred_read_filter(fd, &exec_filter);
 }
 
 /* Compiles load_seccomp's filter into exec_filter, when dsecd did not give
@@ -602,7 +727,8 @@ static void compile_filter(void)
  * to uid/gid with the capabilities keep, changes to cwd, sets
  * no_new_privs and the filter, and execs cmd with envp.  With mark >
  * FD_STATUS (a shell session) that pipe becomes the command's fd 3; with
- * mark CT_MARK_TEMPLATE (the warm shell) fds 3 and 4 stay as placed.
+ * mark CT_MARK_TEMPLATE (the warm shell) fds 3 and 4 stay as placed and
+ * the program is fd CT_TPL_EXE_FD's file.
  * Failures before the exec go to FD_STATUS as "err ..." lines.  Writes
  * nothing but its own stack: the init may share its memory with us. */
 static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
@@ -623,22 +749,26 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	setrlimit(RLIMIT_NOFILE, &rl);
 	if (!bset_dropped)
 		drop_bounding_caps(keep);
-	/* Raw system calls: glibc's would also act on the threads it thinks
-	 * we share memory with (the init, when it started us with CLONE_VM). */
-	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 ||
-	    syscall(SYS_setresuid, uid, uid, uid) < 0)
-		fail(errno, "cannot switch to uid %u: %s", (unsigned)uid, strerror(errno));
-	clear_caps(keep);
+	if ((e = be_cred_become(uid, gid, keep)) < 0)
+		fail(-e, "cannot switch to uid %u: %s", (unsigned)uid, strerror(-e));
+	/* A session's shell, pid 1 of a namespace outside the sandbox's, ends
+	 * with its helper (and so with dsecd): its namespace then goes too.
+	 * After the switch, which clears the parent-death signal. */
+	if (mark > FD_STATUS)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* As the command's user, so its permissions apply. */
 	if (chdir(cwd) < 0)
-		fail(errno, "cannot chdir to '%s': %s", cwd, strerror(errno));
+		fail(errno, CT_ERR_CHDIR "%s': %s", cwd, strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(EPERM, "cannot set no_new_privs");
 	if (exec_filter.filter ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &exec_filter) < 0
 			       : load_seccomp() < 0)
 		fail(EPERM, "cannot load the seccomp filter");
 	if (mark == CT_MARK_TEMPLATE) {
-		syscall(SYS_close_range, CT_TPL_SO_FD + 1, ~0U, 0);
+		/* The very file tpl_note opened, not whatever its path is now. */
+		syscall(SYS_close_range, CT_TPL_EXE_FD + 1, ~0U, 0);
+		syscall(SYS_execveat, CT_TPL_EXE_FD, "", cmd, envp, AT_EMPTY_PATH);
+		_exit(126);
 	} else if (mark > FD_STATUS) {
 		/* A session's shell: its marker pipe becomes fd 3. */
 		if (dup2(mark, FD_STATUS) < 0)
@@ -681,14 +811,21 @@ static int do_exec(int argc, char **argv)
 		fail(EINVAL, "no command");
 	if (strcmp(desc, "none") && be_cg_import(&cg, desc, 6, &err) < 0)
 		fail(err.errnum, "%s", err.msg);
-	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID |
-		     (userns ? CLONE_NEWUSER : 0)) < 0)
+	/* A session gets a pid namespace of its own instead of the sandbox's
+	 * (a sibling of it: one made below it would need a process between),
+	 * and a mount namespace for its /proc (session_proc). */
+	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		     (mark > FD_STATUS ? 0 : CLONE_NEWPID) | (userns ? CLONE_NEWUSER : 0)) < 0)
 		fail(errno, "cannot enter the sandbox: %s", strerror(errno));
 	if (fchdir(5) < 0 || chroot(".") < 0 || chdir("/") < 0)
 		fail(errno, "cannot enter the sandbox's root: %s", strerror(errno));
+	if (mark > FD_STATUS && unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
+		fail(errno, "cannot make the session's namespaces: %s", strerror(errno));
 	pid = fork();
 	if (pid < 0)
 		fail(errno, "cannot fork: %s", strerror(errno));
+	if (pid == 0 && mark > FD_STATUS)
+		session_proc();
 	if (pid == 0)
 		run_command(cg, 4, uid, gid, cwd, nofile, keep, mark, tty, cmd, environ);
 	close(0);
@@ -823,8 +960,11 @@ static struct {
 		pid_t pid;		/* a child of it waiting for a command, 0: none */
 		int fd;			/* the socket that reaches only that child */
 	} ready[TPL_READY];
-	dev_t dev;			/* the program it executes */
+	int exe_fd;			/* O_PATH fd of the program it executes, -1: none */
+	dev_t dev;			/* that file's identity */
 	ino_t ino;
+	struct timespec ctime;		/* and its last change, when it was chosen */
+	off_t size;			/* and size */
 	uint32_t uid, gid, flags;	/* the credentials it took (CT_X_USERNS) */
 	uint64_t nofile;
 	int64_t last;			/* started or last used (mono_ms) */
@@ -834,7 +974,7 @@ static struct {
 	char path[1024];		/* "PATH=..." of the command that asked */
 	struct { dev_t dev; ino_t ino; } bad[TPL_BAD];	/* never again */
 	unsigned nbad;
-} tpl = { .sock = -1 };
+} tpl = { .sock = -1, .exe_fd = -1 };
 
 static int64_t mono_ms(void)
 {
@@ -921,6 +1061,24 @@ static void tpl_stop(void)
 	tpl.sock = -1;
 }
 
+/* The program's file goes with the template (or the wish for one). */
+static void tpl_forget(void)
+{
+	if (tpl.exe_fd >= 0)
+		close(tpl.exe_fd);
+	tpl.exe_fd = -1;
+	tpl.want = false;
+}
+
+/* Is st the file chosen for the template, unchanged since then (the
+ * same inode, not written to, renamed, linked or chmod'ed: all of that
+ * moves its ctime)? */
+static bool tpl_same(const struct stat *st)
+{
+	return st->st_dev == tpl.dev && st->st_ino == tpl.ino && st->st_size == tpl.size &&
+	       st->st_ctim.tv_sec == tpl.ctime.tv_sec && st->st_ctim.tv_nsec == tpl.ctime.tv_nsec;
+}
+
 /* A child of ours ended: was it the template or its waiting child? */
 static void tpl_reaped(pid_t pid, int st)
 {
@@ -939,21 +1097,38 @@ static void tpl_reaped(pid_t pid, int st)
 	}
 	(void)st;
 	tpl_stop();
+	tpl_forget();
 	tpl.pid = 0;
 }
 
 /* Notes, for a command started the usual way, that its shell could be a
- * template once the sandbox is quiet. */
+ * template once the sandbox is quiet.  The file is opened now and the
+ * template will execute that very file (execveat on the fd), whatever its
+ * path names by then: a path swapped meanwhile (an agent pointing /bin/sh
+ * at its own program until the template starts, then back) cannot give
+ * it another program than the one every hand-over compares with. */
 static void tpl_note(const struct ct_xmsg *h, char **cmd, char **envp)
 {
 	struct stat st;
+	int fd;
 
 	if (tpl.pid || tpl.want || fcntl(CT_FD_PRELOAD, F_GETFD) < 0 || !is_shell(cmd[0]) ||
 	    !resolve(cmd[0], envp, h->uid, h->gid, tpl.exe, sizeof(tpl.exe), &st))
 		return;
+	if ((fd = open(tpl.exe, O_PATH | O_CLOEXEC)) < 0)
+		return;
+	if (fstat(fd, &st) < 0 || !runnable(&st, h->uid, h->gid)) {
+		close(fd);
+		return;
+	}
 	for (unsigned i = 0; i < tpl.nbad; i++)
-		if (tpl.bad[i].dev == st.st_dev && tpl.bad[i].ino == st.st_ino)
+		if (tpl.bad[i].dev == st.st_dev && tpl.bad[i].ino == st.st_ino) {
+			close(fd);
 			return;
+		}
+	tpl.exe_fd = fd;
+	tpl.ctime = st.st_ctim;
+	tpl.size = st.st_size;
 	snprintf(tpl.path, sizeof(tpl.path), "PATH=" BE_DEFAULT_PATH);
 	for (char **e = envp; *e; e++)
 		if (!strncmp(*e, "PATH=", 5) && strlen(*e) < sizeof(tpl.path))
@@ -975,15 +1150,16 @@ static char *tpl_envp[TPL_SLOTS];
 
 static int tpl_child(void *arg)
 {
-	int sock = *(int *)arg, s, so, nul;
+	int sock = *(int *)arg, s, so, ex, nul;
 	sigset_t none;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if ((s = fcntl(sock, F_DUPFD, 100)) < 0 || (so = fcntl(CT_FD_PRELOAD, F_DUPFD, 100)) < 0 ||
+	    (ex = fcntl(tpl.exe_fd, F_DUPFD, 100)) < 0 ||
 	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 || dup2(nul, 0) < 0 ||
 	    dup2(nul, 1) < 0 || dup2(nul, 2) < 0 || dup2(s, CT_TPL_FD) < 0 ||
-	    dup2(so, CT_TPL_SO_FD) < 0)
+	    dup2(so, CT_TPL_SO_FD) < 0 || dup3(ex, CT_TPL_EXE_FD, O_CLOEXEC) < 0)
 		_exit(126);
 	run_command(NULL, -1, tpl.uid, tpl.gid, "/", (rlim_t)tpl.nofile,
 		    (tpl.flags & CT_X_USERNS) ? SMALL_CAPS : 0, CT_MARK_TEMPLATE, false, tpl_argv,
@@ -998,15 +1174,19 @@ static void tpl_start(void)
 	char *pad;
 	pid_t pid;
 
+	struct stat st;
+
 	tpl.want = false;
+	if (fstat(tpl.exe_fd, &st) < 0 || !tpl_same(&st))
+		return tpl_forget();	/* changed since: the next shell command may note it */
 	/* The padding only until the exec copied it (not in the init's
 	 * memory for as long as the sandbox lives). */
 	pad = mmap(NULL, TPL_AREA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (pad == MAP_FAILED)
-		return;
+		return tpl_forget();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		munmap(pad, TPL_AREA);
-		return;
+		return tpl_forget();
 	}
 	tpl_argv[0] = tpl.exe;
 	tpl_argv[1] = (char *)"-c";
@@ -1024,7 +1204,7 @@ static void tpl_start(void)
 	close(sv[1]);
 	if (pid < 0) {
 		close(sv[0]);
-		return;
+		return tpl_forget();
 	}
 	tpl.sock = sv[0];
 	tpl.pid = pid;
@@ -1073,11 +1253,23 @@ static pid_t tpl_dispatch(const struct ct_xmsg *h, char **cmd, char **envp, cons
 
 	for (i = 0; i < TPL_READY && !pid; i++)
 		pid = tpl.ready[i].pid;
+	/* What the dynamic loader would make of the command's environment
+	 * (LD_PRELOAD, LD_LIBRARY_PATH...) a fork of the template never sees. */
+	for (char **e = envp; pid && *e; e++)
+		if (!strncmp(*e, "LD_", 3))
+			return 0;
 	if (!pid || h->uid != tpl.uid || h->gid != tpl.gid ||
 	    (h->flags & CT_X_USERNS) != tpl.flags || h->nofile != tpl.nofile ||
 	    !resolve(cmd[0], envp, h->uid, h->gid, path, sizeof(path), &st) ||
 	    st.st_dev != tpl.dev || st.st_ino != tpl.ino)
 		return 0;
+	/* The command's file is the template's: is it still as it was when
+	 * the template executed it?  Written to, linked, renamed or chmod'ed
+	 * since, it is no longer that program: stop the template. */
+	if (!tpl_same(&st) || fstat(tpl.exe_fd, &st) < 0 || !tpl_same(&st)) {
+		tpl_stop();
+		return 0;
+	}
 	i--;
 	tpl.ready[i].pid = 0;
 	if (be_send_fds(tpl.ready[i].fd, buf, len, fds, nfd, MSG_DONTWAIT) < 0)

@@ -156,7 +156,7 @@ static void child_main(int sock)
 		int e = errno;
 		char msg[PATH_MAX + 32];
 
-		snprintf(msg, sizeof(msg), "cannot chdir to '%.*s'", PATH_MAX, cwd);
+		snprintf(msg, sizeof(msg), CT_ERR_CHDIR "%.*s'", PATH_MAX, cwd);
 		child_fail(e, msg);
 	}
 	/* What an exec would have done: every descriptor above stderr closes

@@ -21,8 +21,10 @@
  * are killed when it completes: files persist between execs, processes do
  * not.
  *
- * file_read/file_write run on pool threads with openat2(RESOLVE_IN_ROOT |
- * RESOLVE_NO_MAGICLINKS) from the root fd.  destroy kills the sandbox's
+ * The file operations go, one at a time, to the sandbox's file server
+ * (container-files, a command's credentials in the sandbox's namespaces),
+ * which resolves with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+ * from the sandbox's root (be_fs.c).  destroy kills the sandbox's
  * cgroup (pid 1 and with it the namespaces and mounts go), removes the
  * cgroups and the state directory.
  */
@@ -41,7 +43,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -68,6 +69,7 @@
 
 #define CT_HELPER "container-init"
 #define CT_PRELOAD "container-preload.so"
+#define CT_FILES "container-files"
 #define CT_DEFAULT_CAP (1u << 20)	/* output_cap 0 */
 #define CT_GRACE 1.0			/* s to wait for pipe EOF after the exit */
 #define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
@@ -99,6 +101,7 @@ struct ct_conf {
 	uint64_t uid_base;	/* first host uid of those ranges */
 	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
 	bool warm_shell;	/* keep a shell template in busy sandboxes (ct_exec.h) */
+	uint64_t ptys;		/* terminals of one sandbox's devpts at once */
 };
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -122,6 +125,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "uid_base", BE_K_COUNT, F(uid_base), "1000000000" },
 	{ "max_sessions", BE_K_COUNT, F(max_sessions), "16" },
 	{ "warm_shell", BE_K_BOOL, F(warm_shell), "true" },
+	{ "ptys", BE_K_COUNT, F(ptys), "64" },
 #undef F
 };
 
@@ -198,7 +202,10 @@ struct ct_sb {
 	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
 	struct be_sess_set *sess;	/* shell sessions, made at the first open */
 	bool snapping;			/* a snapshot holds it frozen */
-	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end */
+	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end or their turn */
+	bool fbusy;			/* a file op is on a pool thread (one at a time) */
+	int fsock;			/* the file server's socket (container-files), -1 = none */
+	struct ct_fsd *fsd;		/* that server while it runs, NULL = reaped or none */
 };
 
 struct ct_exec {
@@ -244,6 +251,7 @@ struct ct_be {
 	char *skel;			/* the default root's shared skeleton, NULL = none */
 	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
+	struct ct_fsd *fsds;		/* file servers not reaped yet */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -338,6 +346,10 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "container limits out of range (pids >= 4, nofile >= 16, "
 				     "memory >= 8M, disk >= 1M)");
+	if (be->conf.ptys < 1 || be->conf.ptys > (1u << 20))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "container.ptys %" PRIu64 " is not between 1 and 1048576",
+				     be->conf.ptys);
 	if (*be->conf.rootfs && (be->conf.rootfs[0] != '/' || stat(be->conf.rootfs, &st) < 0 ||
 				 !S_ISDIR(st.st_mode) || strchr(be->conf.rootfs, ',') ||
 				 strchr(be->conf.rootfs, ':')))
@@ -447,10 +459,11 @@ static int spawn_child(void *arg)
  * threads, its heap) for a child that execs at once cost a quarter of the
  * CPU of an exec.  Signals are blocked across the clone so no handler of
  * the daemon runs in the child; it resets them before unblocking. */
-static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
-			  const int *fds, int nfds, unsigned long clone_flags, const char *cwd)
+static pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
+			char *const *envp, const int *fds, int nfds, unsigned long clone_flags,
+			const char *cwd)
 {
-	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
+	_cleanup_free_ char *helper = xasprintf("%s/%s", be->host->helper_dir, prog);
 	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, NULL, -1 };
 	sigset_t all, old;
 	pid_t pid;
@@ -463,6 +476,13 @@ static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp
 		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return pid < 0 ? -1 : pid;
+}
+
+/* spawn_prog of container-init. */
+static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
+			  const int *fds, int nfds, unsigned long clone_flags, const char *cwd)
+{
+	return spawn_prog(be, CT_HELPER, argv, envp, fds, nfds, clone_flags, cwd);
 }
 
 /* spawn_helper for a child in a new user namespace: its uid and gid maps
@@ -536,11 +556,13 @@ fail:
 /* ---- create --------------------------------------------------------------- */
 
 static void spare_put(struct ct_sb *sb);
+static void files_stop(struct ct_sb *sb);
 
 static void sb_free(struct ct_sb *sb)
 {
 	spare_put(sb);
 	be_sess_set_free(sb->sess);
+	files_stop(sb);
 	ev_child_stop(sb->be->host->loop, &sb->cw);
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
@@ -927,7 +949,7 @@ static void create_prep_done(void *arg)
 	char desc[256], disk[32];
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
-	char filter_at[16], preload_at[16];
+	char filter_at[16], preload_at[16], ptys[24], mem[24];
 
 	if (w->rc < 0)
 		return create_fail(sb, w->rc, &w->err);
@@ -947,6 +969,8 @@ static void create_prep_done(void *arg)
 	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
 	snprintf(filter_at, sizeof(filter_at), "%d", filter >= 0 ? 6 + ncg : -1);
 	snprintf(preload_at, sizeof(preload_at), "%d", be->preload_fd >= 0 ? 7 + ncg : -1);
+	snprintf(ptys, sizeof(ptys), "%" PRIu64, be->conf.ptys);
+	snprintf(mem, sizeof(mem), "%" PRIu64, sb->lim.memory ? sb->lim.memory : be->conf.memory);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
@@ -955,6 +979,7 @@ static void create_prep_done(void *arg)
 			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
 			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
 			       (char *)"--filter", filter_at, (char *)"--preload", preload_at,
+			       (char *)"--ptys", ptys, (char *)"--memory", mem,
 			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
@@ -1167,7 +1192,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->serial = ++be->next_sb;
 	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
 	sb->pidfd = sb->rootfd = sb->st_fd = sb->ctl = sb->filter_fd = -1;
-	sb->netfd = -1;
+	sb->netfd = sb->fsock = -1;
 	sb->net_allow = net_allow;
 	sb->rules = rules;
 	sb->nrules = nrules;
@@ -1247,6 +1272,7 @@ struct ct_xclean {
 };
 
 static void sb_maybe_destroy(struct ct_sb *sb);
+static void files_fini(struct ct_be *be, bool drained);
 struct ct_xstream;
 static void xstream_free(struct ct_xstream *s);
 
@@ -1405,8 +1431,9 @@ static void exec_maybe_done(struct ct_exec *x)
 	if (!strncmp(s, "err ", 4) && sscanf(s, "err %d", &e) == 1 && strchr(s + 4, ' ')) {
 		const char *msg = strchr(s + 4, ' ') + 1;
 
-		dsec_err_setc(&err, DSEC_E_BACKEND, e, "cannot run the command in sandbox '%s': %.*s",
-			      x->sb->id, (int)strcspn(msg, "\n"), msg);
+		dsec_err_setc(&err, ct_start_code(e, msg), e,
+			      "cannot run the command in sandbox '%s': %.*s", x->sb->id,
+			      (int)strcspn(msg, "\n"), msg);
 		return exec_finish(x, -e, &err);
 	}
 	if (sscanf(s, "st %d", &st) != 1) {
@@ -2085,7 +2112,17 @@ static int ct_exec_resize(void *vsb, void *handle, uint16_t rows, uint16_t cols,
 	return 0;
 }
 
-/* ---- files ---------------------------------------------------------------- */
+/* ---- files ----------------------------------------------------------------
+ *
+ * Every file operation of a sandbox is done by its file server
+ * (container-files): a process with exactly a command's credentials in
+ * the sandbox's namespaces (be_fs.h does the work, the server tells why
+ * it is that process), started at the sandbox's first file operation and
+ * kept until destroy.  Operations go to it one at a time, in order, from
+ * a pool thread; the others wait in sb->fwait (as they do while a
+ * snapshot holds the sandbox).  A server found gone before an operation
+ * reached it is started again once for that operation.
+ */
 
 struct ct_fwork {
 	struct ct_sb *sb;		/* sandbox */
@@ -2093,16 +2130,27 @@ struct ct_fwork {
 	void *arg;			/* its argument */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why */
+	int sock;			/* the server's socket, for the pool thread */
+	bool retried;			/* the server was started again for it */
 	char *path;			/* path inside */
 	uint64_t offset, len;		/* file_read */
 	struct dsec_buf *out;		/* file_read output */
-	const void *data;		/* file_write data (caller's) */
-	size_t dlen;			/* its length */
-	uint32_t mode;			/* file_write mode */
-	const struct dsec_file_req *req;	/* file: the request (caller's) */
-	struct dsec_file_res *res;	/* file: its result (caller's) */
-	void (*work)(void *);		/* its work (while queued) */
+	struct dsec_file_req wreq;	/* file_write: the request it makes */
+	const struct dsec_file_req *req;	/* file: the request (caller's, or &wreq) */
+	struct dsec_file_res *res;	/* file: its result (caller's, or &wres) */
+	struct dsec_file_res wres;	/* file_write: its (empty) result */
+	void (*work)(void *);		/* its work */
 	struct ct_fwork *next;		/* sb->fwait */
+};
+
+/* A file server, from its start until it is reaped (it may outlive its
+ * sandbox by the moment it takes to see its socket close). */
+struct ct_fsd {
+	struct ct_be *be;		/* backend */
+	struct ct_fsd *next;		/* be->fsds */
+	struct ct_sb *sb;		/* its sandbox, NULL once that stopped it */
+	pid_t pid;			/* the server */
+	ev_child cw;			/* its end */
 };
 
 /* Resolve inside the sandbox's root: ".." stops at the root, absolute
@@ -2119,76 +2167,150 @@ static int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-/* The sandbox's root as be_fs sees it: ".." stops at the root, absolute
- * symlinks are relative to it, /proc magic links are refused; what is made
- * belongs to the ids commands run as (the image's user or the config's). */
-static void fs_root(const struct ct_fwork *w, struct be_fs_root *root)
+static void fsd_free(struct ct_fsd *f)
 {
-	*root = (struct be_fs_root){ .fd = w->sb->rootfd, .in_root = true,
-				     .uid = (uint32_t)w->sb->uid, .gid = (uint32_t)w->sb->gid,
-				     .mode_mask = 07777, .id_base = w->sb->ubase };
+	for (struct ct_fsd **pp = &f->be->fsds; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	if (f->sb)
+		f->sb->fsd = NULL;
+	ev_child_stop(f->be->host->loop, &f->cw);
+	free(f);
+}
+
+static void fsd_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+{
+	fsd_free(dsec_container_of(w, struct ct_fsd, cw));
+}
+
+/* Ends sb's file server (it is killed: an operation it is in the middle
+ * of matters no more) and closes its socket; on the loop, with no file
+ * operation on a pool thread. */
+static void files_stop(struct ct_sb *sb)
+{
+	if (sb->fsd) {
+		kill(sb->fsd->pid, SIGKILL);
+		sb->fsd->sb = NULL;
+		sb->fsd = NULL;
+	}
+	if (sb->fsock >= 0)
+		close(sb->fsock);
+	sb->fsock = -1;
+}
+
+/* At fini: every file server is killed, so that an operation a pool
+ * thread waits on ends at once; once no pool work runs (drained), their
+ * sockets are closed and they are reaped (the loop will not run again to
+ * do it). */
+static void files_fini(struct ct_be *be, bool drained)
+{
+	for (struct ct_fsd *f = be->fsds; f && !drained; f = f->next)
+		kill(f->pid, SIGKILL);
+	if (!drained)
+		return;
+	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next)
+		files_stop(sb);
+	while (be->fsds) {
+		struct ct_fsd *f = be->fsds;
+
+		kill(f->pid, SIGKILL);
+		while (waitpid(f->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		fsd_free(f);
+	}
+}
+
+/* Starts sb's file server: container-files with a socket, the init's
+ * pidfd, the root and the commands' filter (as the init gets it). */
+static int files_start(struct ct_sb *sb, struct dsec_err *err)
+{
+	struct ct_be *be = sb->be;
+	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
+	char uid[24], gid[24];
+	char *argv[] = { (char *)CT_FILES, (char *)"--uid", uid, (char *)"--gid", gid,
+			 (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
+			 (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
+	char *envp[] = { NULL };
+	int sv[2], fds[7];
+	struct ct_fsd *f;
+	pid_t pid;
+
+	if (sb->pidfd < 0 || sb->rootfd < 0)
+		return dsec_err_setc(err, DSEC_E_BACKEND, ESRCH, "sandbox '%s' has no init", sb->id);
+	snprintf(uid, sizeof(uid), "%" PRIu64, sb->uid);
+	snprintf(gid, sizeof(gid), "%" PRIu64, sb->gid);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return dsec_err_set(err, errno, "cannot start the file server of sandbox '%s': %s",
+				    sb->id, strerror(errno));
+	fds[0] = fds[1] = fds[2] = -1;
+	fds[3] = sv[1];
+	fds[4] = sb->pidfd;
+	fds[5] = sb->rootfd;
+	fds[6] = filter;
+	pid = spawn_prog(be, CT_FILES, argv, envp, fds, 7, 0, NULL);
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return dsec_err_set(err, errno, "cannot start the file server of sandbox '%s': %s",
+				    sb->id, strerror(errno));
+	}
+	f = xcalloc(1, sizeof(*f));
+	f->be = be;
+	f->sb = sb;
+	f->pid = pid;
+	f->next = be->fsds;
+	be->fsds = f;
+	if (ev_is_default_loop(be->host->loop)) {
+		ev_child_init(&f->cw, fsd_child_cb, pid, 0);
+		ev_child_start(be->host->loop, &f->cw);
+	}
+	sb->fsd = f;
+	sb->fsock = sv[0];
+	return 0;
 }
 
 static void read_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	struct be_fs_root root;
 
-	fs_root(w, &root);
-	w->rc = be_fs_read(&root, w->path, w->offset, w->len, w->out, &w->err);
-}
-
-/* In a sandbox with a user namespace, what the file API creates must have
- * an owner the sandbox's namespace can map: the overlay refuses the host's
- * root (EOVERFLOW).  So the pool thread takes the sandbox root's host ids
- * as its filesystem ids for the operation, per thread, and raises again the
- * file capabilities that change drops from its effective set (the kernel
- * gives them back itself when the ids return to 0), so be_fs can still
- * chown to the ids a request names, shifted into the sandbox's range. */
-static void as_sandbox_root(const struct ct_sb *sb)
-{
-	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct d[2];
-
-	if (!sb->ubase)
-		return;
-	setfsgid(sb->ubase);
-	setfsuid(sb->ubase);
-	if (syscall(SYS_capget, &h, d) == 0) {
-		d[0].effective = d[0].permitted;
-		d[1].effective = d[1].permitted;
-		syscall(SYS_capset, &h, d);	/* this thread only */
-	}
-}
-
-static void as_host_root(const struct ct_sb *sb)
-{
-	if (sb->ubase) {
-		setfsuid(0);
-		setfsgid(0);
-	}
-}
-
-static void write_work(void *arg)
-{
-	struct ct_fwork *w = arg;
-	struct be_fs_root root;
-
-	fs_root(w, &root);
-	as_sandbox_root(w->sb);
-	w->rc = be_fs_write(&root, w->path, w->data, w->dlen, w->mode, &w->err);
-	as_host_root(w->sb);
+	w->rc = be_fs_call_read(w->sock, w->path, w->offset, w->len, w->out, &w->err);
 }
 
 static void fs_work(void *arg)
 {
 	struct ct_fwork *w = arg;
-	struct be_fs_root root;
 
-	fs_root(w, &root);
-	as_sandbox_root(w->sb);
-	w->rc = be_fs_run(&root, w->req, w->res, &w->err);
-	as_host_root(w->sb);
+	w->rc = be_fs_call(w->sock, w->req, w->res, &w->err);
+}
+
+static void file_done(void *arg);
+
+/* Hands w to the pool thread, the server started first if need be; on
+ * failure w completes with the error.  On the loop. */
+static void file_run(struct ct_fwork *w)
+{
+	struct ct_sb *sb = w->sb;
+
+	w->rc = sb->fsock < 0 ? files_start(sb, &w->err) : 0;
+	w->sock = sb->fsock;
+	sb->fbusy = true;
+	if (w->rc < 0)
+		return file_done(w);
+	ct_submit(sb->be, w->work, file_done, w);
+}
+
+/* The next waiting file op, unless one runs or a snapshot holds sb. */
+static void file_next(struct ct_sb *sb)
+{
+	struct ct_fwork *w = sb->fwait;
+
+	if (!w || sb->fbusy || sb->snapping)
+		return;
+	sb->fwait = w->next;
+	w->next = NULL;
+	file_run(w);
 }
 
 static void file_done(void *arg)
@@ -2196,17 +2318,27 @@ static void file_done(void *arg)
 	struct ct_fwork *w = arg;
 	struct ct_sb *sb = w->sb;
 
+	sb->fbusy = false;
+	if (w->rc == -ENOTCONN || w->rc == -EPIPE || w->rc == -EPROTO)
+		files_stop(sb);
+	if (w->rc == -ENOTCONN && !w->retried && !sb->destroying) {
+		LOG(sb->be, DSEC_LOG_INFO, "container: the file server of '%s' had ended; "
+		    "starting another", sb->id);
+		w->retried = true;
+		return file_run(w);
+	}
 	sb->busy--;
 	defer(sb->be, w->done, w->arg, w->rc, &w->err);
 	free(w->path);
 	free(w);
+	file_next(sb);
 	sb_maybe_destroy(sb);
 }
 
 static int file_op(struct ct_sb *sb, void (*work)(void *), struct ct_fwork *t,
 		   struct dsec_err *err)
 {
-	struct ct_fwork *w;
+	struct ct_fwork *w, **pp = &sb->fwait;
 
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
@@ -2215,18 +2347,18 @@ static int file_op(struct ct_sb *sb, void (*work)(void *), struct ct_fwork *t,
 		return dsec_err_setc(err, DSEC_E_TOO_LARGE, ENAMETOOLONG, "path too long");
 	w = xmemdup(t, sizeof(*t));
 	w->path = xstrdup(t->path);
-	sb->busy++;
-	if (sb->snapping) {
-		/* After the snapshot: what it copies is what was there before. */
-		struct ct_fwork **pp = &sb->fwait;
-
-		while (*pp)
-			pp = &(*pp)->next;
-		w->work = work;
-		*pp = w;
-		return 0;
+	w->work = work;
+	if (w->req == &t->wreq) {
+		w->wreq.path = w->path;
+		w->req = &w->wreq;
+		w->res = &w->wres;
 	}
-	ct_submit(sb->be, work, file_done, w);
+	sb->busy++;
+	/* In order; after a snapshot: what it copies is what was there before. */
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = w;
+	file_next(sb);
 	return 0;
 }
 
@@ -2245,10 +2377,13 @@ static int ct_file_write(void *vsb, const char *path, const void *data, size_t l
 			 uint32_t mode, dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct ct_sb *sb = vsb;
-	struct ct_fwork t = { .sb = sb, .done = done, .arg = arg, .path = (char *)path,
-			      .data = data, .dlen = len, .mode = mode ? mode : 0644 };
+	struct ct_fwork t = { .sb = sb, .done = done, .arg = arg, .path = (char *)path };
 
-	return file_op(sb, write_work, &t, err);
+	t.wreq = (struct dsec_file_req){ .op = DSEC_FILE_WRITE, .path = path, .data = data,
+					 .len = len, .mode = mode ? mode : 0644,
+					 .uid = DSEC_OWNER_DEFAULT, .gid = DSEC_OWNER_DEFAULT };
+	t.req = &t.wreq;
+	return file_op(sb, fs_work, &t, err);
 }
 
 /* ---- network allowlist ---------------------------------------------------- */
@@ -2586,13 +2721,7 @@ static void snap_done(void *arg)
 	sb->busy--;
 	LOG(sb->be, DSEC_LOG_INFO, "container: sandbox '%s' was frozen %.3f s for a snapshot",
 	    sb->id, w->frozen);
-	while (sb->fwait) {
-		struct ct_fwork *f = sb->fwait;
-
-		sb->fwait = f->next;
-		f->next = NULL;
-		ct_submit(sb->be, f->work, file_done, f);
-	}
+	file_next(sb);
 	defer(sb->be, w->done, w->arg, w->rc, &w->err);
 	free(w);
 	sb_maybe_destroy(sb);
@@ -2658,6 +2787,7 @@ static void sb_maybe_destroy(struct ct_sb *sb)
 			break;
 		}
 	/* Our references keep the mount namespace alive: drop them first. */
+	files_stop(sb);
 	close(sb->rootfd);
 	close(sb->pidfd);
 	sb->rootfd = sb->pidfd = -1;
@@ -2891,7 +3021,9 @@ static void ct_fini(void *vbe)
 			free(x);
 		}
 	}
+	files_fini(be, false);
 	be_tasks_drain(&be->tasks);
+	files_fini(be, true);
 	while (be->sbs) {
 		struct ct_sb *sb = be->sbs;
 

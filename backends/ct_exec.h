@@ -18,24 +18,31 @@
  * reaps it and closes it.  Nothing is sent back on the socket.
  *
  * The warm shell (container-preload.c): once a sandbox ran a shell command
- * and went quiet, the init executes that shell as a template, with fd
+ * and went quiet, the init executes that shell as a template (the very
+ * file it opened when the command started, by execveat on that
+ * descriptor, CT_TPL_EXE_FD until the exec), with fd
  * CT_TPL_FD its end of a socket pair and CT_TPL_SO_FD container-preload.so
  * (the init's CT_FD_PRELOAD, from dsecd).  For each child it keeps ready
  * the template sends a struct ct_tready with a socket that reaches only
  * that child; the init forwards it a request (the same datagram and
- * descriptors) whose program is the file the template executes, and the
- * child becomes the command.  The child is the init's (CLONE_PARENT): the
+ * descriptors) whose program is the file the template executes, unchanged
+ * since (same inode, size and ctime; else the template is stopped), and
+ * the child becomes the command.  The child is the init's (CLONE_PARENT): the
  * init reaps it and reports its status as above.
  */
 #ifndef CT_EXEC_H
 #define CT_EXEC_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include "err.h"
 
 #define CT_FD_CTL 4			/* the init's end */
 #define CT_FD_PRELOAD 5			/* the init's container-preload.so, if any */
 #define CT_TPL_FD 3			/* the template's socket to the init */
 #define CT_TPL_SO_FD 4			/* container-preload.so, in the template's exec */
+#define CT_TPL_EXE_FD 5			/* the template's program, until its exec (cloexec) */
 #define CT_TREADY_MAGIC 0x64785231u	/* "dxR1" */
 #define CT_XMSG_MAGIC 0x64785831u	/* "dxX1" */
 #define CT_XMSG_MAX (64u << 10)		/* larger requests use the exec helper */
@@ -49,6 +56,19 @@ struct ct_xmsg {
 	uint64_t nofile;		/* RLIMIT_NOFILE */
 	uint32_t argc, envc;		/* strings after cwd */
 };
+
+/* How the message of an "err ERRNO message" status line starts when the
+ * command could not enter its working directory. */
+#define CT_ERR_CHDIR "cannot chdir to '"
+
+/* The code of a command that could not start, from its "err" line: its
+ * working directory missing (or not a directory) is the client's
+ * not_found, the rest the backend's failure. */
+static inline enum dsec_code ct_start_code(int e, const char *msg)
+{
+	return (e == ENOENT || e == ENOTDIR) && !strncmp(msg, CT_ERR_CHDIR, strlen(CT_ERR_CHDIR))
+	       ? DSEC_E_NOT_FOUND : DSEC_E_BACKEND;
+}
 
 /* Template to init: a child is ready; its socket comes with it. */
 struct ct_tready {

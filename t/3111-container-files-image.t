@@ -2,16 +2,23 @@
 # container: the file API on sandboxes made from an fs3 image: what it
 # makes belongs to the image's user, and removing or overwriting the
 # image's files changes the sandbox's upper layer only, never the shared
-# read-only layers another sandbox of the image sees.
+# read-only layers another sandbox of the image sees.  The API acts as
+# that user does: where it may not write (a directory of root's), or give
+# an owner (another uid), or read (a file of root's, 0600), neither may a
+# request.
 . "$(dirname "$0")/lib.sh"
 
 need_container_images
 
-plan 9
+plan 13
 
 mkdir -p "$T/root/data/tree/sub" "$T/root/etc"
 echo image-file > "$T/root/data/tree/sub/f"
 echo keep > "$T/root/data/keep"
+echo secret > "$T/root/etc/secret"
+chmod 600 "$T/root/etc/secret"
+# /data is the image user's (the user writes there), /etc root's.
+chown -R 1000:1001 "$T/root/data"
 export DSEC_FS3_STORE="$T/state/fs3"
 mkdir -p "$T/state"
 run dsecctl image import --tag files:1 --config user=1000:1001 "$T/root"
@@ -24,6 +31,17 @@ a=$(mk)
 b=$(mk)
 [ -n "$a" ] && [ -n "$b" ] || bail "cannot create sandboxes of the image"
 
+run hr file_write id="$a" path=/etc/new data=x
+like "$OUT" '"code":"permission"' "file_write into a directory of root's: permission, as for the image's user"
+run hr file_read id="$a" path=/etc/secret
+like "$OUT" '"code":"permission"' "file_read of root's 0600 file: permission"
+run hr file_mkdir id="$a" path=/data/other uid#=4242
+run2=$OUT
+run hr file_stat id="$a" path=/data/other
+like "$run2 $OUT" '"code":"permission".*"code":"not_found"' \
+	"file_mkdir giving another uid: permission, and no directory is left"
+run hr file_write id="$a" path=/data/mine data=x uid#=1000 gid#=1001
+like "$OUT" '"ok":true' "file_write giving the user's own ids"
 run hr file_write id="$a" path=/data/new data=x
 run hr file_stat id="$a" path=/data/new
 like "$OUT" '"uid":1000,"gid":1001' "file_write makes files owned by the image's user"

@@ -265,6 +265,20 @@ need_container_images() {
 	[ -z "$why" ] || skip_all "$why"
 }
 
+# warm_shells ID: waits (bounded, 15 s) until container sandbox ID has its
+# warm shell (the template and a waiting child: two dsec-shell processes
+# at least); prints how many its last look saw.  A template starts after
+# 0.2 s without a command: it looks every 0.5 s.
+warm_shells() {
+	local i n=0
+	for i in $(seq 30); do
+		sleep 0.5
+		n=$(dsec-run --id "$1" -c 'cat /proc/[0-9]*/comm | grep -cx dsec-shell')
+		[ "$n" -ge 2 ] && break
+	done
+	echo "$n"
+}
+
 # mk_small_root ROOT PROGRAM...: a small root at ROOT with the host's
 # PROGRAMs in /bin and the libraries they load, plus /data, /etc and /tmp.
 mk_small_root() {
