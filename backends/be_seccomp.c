@@ -25,6 +25,16 @@ static int deny_ioctl(scmp_filter_ctx ctx, unsigned long nr)
 				SCMP_A1(SCMP_CMP_MASKED_EQ, LOW32, nr));
 }
 
+int be_seccomp_deny_flags(scmp_filter_ctx ctx, int nr, const unsigned long *flags, size_t n)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, flags[i] & LOW32, flags[i] & LOW32));
+	return rc < 0 ? rc : 0;
+}
+
 /* Every rule that tests an argument the kernel reads as a 32-bit int
  * (socket's and socketpair's family, ioctl's request) compares only its
  * low 32 bits: a 64-bit comparison is passed by setting the upper ones.
@@ -42,10 +52,7 @@ int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 		if (nr != __NR_SCMP_ERROR)
 			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
 	}
-	for (size_t i = 0; i < nns; i++)
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i] & LOW32,
-					       ns_flags[i] & LOW32));
+	rc |= be_seccomp_deny_flags(ctx, SCMP_SYS(clone), ns_flags, nns);
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	/* libseccomp cannot also except the 0xffffffff query: it fails too. */
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,

@@ -21,6 +21,11 @@
 int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 		     const unsigned long *ns_flags, size_t nns);
 
+/* Adds EPERM for system call nr (clone, unshare: flags in its first
+ * argument, of which the kernel reads the low 32 bits) when its first
+ * argument has every bit of any one of flags[0..n-1].  0 or -errno. */
+int be_seccomp_deny_flags(scmp_filter_ctx ctx, int nr, const unsigned long *flags, size_t n);
+
 /* A create's seccomp_deny: checks that each name is a system call this
  * libseccomp knows on this machine's architecture and joins them with ','
  * into *out (caller frees; NULL for none).  0, or -EINVAL with *err

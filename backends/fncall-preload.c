@@ -54,6 +54,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "be_callns.h"
 #include "be_fncall.h"
 #include "be_io.h"
 #include "be_relayout.h"
@@ -83,7 +84,8 @@ static struct {
 	struct statfs tmp_fs;	/* and its counters */
 	int last_pid;		/* /proc/sys/kernel/ns_last_pid, -1 if absent */
 	int null_fd;		/* /dev/null, stdin of calls that have none */
-} u = { .last_pid = -1, .null_fd = -1 };
+	struct be_callns ns;	/* the unit's network and IPC namespaces */
+} u = { .last_pid = -1, .null_fd = -1, .ns = BE_CALLNS_INIT };
 
 /* A job as the child reads it. */
 struct job {
@@ -379,17 +381,20 @@ static int fresh_tmp(void)
 	return 0;
 }
 
-/* After a call: detach what it had at /work, renew /tmp, restart pids at
- * 2.  Everything else of the call died with its processes. */
+/* After a call: detach what it had at /work, renew /tmp, replace the
+ * network or IPC namespace if the call left something in it, restart pids
+ * at 2.  Everything else of the call died with its processes. */
 static int renew(void)
 {
-	int rc;
+	int rc, used;
 
 	while (umount2("/work", MNT_DETACH) == 0)
 		;
 	if (errno != EINVAL)
 		return -errno;
 	if ((rc = fresh_tmp()) < 0)
+		return rc;
+	if ((used = be_callns_used(&u.ns)) && (rc = be_callns_fresh(&u.ns, used, "/work")) < 0)
 		return rc;
 	if (u.last_pid >= 0 && pwrite(u.last_pid, "1", 1, 0) != 1)
 		return -errno;
@@ -487,6 +492,10 @@ __attribute__((constructor)) static void fncall_unit(int argc, char **argv, char
 		_exit(UNIT_BROKEN);
 	u.last_pid = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
 	u.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* The unit's own network and IPC namespaces, made here, while it
+	 * warms up at idle priority, not when a call comes. */
+	if (be_callns_fresh(&u.ns, CLONE_NEWNET | CLONE_NEWIPC, "/work") < 0)
+		_exit(UNIT_BROKEN);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* What every call starts with, set once here for all the children:
 	 * no supplementary groups, no core files, default signal actions (the

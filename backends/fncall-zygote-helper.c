@@ -7,15 +7,17 @@
  * seccomp filter, loaded here with no_new_privs and inherited by every unit
  * (see build_seccomp).  Then it keeps `pool` units ready.
  *
- * A unit is pid 1 of new pid and mount namespaces, cloned from here (net,
- * ipc and uts are the zygote's); it mounts its own /proc and a private
- * tmpfs on /tmp and execs the runtime's shell with fncall-preload.so
- * preloaded, which waits until the zygote has put it into its per-call
- * cgroup ("go") and then serves calls one at a time: for each it forks a
+ * A unit is pid 1 of new pid and mount namespaces, cloned from here (uts
+ * is the zygote's); it mounts its own /proc and a private tmpfs on /tmp
+ * and execs the runtime's shell with fncall-preload.so preloaded, which
+ * moves into network and IPC namespaces of the unit's own (be_callns.h),
+ * waits until the zygote has put it into its per-call cgroup ("go") and
+ * then serves calls one at a time: for each it forks a
  * child that blocks on the unit socket for a job, sets it up (pipes,
- * sandbox scratch, limits, unprivileged uid) and runs it, and when that
- * child ends pid 1 kills whatever else is left in the namespace, reports
- * the wait status and renews the unit (see fncall-preload.c).  The
+ * sandbox scratch, limits, the tenant's unprivileged uid) and runs it, and
+ * when that child ends pid 1 kills whatever else is left in the namespace,
+ * reports the wait status and renews the unit (see fncall-preload.c),
+ * with fresh network and IPC namespaces if the call left anything there.  The
  * critical path of a call is therefore: the job arrives here and is
  * forwarded (with its descriptors) to the unit ready longest, whose child
  * runs it; no process outlives its call.  A timeout is a SIGKILL to pid 1,
@@ -304,12 +306,14 @@ static void setup_namespaces(void)
  * The filter is loaded once, in the zygote, and inherited by every unit:
  * loading it per call JIT-compiles it per call, which on this kind of VM
  * cost more than the exec itself.  So it must allow what the zygote and
- * a unit's pid 1 still do after set-up: mount (/proc, /tmp), open_tree and
- * move_mount (a sandbox's /work), clone with CLONE_NEWPID|CLONE_NEWNS.  A
- * call runs as an unprivileged uid with no capabilities and no_new_privs,
- * so those calls fail with EPERM for it anyway; what the filter keeps from
- * it is new user namespaces (the way to capabilities) and the syscalls that
- * only widen the kernel's attack surface. */
+ * a unit's pid 1 still do after set-up: mount (/proc, /tmp, mqueue),
+ * open_tree and move_mount (a sandbox's /work), clone with
+ * CLONE_NEWPID|CLONE_NEWNS, unshare with CLONE_NEWNET|CLONE_NEWIPC (a
+ * unit's own network and IPC namespaces, see be_callns.h).  A call runs as
+ * an unprivileged uid with no capabilities and no_new_privs, so those
+ * calls fail with EPERM for it anyway; what the filter keeps from it is new
+ * user namespaces (the way to capabilities) and the syscalls that only
+ * widen the kernel's attack surface. */
 static void build_seccomp(void)
 {
 	static const char *const deny[] = {
@@ -317,7 +321,7 @@ static void build_seccomp(void)
 		"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "ptrace",
 		"process_vm_readv", "process_vm_writev", "userfaultfd", "open_by_handle_at",
 		"name_to_handle_at", "init_module", "finit_module", "delete_module", "reboot",
-		"swapon", "swapoff", "setns", "unshare", "acct", "quotactl", "quotactl_fd",
+		"swapon", "swapoff", "setns", "acct", "quotactl", "quotactl_fd",
 		"sethostname", "setdomainname", "settimeofday", "clock_settime",
 		"clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog", "vhangup",
 		"lookup_dcookie", "fanotify_init", "fsopen",
@@ -330,6 +334,13 @@ static void build_seccomp(void)
 		CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWCGROUP,
 		0x00000080 /* CLONE_NEWTIME */,
 	};
+	/* unshare: everything but CLONE_NEWNET and CLONE_NEWIPC, which a
+	 * unit's pid 1 uses (the flags that are no namespace are harmless
+	 * and need no privilege). */
+	static const unsigned long unshare_flags[] = {
+		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWCGROUP,
+		0x00000080 /* CLONE_NEWTIME */,
+	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	char path[] = "/fncall-seccomp";
 	struct stat st;
@@ -338,6 +349,9 @@ static void build_seccomp(void)
 	if (!ctx)
 		die("cannot initialise seccomp");
 	rc = be_seccomp_rules(ctx, deny, DSEC_ARRAY_LEN(deny), ns_flags, DSEC_ARRAY_LEN(ns_flags));
+	if (!rc)
+		rc = be_seccomp_deny_flags(ctx, SCMP_SYS(unshare), unshare_flags,
+					   DSEC_ARRAY_LEN(unshare_flags));
 	if (rc)
 		die("cannot build the seccomp filter: %s", strerror(-rc));
 	if ((fd = memfd_create(path + 1, MFD_CLOEXEC)) < 0)
@@ -641,9 +655,10 @@ static void spawn_unit(void)
 		dsec_pk_free(&p);
 		close(sv[1]);
 	} else {
-		/* Net, ipc and uts namespaces are the zygote's, shared by its units:
-		 * a network namespace per call costs milliseconds of kernel time
-		 * to create and more to tear down (cleanup_net, RCU). */
+		/* The unit makes its network and IPC namespaces itself (in
+		 * fncall-preload.so, at idle priority): a network namespace
+		 * costs about half a millisecond to create, which must not hold
+		 * up this loop, and more to tear down (cleanup_net, RCU). */
 		pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
 
 		if (pid == 0) {
