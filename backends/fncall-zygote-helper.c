@@ -88,13 +88,13 @@ static struct {
 	const char *cgdesc;	/* be_cg_export() description */
 	unsigned pool;		/* warm units to keep */
 	unsigned max_units;	/* units alive at most */
-	uid_t uid;		/* unprivileged uid of calls */
-	gid_t gid;		/* and gid */
+	uid_t uid_base;		/* first uid (= gid) of the tenants' range */
+	unsigned uids;		/* how many: each job names its own */
 	uint64_t scratch;	/* bytes of the per-unit /tmp */
 	uint64_t nofile;	/* RLIMIT_NOFILE of calls */
 	struct be_cg_limits lim;	/* default per-call cgroup limits */
 } cfg = {
-	.kind = "c", .pool = 4, .max_units = 260, .uid = 65534, .gid = 65534,
+	.kind = "c", .pool = 4, .max_units = 260, .uid_base = 2000000000, .uids = 1,
 	.scratch = 64 << 20, .nofile = 256,
 	.lim = { .memory = 256 << 20, .cpus = 1, .pids = 64 },
 };
@@ -226,6 +226,7 @@ static void build_root(const char *py_src, size_t py_len, const char *pl_src, si
 						 "/etc/services" };
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/full",
 					    "/dev/random", "/dev/urandom" };
+	struct dsec_buf b;
 	char buf[1024];
 	int n;
 
@@ -240,17 +241,21 @@ static void build_root(const char *py_src, size_t py_len, const char *pl_src, si
 		bind_ro(etc_dirs[i], false);
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_files); i++)
 		copy_in(etc_files[i]);
-	n = snprintf(buf, sizeof(buf),
-		     "root:x:0:0:root:/root:/bin/sh\n"
-		     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
-	if (cfg.uid != 0 && cfg.uid != 65534)
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:%u:sandbox:/tmp:/bin/sh\n",
-			      (unsigned)cfg.uid, (unsigned)cfg.gid);
-	put_file(NEWROOT "/etc/passwd", buf, (size_t)n, 0644);
-	n = snprintf(buf, sizeof(buf), "root:x:0:\nnogroup:x:65534:\n");
-	if (cfg.gid != 0 && cfg.gid != 65534)
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:\n", (unsigned)cfg.gid);
-	put_file(NEWROOT "/etc/group", buf, (size_t)n, 0644);
+	/* Every uid of the tenants' range is "sandbox", lowest first (the
+	 * backend hands out the lowest free one, so a lookup stops early). */
+	dsec_buf_init(&b);
+	dsec_buf_addf(&b, "root:x:0:0:root:/root:/bin/sh\n"
+		      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	for (unsigned i = 0; i < cfg.uids; i++)
+		dsec_buf_addf(&b, "sandbox:x:%u:%u:sandbox:/tmp:/bin/sh\n", cfg.uid_base + i,
+			      cfg.uid_base + i);
+	put_file(NEWROOT "/etc/passwd", b.data, b.len, 0644);
+	b.len = 0;
+	dsec_buf_addf(&b, "root:x:0:\nnogroup:x:65534:\n");
+	for (unsigned i = 0; i < cfg.uids; i++)
+		dsec_buf_addf(&b, "sandbox:x:%u:\n", cfg.uid_base + i);
+	put_file(NEWROOT "/etc/group", b.data, b.len, 0644);
+	dsec_buf_free(&b);
 	n = snprintf(buf, sizeof(buf), "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n");
 	put_file(NEWROOT "/etc/hosts", buf, (size_t)n, 0644);
 	put_file(NEWROOT "/etc/hostname", "sandbox\n", 8, 0644);
@@ -390,8 +395,8 @@ static void unit_exec_args(void)
 	unit_envp[n++] = (char *)"LD_PRELOAD=/.dsec/" FC_PRELOAD;
 	/* Resolve every symbol once in pid 1, not again in every child. */
 	unit_envp[n++] = (char *)"LD_BIND_NOW=1";
-	unit_envp[n++] = xasprintf("DSEC_FNCALL_UNIT=%u %u %llu %llu %llu %s", (unsigned)cfg.uid,
-				   (unsigned)cfg.gid, (unsigned long long)cfg.nofile,
+	unit_envp[n++] = xasprintf("DSEC_FNCALL_UNIT=%u %u %llu %llu %llu %s", (unsigned)cfg.uid_base,
+				   cfg.uids, (unsigned long long)cfg.nofile,
 				   (unsigned long long)cfg.scratch,
 				   !strcmp(cfg.cgdesc, "none") ? (unsigned long long)cfg.lim.memory : 0ULL,
 				   cfg.exe);
@@ -1038,12 +1043,12 @@ static void start_template(void)
 {
 	int sv[2];
 	pid_t pid;
-	char uid[16], gid[16], scratch[32], nofile[32], memory[32];
+	char uid[16], uids[16], scratch[32], nofile[32], memory[32];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		die("cannot make the template socket: %s", strerror(errno));
-	snprintf(uid, sizeof(uid), "%u", (unsigned)cfg.uid);
-	snprintf(gid, sizeof(gid), "%u", (unsigned)cfg.gid);
+	snprintf(uid, sizeof(uid), "%u", (unsigned)cfg.uid_base);
+	snprintf(uids, sizeof(uids), "%u", cfg.uids);
 	snprintf(scratch, sizeof(scratch), "%llu", (unsigned long long)cfg.scratch);
 	snprintf(nofile, sizeof(nofile), "%llu", (unsigned long long)cfg.nofile);
 	snprintf(memory, sizeof(memory), "%llu",
@@ -1054,8 +1059,8 @@ static void start_template(void)
 	if (pid == 0) {
 		sigset_t none;
 		char *const argv[] = { (char *)cfg.exe, (char *)"-I", (char *)"-S",
-				       (char *)"/.dsec/" FC_PY_ZYGOTE, (char *)"--uid", uid,
-				       (char *)"--gid", gid, (char *)"--scratch", scratch,
+				       (char *)"/.dsec/" FC_PY_ZYGOTE, (char *)"--uid_base", uid,
+				       (char *)"--uids", uids, (char *)"--scratch", scratch,
 				       (char *)"--nofile", nofile, (char *)"--memory", memory,
 				       NULL };
 		char *const envp[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -1094,7 +1099,7 @@ static void start_template(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fncall-zygote --runtime NAME --kind c|py --exe PATH --cg DESC "
-		"[--py FILE] [--preload FILE] [--pool N] [--max-units N] [--uid U] [--gid G] [--scratch BYTES] "
+		"[--py FILE] [--preload FILE] [--pool N] [--max-units N] [--uid-base U] [--uids N] [--scratch BYTES] "
 		"[--nofile N] [--memory BYTES] [--cpus N] [--pids N]\n"
 		"Started by the fncall backend of dsecd; not meant to be run by hand.\n");
 	exit(2);
@@ -1106,7 +1111,7 @@ static void parse_args(int argc, char **argv)
 		{ "runtime", 1, NULL, 'r' }, { "kind", 1, NULL, 'k' }, { "exe", 1, NULL, 'e' },
 		{ "py", 1, NULL, 'y' }, { "preload", 1, NULL, 'l' }, { "cg", 1, NULL, 'c' },
 		{ "pool", 1, NULL, 'p' },
-		{ "max-units", 1, NULL, 'M' }, { "uid", 1, NULL, 'u' }, { "gid", 1, NULL, 'g' },
+		{ "max-units", 1, NULL, 'M' }, { "uid-base", 1, NULL, 'u' }, { "uids", 1, NULL, 'g' },
 		{ "scratch", 1, NULL, 's' }, { "nofile", 1, NULL, 'n' },
 		{ "memory", 1, NULL, 'm' }, { "cpus", 1, NULL, 'C' }, { "pids", 1, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
@@ -1123,8 +1128,8 @@ static void parse_args(int argc, char **argv)
 		case 'c': cfg.cgdesc = xstrdup(optarg); break;
 		case 'p': cfg.pool = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'M': cfg.max_units = (unsigned)strtoul(optarg, NULL, 10); break;
-		case 'u': cfg.uid = (uid_t)strtoul(optarg, NULL, 10); break;
-		case 'g': cfg.gid = (gid_t)strtoul(optarg, NULL, 10); break;
+		case 'u': cfg.uid_base = (uid_t)strtoul(optarg, NULL, 10); break;
+		case 'g': cfg.uids = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 's': cfg.scratch = strtoull(optarg, NULL, 10); break;
 		case 'n': cfg.nofile = strtoull(optarg, NULL, 10); break;
 		case 'm': cfg.lim.memory = strtoull(optarg, NULL, 10); break;

@@ -2,9 +2,10 @@
  *
  * One zygote per runtime (backends/fncall-zygote, started here with fork +
  * exec and nothing else in between, since the daemon has threads) keeps
- * pool_size units ready, each already inside its own pid and mount
- * namespaces (net, ipc and uts are the zygote's), under the zygote's
- * seccomp filter, and in its per-call cgroup (see fncall-zygote-helper.c).
+ * pool_size units ready, each already inside its own pid, mount, network
+ * and IPC namespaces (uts is the zygote's), under the zygote's seccomp
+ * filter, and in its per-call cgroup (see fncall-zygote-helper.c).  Every
+ * sandbox and every one-shot call runs as a uid of its own (see uid_take).
  * A call on the loop is: make the stdout/stderr pipes (and a sealed memfd
  * for stdin), send the job and the descriptors over the runtime's
  * SOCK_SEQPACKET socket, watch the pipes with ev_io and a timeout with
@@ -24,6 +25,7 @@
 #include <ev.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
@@ -66,6 +68,10 @@
 
 /* Zygotes per runtime when fncall.zygotes is 0 (auto). */
 #define FC_AUTO_ZYGOTES 8
+/* Largest fncall.uids (the zygotes' /etc/passwd lists every one), and the
+ * seconds a uid rests after a call that was cut off (see uid_take). */
+#define FC_UIDS_MAX 65536
+#define FC_UID_COOL 10.0
 
 struct fc_conf {
 	char *runtimes;		/* "sh,python3" */
@@ -75,8 +81,8 @@ struct fc_conf {
 	uint64_t pids;		/* tasks per call */
 	uint64_t nofile;	/* RLIMIT_NOFILE per call */
 	uint64_t scratch;	/* bytes of /tmp per call and of a sandbox scratch */
-	uint64_t uid;		/* uid calls run as */
-	uint64_t gid;		/* gid calls run as */
+	uint64_t uid_base;	/* first uid (and gid) of the tenants' range */
+	uint64_t uids;		/* how many: one per sandbox and per one-shot call */
 	uint64_t max_running;	/* calls in flight before "capacity" */
 	double timeout;		/* seconds when a request gives none */
 	uint64_t zygotes;	/* zygotes per runtime, each pinned to a CPU; 0 = auto */
@@ -92,8 +98,8 @@ static const struct be_conf_key conf_table[] = {
 	{ "pids", BE_K_COUNT, F(pids), "64" },
 	{ "nofile", BE_K_COUNT, F(nofile), "256" },
 	{ "scratch", BE_K_SIZE, F(scratch), "64M" },
-	{ "uid", BE_K_COUNT, F(uid), "65534" },
-	{ "gid", BE_K_COUNT, F(gid), "65534" },
+	{ "uid_base", BE_K_COUNT, F(uid_base), "2000000000" },
+	{ "uids", BE_K_COUNT, F(uids), "8192" },
 	{ "max_running", BE_K_COUNT, F(max_running), "256" },
 	{ "timeout", BE_K_SECS, F(timeout), "300" },
 	{ "zygotes", BE_K_COUNT, F(zygotes), "0" },
@@ -150,6 +156,7 @@ struct fc_call {
 	struct fc_rt *rt;		/* runtime it runs on */
 	struct fc_sb *sb;		/* sandbox, NULL for call() */
 	uint64_t id;			/* job id */
+	uint32_t uid;			/* uid and gid it runs as */
 	struct dsec_exec_res *res;	/* caller's result */
 	dsec_be_done_fn done;		/* caller's callback */
 	void *arg;			/* its argument */
@@ -159,6 +166,8 @@ struct fc_call {
 	ev_timer timer;			/* timeout, then kill/EOF grace */
 	uint64_t t0;			/* start, ns */
 	bool exited;			/* zygote reported the status */
+	bool ended;			/* zygote reported the end (status or error):
+					 * no process of the call is left */
 	bool killed;			/* kill sent (timeout or cancel) */
 	bool finished;			/* result decided, waiting to be reaped */
 	int rc;				/* result for done */
@@ -177,6 +186,8 @@ struct fc_sb {
 	char **env;			/* "K=V" from create */
 	char *cwd;			/* default cwd inside, NULL = /work */
 	struct dsec_be_limits lim;	/* limits from create */
+	uint32_t uid;			/* uid and gid of its calls and files (a tenant's own) */
+	double uid_cool;		/* dsec_now() before which its uid may not be reused */
 	struct fc_call *calls;		/* execs in flight */
 	unsigned nops;			/* file operations in flight */
 	bool destroying;		/* destroy() called */
@@ -204,6 +215,9 @@ struct fc_be {
 	uint32_t nsbs;			/* sandboxes */
 	uint64_t ncalls;		/* completed */
 	struct be_tasks tasks;		/* work on dsecd's pool */
+	double *uid_free;		/* per uid of the range: 0 free, INFINITY taken,
+					 * else free from that dsec_now() on */
+	uint32_t uid_lo;		/* no uid below this one is free */
 	bool stopping;			/* fini started */
 };
 
@@ -237,7 +251,53 @@ static int conf_load(struct fc_be *be, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "fncall limits out of range (pool_size <= 1024, max_running >= 1, "
 				     "pids >= 2, nofile >= 16, memory >= 4M, scratch >= 4k)");
+	if (be->conf.uid_base < 100000 || be->conf.uids < 1 || be->conf.uids > FC_UIDS_MAX ||
+	    be->conf.uid_base + be->conf.uids > UINT32_MAX - 1)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "fncall.uid_base %" PRIu64 " must be at least 100000 and "
+				     "fncall.uids %" PRIu64 " 1 to %u, within 32-bit ids",
+				     be->conf.uid_base, be->conf.uids, FC_UIDS_MAX);
 	return 0;
+}
+
+/* ---- the tenants' uids ---------------------------------------------------- */
+
+/* Every sandbox and every one-shot call runs as a uid (and gid) of its own
+ * from uid_base on, so that the kernel's per-user limits (inotify
+ * instances and watches, RLIMIT_NPROC, pipe buffers, message queue bytes)
+ * are per tenant.  The lowest free one is taken: the zygotes' /etc/passwd
+ * lists the range in order, and a lookup reads it up to the entry.  A uid
+ * whose processes may still be dying (a call that was cut off before its
+ * unit reported its end) is not reused for FC_UID_COOL seconds. */static int uid_take(struct fc_be *be, uint32_t *uid, struct dsec_err *err)
+{
+	double now = 0;
+
+	for (uint32_t i = be->uid_lo; i < be->conf.uids; i++) {
+		if (be->uid_free[i] == INFINITY)
+			continue;
+		if (be->uid_free[i] > 0 && be->uid_free[i] > (now ? now : (now = dsec_now())))
+			continue;
+		be->uid_free[i] = INFINITY;
+		while (be->uid_lo < be->conf.uids && be->uid_free[be->uid_lo] == INFINITY)
+			be->uid_lo++;
+		*uid = (uint32_t)(be->conf.uid_base + i);
+		return 0;
+	}
+	return dsec_err_setc(err, DSEC_E_CAPACITY, EBUSY,
+			     "fncall has no free uid: %" PRIu64 " sandboxes and calls (fncall.uids)",
+			     be->conf.uids);
+}
+
+/* Gives uid back, reusable from dsec_now() + cool on. */
+static void uid_put(struct fc_be *be, uint32_t uid, double cool)
+{
+	uint32_t i = uid - (uint32_t)be->conf.uid_base;
+
+	if (!be->uid_free || i >= be->conf.uids || be->uid_free[i] != INFINITY)
+		return;
+	be->uid_free[i] = cool > 0 ? dsec_now() + cool : 0;
+	if (i < be->uid_lo)
+		be->uid_lo = i;
 }
 
 /* ---- the reaper: done callbacks run here, never inside an operation ---- */
@@ -320,6 +380,10 @@ static void call_finish(struct fc_call *c, int rc)
 	be->running--;
 	c->rt->inflight--;
 	be->ncalls++;
+	if (!c->sb)
+		uid_put(be, c->uid, c->ended ? 0 : FC_UID_COOL);
+	else if (!c->ended)
+		c->sb->uid_cool = dsec_now() + FC_UID_COOL;
 	list_add(&be->reap, c);
 	ev_idle_start(be->host->loop, &be->idle);
 }
@@ -413,6 +477,7 @@ static void call_report(struct fc_be *be, const msgpack_object *m)
 		;
 	if (!c)
 		return;
+	c->ended = true;
 	if ((o = dsec_map_get(m, "errno"))) {
 		_cleanup_free_ char *msg = NULL;
 		int e = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int)o->via.u64 : EIO;
@@ -598,7 +663,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 {
 	struct fc_be *be = rt->be;
 	const struct fc_conf *c = &be->conf;
-	char desc[256], a_pool[24], a_max[24], a_uid[24], a_gid[24], a_scr[32], a_nof[24],
+	char desc[256], a_pool[24], a_max[24], a_uid[24], a_uids[24], a_scr[32], a_nof[24],
 	     a_mem[32], a_cpus[32], a_pids[24];
 	_cleanup_free_ char *helper = xasprintf("%s/" FC_HELPER, be->host->helper_dir);
 	_cleanup_free_ char *py = xasprintf("%s/" FC_PY_ZYGOTE, be->host->helper_dir);
@@ -613,8 +678,8 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 		snprintf(desc, sizeof(desc), "none");
 	snprintf(a_pool, sizeof(a_pool), "%" PRIu64, rt_pool(be));
 	snprintf(a_max, sizeof(a_max), "%" PRIu64, c->pool_size + c->max_running + 4);
-	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, c->uid);
-	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, c->gid);
+	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, c->uid_base);
+	snprintf(a_uids, sizeof(a_uids), "%" PRIu64, c->uids);
 	snprintf(a_scr, sizeof(a_scr), "%" PRIu64, c->scratch);
 	snprintf(a_nof, sizeof(a_nof), "%" PRIu64, c->nofile);
 	snprintf(a_mem, sizeof(a_mem), "%" PRIu64, c->memory);
@@ -625,7 +690,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 		(char *)rt->desc->kind, (char *)"--exe", (char *)rt->desc->exe, (char *)"--py", py,
 		(char *)"--preload", pl,
 		(char *)"--cg", desc, (char *)"--pool", a_pool, (char *)"--max-units", a_max,
-		(char *)"--uid", a_uid, (char *)"--gid", a_gid, (char *)"--scratch", a_scr,
+		(char *)"--uid-base", a_uid, (char *)"--uids", a_uids, (char *)"--scratch", a_scr,
 		(char *)"--nofile", a_nof, (char *)"--memory", a_mem, (char *)"--cpus", a_cpus,
 		(char *)"--pids", a_pids, NULL,
 	};
@@ -910,6 +975,7 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	struct fc_call *c;
 	size_t nenv = 0;
 	double timeout;
+	uint32_t uid;
 
 	if (be->stopping)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "fncall is stopping");
@@ -922,6 +988,10 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	if (rt->sock < 0)
 		return dsec_err_setc(err, DSEC_E_UNAVAILABLE, EAGAIN,
 				     "fncall runtime '%s' is restarting", rt->desc->name);
+	if (sb)
+		uid = sb->uid;
+	else if ((rc = uid_take(be, &uid, err)) < 0)
+		return rc;
 	if (!(timeout = req->timeout) || !(timeout > 0))
 		timeout = be->conf.timeout;
 
@@ -976,6 +1046,7 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	c->rt = rt;
 	c->sb = sb;
 	c->id = ++be->next_id;
+	c->uid = uid;
 
 	dsec_pk_init(&body);
 	msgpack_pack_map(&body.pk, 3);
@@ -994,9 +1065,10 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	}
 	dsec_pk_free(&body);
 	dsec_pk_init(&p);
-	msgpack_pack_map(&p.pk, 8 + (inline_body ? 3 : 0));
+	msgpack_pack_map(&p.pk, 9 + (inline_body ? 3 : 0));
 	dsec_pk_kv_str(&p, "t", "job");
 	dsec_pk_kv_u64(&p, "id", c->id);
+	dsec_pk_kv_u64(&p, "uid", uid);
 	dsec_pk_str(&p, "fds");
 	msgpack_pack_array(&p.pk, (size_t)nfds);
 	for (int i = 0; i < nfds; i++)
@@ -1036,6 +1108,8 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	return 0;
 
 fail:
+	if (!sb)
+		uid_put(be, uid, 0);
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	for (int i = 0; i < 2; i++) {
@@ -1069,6 +1143,9 @@ struct fc_work {
 
 static void sb_free(struct fc_sb *sb)
 {
+	double left = sb->uid_cool - dsec_now();
+
+	uid_put(sb->be, sb->uid, left > 0 ? left : 0);
 	if (sb->dirfd >= 0)
 		close(sb->dirfd);
 	dsec_strv_free(sb->env);
@@ -1091,8 +1168,8 @@ static void create_work(void *arg)
 				     strerror(errno));
 		return;
 	}
-	snprintf(opt, sizeof(opt), "size=%" PRIu64 ",mode=0755,uid=%" PRIu64 ",gid=%" PRIu64,
-		 sb->lim.disk ? sb->lim.disk : c->scratch, c->uid, c->gid);
+	snprintf(opt, sizeof(opt), "size=%" PRIu64 ",mode=0755,uid=%u,gid=%u",
+		 sb->lim.disk ? sb->lim.disk : c->scratch, sb->uid, sb->uid);
 	if (mount("dsec-fncall", sb->dir, "tmpfs", MS_NOSUID | MS_NODEV, opt) < 0) {
 		w->rc = dsec_err_set(&w->err, errno, "cannot mount the scratch of sandbox '%s': %s",
 				     sb->id, strerror(errno));
@@ -1186,6 +1263,10 @@ static int fc_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	if (spec->cwd && *spec->cwd)
 		sb->cwd = spec->cwd[0] == '/' ? xstrdup(spec->cwd) : xasprintf("/work/%s", spec->cwd);
 	sb->lim = spec->limits;
+	if ((rc = uid_take(be, &sb->uid, err)) < 0) {
+		sb_free(sb);
+		return rc;
+	}
 	w = xcalloc(1, sizeof(*w));
 	w->be = be;
 	w->sb = sb;
@@ -1227,14 +1308,11 @@ static int fc_call(void *vbe, const struct dsec_be_spec *spec, const struct dsec
 /* ---- files ------------------------------------------------------------- */
 
 /* The scratch as be_fs sees it: "/work/x" and "x" name scratch/x, nothing
- * leaves it; what is made belongs to the call uid. */
+ * leaves it; what is made belongs to the sandbox's uid. */
 static void fs_root(const struct fc_work *w, struct be_fs_root *root)
 {
-	const struct fc_conf *c = &w->be->conf;
-
 	*root = (struct be_fs_root){ .fd = w->sb->dirfd, .in_root = false, .prefix = "/work",
-				     .uid = (uint32_t)c->uid, .gid = (uint32_t)c->gid,
-				     .mode_mask = 0777 };
+				     .uid = w->sb->uid, .gid = w->sb->uid, .mode_mask = 0777 };
 }
 
 static void read_work(void *arg)
@@ -1451,6 +1529,7 @@ static void rt_free(struct fc_rt *rt)
 static void fc_free(struct fc_be *be)
 {
 	free(be->conf.runtimes);
+	free(be->uid_free);
 	free(be);
 }
 
@@ -1546,6 +1625,7 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	}
 	if ((rc = conf_load(be, err)) < 0)
 		goto fail;
+	be->uid_free = xcalloc(be->conf.uids, sizeof(*be->uid_free));
 	if (be->conf.zygotes > 256) {
 		rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				   "fncall.zygotes must be 0 (auto) to 256, not %" PRIu64,
@@ -1672,6 +1752,7 @@ fail:
 		be_cg_free(be->cg);
 	}
 	free(be->conf.runtimes);
+	free(be->uid_free);
 	free(be);
 	return rc;
 }

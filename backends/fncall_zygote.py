@@ -68,7 +68,7 @@ pyapi = ctypes.pythonapi
 
 
 def parse_args(argv):
-    cfg = {'uid': 65534, 'gid': 65534, 'scratch': 64 << 20, 'nofile': 256, 'memory': 0}
+    cfg = {'uid_base': 2000000000, 'uids': 1, 'scratch': 64 << 20, 'nofile': 256, 'memory': 0}
     it = iter(argv)
     for a in it:
         if a.startswith('--') and a[2:] in cfg:
@@ -101,9 +101,17 @@ def mount(src, dst, typ, flags, data):
         raise OSError(e, 'cannot mount %s: %s' % (dst.decode(), os.strerror(e)))
 
 
-def run_job(sock, msg, fds):
-    """Pid 2: become the call.  Never returns."""
+NOBODY = 65534   # the uid of the rehearsal (learn_pages), no tenant's
+
+
+def run_job(sock, msg, fds, rehearsal=False):
+    """Pid 2: become the call, as the job's uid (its tenant's).  Never
+    returns."""
     job = msgpack.unpackb(msg, raw=False)
+    uid = job.get('uid')
+    if not (rehearsal and uid == NOBODY) and not (
+            isinstance(uid, int) and 0 <= uid - CFG['uid_base'] < CFG['uids']):
+        fail(sock, 22, "bad job: no uid of the tenants' range")
     names = job.get('fds') or []
     got = dict(zip(names, fds))
     body = job
@@ -147,8 +155,8 @@ def run_job(sock, msg, fds):
             m = job.get('memory') or CFG['memory']
             resource.setrlimit(resource.RLIMIT_AS, (m, m))
         os.setgroups([])
-        os.setresgid(CFG['gid'], CFG['gid'], CFG['gid'])
-        os.setresuid(CFG['uid'], CFG['uid'], CFG['uid'])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
         # The uid change made us non-dumpable (no exec follows to undo it):
         # give the call its own /proc/self back.
         libc.prctl(PR_SET_DUMPABLE, 1, None, 0, 0)
@@ -271,7 +279,7 @@ def learn_pages():
             builtins._dsec_learnt = report
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             null = os.open('/dev/null', os.O_WRONLY)
-            job = msgpack.packb({'t': 'job', 'id': 0, 'fds': ['out', 'err'], 'memory': 0,
+            job = msgpack.packb({'t': 'job', 'id': 0, 'uid': NOBODY, 'fds': ['out', 'err'], 'memory': 0,
                                  'cpus': 0, 'pids': 0, 'nofile': 0, 'disk': 0,
                                  'code': "import os\nprint(os.environ.get('X', ''))\n"
                                          "_dsec_learnt()\n",
@@ -280,7 +288,7 @@ def learn_pages():
                                  'cwd': '/tmp'})
             socket.send_fds(b, [job], [null, null])
             msg, fds, _, _ = socket.recv_fds(a, MAX_MSG, 8)
-            run_job(a, msg, fds)   # does not return
+            run_job(a, msg, fds, rehearsal=True)   # does not return
         except BaseException:
             pass
         os._exit(0)
