@@ -17,8 +17,11 @@
  *   {t:"kill", id}              SIGKILL the job's unit (its pid namespace)
  * zygote -> backend
  *   {t:"ready", pool}           set up; sent once
- *   {t:"done", id, status, ready}   the job's main process ended: raw wait
- *                                   status; ready = warm units left
+ *   {t:"done", id, status, ready[, oom]}   the job's main process ended:
+ *                                   raw wait status; ready = warm units
+ *                                   left; oom true when the memory
+ *                                   cgroup's OOM killer killed a process
+ *                                   of the job
  *   {t:"done", id, errno, msg, ready}  it could not be started
  * zygote -> unit: {t:"go"} once placed in its cgroup, then jobs as sent by
  *   the backend, one at a time: the next only after the unit's "st".

@@ -450,6 +450,8 @@ enum ustate {
 struct slot {
 	struct be_cg *cg;		/* per-call group "u<N>", NULL without cgroups */
 	struct be_cg_limits cur;	/* limits written to it */
+	int oomfd;			/* its OOM kill count (be_cg_oom_open), or -1 */
+	uint64_t oom;			/* that count when last read */
 	bool used;			/* taken by a live unit */
 };
 
@@ -527,17 +529,34 @@ static unsigned count_ready(void)
 	return z.nready;
 }
 
+/* Whether the memory cgroup's OOM killer killed a process in slot i since
+ * the last look (a unit's placement, its last call's report). */
+static bool slot_oom(int i)
+{
+	struct slot *s = &z.slots[i];
+	uint64_t n;
+
+	if (s->oomfd < 0 || be_cg_oom_read(s->oomfd, &n) < 0 || n == s->oom)
+		return false;
+	s->oom = n;
+	return true;
+}
+
 static void report(struct unit *u, uint64_t id, int status, int errnum, const char *msg)
 {
 	struct dsec_pk p;
+	bool oom = false;
 
 	if (u) {
 		if (u->reported)
 			return;
 		u->reported = true;
+		oom = slot_oom(u->slot);
 	}
 	dsec_pk_init(&p);
-	msgpack_pack_map(&p.pk, msg ? 5 : 4);
+	msgpack_pack_map(&p.pk, (msg ? 5 : 4) + oom);
+	if (oom)
+		dsec_pk_kv_bool(&p, "oom", true);
 	dsec_pk_kv_str(&p, "t", "done");
 	dsec_pk_kv_u64(&p, "id", id);
 	if (msg) {
@@ -562,6 +581,7 @@ static int get_slot(void)
 	if (i == z.nslots) {
 		z.slots = xrealloc(z.slots, sizeof(*z.slots) * (size_t)(z.nslots + 1));
 		memset(&z.slots[i], 0, sizeof(z.slots[i]));
+		z.slots[i].oomfd = -1;
 		z.nslots++;
 		if (z.cg->mode != BE_CG_NONE) {
 			snprintf(name, sizeof(name), "u%d", i);
@@ -570,6 +590,7 @@ static int get_slot(void)
 			if (be_cg_set_limits(z.slots[i].cg, &cfg.lim) < 0)
 				warnx_("cannot set limits on cgroup '%s'", z.slots[i].cg->path);
 			z.slots[i].cur = cfg.lim;
+			z.slots[i].oomfd = be_cg_oom_open(z.slots[i].cg);
 		}
 	}
 	z.slots[i].used = true;
@@ -615,6 +636,7 @@ static void unit_place(struct unit *u)
 	if (s->cg && (s->cur.memory != cfg.lim.memory || s->cur.pids != cfg.lim.pids ||
 		      s->cur.cpus != cfg.lim.cpus))
 		slot_limits(u->slot, NULL);
+	slot_oom(u->slot);	/* what the unit's start cost is no call's */
 	send_small(u->sock, "go");
 	u->st = U_READY;
 	u->idle_since = ++z.seq;

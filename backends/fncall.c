@@ -491,6 +491,8 @@ static void call_report(struct fc_be *be, const msgpack_object *m)
 	if ((o = dsec_map_get(m, "status")) && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
 		st = o->via.u64;
 	c->exited = true;
+	c->res->oom_killed = (o = dsec_map_get(m, "oom")) && o->type == MSGPACK_OBJECT_BOOLEAN &&
+			     o->via.boolean;
 	if (WIFSIGNALED((int)st)) {
 		c->res->exit_code = -1;
 		c->res->signal = WTERMSIG((int)st);

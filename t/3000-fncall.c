@@ -475,7 +475,7 @@ int main(int argc, char **argv)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	plan(71);
+	plan(74);
 
 	loop = ev_default_loop(0);
 	ev_async_init(&wake, wake_cb);
@@ -719,6 +719,24 @@ int main(int argc, char **argv)
 		     0, 0, &r, NULL);
 	ok(rc == 0 && strcmp(out(&r), "survived\n") && (r.signal == SIGKILL || r.exit_code != 0),
 	   "memory bomb stopped (signal %d, exit %d)", r.signal, r.exit_code);
+	/* Killed by the memory cgroup's OOM killer (without cgroups RLIMIT_AS
+	 * makes it a MemoryError instead, and nobody is killed). */
+	ok(r.oom_killed == (r.signal == SIGKILL), "... and the result says oom_killed %d",
+	   r.oom_killed);
+	res_free(&r);
+	rc = sh("python3 -c 'bytearray(400 << 20)' 2>/dev/null; echo after=$?", &r);
+	ok(rc == 0 && r.exit_code == 0 && (!strcmp(out(&r), "after=137\n") ? r.oom_killed :
+					  !r.oom_killed),
+	   "a process of the call killed by the OOM killer, the call exits 0: oom_killed %d (%s)",
+	   r.oom_killed, out(&r));
+	res_free(&r);
+	for (int i = 0; i < 6; i++) {
+		rc = sh("true", &r);
+		if (r.oom_killed)
+			break;
+		res_free(&r);
+	}
+	ok(rc == 0 && !r.oom_killed, "later calls in the same units are not oom_killed");
 	res_free(&r);
 	/* dash gives up at the first failed fork, so the bomb is python. */
 	rc = call_rt("python3", "import os, time\nn = 0\nfor i in range(100):\n try:\n"
