@@ -128,6 +128,7 @@ struct fc_out {
 	size_t len;		/* length */
 	int fds[FC_MAX_FDS];	/* descriptors to pass (owned) */
 	int nfds;		/* how many */
+	uint64_t job;		/* id of the job it carries, 0 for other messages */
 	struct fc_out *next;	/* FIFO */
 };
 
@@ -143,6 +144,9 @@ struct fc_rt {
 	ev_child cw;			/* zygote exit */
 	ev_timer respawn;		/* backoff before restarting it */
 	double backoff;			/* current backoff */
+	bool up;			/* its "ready" came since it was started */
+	bool failing;			/* it died (or could not start) before saying
+					 * ready: calls fail at once until one does */
 	struct fc_out *out, **out_tail;	/* queued datagrams */
 	uint32_t ready;			/* warm units, as last reported */
 	uint32_t inflight;		/* calls running on this zygote */
@@ -165,6 +169,7 @@ struct fc_call {
 	ev_io out_w, err_w;		/* their watchers */
 	ev_timer timer;			/* timeout, then kill/EOF grace */
 	uint64_t t0;			/* start, ns */
+	bool sent;			/* its job is in the zygote's socket (not queued) */
 	bool exited;			/* zygote reported the status */
 	bool ended;			/* zygote reported the end (status or error):
 					 * no process of the call is left */
@@ -423,7 +428,7 @@ static void err_cb(struct ev_loop *loop, ev_io *w, int revents)
 	pipe_step(loop, c, w, &c->err_fd, &c->res->err, &c->res->err_truncated);
 }
 
-static void rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds);
+static bool rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds, uint64_t job);
 
 static void send_kill(struct fc_call *c)
 {
@@ -436,7 +441,7 @@ static void send_kill(struct fc_call *c)
 	msgpack_pack_map(&p.pk, 2);
 	dsec_pk_kv_str(&p, "t", "kill");
 	dsec_pk_kv_u64(&p, "id", c->id);
-	rt_send(c->rt, &p, NULL, 0);
+	rt_send(c->rt, &p, NULL, 0, 0);
 }
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -539,31 +544,35 @@ static void out_free(struct fc_out *o)
 	free(o);
 }
 
-/* Send a datagram, or queue it when the socket is full.  Takes ownership
- * of p's bytes and of fds (closed once sent). */
-static void rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds)
+/* Send a datagram, or queue it when the socket is full or the zygote is
+ * down (the next one gets it).  Takes ownership of p's bytes and of fds
+ * (closed once sent).  job: the id of the job it carries, or 0.  True when
+ * it went into the socket. */
+static bool rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds, uint64_t job)
 {
 	struct fc_out *o;
 	int rc = -EAGAIN;
 
 	if (!rt->out && rt->sock >= 0)
 		rc = send_dgram(rt->sock, p->sb.data, p->sb.size, fds, nfds);
-	if (rc == 0 || (rc != -EAGAIN && rc != -ENOBUFS)) {
-		/* Sent, or the socket is broken (the read side will notice and
-		 * fail the calls). */
+	if (rc == 0) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
 		dsec_pk_free(p);
-		return;
+		return true;
 	}
+	/* Full, or the zygote is gone (the read side notices and restarts
+	 * it): what it never got waits for the next one. */
 	o = xcalloc(1, sizeof(*o));
 	o->data = dsec_pk_detach(p, &o->len);
 	memcpy(o->fds, fds, sizeof(int) * (size_t)nfds);
 	o->nfds = nfds;
+	o->job = job;
 	*rt->out_tail = o;
 	rt->out_tail = &o->next;
-	if (rt->sock >= 0)
+	if (rt->sock >= 0 && (rc == -EAGAIN || rc == -ENOBUFS))
 		ev_io_start(rt->be->host->loop, &rt->ww);
+	return false;
 }
 
 static void rt_write_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -576,11 +585,30 @@ static void rt_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 		if (rc == -EAGAIN || rc == -ENOBUFS)
 			return;
+		if (rc < 0)
+			break;	/* gone: kept for the next zygote */
+		for (struct fc_call *c = rt->be->calls; o->job && c; c = c->next)
+			if (c->id == o->job) {
+				c->sent = true;
+				break;
+			}
 		if (!(rt->out = o->next))
 			rt->out_tail = &rt->out;
 		out_free(o);
 	}
 	ev_io_stop(loop, w);
+}
+
+/* Drops every datagram queued for rt. */
+static void rt_drop_out(struct fc_rt *rt)
+{
+	while (rt->out) {
+		struct fc_out *o = rt->out;
+
+		rt->out = o->next;
+		out_free(o);
+	}
+	rt->out_tail = &rt->out;
 }
 
 /* Reports the zygote sent, as many as are queued (up to FC_RECV_BATCH)
@@ -630,8 +658,11 @@ static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			rt->ready = (uint32_t)ready;
 		if (t && !strcmp(t, "done"))
 			call_report(rt->be, m.root);
-		else if (t && !strcmp(t, "ready"))
+		else if (t && !strcmp(t, "ready")) {
 			rt->backoff = 0;
+			rt->up = true;
+			rt->failing = false;
+		}
 		dsec_msg_free(&m);
 		if (rt->sock < 0)
 			return;	/* a report took the runtime down */
@@ -748,11 +779,15 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	close(sv[1]);
 	rt->pid = pid;
 	rt->sock = sv[0];
-	rt->out_tail = &rt->out;
+	rt->up = false;
 	dsec_set_nonblock(rt->sock, true);
 	ev_io_init(&rt->rw, rt_read_cb, rt->sock, EV_READ);
 	ev_io_init(&rt->ww, rt_write_cb, rt->sock, EV_WRITE);
 	ev_io_start(be->host->loop, &rt->rw);
+	/* Jobs that came while it was down go now; it reads them once it
+	 * has set up. */
+	if (rt->out)
+		ev_io_start(be->host->loop, &rt->ww);
 	if (ev_is_default_loop(be->host->loop)) {
 		ev_child_init(&rt->cw, rt_child_cb, pid, 0);
 		ev_child_start(be->host->loop, &rt->cw);
@@ -760,7 +795,8 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	return 0;
 }
 
-/* Kill the zygote (its units die with it) and forget everything it had. */
+/* Kill the zygote (its units die with it) and forget everything it had;
+ * what was queued for it (rt->out) stays for the next one. */
 static void rt_kill(struct fc_rt *rt)
 {
 	struct ev_loop *loop = rt->be->host->loop;
@@ -772,13 +808,6 @@ static void rt_kill(struct fc_rt *rt)
 	rt->sock = -1;
 	if (ev_is_active(&rt->cw))
 		ev_child_stop(loop, &rt->cw);
-	while (rt->out) {
-		struct fc_out *o = rt->out;
-
-		rt->out = o->next;
-		out_free(o);
-	}
-	rt->out_tail = &rt->out;
 	if (rt->pid > 0) {
 		kill(rt->pid, SIGKILL);
 		/* On the default loop libev reaps every child; elsewhere we do. */
@@ -795,6 +824,30 @@ static void rt_kill(struct fc_rt *rt)
 	rt->ready = 0;
 }
 
+/* Fails the calls on rt whose job the zygote got (all: also those queued
+ * for it) with backend_error. */
+static void rt_fail_calls(struct fc_rt *rt, bool all, const char *why)
+{
+	for (struct fc_call *c = rt->be->calls, *next; c; c = next) {
+		next = c->next;
+		if (c->rt != rt || (!all && !c->sent))
+			continue;
+		dsec_err_setc(&c->err, DSEC_E_BACKEND, EIO, "fncall runtime '%s' failed: zygote %s",
+			      rt->desc->name, why);
+		call_finish(c, -EIO);
+	}
+}
+
+/* Starts the respawn timer with the next, doubled, backoff. */
+static void rt_backoff(struct fc_rt *rt)
+{
+	rt->backoff = rt->backoff ? rt->backoff * 2 : 0.1;
+	if (rt->backoff > 30)
+		rt->backoff = 30;
+	ev_timer_set(&rt->respawn, rt->backoff, 0);
+	ev_timer_start(rt->be->host->loop, &rt->respawn);
+}
+
 static void respawn_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct fc_rt *rt = dsec_container_of(w, struct fc_rt, respawn);
@@ -802,40 +855,31 @@ static void respawn_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	if (rt_spawn(rt, &err) < 0) {
 		LOG(rt->be, DSEC_LOG_ERROR, "fncall: %s", err.msg);
-		rt->backoff = rt->backoff ? rt->backoff * 2 : 0.1;
-		if (rt->backoff > 30)
-			rt->backoff = 30;
-		ev_timer_set(w, rt->backoff, 0);
-		ev_timer_start(loop, w);
+		rt->failing = true;
+		rt_fail_calls(rt, true, "cannot be restarted");
+		rt_drop_out(rt);
+		rt_backoff(rt);
 	}
 }
 
-/* The zygote is gone: fail its calls, restart it after a backoff. */
+/* The zygote is gone: fail its calls, restart it after a backoff.  Calls
+ * that come meanwhile wait for the new one (see call_start), unless this
+ * one died before it was ready: then they fail until one is. */
 static void rt_down(struct fc_rt *rt, const char *why)
 {
 	struct fc_be *be = rt->be;
-	struct ev_loop *loop = be->host->loop;
-	struct fc_call *c, *next;
 
 	if (rt->sock < 0 && !rt->pid)
 		return;
 	LOG(be, DSEC_LOG_ERROR, "fncall: the '%s' zygote %s; restarting it", rt->desc->name, why);
 	rt_kill(rt);
-	for (c = be->calls; c; c = next) {
-		next = c->next;
-		if (c->rt != rt)
-			continue;
-		dsec_err_setc(&c->err, DSEC_E_BACKEND, EIO, "fncall runtime '%s' failed: zygote %s",
-			      rt->desc->name, why);
-		call_finish(c, -EIO);
-	}
-	if (be->stopping)
-		return;
-	rt->backoff = rt->backoff ? rt->backoff * 2 : 0.1;
-	if (rt->backoff > 30)
-		rt->backoff = 30;
-	ev_timer_set(&rt->respawn, rt->backoff, 0);
-	ev_timer_start(loop, &rt->respawn);
+	rt->failing = !rt->up;
+	/* One that never came up fails what waits for it too. */
+	rt_fail_calls(rt, rt->failing, why);
+	if (rt->failing)
+		rt_drop_out(rt);
+	if (!be->stopping)
+		rt_backoff(rt);
 }
 
 /* Wait (blocking, init only) for the zygote's "ready". */
@@ -871,7 +915,7 @@ static int rt_wait_ready(struct fc_rt *rt, struct dsec_err *err)
 }
 
 /* The zygote of runtime name (NULL: the default runtime) with the fewest
- * calls in flight, preferring live ones, taking turns among equals: one
+ * calls in flight, preferring ones that are up, taking turns among equals: one
  * client calling in a loop then uses every zygote, so a unit renews itself
  * on one CPU while the next call runs on another.  NULL if the runtime is
  * unknown. */
@@ -890,8 +934,8 @@ static struct fc_rt *rt_find(struct fc_be *be, const char *name)
 			 * pass 1 at those before it. */
 			if ((pass == 0) != (k++ % (be->nshards ? be->nshards : 1) >= start))
 				continue;
-			if (!best || (!best->pid && rt->pid) ||
-			    (!best->pid == !rt->pid && rt->inflight < best->inflight))
+			if (!best || (!best->up && rt->up) ||
+			    (best->up == rt->up && rt->inflight < best->inflight))
 				best = rt;
 		}
 		k = 0;
@@ -987,9 +1031,12 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	if (be->running >= be->conf.max_running)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EBUSY,
 				     "fncall has %u calls running (max_running)", be->running);
-	if (rt->sock < 0)
-		return dsec_err_setc(err, DSEC_E_UNAVAILABLE, EAGAIN,
-				     "fncall runtime '%s' is restarting", rt->desc->name);
+	/* A zygote being restarted gets the job once it is up (rt_send
+	 * queues it); one that keeps failing to start refuses it. */
+	if (rt->failing)
+		return dsec_err_setc(err, DSEC_E_BACKEND, EIO,
+				     "fncall runtime '%s' is down: its zygote fails to start (see the log)",
+				     rt->desc->name);
 	if (sb)
 		uid = sb->uid;
 	else if ((rc = uid_take(be, &uid, err)) < 0)
@@ -1106,7 +1153,7 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	}
 	be->running++;
 	rt->inflight++;
-	rt_send(rt, &p, fds, nfds);	/* takes the child ends */
+	c->sent = rt_send(rt, &p, fds, nfds, c->id);	/* takes the child ends */
 	return 0;
 
 fail:
@@ -1291,6 +1338,14 @@ static int fc_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
+	/* A sandbox is only its scratch: any zygote of its runtime serves it,
+	 * and while its own is down another live one does. */
+	if (!sb->rt->up) {
+		struct fc_rt *rt = rt_find(sb->be, sb->rt->desc->name);
+
+		if (rt && rt->up)
+			sb->rt = rt;
+	}
 	return call_start(sb->be, sb->rt, sb, NULL, req, res, done, arg, err);
 }
 
@@ -1521,6 +1576,7 @@ static void rt_free(struct fc_rt *rt)
 
 	ev_timer_stop(loop, &rt->respawn);
 	rt_kill(rt);
+	rt_drop_out(rt);
 	if (rt->cg) {
 		be_cg_remove(rt->cg);
 		be_cg_free(rt->cg);
@@ -1729,6 +1785,7 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 				rt_free(rt);
 				continue;
 			}
+			rt->up = true;
 			*tail = rt;
 			tail = &rt->next;
 		}
