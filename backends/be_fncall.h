@@ -23,6 +23,9 @@
  *                                   cgroup's OOM killer killed a process
  *                                   of the job
  *   {t:"done", id, errno, msg, ready}  it could not be started
+ *   {t:"pool", ready}           the number of warm units changed without a
+ *                               call ending (units retired, the pool
+ *                               refilled); sent when the zygote is idle
  * zygote -> unit: {t:"go"} once placed in its cgroup, then jobs as sent by
  *   the backend, one at a time: the next only after the unit's "st".
  * unit -> zygote, per job: {t:"err", errno, msg} (its child cannot start

@@ -498,6 +498,8 @@ static struct {
 	bool thello;			/* template said hello */
 	bool spawn_backoff;		/* the last clone failed: refill slowly */
 	uint64_t seq;			/* counts units becoming ready */
+	unsigned sent_ready;		/* nready as the backend last heard it */
+	double sent_at;			/* dsec_now() then */
 } z = { .sock = FC_FD_SOCK, .tsock = -1 };
 
 #define EV_SOCK 1
@@ -567,6 +569,37 @@ static void report(struct unit *u, uint64_t id, int status, int errnum, const ch
 	}
 	dsec_pk_kv_u64(&p, "ready", count_ready());
 	send_backend(&p);
+	z.sent_ready = count_ready();
+	z.sent_at = dsec_now();
+}
+
+/* Before the loop sleeps for timeout ms (-1: until something comes): the
+ * backend hears the number of ready units from each call's report, so
+ * when it changed otherwise (units retired, the pool refilled after a
+ * burst) and the loop is idle, tell it, at most every FC_POOL_EVERY s.
+ * Returns the timeout to sleep. */
+#define FC_POOL_EVERY 0.1
+static int tell_pool(int timeout)
+{
+	struct dsec_pk p;
+	double now, wait;
+	int ms;
+
+	if (timeout == 0 || count_ready() == z.sent_ready)
+		return timeout;
+	now = dsec_now();
+	if ((wait = z.sent_at + FC_POOL_EVERY - now) > 0) {
+		ms = (int)(wait * 1000) + 1;
+		return timeout < 0 || ms < timeout ? ms : timeout;
+	}
+	dsec_pk_init(&p);
+	msgpack_pack_map(&p.pk, 2);
+	dsec_pk_kv_str(&p, "t", "pool");
+	dsec_pk_kv_u64(&p, "ready", count_ready());
+	send_backend(&p);
+	z.sent_ready = count_ready();
+	z.sent_at = now;
+	return timeout;
 }
 
 static int get_slot(void)
@@ -1232,6 +1265,7 @@ int main(int argc, char **argv)
 	dsec_pk_kv_str(&p, "t", "ready");
 	dsec_pk_kv_u64(&p, "pool", cfg.pool);
 	send_backend(&p);
+	z.sent_at = dsec_now();
 
 	for (;;) {
 		struct epoll_event evs[64];
@@ -1244,8 +1278,8 @@ int main(int argc, char **argv)
 		for (struct pending *q = z.pq; q; q = q->next)
 			want++;
 		n = epoll_wait(z.ep, evs, DSEC_ARRAY_LEN(evs),
-			       count_ready() < want && z.nunits < cfg.max_units ?
-			       (z.spawn_backoff ? 100 : 0) : retire_idle());
+			       tell_pool(count_ready() < want && z.nunits < cfg.max_units ?
+					 (z.spawn_backoff ? 100 : 0) : retire_idle()));
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		for (int i = 0; i < n; i++) {

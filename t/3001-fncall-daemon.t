@@ -8,7 +8,7 @@ need_cmd dsecd
 need_cmd helper-req
 [ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
 
-plan 17
+plan 18
 
 if ! start_dsecd; then
 	echo "Bail out! dsecd did not start"
@@ -55,6 +55,10 @@ burst=$(units)
 sleep 12
 after=$(units)
 ok $(( burst > after && after <= before ? 0 : 1 )) "units added by a burst retire when idle ($before, $burst, $after)"
+# ... and info's pool_ready says so (it counted the burst's units for good).
+pool() { helper-req "$DSEC_HOST" info | grep -o "\"pool_$1\":[0-9]*" | cut -d: -f2; }
+for _ in $(seq 100); do [ "$(pool ready)" = "$(pool target)" ] && break; sleep 0.2; done
+is "$(pool ready)" "$(pool target)" "pool_ready returns to pool_target after the burst"
 
 # A sandbox keeps its files, not its processes.
 id=$(dsec-run --keep -c 'echo kept > /work/f' 2>&1 >/dev/null | head -1)
