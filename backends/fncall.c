@@ -223,6 +223,7 @@ struct fc_be {
 	double *uid_free;		/* per uid of the range: 0 free, INFINITY taken,
 					 * else free from that dsec_now() on */
 	uint32_t uid_lo;		/* no uid below this one is free */
+	bool shutting;			/* the daemon is stopping (shutdown op) */
 	bool stopping;			/* fini started */
 };
 
@@ -1023,7 +1024,7 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	double timeout;
 	uint32_t uid;
 
-	if (be->stopping)
+	if (be->stopping || be->shutting)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "fncall is stopping");
 	if (!req->argv == !req->code || (req->argv && !req->argv[0]))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
@@ -1292,7 +1293,7 @@ static int fc_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	struct fc_sb *sb;
 	int rc;
 
-	if (be->stopping)
+	if (be->stopping || be->shutting)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "fncall is stopping");
 	if ((rc = spec_check(rt, spec, err)) < 0)
 		return rc;
@@ -1553,6 +1554,25 @@ static int fc_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_er
 }
 
 /* ---- init, fini, stats ------------------------------------------------- */
+
+/* The daemon is stopping: every call ends now with shutting_down (its
+ * unit is killed; fini kills the zygotes soon after anyway), new ones are
+ * refused.  One-shot calls have no sandbox that dsecd's shutdown destroys,
+ * so without this they ran on to their timeout while dsecd waited. */
+static void fc_shutdown(void *vbe)
+{
+	struct fc_be *be = vbe;
+
+	be->shutting = true;
+	while (be->calls) {
+		struct fc_call *c = be->calls;
+
+		send_kill(c);
+		dsec_err_setc(&c->err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
+			      "fncall is shutting down: the call was cut off");
+		call_finish(c, -ESHUTDOWN);	/* unlinks c */
+	}
+}
 
 static void fc_stats(void *vbe, struct dsec_be_stats *out)
 {
@@ -1833,4 +1853,5 @@ const struct dsec_be_ops dsec_backend = {
 	.stats = fc_stats,
 	.call = fc_call,
 	.file = fc_file,
+	.shutdown = fc_shutdown,
 };
