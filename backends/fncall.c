@@ -274,7 +274,8 @@ static int conf_load(struct fc_be *be, struct dsec_err *err)
  * are per tenant.  The lowest free one is taken: the zygotes' /etc/passwd
  * lists the range in order, and a lookup reads it up to the entry.  A uid
  * whose processes may still be dying (a call that was cut off before its
- * unit reported its end) is not reused for FC_UID_COOL seconds. */static int uid_take(struct fc_be *be, uint32_t *uid, struct dsec_err *err)
+ * unit reported its end) is not reused for FC_UID_COOL seconds. */
+static int uid_take(struct fc_be *be, uint32_t *uid, struct dsec_err *err)
 {
 	double now = 0;
 
@@ -364,6 +365,23 @@ static void call_close(struct fc_call *c)
 	c->out_fd = c->err_fd = -1;
 }
 
+static void out_free(struct fc_out *o);
+
+/* Drops the job id still queued for rt's zygote. */
+static void rt_unqueue(struct fc_rt *rt, uint64_t id)
+{
+	for (struct fc_out **pp = &rt->out; *pp; pp = &(*pp)->next) {
+		struct fc_out *o = *pp;
+
+		if (o->job != id)
+			continue;
+		if (!(*pp = o->next))
+			rt->out_tail = pp;
+		out_free(o);
+		return;
+	}
+}
+
 /* Decide the result; done is called from the reaper. */
 static void call_finish(struct fc_call *c, int rc)
 {
@@ -386,9 +404,12 @@ static void call_finish(struct fc_call *c, int rc)
 	be->running--;
 	c->rt->inflight--;
 	be->ncalls++;
+	/* A uid rests when processes of the call may still be dying. */
+	if (!c->sent)
+		rt_unqueue(c->rt, c->id);	/* nothing of it ever ran */
 	if (!c->sb)
-		uid_put(be, c->uid, c->ended ? 0 : FC_UID_COOL);
-	else if (!c->ended)
+		uid_put(be, c->uid, c->ended || !c->sent ? 0 : FC_UID_COOL);
+	else if (c->sent && !c->ended)
 		c->sb->uid_cool = dsec_now() + FC_UID_COOL;
 	list_add(&be->reap, c);
 	ev_idle_start(be->host->loop, &be->idle);
@@ -431,11 +452,13 @@ static void err_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static bool rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds, uint64_t job);
 
+/* Kills c's unit.  A job still queued for a zygote is not sent at all
+ * (call_finish drops it). */
 static void send_kill(struct fc_call *c)
 {
 	struct dsec_pk p;
 
-	if (c->killed || c->rt->sock < 0)
+	if (c->killed || c->rt->sock < 0 || !c->sent)
 		return;
 	c->killed = true;
 	dsec_pk_init(&p);
@@ -456,6 +479,15 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			be_drain(c->out_fd, c->cap, &c->res->out, &c->res->out_truncated);
 		if (c->err_fd >= 0)
 			be_drain(c->err_fd, c->cap, &c->res->err, &c->res->err_truncated);
+		call_finish(c, 0);
+		return;
+	}
+	if (!c->sent) {
+		/* Its zygote never got it (down, or its socket full): it timed
+		 * out before it started, as a job waiting in the zygote does. */
+		c->res->timed_out = true;
+		c->res->exit_code = -1;
+		c->res->signal = SIGKILL;
 		call_finish(c, 0);
 		return;
 	}
