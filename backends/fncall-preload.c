@@ -498,9 +498,15 @@ __attribute__((constructor)) static void fncall_unit(int argc, char **argv, char
 	u.last_pid = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
 	u.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	/* The unit's own network and IPC namespaces, made here, while it
-	 * warms up at idle priority, not when a call comes. */
+	 * warms up, not when a call comes; at normal priority, though: making
+	 * them takes global kernel locks (the RTNL among them), which an
+	 * idle-priority task on a busy CPU could hold for a long time. */
+	struct sched_param sp = { 0 };
+
+	sched_setscheduler(0, SCHED_OTHER, &sp);
 	if (be_callns_fresh(&u.ns, CLONE_NEWNET | CLONE_NEWIPC, "/work") < 0)
 		_exit(UNIT_BROKEN);
+	sched_setscheduler(0, SCHED_IDLE, &sp);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* What every call starts with, set once here for all the children:
 	 * no supplementary groups, no core files, default signal actions (the
