@@ -9,11 +9,7 @@
 # user namespace.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecd
-need_cmd python3
-[ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
+need_fncall
 
 # Each probe prints NAME=ERRNO (0: the call succeeded).  ioctls go to
 # /dev/null, which is no terminal and no XFS file: the kernel says ENOTTY

@@ -10,11 +10,7 @@
 # goes through the same pool.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecd
-need_cmd python3
-[ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
+need_fncall
 
 plan 16
 

@@ -7,11 +7,7 @@
 # files.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecd
-need_cmd python3
-[ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
+need_fncall
 max=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null)
 [ -n "$max" ] || skip_all "no fs.inotify.max_user_instances"
 

@@ -6,12 +6,7 @@
 # client-side "unavailable".
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecd
-need_cmd helper-req
-need_cmd python3
-[ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
+need_fncall
 
 plan 12
 

@@ -5,11 +5,7 @@
 # exits without waiting out its shutdown grace or resetting clients.
 . "$(dirname "$0")/lib.sh"
 
-need_root
-need_cmd dsec-run
-need_cmd dsecd
-need_cmd helper-req
-[ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
+need_fncall
 
 container=1
 [ -e "$TOP/backends/container.so" ] && [ -x "$TOP/backends/container-init" ] || container=
