@@ -6,8 +6,11 @@
  * descriptors as SCM_RIGHTS.  Keys are short strings.
  *
  * backend -> zygote
- *   {t:"job", id, fds:[names], memory, cpus, pids, nofile, disk,
+ *   {t:"job", id, uid, fds:[names], memory, cpus, pids, nofile, disk,
  *    argv:[..] | code:"..", env:["K=V"..], cwd:"/path"}
+ *      uid: the uid, also the gid, the job runs as: its tenant's (a
+ *      sandbox's or the one-shot call's), from the zygote's --uid-base
+ *      range; a unit refuses a job without one.
  *      fds names, in the order of the passed descriptors: "in" (stdin, a
  *      sealed memfd; absent = /dev/null), "out", "err" (pipe write ends),
  *      "tree" (an open_tree() clone of the sandbox scratch, attached at

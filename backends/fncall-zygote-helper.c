@@ -12,12 +12,12 @@
  * and execs the runtime's shell with fncall-preload.so preloaded, which
  * moves into network and IPC namespaces of the unit's own (be_callns.h),
  * waits until the zygote has put it into its per-call cgroup ("go") and
- * then serves calls one at a time: for each it forks a
- * child that blocks on the unit socket for a job, sets it up (pipes,
- * sandbox scratch, limits, the tenant's unprivileged uid) and runs it, and
- * when that child ends pid 1 kills whatever else is left in the namespace,
- * reports the wait status and renews the unit (see fncall-preload.c),
- * with fresh network and IPC namespaces if the call left anything there.  The
+ * then serves calls one at a time: for each it forks a child that blocks
+ * on the unit socket for a job, sets it up (pipes, sandbox scratch,
+ * limits, the tenant's unprivileged uid) and runs it, and when that child
+ * ends pid 1 kills whatever else is left in the namespace, reports the
+ * wait status and renews the unit (see fncall-preload.c), with fresh
+ * network and IPC namespaces if the call left anything there.  The
  * critical path of a call is therefore: the job arrives here and is
  * forwarded (with its descriptors) to the unit ready longest, whose child
  * runs it; no process outlives its call.  A timeout is a SIGKILL to pid 1,
@@ -716,9 +716,9 @@ static void spawn_unit(void)
 		close(sv[1]);
 	} else {
 		/* The unit makes its network and IPC namespaces itself (in
-		 * fncall-preload.so, at idle priority): a network namespace
-		 * costs about half a millisecond to create, which must not hold
-		 * up this loop, and more to tear down (cleanup_net, RCU). */
+		 * fncall-preload.so, as it warms up): a network namespace costs
+		 * about half a millisecond to create, which must not hold up
+		 * this loop, and more to tear down (cleanup_net, RCU). */
 		pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
 
 		if (pid == 0) {
