@@ -12,12 +12,12 @@ plan 12
 
 # zygotes RUNTIME: this daemon's zygotes of RUNTIME (its children).
 zygotes() { pgrep -P "$DSECD_PID" -f "fncall-zygote --runtime $1 " | sort; }
-# wait_new RUNTIME OLD...: until RUNTIME has as many zygotes as before, none of OLD (10 s).
+# wait_new RUNTIME OLD...: until RUNTIME has as many zygotes as before, none of OLD (30 s).
 wait_new() {
 	local rt=$1 i now pat=
 	shift
 	for i in "$@"; do pat="$pat -e $i"; done
-	for i in $(seq 100); do
+	for i in $(seq 300); do
 		now=$(zygotes "$rt")
 		[ "$(echo "$now" | grep -c .)" = "$#" ] && ! echo "$now" | grep -qx -F $pat && return 0
 		sleep 0.1
@@ -45,7 +45,8 @@ old=$(zygotes sh)
 is "$(echo "$old" | grep -c .)" 1 "one sh zygote, found by its command line"
 dsec-run --timeout 30 -c 'sleep 8101' >"$T/cut.out" 2>&1 &
 cut=$!
-for i in $(seq 50); do pgrep -f 'sleep 810[1]' >/dev/null && break; sleep 0.1; done
+# (the sandbox's sleep, not dsec-run's command line)
+for i in $(seq 100); do pgrep -f '^sleep 8101' >/dev/null && break; sleep 0.1; done
 kill -KILL $old
 gone $old
 dr -c 'echo after'
