@@ -143,6 +143,9 @@ backends/%-preload.so: build/backends/%-preload.o build/backends/be_io.o build/b
 	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(LDFLAGS) \
 		-l:libmsgpackc.a $(PC_LIBS)
 
+# fncall's units make and check their network and IPC namespaces.
+backends/fncall-preload.so: build/backends/be_callns.o build/backends/be_net.o
+
 build/backends/be_netpol.o: CFLAGS += $(NET_CFLAGS)
 backends/container.so: BE_LIBS = $(NET_LIBS)
 

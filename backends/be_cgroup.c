@@ -532,23 +532,44 @@ bool be_cg_populated(struct be_cg *cg)
 	return each_proc(cg->dirfd[0], NULL) > 0;
 }
 
-int be_cg_oom_kills(struct be_cg *cg, uint64_t *out)
+int be_cg_oom_open(const struct be_cg *cg)
 {
 	bool v2 = cg->mode == BE_CG_V2;
 	int mem = v2 ? (cg->n ? cg->dirfd[0] : -1) : hier(cg, "memory");
-	char buf[1024];
-	const char *p;
-	int rc;
+	int fd;
 
-	*out = 0;
 	if (cg->mode == BE_CG_NONE || mem < 0)
 		return -ENOENT;
-	if ((rc = read_at(mem, v2 ? "memory.events" : "memory.oom_control", buf, sizeof(buf))) < 0)
-		return rc;
+	fd = openat(mem, v2 ? "memory.events" : "memory.oom_control", O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+int be_cg_oom_read(int fd, uint64_t *out)
+{
+	char buf[1024];
+	const char *p;
+	ssize_t n;
+
+	*out = 0;
+	if ((n = pread(fd, buf, sizeof(buf) - 1, 0)) < 0)
+		return -errno;
+	buf[n] = '\0';
 	for (p = buf; (p = strstr(p, "oom_kill ")); p++)
 		if (p == buf || p[-1] == '\n')
 			return sscanf(p, "oom_kill %" SCNu64, out) == 1 ? 0 : -EINVAL;
 	return -ENOENT;		/* a kernel older than 4.13 does not count */
+}
+
+int be_cg_oom_kills(struct be_cg *cg, uint64_t *out)
+{
+	int fd = be_cg_oom_open(cg), rc;
+
+	*out = 0;
+	if (fd < 0)
+		return fd;
+	rc = be_cg_oom_read(fd, out);
+	close(fd);
+	return rc;
 }
 
 static void thaw_tree_in(int dirfd, void *arg)

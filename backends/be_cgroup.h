@@ -88,6 +88,11 @@ int be_cg_open_procs(const struct be_cg *cg, int fds[BE_CG_MAXH]);
  * (memory.events on v2, memory.oom_control on v1).  -ENOENT when the host
  * does not count them. */
 int be_cg_oom_kills(struct be_cg *cg, uint64_t *out);
+/* The same in two steps, for a caller that reads it often: the file it
+ * reads, opened (close-on-exec; -ENOENT as above, or -errno), and the
+ * count in it now. */
+int be_cg_oom_open(const struct be_cg *cg);
+int be_cg_oom_read(int fd, uint64_t *out);
 /* Kill every process in the group and its descendants with SIGKILL and wait
  * up to ~2 s for them to be gone: cgroup.kill on v2, freezer + kill on v1.
  * Works on frozen groups too (v1: the whole freezer subtree is thawed

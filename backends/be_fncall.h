@@ -6,8 +6,11 @@
  * descriptors as SCM_RIGHTS.  Keys are short strings.
  *
  * backend -> zygote
- *   {t:"job", id, fds:[names], memory, cpus, pids, nofile, disk,
+ *   {t:"job", id, uid, fds:[names], memory, cpus, pids, nofile, disk,
  *    argv:[..] | code:"..", env:["K=V"..], cwd:"/path"}
+ *      uid: the uid, also the gid, the job runs as: its tenant's (a
+ *      sandbox's or the one-shot call's), from the zygote's --uid-base
+ *      range; a unit refuses a job without one.
  *      fds names, in the order of the passed descriptors: "in" (stdin, a
  *      sealed memfd; absent = /dev/null), "out", "err" (pipe write ends),
  *      "tree" (an open_tree() clone of the sandbox scratch, attached at
@@ -17,9 +20,15 @@
  *   {t:"kill", id}              SIGKILL the job's unit (its pid namespace)
  * zygote -> backend
  *   {t:"ready", pool}           set up; sent once
- *   {t:"done", id, status, ready}   the job's main process ended: raw wait
- *                                   status; ready = warm units left
+ *   {t:"done", id, status, ready[, oom]}   the job's main process ended:
+ *                                   raw wait status; ready = warm units
+ *                                   left; oom true when the memory
+ *                                   cgroup's OOM killer killed a process
+ *                                   of the job
  *   {t:"done", id, errno, msg, ready}  it could not be started
+ *   {t:"pool", ready}           the number of warm units changed without a
+ *                               call ending (units retired, the pool
+ *                               refilled); sent when the zygote is idle
  * zygote -> unit: {t:"go"} once placed in its cgroup, then jobs as sent by
  *   the backend, one at a time: the next only after the unit's "st".
  * unit -> zygote, per job: {t:"err", errno, msg} (its child cannot start

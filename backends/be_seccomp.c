@@ -10,9 +10,37 @@
 #include "be_seccomp.h"
 #include "util.h"
 
-#define XFS_IOC_SWAPEXT_NR 0xc0c0586dUL	/* _IOWR('X', 109, struct xfs_swapext) */
+/* _IOWR('X', 109, struct xfs_swapext): the struct is 192 bytes on 64-bit
+ * architectures (xfs/xfs_fs.h of xfslibs-dev: sizeof 192, 0xc0c0586d). */
+#define XFS_IOC_SWAPEXT_NR 0xc0c0586dUL
 #define AF_VSOCK_NR 40
+/* The kernel reads an int or unsigned int argument from the low 32 bits of
+ * its register; the filter sees all 64. */
+#define LOW32 0xffffffffUL
 
+/* ioctl(fd, request) with request's low 32 bits equal to nr: EPERM. */
+static int deny_ioctl(scmp_filter_ctx ctx, unsigned long nr)
+{
+	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+				SCMP_A1(SCMP_CMP_MASKED_EQ, LOW32, nr));
+}
+
+int be_seccomp_deny_flags(scmp_filter_ctx ctx, int nr, const unsigned long *flags, size_t n)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, flags[i] & LOW32, flags[i] & LOW32));
+	return rc < 0 ? rc : 0;
+}
+
+/* Every rule that tests an argument the kernel reads as a 32-bit int
+ * (socket's and socketpair's family, ioctl's request) compares only its
+ * low 32 bits: a 64-bit comparison is passed by setting the upper ones.
+ * clone's flags (the kernel takes their low 32 bits) are tested with masks
+ * inside the low 32 bits, and personality's GT on all 64 can only refuse
+ * more than the kernel would accept. */
 int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 		     const unsigned long *ns_flags, size_t nns)
 {
@@ -24,21 +52,21 @@ int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 		if (nr != __NR_SCMP_ERROR)
 			rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
 	}
-	for (size_t i = 0; i < nns; i++)
-		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	rc |= be_seccomp_deny_flags(ctx, SCMP_SYS(clone), ns_flags, nns);
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	/* libseccomp cannot also except the 0xffffffff query: it fails too. */
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
 			       SCMP_A0(SCMP_CMP_GT, 0x20008));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, TIOCSTI));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, TIOCLINUX));
-	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-			       SCMP_A1(SCMP_CMP_EQ, XFS_IOC_SWAPEXT_NR));
+	rc |= deny_ioctl(ctx, TIOCSTI);
+	rc |= deny_ioctl(ctx, TIOCLINUX);
+	rc |= deny_ioctl(ctx, XFS_IOC_SWAPEXT_NR);
+	/* vsock is not namespaced; socketpair() is refused as well, so that
+	 * no path that makes a socket takes the family (io_uring, which can
+	 * make sockets too, is denied whole by every backend). */
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-			       SCMP_A0(SCMP_CMP_EQ, AF_VSOCK_NR));
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, AF_VSOCK_NR));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
+			       SCMP_A0(SCMP_CMP_MASKED_EQ, LOW32, AF_VSOCK_NR));
 	return rc < 0 ? rc : 0;
 }
 

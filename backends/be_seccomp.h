@@ -13,10 +13,18 @@
  * back to clone); EPERM for personality() other than PER_LINUX with
  * UNAME26/ADDR_NO_RANDOMIZE, for the TIOCSTI and TIOCLINUX ioctls (typing
  * into a terminal) and for XFS_IOC_SWAPEXT (swapping file extents, seen to
- * corrupt XFS in production); EAFNOSUPPORT for AF_VSOCK sockets (vsock is
- * not namespaced: it reaches the hypervisor's host).  0 or -errno. */
+ * corrupt XFS in production); EAFNOSUPPORT for AF_VSOCK socket() and
+ * socketpair() (vsock is not namespaced: it reaches the hypervisor's
+ * host).  Arguments the kernel reads as 32-bit ints (family, request) are
+ * compared on their low 32 bits only, so setting the upper ones passes
+ * nothing.  0 or -errno. */
 int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 		     const unsigned long *ns_flags, size_t nns);
+
+/* Adds EPERM for system call nr (clone, unshare: flags in its first
+ * argument, of which the kernel reads the low 32 bits) when its first
+ * argument has every bit of any one of flags[0..n-1].  0 or -errno. */
+int be_seccomp_deny_flags(scmp_filter_ctx ctx, int nr, const unsigned long *flags, size_t n);
 
 /* A create's seccomp_deny: checks that each name is a system call this
  * libseccomp knows on this machine's architecture and joins them with ','

@@ -54,6 +54,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "be_callns.h"
 #include "be_fncall.h"
 #include "be_io.h"
 #include "be_relayout.h"
@@ -70,8 +71,8 @@
 
 /* The unit, as pid 1 set it up; read-only in the children. */
 static struct {
-	uid_t uid;		/* unprivileged uid of calls */
-	gid_t gid;		/* and gid */
+	uid_t uid_base;		/* first uid (= gid) of the tenants' range */
+	unsigned uids;		/* how many; each job names its own */
 	uint64_t nofile;	/* default RLIMIT_NOFILE */
 	uint64_t scratch;	/* default size of /tmp */
 	uint64_t memory;	/* default RLIMIT_AS, 0 = none (cgroups do it) */
@@ -83,7 +84,8 @@ static struct {
 	struct statfs tmp_fs;	/* and its counters */
 	int last_pid;		/* /proc/sys/kernel/ns_last_pid, -1 if absent */
 	int null_fd;		/* /dev/null, stdin of calls that have none */
-} u = { .last_pid = -1, .null_fd = -1 };
+	struct be_callns ns;	/* the unit's network and IPC namespaces */
+} u = { .last_pid = -1, .null_fd = -1, .ns = BE_CALLNS_INIT };
 
 /* A job as the child reads it. */
 struct job {
@@ -92,6 +94,7 @@ struct job {
 	const msgpack_object *m;	/* map holding argv/code/env/cwd */
 	int fd_in, fd_out, fd_err, fd_tree;	/* received descriptors or -1 */
 	uint64_t nofile, disk, memory;	/* limits, 0 = default */
+	uint64_t uid;			/* uid and gid of the call (its tenant's) */
 };
 
 static void unit_send(const char *t, int64_t status, int errnum, const char *msg)
@@ -156,6 +159,9 @@ static void parse_job(struct job *j, const void *buf, size_t len, const int *fds
 	dsec_get_u64(j->msg.root, "nofile", &j->nofile, NULL);
 	dsec_get_u64(j->msg.root, "disk", &j->disk, NULL);
 	dsec_get_u64(j->msg.root, "memory", &j->memory, NULL);
+	if (dsec_get_u64(j->msg.root, "uid", &j->uid, NULL) < 0 || j->uid < u.uid_base ||
+	    j->uid - u.uid_base >= u.uids)
+		job_fail(EINVAL, "bad job: no uid of the tenants' range");
 	j->m = j->msg.root;
 	if (fd_body >= 0) {
 		struct stat st;
@@ -213,28 +219,29 @@ static int exec_path(char **argv, char **envp)
 	return -saved;
 }
 
-/* Whether st is a regular file the call's credentials may execute. */
-static bool runnable(const struct stat *st)
+/* Whether st is a regular file that uid (and the same gid) may execute. */
+static bool runnable(const struct stat *st, uid_t uid)
 {
 	if (!S_ISREG(st->st_mode))
 		return false;
-	if (st->st_uid == u.uid)
+	if (st->st_uid == uid)
 		return st->st_mode & S_IXUSR;
-	if (st->st_gid == u.gid)
+	if (st->st_gid == uid)
 		return st->st_mode & S_IXGRP;
 	return st->st_mode & S_IXOTH;
 }
 
-/* Would exec_path(argv, envp) execute this very program?  *name gets the
- * base name of the path it would use (the process name exec would set). */
-static bool is_self(char **argv, char **envp, char *name, size_t len)
+/* Would exec_path(argv, envp) execute this very program for uid?  *name
+ * gets the base name of the path it would use (the process name exec
+ * would set). */
+static bool is_self(char **argv, char **envp, uid_t uid, char *name, size_t len)
 {
 	struct stat st;
 	const char *found = NULL, *slash;
 	char full[PATH_MAX];
 
 	if (strchr(argv[0], '/')) {
-		if (stat(argv[0], &st) == 0 && runnable(&st))
+		if (stat(argv[0], &st) == 0 && runnable(&st, uid))
 			found = argv[0];
 	} else {
 		for (const char *p = env_path(envp); ; ) {
@@ -243,7 +250,7 @@ static bool is_self(char **argv, char **envp, char *name, size_t len)
 
 			if (snprintf(full, sizeof(full), "%.*s%s%s", (int)n, p, n ? "/" : "",
 				     argv[0]) < (int)sizeof(full) &&
-			    stat(full, &st) == 0 && runnable(&st)) {
+			    stat(full, &st) == 0 && runnable(&st, uid)) {
 				found = full;
 				break;
 			}
@@ -300,7 +307,7 @@ static void child_main(void)
 
 		memcpy(name, b ? b + 1 : u.exe, strnlen(b ? b + 1 : u.exe, sizeof(name) - 1));
 	} else {
-		self = is_self(argv, envp, name, sizeof(name));
+		self = is_self(argv, envp, (uid_t)j.uid, name, sizeof(name));
 	}
 	self = self && be_area_relayout(&u.a, argv, envp);
 
@@ -331,8 +338,8 @@ static void child_main(void)
 	}
 	/* No supplementary groups, RLIMIT_CORE 0, default signal actions and
 	 * an empty mask: pid 1's, inherited. */
-	if (setresgid(u.gid, u.gid, u.gid) < 0 ||
-	    setresuid(u.uid, u.uid, u.uid) < 0)
+	if (setresgid((gid_t)j.uid, (gid_t)j.uid, (gid_t)j.uid) < 0 ||
+	    setresuid((uid_t)j.uid, (uid_t)j.uid, (uid_t)j.uid) < 0)
 		job_fail(errno, "cannot drop privileges: %s", strerror(errno));
 	if (chdir(cwd) < 0)
 		job_fail(errno, "cannot change directory to '%s': %s", cwd, strerror(errno));
@@ -379,17 +386,20 @@ static int fresh_tmp(void)
 	return 0;
 }
 
-/* After a call: detach what it had at /work, renew /tmp, restart pids at
- * 2.  Everything else of the call died with its processes. */
+/* After a call: detach what it had at /work, renew /tmp, replace the
+ * network or IPC namespace if the call left something in it, restart pids
+ * at 2.  Everything else of the call died with its processes. */
 static int renew(void)
 {
-	int rc;
+	int rc, used;
 
 	while (umount2("/work", MNT_DETACH) == 0)
 		;
 	if (errno != EINVAL)
 		return -errno;
 	if ((rc = fresh_tmp()) < 0)
+		return rc;
+	if ((used = be_callns_used(&u.ns)) && (rc = be_callns_fresh(&u.ns, used, "/work")) < 0)
 		return rc;
 	if (u.last_pid >= 0 && pwrite(u.last_pid, "1", 1, 0) != 1)
 		return -errno;
@@ -449,7 +459,7 @@ static void unit_loop(void)
 }
 
 /* The job's fields the zygote gives pid 1 in DSEC_FNCALL_UNIT:
- * "uid gid nofile scratch memory exe". */
+ * "uid_base uids nofile scratch memory exe". */
 static bool parse_unit(const char *s)
 {
 	unsigned long long v[5];
@@ -458,8 +468,8 @@ static bool parse_unit(const char *s)
 	if (sscanf(s, "%llu %llu %llu %llu %llu %n", &v[0], &v[1], &v[2], &v[3], &v[4], &off) < 5 ||
 	    !off || s[off] != '/')
 		return false;
-	u.uid = (uid_t)v[0];
-	u.gid = (gid_t)v[1];
+	u.uid_base = (uid_t)v[0];
+	u.uids = (unsigned)v[1];
 	u.nofile = v[2];
 	u.scratch = v[3];
 	u.memory = v[4];
@@ -487,6 +497,16 @@ __attribute__((constructor)) static void fncall_unit(int argc, char **argv, char
 		_exit(UNIT_BROKEN);
 	u.last_pid = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
 	u.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	/* The unit's own network and IPC namespaces, made here, while it
+	 * warms up, not when a call comes; at normal priority, though: making
+	 * them takes global kernel locks (the RTNL among them), which an
+	 * idle-priority task on a busy CPU could hold for a long time. */
+	struct sched_param sp = { 0 };
+
+	sched_setscheduler(0, SCHED_OTHER, &sp);
+	if (be_callns_fresh(&u.ns, CLONE_NEWNET | CLONE_NEWIPC, "/work") < 0)
+		_exit(UNIT_BROKEN);
+	sched_setscheduler(0, SCHED_IDLE, &sp);
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	/* What every call starts with, set once here for all the children:
 	 * no supplementary groups, no core files, default signal actions (the

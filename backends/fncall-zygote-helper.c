@@ -7,15 +7,17 @@
  * seccomp filter, loaded here with no_new_privs and inherited by every unit
  * (see build_seccomp).  Then it keeps `pool` units ready.
  *
- * A unit is pid 1 of new pid and mount namespaces, cloned from here (net,
- * ipc and uts are the zygote's); it mounts its own /proc and a private
- * tmpfs on /tmp and execs the runtime's shell with fncall-preload.so
- * preloaded, which waits until the zygote has put it into its per-call
- * cgroup ("go") and then serves calls one at a time: for each it forks a
- * child that blocks on the unit socket for a job, sets it up (pipes,
- * sandbox scratch, limits, unprivileged uid) and runs it, and when that
- * child ends pid 1 kills whatever else is left in the namespace, reports
- * the wait status and renews the unit (see fncall-preload.c).  The
+ * A unit is pid 1 of new pid and mount namespaces, cloned from here (uts
+ * is the zygote's); it mounts its own /proc and a private tmpfs on /tmp
+ * and execs the runtime's shell with fncall-preload.so preloaded, which
+ * moves into network and IPC namespaces of the unit's own (be_callns.h),
+ * waits until the zygote has put it into its per-call cgroup ("go") and
+ * then serves calls one at a time: for each it forks a child that blocks
+ * on the unit socket for a job, sets it up (pipes, sandbox scratch,
+ * limits, the tenant's unprivileged uid) and runs it, and when that child
+ * ends pid 1 kills whatever else is left in the namespace, reports the
+ * wait status and renews the unit (see fncall-preload.c), with fresh
+ * network and IPC namespaces if the call left anything there.  The
  * critical path of a call is therefore: the job arrives here and is
  * forwarded (with its descriptors) to the unit ready longest, whose child
  * runs it; no process outlives its call.  A timeout is a SIGKILL to pid 1,
@@ -86,13 +88,13 @@ static struct {
 	const char *cgdesc;	/* be_cg_export() description */
 	unsigned pool;		/* warm units to keep */
 	unsigned max_units;	/* units alive at most */
-	uid_t uid;		/* unprivileged uid of calls */
-	gid_t gid;		/* and gid */
+	uid_t uid_base;		/* first uid (= gid) of the tenants' range */
+	unsigned uids;		/* how many: each job names its own */
 	uint64_t scratch;	/* bytes of the per-unit /tmp */
 	uint64_t nofile;	/* RLIMIT_NOFILE of calls */
 	struct be_cg_limits lim;	/* default per-call cgroup limits */
 } cfg = {
-	.kind = "c", .pool = 4, .max_units = 260, .uid = 65534, .gid = 65534,
+	.kind = "c", .pool = 4, .max_units = 260, .uid_base = 2000000000, .uids = 1,
 	.scratch = 64 << 20, .nofile = 256,
 	.lim = { .memory = 256 << 20, .cpus = 1, .pids = 64 },
 };
@@ -224,6 +226,7 @@ static void build_root(const char *py_src, size_t py_len, const char *pl_src, si
 						 "/etc/services" };
 	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/full",
 					    "/dev/random", "/dev/urandom" };
+	struct dsec_buf b;
 	char buf[1024];
 	int n;
 
@@ -238,17 +241,21 @@ static void build_root(const char *py_src, size_t py_len, const char *pl_src, si
 		bind_ro(etc_dirs[i], false);
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_files); i++)
 		copy_in(etc_files[i]);
-	n = snprintf(buf, sizeof(buf),
-		     "root:x:0:0:root:/root:/bin/sh\n"
-		     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
-	if (cfg.uid != 0 && cfg.uid != 65534)
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:%u:sandbox:/tmp:/bin/sh\n",
-			      (unsigned)cfg.uid, (unsigned)cfg.gid);
-	put_file(NEWROOT "/etc/passwd", buf, (size_t)n, 0644);
-	n = snprintf(buf, sizeof(buf), "root:x:0:\nnogroup:x:65534:\n");
-	if (cfg.gid != 0 && cfg.gid != 65534)
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "sandbox:x:%u:\n", (unsigned)cfg.gid);
-	put_file(NEWROOT "/etc/group", buf, (size_t)n, 0644);
+	/* Every uid of the tenants' range is "sandbox", lowest first (the
+	 * backend hands out the lowest free one, so a lookup stops early). */
+	dsec_buf_init(&b);
+	dsec_buf_addf(&b, "root:x:0:0:root:/root:/bin/sh\n"
+		      "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+	for (unsigned i = 0; i < cfg.uids; i++)
+		dsec_buf_addf(&b, "sandbox:x:%u:%u:sandbox:/tmp:/bin/sh\n", cfg.uid_base + i,
+			      cfg.uid_base + i);
+	put_file(NEWROOT "/etc/passwd", b.data, b.len, 0644);
+	b.len = 0;
+	dsec_buf_addf(&b, "root:x:0:\nnogroup:x:65534:\n");
+	for (unsigned i = 0; i < cfg.uids; i++)
+		dsec_buf_addf(&b, "sandbox:x:%u:\n", cfg.uid_base + i);
+	put_file(NEWROOT "/etc/group", b.data, b.len, 0644);
+	dsec_buf_free(&b);
 	n = snprintf(buf, sizeof(buf), "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost\n");
 	put_file(NEWROOT "/etc/hosts", buf, (size_t)n, 0644);
 	put_file(NEWROOT "/etc/hostname", "sandbox\n", 8, 0644);
@@ -304,12 +311,14 @@ static void setup_namespaces(void)
  * The filter is loaded once, in the zygote, and inherited by every unit:
  * loading it per call JIT-compiles it per call, which on this kind of VM
  * cost more than the exec itself.  So it must allow what the zygote and
- * a unit's pid 1 still do after set-up: mount (/proc, /tmp), open_tree and
- * move_mount (a sandbox's /work), clone with CLONE_NEWPID|CLONE_NEWNS.  A
- * call runs as an unprivileged uid with no capabilities and no_new_privs,
- * so those calls fail with EPERM for it anyway; what the filter keeps from
- * it is new user namespaces (the way to capabilities) and the syscalls that
- * only widen the kernel's attack surface. */
+ * a unit's pid 1 still do after set-up: mount (/proc, /tmp, mqueue),
+ * open_tree and move_mount (a sandbox's /work), clone with
+ * CLONE_NEWPID|CLONE_NEWNS, unshare with CLONE_NEWNET|CLONE_NEWIPC (a
+ * unit's own network and IPC namespaces, see be_callns.h).  A call runs as
+ * an unprivileged uid with no capabilities and no_new_privs, so those
+ * calls fail with EPERM for it anyway; what the filter keeps from it is new
+ * user namespaces (the way to capabilities) and the syscalls that only
+ * widen the kernel's attack surface. */
 static void build_seccomp(void)
 {
 	static const char *const deny[] = {
@@ -317,7 +326,7 @@ static void build_seccomp(void)
 		"bpf", "perf_event_open", "keyctl", "add_key", "request_key", "ptrace",
 		"process_vm_readv", "process_vm_writev", "userfaultfd", "open_by_handle_at",
 		"name_to_handle_at", "init_module", "finit_module", "delete_module", "reboot",
-		"swapon", "swapoff", "setns", "unshare", "acct", "quotactl", "quotactl_fd",
+		"swapon", "swapoff", "setns", "acct", "quotactl", "quotactl_fd",
 		"sethostname", "setdomainname", "settimeofday", "clock_settime",
 		"clock_adjtime", "adjtimex", "iopl", "ioperm", "syslog", "vhangup",
 		"lookup_dcookie", "fanotify_init", "fsopen",
@@ -330,6 +339,13 @@ static void build_seccomp(void)
 		CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWCGROUP,
 		0x00000080 /* CLONE_NEWTIME */,
 	};
+	/* unshare: everything but CLONE_NEWNET and CLONE_NEWIPC, which a
+	 * unit's pid 1 uses (the flags that are no namespace are harmless
+	 * and need no privilege). */
+	static const unsigned long unshare_flags[] = {
+		CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWCGROUP,
+		0x00000080 /* CLONE_NEWTIME */,
+	};
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	char path[] = "/fncall-seccomp";
 	struct stat st;
@@ -338,6 +354,9 @@ static void build_seccomp(void)
 	if (!ctx)
 		die("cannot initialise seccomp");
 	rc = be_seccomp_rules(ctx, deny, DSEC_ARRAY_LEN(deny), ns_flags, DSEC_ARRAY_LEN(ns_flags));
+	if (!rc)
+		rc = be_seccomp_deny_flags(ctx, SCMP_SYS(unshare), unshare_flags,
+					   DSEC_ARRAY_LEN(unshare_flags));
 	if (rc)
 		die("cannot build the seccomp filter: %s", strerror(-rc));
 	if ((fd = memfd_create(path + 1, MFD_CLOEXEC)) < 0)
@@ -376,8 +395,8 @@ static void unit_exec_args(void)
 	unit_envp[n++] = (char *)"LD_PRELOAD=/.dsec/" FC_PRELOAD;
 	/* Resolve every symbol once in pid 1, not again in every child. */
 	unit_envp[n++] = (char *)"LD_BIND_NOW=1";
-	unit_envp[n++] = xasprintf("DSEC_FNCALL_UNIT=%u %u %llu %llu %llu %s", (unsigned)cfg.uid,
-				   (unsigned)cfg.gid, (unsigned long long)cfg.nofile,
+	unit_envp[n++] = xasprintf("DSEC_FNCALL_UNIT=%u %u %llu %llu %llu %s", (unsigned)cfg.uid_base,
+				   cfg.uids, (unsigned long long)cfg.nofile,
 				   (unsigned long long)cfg.scratch,
 				   !strcmp(cfg.cgdesc, "none") ? (unsigned long long)cfg.lim.memory : 0ULL,
 				   cfg.exe);
@@ -431,6 +450,8 @@ enum ustate {
 struct slot {
 	struct be_cg *cg;		/* per-call group "u<N>", NULL without cgroups */
 	struct be_cg_limits cur;	/* limits written to it */
+	int oomfd;			/* its OOM kill count (be_cg_oom_open), or -1 */
+	uint64_t oom;			/* that count when last read */
 	bool used;			/* taken by a live unit */
 };
 
@@ -477,6 +498,8 @@ static struct {
 	bool thello;			/* template said hello */
 	bool spawn_backoff;		/* the last clone failed: refill slowly */
 	uint64_t seq;			/* counts units becoming ready */
+	unsigned sent_ready;		/* nready as the backend last heard it */
+	double sent_at;			/* dsec_now() then */
 } z = { .sock = FC_FD_SOCK, .tsock = -1 };
 
 #define EV_SOCK 1
@@ -508,17 +531,34 @@ static unsigned count_ready(void)
 	return z.nready;
 }
 
+/* Whether the memory cgroup's OOM killer killed a process in slot i since
+ * the last look (a unit's placement, its last call's report). */
+static bool slot_oom(int i)
+{
+	struct slot *s = &z.slots[i];
+	uint64_t n;
+
+	if (s->oomfd < 0 || be_cg_oom_read(s->oomfd, &n) < 0 || n == s->oom)
+		return false;
+	s->oom = n;
+	return true;
+}
+
 static void report(struct unit *u, uint64_t id, int status, int errnum, const char *msg)
 {
 	struct dsec_pk p;
+	bool oom = false;
 
 	if (u) {
 		if (u->reported)
 			return;
 		u->reported = true;
+		oom = slot_oom(u->slot);
 	}
 	dsec_pk_init(&p);
-	msgpack_pack_map(&p.pk, msg ? 5 : 4);
+	msgpack_pack_map(&p.pk, (msg ? 5 : 4) + oom);
+	if (oom)
+		dsec_pk_kv_bool(&p, "oom", true);
 	dsec_pk_kv_str(&p, "t", "done");
 	dsec_pk_kv_u64(&p, "id", id);
 	if (msg) {
@@ -529,6 +569,37 @@ static void report(struct unit *u, uint64_t id, int status, int errnum, const ch
 	}
 	dsec_pk_kv_u64(&p, "ready", count_ready());
 	send_backend(&p);
+	z.sent_ready = count_ready();
+	z.sent_at = dsec_now();
+}
+
+/* Before the loop sleeps for timeout ms (-1: until something comes): the
+ * backend hears the number of ready units from each call's report, so
+ * when it changed otherwise (units retired, the pool refilled after a
+ * burst) and the loop is idle, tell it, at most every FC_POOL_EVERY s.
+ * Returns the timeout to sleep. */
+#define FC_POOL_EVERY 0.1
+static int tell_pool(int timeout)
+{
+	struct dsec_pk p;
+	double now, wait;
+	int ms;
+
+	if (timeout == 0 || count_ready() == z.sent_ready)
+		return timeout;
+	now = dsec_now();
+	if ((wait = z.sent_at + FC_POOL_EVERY - now) > 0) {
+		ms = (int)(wait * 1000) + 1;
+		return timeout < 0 || ms < timeout ? ms : timeout;
+	}
+	dsec_pk_init(&p);
+	msgpack_pack_map(&p.pk, 2);
+	dsec_pk_kv_str(&p, "t", "pool");
+	dsec_pk_kv_u64(&p, "ready", count_ready());
+	send_backend(&p);
+	z.sent_ready = count_ready();
+	z.sent_at = now;
+	return timeout;
 }
 
 static int get_slot(void)
@@ -543,6 +614,7 @@ static int get_slot(void)
 	if (i == z.nslots) {
 		z.slots = xrealloc(z.slots, sizeof(*z.slots) * (size_t)(z.nslots + 1));
 		memset(&z.slots[i], 0, sizeof(z.slots[i]));
+		z.slots[i].oomfd = -1;
 		z.nslots++;
 		if (z.cg->mode != BE_CG_NONE) {
 			snprintf(name, sizeof(name), "u%d", i);
@@ -551,6 +623,7 @@ static int get_slot(void)
 			if (be_cg_set_limits(z.slots[i].cg, &cfg.lim) < 0)
 				warnx_("cannot set limits on cgroup '%s'", z.slots[i].cg->path);
 			z.slots[i].cur = cfg.lim;
+			z.slots[i].oomfd = be_cg_oom_open(z.slots[i].cg);
 		}
 	}
 	z.slots[i].used = true;
@@ -596,6 +669,7 @@ static void unit_place(struct unit *u)
 	if (s->cg && (s->cur.memory != cfg.lim.memory || s->cur.pids != cfg.lim.pids ||
 		      s->cur.cpus != cfg.lim.cpus))
 		slot_limits(u->slot, NULL);
+	slot_oom(u->slot);	/* what the unit's start cost is no call's */
 	send_small(u->sock, "go");
 	u->st = U_READY;
 	u->idle_since = ++z.seq;
@@ -641,9 +715,10 @@ static void spawn_unit(void)
 		dsec_pk_free(&p);
 		close(sv[1]);
 	} else {
-		/* Net, ipc and uts namespaces are the zygote's, shared by its units:
-		 * a network namespace per call costs milliseconds of kernel time
-		 * to create and more to tear down (cleanup_net, RCU). */
+		/* The unit makes its network and IPC namespaces itself (in
+		 * fncall-preload.so, as it warms up): a network namespace costs
+		 * about half a millisecond to create, which must not hold up
+		 * this loop, and more to tear down (cleanup_net, RCU). */
 		pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
 
 		if (pid == 0) {
@@ -1023,12 +1098,12 @@ static void start_template(void)
 {
 	int sv[2];
 	pid_t pid;
-	char uid[16], gid[16], scratch[32], nofile[32], memory[32];
+	char uid[16], uids[16], scratch[32], nofile[32], memory[32];
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		die("cannot make the template socket: %s", strerror(errno));
-	snprintf(uid, sizeof(uid), "%u", (unsigned)cfg.uid);
-	snprintf(gid, sizeof(gid), "%u", (unsigned)cfg.gid);
+	snprintf(uid, sizeof(uid), "%u", (unsigned)cfg.uid_base);
+	snprintf(uids, sizeof(uids), "%u", cfg.uids);
 	snprintf(scratch, sizeof(scratch), "%llu", (unsigned long long)cfg.scratch);
 	snprintf(nofile, sizeof(nofile), "%llu", (unsigned long long)cfg.nofile);
 	snprintf(memory, sizeof(memory), "%llu",
@@ -1039,8 +1114,8 @@ static void start_template(void)
 	if (pid == 0) {
 		sigset_t none;
 		char *const argv[] = { (char *)cfg.exe, (char *)"-I", (char *)"-S",
-				       (char *)"/.dsec/" FC_PY_ZYGOTE, (char *)"--uid", uid,
-				       (char *)"--gid", gid, (char *)"--scratch", scratch,
+				       (char *)"/.dsec/" FC_PY_ZYGOTE, (char *)"--uid_base", uid,
+				       (char *)"--uids", uids, (char *)"--scratch", scratch,
 				       (char *)"--nofile", nofile, (char *)"--memory", memory,
 				       NULL };
 		char *const envp[] = { (char *)"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -1079,7 +1154,7 @@ static void start_template(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fncall-zygote --runtime NAME --kind c|py --exe PATH --cg DESC "
-		"[--py FILE] [--preload FILE] [--pool N] [--max-units N] [--uid U] [--gid G] [--scratch BYTES] "
+		"[--py FILE] [--preload FILE] [--pool N] [--max-units N] [--uid-base U] [--uids N] [--scratch BYTES] "
 		"[--nofile N] [--memory BYTES] [--cpus N] [--pids N]\n"
 		"Started by the fncall backend of dsecd; not meant to be run by hand.\n");
 	exit(2);
@@ -1091,7 +1166,7 @@ static void parse_args(int argc, char **argv)
 		{ "runtime", 1, NULL, 'r' }, { "kind", 1, NULL, 'k' }, { "exe", 1, NULL, 'e' },
 		{ "py", 1, NULL, 'y' }, { "preload", 1, NULL, 'l' }, { "cg", 1, NULL, 'c' },
 		{ "pool", 1, NULL, 'p' },
-		{ "max-units", 1, NULL, 'M' }, { "uid", 1, NULL, 'u' }, { "gid", 1, NULL, 'g' },
+		{ "max-units", 1, NULL, 'M' }, { "uid-base", 1, NULL, 'u' }, { "uids", 1, NULL, 'g' },
 		{ "scratch", 1, NULL, 's' }, { "nofile", 1, NULL, 'n' },
 		{ "memory", 1, NULL, 'm' }, { "cpus", 1, NULL, 'C' }, { "pids", 1, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
@@ -1108,8 +1183,8 @@ static void parse_args(int argc, char **argv)
 		case 'c': cfg.cgdesc = xstrdup(optarg); break;
 		case 'p': cfg.pool = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'M': cfg.max_units = (unsigned)strtoul(optarg, NULL, 10); break;
-		case 'u': cfg.uid = (uid_t)strtoul(optarg, NULL, 10); break;
-		case 'g': cfg.gid = (gid_t)strtoul(optarg, NULL, 10); break;
+		case 'u': cfg.uid_base = (uid_t)strtoul(optarg, NULL, 10); break;
+		case 'g': cfg.uids = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 's': cfg.scratch = strtoull(optarg, NULL, 10); break;
 		case 'n': cfg.nofile = strtoull(optarg, NULL, 10); break;
 		case 'm': cfg.lim.memory = strtoull(optarg, NULL, 10); break;
@@ -1190,6 +1265,7 @@ int main(int argc, char **argv)
 	dsec_pk_kv_str(&p, "t", "ready");
 	dsec_pk_kv_u64(&p, "pool", cfg.pool);
 	send_backend(&p);
+	z.sent_at = dsec_now();
 
 	for (;;) {
 		struct epoll_event evs[64];
@@ -1202,8 +1278,8 @@ int main(int argc, char **argv)
 		for (struct pending *q = z.pq; q; q = q->next)
 			want++;
 		n = epoll_wait(z.ep, evs, DSEC_ARRAY_LEN(evs),
-			       count_ready() < want && z.nunits < cfg.max_units ?
-			       (z.spawn_backoff ? 100 : 0) : retire_idle());
+			       tell_pool(count_ready() < want && z.nunits < cfg.max_units ?
+					 (z.spawn_backoff ? 100 : 0) : retire_idle()));
 		if (n < 0 && errno != EINTR)
 			die("epoll_wait: %s", strerror(errno));
 		for (int i = 0; i < n; i++) {

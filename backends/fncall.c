@@ -2,9 +2,10 @@
  *
  * One zygote per runtime (backends/fncall-zygote, started here with fork +
  * exec and nothing else in between, since the daemon has threads) keeps
- * pool_size units ready, each already inside its own pid and mount
- * namespaces (net, ipc and uts are the zygote's), under the zygote's
- * seccomp filter, and in its per-call cgroup (see fncall-zygote-helper.c).
+ * pool_size units ready, each already inside its own pid, mount, network
+ * and IPC namespaces (uts is the zygote's), under the zygote's seccomp
+ * filter, and in its per-call cgroup (see fncall-zygote-helper.c).  Every
+ * sandbox and every one-shot call runs as a uid of its own (see uid_take).
  * A call on the loop is: make the stdout/stderr pipes (and a sealed memfd
  * for stdin), send the job and the descriptors over the runtime's
  * SOCK_SEQPACKET socket, watch the pipes with ev_io and a timeout with
@@ -24,6 +25,7 @@
 #include <ev.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
@@ -66,6 +68,10 @@
 
 /* Zygotes per runtime when fncall.zygotes is 0 (auto). */
 #define FC_AUTO_ZYGOTES 8
+/* Largest fncall.uids (the zygotes' /etc/passwd lists every one), and the
+ * seconds a uid rests after a call that was cut off (see uid_take). */
+#define FC_UIDS_MAX 65536
+#define FC_UID_COOL 10.0
 
 struct fc_conf {
 	char *runtimes;		/* "sh,python3" */
@@ -75,8 +81,8 @@ struct fc_conf {
 	uint64_t pids;		/* tasks per call */
 	uint64_t nofile;	/* RLIMIT_NOFILE per call */
 	uint64_t scratch;	/* bytes of /tmp per call and of a sandbox scratch */
-	uint64_t uid;		/* uid calls run as */
-	uint64_t gid;		/* gid calls run as */
+	uint64_t uid_base;	/* first uid (and gid) of the tenants' range */
+	uint64_t uids;		/* how many: one per sandbox and per one-shot call */
 	uint64_t max_running;	/* calls in flight before "capacity" */
 	double timeout;		/* seconds when a request gives none */
 	uint64_t zygotes;	/* zygotes per runtime, each pinned to a CPU; 0 = auto */
@@ -92,8 +98,8 @@ static const struct be_conf_key conf_table[] = {
 	{ "pids", BE_K_COUNT, F(pids), "64" },
 	{ "nofile", BE_K_COUNT, F(nofile), "256" },
 	{ "scratch", BE_K_SIZE, F(scratch), "64M" },
-	{ "uid", BE_K_COUNT, F(uid), "65534" },
-	{ "gid", BE_K_COUNT, F(gid), "65534" },
+	{ "uid_base", BE_K_COUNT, F(uid_base), "2000000000" },
+	{ "uids", BE_K_COUNT, F(uids), "8192" },
 	{ "max_running", BE_K_COUNT, F(max_running), "256" },
 	{ "timeout", BE_K_SECS, F(timeout), "300" },
 	{ "zygotes", BE_K_COUNT, F(zygotes), "0" },
@@ -122,6 +128,7 @@ struct fc_out {
 	size_t len;		/* length */
 	int fds[FC_MAX_FDS];	/* descriptors to pass (owned) */
 	int nfds;		/* how many */
+	uint64_t job;		/* id of the job it carries, 0 for other messages */
 	struct fc_out *next;	/* FIFO */
 };
 
@@ -137,6 +144,9 @@ struct fc_rt {
 	ev_child cw;			/* zygote exit */
 	ev_timer respawn;		/* backoff before restarting it */
 	double backoff;			/* current backoff */
+	bool up;			/* its "ready" came since it was started */
+	bool failing;			/* it died (or could not start) before saying
+					 * ready: calls fail at once until one does */
 	struct fc_out *out, **out_tail;	/* queued datagrams */
 	uint32_t ready;			/* warm units, as last reported */
 	uint32_t inflight;		/* calls running on this zygote */
@@ -150,6 +160,7 @@ struct fc_call {
 	struct fc_rt *rt;		/* runtime it runs on */
 	struct fc_sb *sb;		/* sandbox, NULL for call() */
 	uint64_t id;			/* job id */
+	uint32_t uid;			/* uid and gid it runs as */
 	struct dsec_exec_res *res;	/* caller's result */
 	dsec_be_done_fn done;		/* caller's callback */
 	void *arg;			/* its argument */
@@ -158,7 +169,10 @@ struct fc_call {
 	ev_io out_w, err_w;		/* their watchers */
 	ev_timer timer;			/* timeout, then kill/EOF grace */
 	uint64_t t0;			/* start, ns */
+	bool sent;			/* its job is in the zygote's socket (not queued) */
 	bool exited;			/* zygote reported the status */
+	bool ended;			/* zygote reported the end (status or error):
+					 * no process of the call is left */
 	bool killed;			/* kill sent (timeout or cancel) */
 	bool finished;			/* result decided, waiting to be reaped */
 	int rc;				/* result for done */
@@ -177,6 +191,8 @@ struct fc_sb {
 	char **env;			/* "K=V" from create */
 	char *cwd;			/* default cwd inside, NULL = /work */
 	struct dsec_be_limits lim;	/* limits from create */
+	uint32_t uid;			/* uid and gid of its calls and files (a tenant's own) */
+	double uid_cool;		/* dsec_now() before which its uid may not be reused */
 	struct fc_call *calls;		/* execs in flight */
 	unsigned nops;			/* file operations in flight */
 	bool destroying;		/* destroy() called */
@@ -204,6 +220,10 @@ struct fc_be {
 	uint32_t nsbs;			/* sandboxes */
 	uint64_t ncalls;		/* completed */
 	struct be_tasks tasks;		/* work on dsecd's pool */
+	double *uid_free;		/* per uid of the range: 0 free, INFINITY taken,
+					 * else free from that dsec_now() on */
+	uint32_t uid_lo;		/* no uid below this one is free */
+	bool shutting;			/* the daemon is stopping (shutdown op) */
 	bool stopping;			/* fini started */
 };
 
@@ -237,7 +257,54 @@ static int conf_load(struct fc_be *be, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "fncall limits out of range (pool_size <= 1024, max_running >= 1, "
 				     "pids >= 2, nofile >= 16, memory >= 4M, scratch >= 4k)");
+	if (be->conf.uid_base < 100000 || be->conf.uids < 1 || be->conf.uids > FC_UIDS_MAX ||
+	    be->conf.uid_base + be->conf.uids > UINT32_MAX - 1)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "fncall.uid_base %" PRIu64 " must be at least 100000 and "
+				     "fncall.uids %" PRIu64 " 1 to %u, within 32-bit ids",
+				     be->conf.uid_base, be->conf.uids, FC_UIDS_MAX);
 	return 0;
+}
+
+/* ---- the tenants' uids ---------------------------------------------------- */
+
+/* Every sandbox and every one-shot call runs as a uid (and gid) of its own
+ * from uid_base on, so that the kernel's per-user limits (inotify
+ * instances and watches, RLIMIT_NPROC, pipe buffers, message queue bytes)
+ * are per tenant.  The lowest free one is taken: the zygotes' /etc/passwd
+ * lists the range in order, and a lookup reads it up to the entry.  A uid
+ * whose processes may still be dying (a call that was cut off before its
+ * unit reported its end) is not reused for FC_UID_COOL seconds. */
+static int uid_take(struct fc_be *be, uint32_t *uid, struct dsec_err *err)
+{
+	double now = 0;
+
+	for (uint32_t i = be->uid_lo; i < be->conf.uids; i++) {
+		if (be->uid_free[i] == INFINITY)
+			continue;
+		if (be->uid_free[i] > 0 && be->uid_free[i] > (now ? now : (now = dsec_now())))
+			continue;
+		be->uid_free[i] = INFINITY;
+		while (be->uid_lo < be->conf.uids && be->uid_free[be->uid_lo] == INFINITY)
+			be->uid_lo++;
+		*uid = (uint32_t)(be->conf.uid_base + i);
+		return 0;
+	}
+	return dsec_err_setc(err, DSEC_E_CAPACITY, EBUSY,
+			     "fncall has no free uid: %" PRIu64 " sandboxes and calls (fncall.uids)",
+			     be->conf.uids);
+}
+
+/* Gives uid back, reusable from dsec_now() + cool on. */
+static void uid_put(struct fc_be *be, uint32_t uid, double cool)
+{
+	uint32_t i = uid - (uint32_t)be->conf.uid_base;
+
+	if (!be->uid_free || i >= be->conf.uids || be->uid_free[i] != INFINITY)
+		return;
+	be->uid_free[i] = cool > 0 ? dsec_now() + cool : 0;
+	if (i < be->uid_lo)
+		be->uid_lo = i;
 }
 
 /* ---- the reaper: done callbacks run here, never inside an operation ---- */
@@ -298,6 +365,23 @@ static void call_close(struct fc_call *c)
 	c->out_fd = c->err_fd = -1;
 }
 
+static void out_free(struct fc_out *o);
+
+/* Drops the job id still queued for rt's zygote. */
+static void rt_unqueue(struct fc_rt *rt, uint64_t id)
+{
+	for (struct fc_out **pp = &rt->out; *pp; pp = &(*pp)->next) {
+		struct fc_out *o = *pp;
+
+		if (o->job != id)
+			continue;
+		if (!(*pp = o->next))
+			rt->out_tail = pp;
+		out_free(o);
+		return;
+	}
+}
+
 /* Decide the result; done is called from the reaper. */
 static void call_finish(struct fc_call *c, int rc)
 {
@@ -320,6 +404,13 @@ static void call_finish(struct fc_call *c, int rc)
 	be->running--;
 	c->rt->inflight--;
 	be->ncalls++;
+	/* A uid rests when processes of the call may still be dying. */
+	if (!c->sent)
+		rt_unqueue(c->rt, c->id);	/* nothing of it ever ran */
+	if (!c->sb)
+		uid_put(be, c->uid, c->ended || !c->sent ? 0 : FC_UID_COOL);
+	else if (c->sent && !c->ended)
+		c->sb->uid_cool = dsec_now() + FC_UID_COOL;
 	list_add(&be->reap, c);
 	ev_idle_start(be->host->loop, &be->idle);
 }
@@ -359,20 +450,22 @@ static void err_cb(struct ev_loop *loop, ev_io *w, int revents)
 	pipe_step(loop, c, w, &c->err_fd, &c->res->err, &c->res->err_truncated);
 }
 
-static void rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds);
+static bool rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds, uint64_t job);
 
+/* Kills c's unit.  A job still queued for a zygote is not sent at all
+ * (call_finish drops it). */
 static void send_kill(struct fc_call *c)
 {
 	struct dsec_pk p;
 
-	if (c->killed || c->rt->sock < 0)
+	if (c->killed || c->rt->sock < 0 || !c->sent)
 		return;
 	c->killed = true;
 	dsec_pk_init(&p);
 	msgpack_pack_map(&p.pk, 2);
 	dsec_pk_kv_str(&p, "t", "kill");
 	dsec_pk_kv_u64(&p, "id", c->id);
-	rt_send(c->rt, &p, NULL, 0);
+	rt_send(c->rt, &p, NULL, 0, 0);
 }
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -386,6 +479,15 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			be_drain(c->out_fd, c->cap, &c->res->out, &c->res->out_truncated);
 		if (c->err_fd >= 0)
 			be_drain(c->err_fd, c->cap, &c->res->err, &c->res->err_truncated);
+		call_finish(c, 0);
+		return;
+	}
+	if (!c->sent) {
+		/* Its zygote never got it (down, or its socket full): it timed
+		 * out before it started, as a job waiting in the zygote does. */
+		c->res->timed_out = true;
+		c->res->exit_code = -1;
+		c->res->signal = SIGKILL;
 		call_finish(c, 0);
 		return;
 	}
@@ -413,6 +515,7 @@ static void call_report(struct fc_be *be, const msgpack_object *m)
 		;
 	if (!c)
 		return;
+	c->ended = true;
 	if ((o = dsec_map_get(m, "errno"))) {
 		_cleanup_free_ char *msg = NULL;
 		int e = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int)o->via.u64 : EIO;
@@ -426,6 +529,8 @@ static void call_report(struct fc_be *be, const msgpack_object *m)
 	if ((o = dsec_map_get(m, "status")) && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
 		st = o->via.u64;
 	c->exited = true;
+	c->res->oom_killed = (o = dsec_map_get(m, "oom")) && o->type == MSGPACK_OBJECT_BOOLEAN &&
+			     o->via.boolean;
 	if (WIFSIGNALED((int)st)) {
 		c->res->exit_code = -1;
 		c->res->signal = WTERMSIG((int)st);
@@ -472,31 +577,35 @@ static void out_free(struct fc_out *o)
 	free(o);
 }
 
-/* Send a datagram, or queue it when the socket is full.  Takes ownership
- * of p's bytes and of fds (closed once sent). */
-static void rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds)
+/* Send a datagram, or queue it when the socket is full or the zygote is
+ * down (the next one gets it).  Takes ownership of p's bytes and of fds
+ * (closed once sent).  job: the id of the job it carries, or 0.  True when
+ * it went into the socket. */
+static bool rt_send(struct fc_rt *rt, struct dsec_pk *p, int *fds, int nfds, uint64_t job)
 {
 	struct fc_out *o;
 	int rc = -EAGAIN;
 
 	if (!rt->out && rt->sock >= 0)
 		rc = send_dgram(rt->sock, p->sb.data, p->sb.size, fds, nfds);
-	if (rc == 0 || (rc != -EAGAIN && rc != -ENOBUFS)) {
-		/* Sent, or the socket is broken (the read side will notice and
-		 * fail the calls). */
+	if (rc == 0) {
 		for (int i = 0; i < nfds; i++)
 			close(fds[i]);
 		dsec_pk_free(p);
-		return;
+		return true;
 	}
+	/* Full, or the zygote is gone (the read side notices and restarts
+	 * it): what it never got waits for the next one. */
 	o = xcalloc(1, sizeof(*o));
 	o->data = dsec_pk_detach(p, &o->len);
 	memcpy(o->fds, fds, sizeof(int) * (size_t)nfds);
 	o->nfds = nfds;
+	o->job = job;
 	*rt->out_tail = o;
 	rt->out_tail = &o->next;
-	if (rt->sock >= 0)
+	if (rt->sock >= 0 && (rc == -EAGAIN || rc == -ENOBUFS))
 		ev_io_start(rt->be->host->loop, &rt->ww);
+	return false;
 }
 
 static void rt_write_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -509,11 +618,30 @@ static void rt_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 		if (rc == -EAGAIN || rc == -ENOBUFS)
 			return;
+		if (rc < 0)
+			break;	/* gone: kept for the next zygote */
+		for (struct fc_call *c = rt->be->calls; o->job && c; c = c->next)
+			if (c->id == o->job) {
+				c->sent = true;
+				break;
+			}
 		if (!(rt->out = o->next))
 			rt->out_tail = &rt->out;
 		out_free(o);
 	}
 	ev_io_stop(loop, w);
+}
+
+/* Drops every datagram queued for rt. */
+static void rt_drop_out(struct fc_rt *rt)
+{
+	while (rt->out) {
+		struct fc_out *o = rt->out;
+
+		rt->out = o->next;
+		out_free(o);
+	}
+	rt->out_tail = &rt->out;
 }
 
 /* Reports the zygote sent, as many as are queued (up to FC_RECV_BATCH)
@@ -563,8 +691,11 @@ static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			rt->ready = (uint32_t)ready;
 		if (t && !strcmp(t, "done"))
 			call_report(rt->be, m.root);
-		else if (t && !strcmp(t, "ready"))
+		else if (t && !strcmp(t, "ready")) {
 			rt->backoff = 0;
+			rt->up = true;
+			rt->failing = false;
+		}
 		dsec_msg_free(&m);
 		if (rt->sock < 0)
 			return;	/* a report took the runtime down */
@@ -598,7 +729,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 {
 	struct fc_be *be = rt->be;
 	const struct fc_conf *c = &be->conf;
-	char desc[256], a_pool[24], a_max[24], a_uid[24], a_gid[24], a_scr[32], a_nof[24],
+	char desc[256], a_pool[24], a_max[24], a_uid[24], a_uids[24], a_scr[32], a_nof[24],
 	     a_mem[32], a_cpus[32], a_pids[24];
 	_cleanup_free_ char *helper = xasprintf("%s/" FC_HELPER, be->host->helper_dir);
 	_cleanup_free_ char *py = xasprintf("%s/" FC_PY_ZYGOTE, be->host->helper_dir);
@@ -613,8 +744,8 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 		snprintf(desc, sizeof(desc), "none");
 	snprintf(a_pool, sizeof(a_pool), "%" PRIu64, rt_pool(be));
 	snprintf(a_max, sizeof(a_max), "%" PRIu64, c->pool_size + c->max_running + 4);
-	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, c->uid);
-	snprintf(a_gid, sizeof(a_gid), "%" PRIu64, c->gid);
+	snprintf(a_uid, sizeof(a_uid), "%" PRIu64, c->uid_base);
+	snprintf(a_uids, sizeof(a_uids), "%" PRIu64, c->uids);
 	snprintf(a_scr, sizeof(a_scr), "%" PRIu64, c->scratch);
 	snprintf(a_nof, sizeof(a_nof), "%" PRIu64, c->nofile);
 	snprintf(a_mem, sizeof(a_mem), "%" PRIu64, c->memory);
@@ -625,7 +756,7 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 		(char *)rt->desc->kind, (char *)"--exe", (char *)rt->desc->exe, (char *)"--py", py,
 		(char *)"--preload", pl,
 		(char *)"--cg", desc, (char *)"--pool", a_pool, (char *)"--max-units", a_max,
-		(char *)"--uid", a_uid, (char *)"--gid", a_gid, (char *)"--scratch", a_scr,
+		(char *)"--uid-base", a_uid, (char *)"--uids", a_uids, (char *)"--scratch", a_scr,
 		(char *)"--nofile", a_nof, (char *)"--memory", a_mem, (char *)"--cpus", a_cpus,
 		(char *)"--pids", a_pids, NULL,
 	};
@@ -681,11 +812,15 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	close(sv[1]);
 	rt->pid = pid;
 	rt->sock = sv[0];
-	rt->out_tail = &rt->out;
+	rt->up = false;
 	dsec_set_nonblock(rt->sock, true);
 	ev_io_init(&rt->rw, rt_read_cb, rt->sock, EV_READ);
 	ev_io_init(&rt->ww, rt_write_cb, rt->sock, EV_WRITE);
 	ev_io_start(be->host->loop, &rt->rw);
+	/* Jobs that came while it was down go now; it reads them once it
+	 * has set up. */
+	if (rt->out)
+		ev_io_start(be->host->loop, &rt->ww);
 	if (ev_is_default_loop(be->host->loop)) {
 		ev_child_init(&rt->cw, rt_child_cb, pid, 0);
 		ev_child_start(be->host->loop, &rt->cw);
@@ -693,7 +828,8 @@ static int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	return 0;
 }
 
-/* Kill the zygote (its units die with it) and forget everything it had. */
+/* Kill the zygote (its units die with it) and forget everything it had;
+ * what was queued for it (rt->out) stays for the next one. */
 static void rt_kill(struct fc_rt *rt)
 {
 	struct ev_loop *loop = rt->be->host->loop;
@@ -705,13 +841,6 @@ static void rt_kill(struct fc_rt *rt)
 	rt->sock = -1;
 	if (ev_is_active(&rt->cw))
 		ev_child_stop(loop, &rt->cw);
-	while (rt->out) {
-		struct fc_out *o = rt->out;
-
-		rt->out = o->next;
-		out_free(o);
-	}
-	rt->out_tail = &rt->out;
 	if (rt->pid > 0) {
 		kill(rt->pid, SIGKILL);
 		/* On the default loop libev reaps every child; elsewhere we do. */
@@ -728,6 +857,30 @@ static void rt_kill(struct fc_rt *rt)
 	rt->ready = 0;
 }
 
+/* Fails the calls on rt whose job the zygote got (all: also those queued
+ * for it) with backend_error. */
+static void rt_fail_calls(struct fc_rt *rt, bool all, const char *why)
+{
+	for (struct fc_call *c = rt->be->calls, *next; c; c = next) {
+		next = c->next;
+		if (c->rt != rt || (!all && !c->sent))
+			continue;
+		dsec_err_setc(&c->err, DSEC_E_BACKEND, EIO, "fncall runtime '%s' failed: zygote %s",
+			      rt->desc->name, why);
+		call_finish(c, -EIO);
+	}
+}
+
+/* Starts the respawn timer with the next, doubled, backoff. */
+static void rt_backoff(struct fc_rt *rt)
+{
+	rt->backoff = rt->backoff ? rt->backoff * 2 : 0.1;
+	if (rt->backoff > 30)
+		rt->backoff = 30;
+	ev_timer_set(&rt->respawn, rt->backoff, 0);
+	ev_timer_start(rt->be->host->loop, &rt->respawn);
+}
+
 static void respawn_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct fc_rt *rt = dsec_container_of(w, struct fc_rt, respawn);
@@ -735,40 +888,31 @@ static void respawn_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	if (rt_spawn(rt, &err) < 0) {
 		LOG(rt->be, DSEC_LOG_ERROR, "fncall: %s", err.msg);
-		rt->backoff = rt->backoff ? rt->backoff * 2 : 0.1;
-		if (rt->backoff > 30)
-			rt->backoff = 30;
-		ev_timer_set(w, rt->backoff, 0);
-		ev_timer_start(loop, w);
+		rt->failing = true;
+		rt_fail_calls(rt, true, "cannot be restarted");
+		rt_drop_out(rt);
+		rt_backoff(rt);
 	}
 }
 
-/* The zygote is gone: fail its calls, restart it after a backoff. */
+/* The zygote is gone: fail its calls, restart it after a backoff.  Calls
+ * that come meanwhile wait for the new one (see call_start), unless this
+ * one died before it was ready: then they fail until one is. */
 static void rt_down(struct fc_rt *rt, const char *why)
 {
 	struct fc_be *be = rt->be;
-	struct ev_loop *loop = be->host->loop;
-	struct fc_call *c, *next;
 
 	if (rt->sock < 0 && !rt->pid)
 		return;
 	LOG(be, DSEC_LOG_ERROR, "fncall: the '%s' zygote %s; restarting it", rt->desc->name, why);
 	rt_kill(rt);
-	for (c = be->calls; c; c = next) {
-		next = c->next;
-		if (c->rt != rt)
-			continue;
-		dsec_err_setc(&c->err, DSEC_E_BACKEND, EIO, "fncall runtime '%s' failed: zygote %s",
-			      rt->desc->name, why);
-		call_finish(c, -EIO);
-	}
-	if (be->stopping)
-		return;
-	rt->backoff = rt->backoff ? rt->backoff * 2 : 0.1;
-	if (rt->backoff > 30)
-		rt->backoff = 30;
-	ev_timer_set(&rt->respawn, rt->backoff, 0);
-	ev_timer_start(loop, &rt->respawn);
+	rt->failing = !rt->up;
+	/* One that never came up fails what waits for it too. */
+	rt_fail_calls(rt, rt->failing, why);
+	if (rt->failing)
+		rt_drop_out(rt);
+	if (!be->stopping)
+		rt_backoff(rt);
 }
 
 /* Wait (blocking, init only) for the zygote's "ready". */
@@ -804,7 +948,7 @@ static int rt_wait_ready(struct fc_rt *rt, struct dsec_err *err)
 }
 
 /* The zygote of runtime name (NULL: the default runtime) with the fewest
- * calls in flight, preferring live ones, taking turns among equals: one
+ * calls in flight, preferring ones that are up, taking turns among equals: one
  * client calling in a loop then uses every zygote, so a unit renews itself
  * on one CPU while the next call runs on another.  NULL if the runtime is
  * unknown. */
@@ -823,8 +967,8 @@ static struct fc_rt *rt_find(struct fc_be *be, const char *name)
 			 * pass 1 at those before it. */
 			if ((pass == 0) != (k++ % (be->nshards ? be->nshards : 1) >= start))
 				continue;
-			if (!best || (!best->pid && rt->pid) ||
-			    (!best->pid == !rt->pid && rt->inflight < best->inflight))
+			if (!best || (!best->up && rt->up) ||
+			    (best->up == rt->up && rt->inflight < best->inflight))
 				best = rt;
 		}
 		k = 0;
@@ -910,8 +1054,9 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	struct fc_call *c;
 	size_t nenv = 0;
 	double timeout;
+	uint32_t uid;
 
-	if (be->stopping)
+	if (be->stopping || be->shutting)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "fncall is stopping");
 	if (!req->argv == !req->code || (req->argv && !req->argv[0]))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
@@ -919,9 +1064,16 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	if (be->running >= be->conf.max_running)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EBUSY,
 				     "fncall has %u calls running (max_running)", be->running);
-	if (rt->sock < 0)
-		return dsec_err_setc(err, DSEC_E_UNAVAILABLE, EAGAIN,
-				     "fncall runtime '%s' is restarting", rt->desc->name);
+	/* A zygote being restarted gets the job once it is up (rt_send
+	 * queues it); one that keeps failing to start refuses it. */
+	if (rt->failing)
+		return dsec_err_setc(err, DSEC_E_BACKEND, EIO,
+				     "fncall runtime '%s' is down: its zygote fails to start (see the log)",
+				     rt->desc->name);
+	if (sb)
+		uid = sb->uid;
+	else if ((rc = uid_take(be, &uid, err)) < 0)
+		return rc;
 	if (!(timeout = req->timeout) || !(timeout > 0))
 		timeout = be->conf.timeout;
 
@@ -976,6 +1128,7 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	c->rt = rt;
 	c->sb = sb;
 	c->id = ++be->next_id;
+	c->uid = uid;
 
 	dsec_pk_init(&body);
 	msgpack_pack_map(&body.pk, 3);
@@ -994,9 +1147,10 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	}
 	dsec_pk_free(&body);
 	dsec_pk_init(&p);
-	msgpack_pack_map(&p.pk, 8 + (inline_body ? 3 : 0));
+	msgpack_pack_map(&p.pk, 9 + (inline_body ? 3 : 0));
 	dsec_pk_kv_str(&p, "t", "job");
 	dsec_pk_kv_u64(&p, "id", c->id);
+	dsec_pk_kv_u64(&p, "uid", uid);
 	dsec_pk_str(&p, "fds");
 	msgpack_pack_array(&p.pk, (size_t)nfds);
 	for (int i = 0; i < nfds; i++)
@@ -1032,10 +1186,12 @@ static int call_start(struct fc_be *be, struct fc_rt *rt, struct fc_sb *sb,
 	}
 	be->running++;
 	rt->inflight++;
-	rt_send(rt, &p, fds, nfds);	/* takes the child ends */
+	c->sent = rt_send(rt, &p, fds, nfds, c->id);	/* takes the child ends */
 	return 0;
 
 fail:
+	if (!sb)
+		uid_put(be, uid, 0);
 	for (int i = 0; i < nfds; i++)
 		close(fds[i]);
 	for (int i = 0; i < 2; i++) {
@@ -1069,6 +1225,9 @@ struct fc_work {
 
 static void sb_free(struct fc_sb *sb)
 {
+	double left = sb->uid_cool - dsec_now();
+
+	uid_put(sb->be, sb->uid, left > 0 ? left : 0);
 	if (sb->dirfd >= 0)
 		close(sb->dirfd);
 	dsec_strv_free(sb->env);
@@ -1091,8 +1250,8 @@ static void create_work(void *arg)
 				     strerror(errno));
 		return;
 	}
-	snprintf(opt, sizeof(opt), "size=%" PRIu64 ",mode=0755,uid=%" PRIu64 ",gid=%" PRIu64,
-		 sb->lim.disk ? sb->lim.disk : c->scratch, c->uid, c->gid);
+	snprintf(opt, sizeof(opt), "size=%" PRIu64 ",mode=0755,uid=%u,gid=%u",
+		 sb->lim.disk ? sb->lim.disk : c->scratch, sb->uid, sb->uid);
 	if (mount("dsec-fncall", sb->dir, "tmpfs", MS_NOSUID | MS_NODEV, opt) < 0) {
 		w->rc = dsec_err_set(&w->err, errno, "cannot mount the scratch of sandbox '%s': %s",
 				     sb->id, strerror(errno));
@@ -1166,7 +1325,7 @@ static int fc_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	struct fc_sb *sb;
 	int rc;
 
-	if (be->stopping)
+	if (be->stopping || be->shutting)
 		return dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "fncall is stopping");
 	if ((rc = spec_check(rt, spec, err)) < 0)
 		return rc;
@@ -1186,6 +1345,10 @@ static int fc_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	if (spec->cwd && *spec->cwd)
 		sb->cwd = spec->cwd[0] == '/' ? xstrdup(spec->cwd) : xasprintf("/work/%s", spec->cwd);
 	sb->lim = spec->limits;
+	if ((rc = uid_take(be, &sb->uid, err)) < 0) {
+		sb_free(sb);
+		return rc;
+	}
 	w = xcalloc(1, sizeof(*w));
 	w->be = be;
 	w->sb = sb;
@@ -1208,6 +1371,14 @@ static int fc_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
+	/* A sandbox is only its scratch: any zygote of its runtime serves it,
+	 * and while its own is down another live one does. */
+	if (!sb->rt->up) {
+		struct fc_rt *rt = rt_find(sb->be, sb->rt->desc->name);
+
+		if (rt && rt->up)
+			sb->rt = rt;
+	}
 	return call_start(sb->be, sb->rt, sb, NULL, req, res, done, arg, err);
 }
 
@@ -1227,14 +1398,11 @@ static int fc_call(void *vbe, const struct dsec_be_spec *spec, const struct dsec
 /* ---- files ------------------------------------------------------------- */
 
 /* The scratch as be_fs sees it: "/work/x" and "x" name scratch/x, nothing
- * leaves it; what is made belongs to the call uid. */
+ * leaves it; what is made belongs to the sandbox's uid. */
 static void fs_root(const struct fc_work *w, struct be_fs_root *root)
 {
-	const struct fc_conf *c = &w->be->conf;
-
 	*root = (struct be_fs_root){ .fd = w->sb->dirfd, .in_root = false, .prefix = "/work",
-				     .uid = (uint32_t)c->uid, .gid = (uint32_t)c->gid,
-				     .mode_mask = 0777 };
+				     .uid = w->sb->uid, .gid = w->sb->uid, .mode_mask = 0777 };
 }
 
 static void read_work(void *arg)
@@ -1419,6 +1587,25 @@ static int fc_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_er
 
 /* ---- init, fini, stats ------------------------------------------------- */
 
+/* The daemon is stopping: every call ends now with shutting_down (its
+ * unit is killed; fini kills the zygotes soon after anyway), new ones are
+ * refused.  One-shot calls have no sandbox that dsecd's shutdown destroys,
+ * so without this they ran on to their timeout while dsecd waited. */
+static void fc_shutdown(void *vbe)
+{
+	struct fc_be *be = vbe;
+
+	be->shutting = true;
+	while (be->calls) {
+		struct fc_call *c = be->calls;
+
+		send_kill(c);
+		dsec_err_setc(&c->err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
+			      "fncall is shutting down: the call was cut off");
+		call_finish(c, -ESHUTDOWN);	/* unlinks c */
+	}
+}
+
 static void fc_stats(void *vbe, struct dsec_be_stats *out)
 {
 	struct fc_be *be = vbe;
@@ -1441,6 +1628,7 @@ static void rt_free(struct fc_rt *rt)
 
 	ev_timer_stop(loop, &rt->respawn);
 	rt_kill(rt);
+	rt_drop_out(rt);
 	if (rt->cg) {
 		be_cg_remove(rt->cg);
 		be_cg_free(rt->cg);
@@ -1451,6 +1639,7 @@ static void rt_free(struct fc_rt *rt)
 static void fc_free(struct fc_be *be)
 {
 	free(be->conf.runtimes);
+	free(be->uid_free);
 	free(be);
 }
 
@@ -1546,6 +1735,7 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	}
 	if ((rc = conf_load(be, err)) < 0)
 		goto fail;
+	be->uid_free = xcalloc(be->conf.uids, sizeof(*be->uid_free));
 	if (be->conf.zygotes > 256) {
 		rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				   "fncall.zygotes must be 0 (auto) to 256, not %" PRIu64,
@@ -1647,6 +1837,7 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 				rt_free(rt);
 				continue;
 			}
+			rt->up = true;
 			*tail = rt;
 			tail = &rt->next;
 		}
@@ -1672,6 +1863,7 @@ fail:
 		be_cg_free(be->cg);
 	}
 	free(be->conf.runtimes);
+	free(be->uid_free);
 	free(be);
 	return rc;
 }
@@ -1693,4 +1885,5 @@ const struct dsec_be_ops dsec_backend = {
 	.stats = fc_stats,
 	.call = fc_call,
 	.file = fc_file,
+	.shutdown = fc_shutdown,
 };

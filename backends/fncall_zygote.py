@@ -5,28 +5,31 @@
 # Python takes ~20 ms to start, so calls cannot exec it: this process warms
 # up once, then, for every {t:"spawn"} from the helper on fd 3, clones a
 # unit with CLONE_PARENT (so the unit is the helper's child) in new pid and
-# mount namespaces (net, ipc and uts are the helper's) and answers
-# {t:"pid", pid}.  The seccomp filter and no_new_privs are the helper's,
-# inherited through exec.
+# mount namespaces (uts is the helper's) and answers {t:"pid", pid}.  The
+# seccomp filter and no_new_privs are the helper's, inherited through exec.
 #
 # A unit is pid 1 of its namespace: it mounts /proc and a private /tmp,
+# moves into network and IPC namespaces of its own (see be_callns.h),
 # waits for {t:"go"} (the helper has placed it in its cgroup), then serves
 # calls one after the other: for each it forks a child, which waits for the
 # job, drops to the call's uid and runs `code` with exec() in a fresh
 # namespace, or execs argv.  When the child ends pid 1 kills whatever else
 # is left in the namespace, reports the child's wait status as
-# {t:"st", status}, renews /tmp, detaches /work and resets the pid counter,
+# {t:"st", status}, renews /tmp, detaches /work, replaces the network or
+# IPC namespace if the call left something in it, resets the pid counter,
 # and forks the next child.  Messages are those of be_fncall.h.
 import sys
 sys.path.append('/usr/lib/python3/dist-packages')
 
 import builtins
 import ctypes
+import fcntl
 import io
 import os
 import resource
 import signal
 import socket
+import struct
 import traceback
 
 import msgpack
@@ -43,6 +46,9 @@ CLONE_PARENT = 0x00008000
 SIGCHLD = 17
 SYS_clone = {'x86_64': 56, 'aarch64': 220}.get(os.uname().machine, 56)
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 2, 4, 8, 32
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x8914, 0x1, 0x40
+IPC_SHM_INFO, IPC_MSG_INFO, IPC_SEM_INFO = 14, 12, 19
+MQ_EMPTY_SIZE = 40   # "." and "..": see be_callns.c
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 38, 22
 SECCOMP_MODE_FILTER = 2
 MAX_MSG = 64 * 1024
@@ -53,6 +59,7 @@ libc.syscall.restype = ctypes.c_long
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                        ctypes.c_char_p]
 libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+libc.unshare.argtypes = [ctypes.c_int]
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
                        ctypes.c_ulong]
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -61,7 +68,7 @@ pyapi = ctypes.pythonapi
 
 
 def parse_args(argv):
-    cfg = {'uid': 65534, 'gid': 65534, 'scratch': 64 << 20, 'nofile': 256, 'memory': 0}
+    cfg = {'uid_base': 2000000000, 'uids': 1, 'scratch': 64 << 20, 'nofile': 256, 'memory': 0}
     it = iter(argv)
     for a in it:
         if a.startswith('--') and a[2:] in cfg:
@@ -94,9 +101,17 @@ def mount(src, dst, typ, flags, data):
         raise OSError(e, 'cannot mount %s: %s' % (dst.decode(), os.strerror(e)))
 
 
-def run_job(sock, msg, fds):
-    """Pid 2: become the call.  Never returns."""
+NOBODY = 65534   # the uid of the rehearsal (learn_pages), no tenant's
+
+
+def run_job(sock, msg, fds, rehearsal=False):
+    """Pid 2: become the call, as the job's uid (its tenant's).  Never
+    returns."""
     job = msgpack.unpackb(msg, raw=False)
+    uid = job.get('uid')
+    if not (rehearsal and uid == NOBODY) and not (
+            isinstance(uid, int) and 0 <= uid - CFG['uid_base'] < CFG['uids']):
+        fail(sock, 22, "bad job: no uid of the tenants' range")
     names = job.get('fds') or []
     got = dict(zip(names, fds))
     body = job
@@ -140,8 +155,8 @@ def run_job(sock, msg, fds):
             m = job.get('memory') or CFG['memory']
             resource.setrlimit(resource.RLIMIT_AS, (m, m))
         os.setgroups([])
-        os.setresgid(CFG['gid'], CFG['gid'], CFG['gid'])
-        os.setresuid(CFG['uid'], CFG['uid'], CFG['uid'])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
         # The uid change made us non-dumpable (no exec follows to undo it):
         # give the call its own /proc/self back.
         libc.prctl(PR_SET_DUMPABLE, 1, None, 0, 0)
@@ -264,7 +279,7 @@ def learn_pages():
             builtins._dsec_learnt = report
             a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             null = os.open('/dev/null', os.O_WRONLY)
-            job = msgpack.packb({'t': 'job', 'id': 0, 'fds': ['out', 'err'], 'memory': 0,
+            job = msgpack.packb({'t': 'job', 'id': 0, 'uid': NOBODY, 'fds': ['out', 'err'], 'memory': 0,
                                  'cpus': 0, 'pids': 0, 'nofile': 0, 'disk': 0,
                                  'code': "import os\nprint(os.environ.get('X', ''))\n"
                                          "_dsec_learnt()\n",
@@ -273,7 +288,7 @@ def learn_pages():
                                  'cwd': '/tmp'})
             socket.send_fds(b, [job], [null, null])
             msg, fds, _, _ = socket.recv_fds(a, MAX_MSG, 8)
-            run_job(a, msg, fds)   # does not return
+            run_job(a, msg, fds, rehearsal=True)   # does not return
         except BaseException:
             pass
         os._exit(0)
@@ -330,13 +345,82 @@ def fresh_tmp(state):
                     fs.f_blocks, fs.f_bfree, fs.f_files, fs.f_ffree)
 
 
+def lo_up():
+    """Bring up lo in this network namespace (a new one has it down)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack('16sh22x', b'lo', 0))
+        flags = struct.unpack('16sh22x', ifr)[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack('16sh22x', b'lo', flags | IFF_UP | IFF_RUNNING))
+    finally:
+        s.close()
+
+
+class CallNS:
+    """The unit's network and IPC namespaces, as be_callns.c keeps them:
+    made when the unit starts, replaced after a call only when the call
+    left something in them the next call could meet."""
+
+    def __init__(self):
+        self.sockstat = None   # /proc/self/net/sockstat of the network namespace
+        self.mqueue = None     # root of an mqueue fs of the IPC namespace
+
+    def fds(self):
+        return [fd for fd in (self.sockstat, self.mqueue) if fd is not None]
+
+    def fresh(self, flags):
+        flags &= CLONE_NEWNET | CLONE_NEWIPC
+        if flags and libc.unshare(flags) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, 'cannot unshare namespaces: %s' % os.strerror(e))
+        if flags & CLONE_NEWNET:
+            lo_up()
+            if self.sockstat is not None:
+                os.close(self.sockstat)
+            self.sockstat = os.open('/proc/self/net/sockstat', os.O_RDONLY | os.O_CLOEXEC)
+        if flags & CLONE_NEWIPC:
+            mount(b'mqueue', b'/work', b'mqueue', MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+            if self.mqueue is not None:
+                os.close(self.mqueue)
+            self.mqueue = os.open('/work', os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            libc.umount2(b'/work', 2)   # MNT_DETACH: only the fd holds it
+
+    def used(self):
+        flags = 0
+        try:
+            f = os.pread(self.sockstat, 1024, 0).split()
+            # sockets: used N / TCP: inuse N orphan N tw N ... / FRAG: inuse N
+            if f[2] != b'0' or f[9] != b'0' or f[f.index(b'FRAG:') + 2] != b'0':
+                flags |= CLONE_NEWNET
+        except (OSError, TypeError, ValueError, IndexError):
+            flags |= CLONE_NEWNET
+        buf = ctypes.create_string_buffer(128)
+        n = ctypes.c_int.from_buffer(buf)
+        if libc.shmctl(0, IPC_SHM_INFO, buf) < 0 or n.value:   # used_ids
+            flags |= CLONE_NEWIPC
+        elif libc.msgctl(0, IPC_MSG_INFO, buf) < 0 or n.value:   # msgpool
+            flags |= CLONE_NEWIPC
+        elif (libc.semctl(0, 0, IPC_SEM_INFO, buf) < 0 or
+              ctypes.c_int.from_buffer(buf, 28).value):   # semusz
+            flags |= CLONE_NEWIPC
+        elif self.mqueue is None or os.fstat(self.mqueue).st_size != MQ_EMPTY_SIZE:
+            flags |= CLONE_NEWIPC
+        del n
+        return flags
+
+
 def renew(state, last_pid):
-    """After a call: detach /work, renew /tmp, restart pids at 2."""
+    """After a call: detach /work, renew /tmp, replace the network or IPC
+    namespace if the call left something there, restart pids at 2."""
     while libc.umount2(b'/work', 2) == 0:
         pass
     if ctypes.get_errno() != 22:   # EINVAL: nothing mounted there
         raise OSError(ctypes.get_errno(), 'cannot unmount /work')
     fresh_tmp(state)
+    ns = state['ns']
+    used = ns.used()
+    if used:
+        ns.fresh(used)
     if last_pid is not None:
         os.pwrite(last_pid, b'1', 0)
 
@@ -360,6 +444,10 @@ def unit_main(sock):
         st, fs = os.stat('/tmp'), os.statvfs('/tmp')
         state['tmp'] = (st.st_ino, st.st_nlink, st.st_mtime_ns, st.st_ctime_ns,
                         fs.f_blocks, fs.f_bfree, fs.f_files, fs.f_ffree)
+        # The unit's own network and IPC namespaces, made while it warms
+        # up, not when a call comes.
+        state['ns'] = CallNS()
+        state['ns'].fresh(CLONE_NEWNET | CLONE_NEWIPC)
     except OSError as e:
         print('fncall_zygote.py: unit: %s' % e, file=sys.stderr)
         os._exit(1)
@@ -377,8 +465,8 @@ def unit_main(sock):
         while True:
             pid = os.fork()
             if pid == 0:
-                if last_pid is not None:
-                    os.close(last_pid)
+                for fd in state['ns'].fds() + ([] if last_pid is None else [last_pid]):
+                    os.close(fd)
                 populate(ranges)
                 msg, fds, _, _ = socket.recv_fds(sock, MAX_MSG, 8)
                 if not msg:

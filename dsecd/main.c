@@ -56,6 +56,12 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	log_info("signal %d: shutting down (%zu sandboxes, %u operations in flight)", w->signum,
 		 d->nsandboxes, d->ops_inflight);
 	d->shutting_down = true;
+	/* Commands end at once, whichever backend runs them: those of
+	 * sandboxes with their destruction, one-shot calls a backend runs
+	 * without a sandbox of ours through its shutdown. */
+	for (struct dsecd_backend *b = d->backends; b; b = b->next)
+		if (b->ops->shutdown)
+			b->ops->shutdown(b->be);
 	dsecd_sb_foreach(d, destroy_one, NULL);
 	d->shutdown_deadline = ev_now(loop) + d->conf.shutdown_grace;
 	ev_timer_init(&d->shutdown_timer, shutdown_check, 0, 0.01);

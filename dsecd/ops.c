@@ -804,9 +804,24 @@ static void op_create(struct dsecd_req *r)
 	}
 }
 
+/* While the daemon stops, a command that was cut off (its sandbox destroyed
+ * by the shutdown, rc -ECANCELED, or its backend's shutdown) fails with
+ * the same shutting_down on every backend; *e holds it.  Other errors are
+ * returned as they are. */
+static const struct dsec_err *cut_err(struct dsecd *d, int rc, const struct dsec_err *err,
+				      struct dsec_err *e)
+{
+	if (!d->shutting_down || (rc != -ECANCELED && err->code != DSEC_E_SHUTTING_DOWN))
+		return err;
+	dsec_err_setc(e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
+		      "node '%s' is shutting down: the command was cut off", d->conf.node);
+	return e;
+}
+
 static void exec_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
+	struct dsec_err e;
 	struct dsec_pk p;
 
 	r->d->ops_inflight--;
@@ -815,7 +830,7 @@ static void exec_done(void *arg, int rc, const struct dsec_err *err)
 		dsecd_sb_touch(r->d, r->sb);
 	}
 	if (rc < 0)
-		return reply_err(r, err);
+		return reply_err(r, cut_err(r->d, rc, err, &e));
 	dsec_pk_init(&p);
 	pack_exec_res(&p, &r->eres, 0);
 	send_pk(r, &p);
@@ -1380,13 +1395,14 @@ static void op_session_open(struct dsecd_req *r)
 static void session_exec_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
+	struct dsec_err e;
 	struct dsec_pk p;
 
 	r->d->ops_inflight--;
 	r->sb->running--;
 	dsecd_sb_touch(r->d, r->sb);
 	if (rc < 0)
-		return reply_err(r, err);
+		return reply_err(r, cut_err(r->d, rc, err, &e));
 	dsec_pk_init(&p);
 	pack_exec_res(&p, &r->sres.exec, 3);
 	dsec_pk_kv_str(&p, "cwd", r->sres.cwd ? r->sres.cwd : "");
@@ -1899,8 +1915,11 @@ static void xs_done(void *arg, int rc, const struct dsec_err *err)
 	x->exited = true;
 	x->handle = NULL;
 	x->rc = rc;
-	if (rc < 0)
-		x->err = *err;
+	if (rc < 0) {
+		struct dsec_err e;
+
+		x->err = *cut_err(x->d, rc, err, &e);
+	}
 	if (sb->state == SB_DESTROYING) {
 		/* Its sandbox is gone: so is whatever it did not read. */
 		for (int i = 1; i < 3; i++)

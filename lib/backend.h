@@ -413,6 +413,13 @@ struct dsec_be_ops {
 	 * table that ends before this field: DSEC_BE_SPEC_MIN_SIZE.
 	 * (ABI 1, appended) */
 	uint32_t spec_size;
+	/* The daemon is stopping: end every command in flight at once, each
+	 * completing (its done called from the loop, never inside this call)
+	 * with DSEC_E_SHUTTING_DOWN, and refuse new commands and sandboxes
+	 * with it; destroy and fini follow.  Synchronous, cheap, called once.
+	 * Optional: a backend without it has its commands cut when dsecd
+	 * destroys their sandboxes. (ABI 1, appended) */
+	void (*shutdown)(void *be);
 };
 
 /* An ops table and a spec as ABI 1 began, before the fields appended

@@ -30,6 +30,8 @@ static const char *conf[][2] = {
 	{ "fncall.pool_size", "2" },
 	{ "fncall.memory", "128M" },
 	{ "fncall.pids", "32" },
+	{ "fncall.uid_base", "3000000" },
+	{ "fncall.uids", "64" },
 	{ "container.whatever", "ignored" },
 	{ NULL, NULL },
 };
@@ -473,7 +475,7 @@ int main(int argc, char **argv)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	plan(71);
+	plan(74);
 
 	loop = ev_default_loop(0);
 	ev_async_init(&wake, wake_cb);
@@ -655,10 +657,18 @@ int main(int argc, char **argv)
 	}
 
 	/* Isolation. */
-	rc = sh("id -u; id -g; hostname; cat /proc/self/status | grep -E '^(Seccomp|NoNewPrivs):'"
-		" | tr -s '\\t ' ' '", &r);
-	is_str(out(&r), "65534\n65534\nsandbox\nNoNewPrivs: 1\nSeccomp: 2\n",
-	       "uid, gid, hostname, no_new_privs, seccomp");
+	/* Each call has a uid (= gid) of its own from fncall.uid_base on. */
+	rc = sh("echo $(( $(id -u) - 3000000 )) $(( $(id -g) - $(id -u) )); id -un; hostname;"
+		" cat /proc/self/status | grep -E '^(Seccomp|NoNewPrivs):' | tr -s '\\t ' ' '", &r);
+	{
+		int slot = -1, diff = -1;
+
+		sscanf(out(&r), "%d %d", &slot, &diff);
+		ok(slot >= 0 && slot < 64 && diff == 0 &&
+		   strstr(out(&r), "\nsandbox\nsandbox\nNoNewPrivs: 1\nSeccomp: 2\n"),
+		   "uid = gid of the range, named sandbox, hostname, no_new_privs, seccomp: %s",
+		   out(&r));
+	}
 	res_free(&r);
 	rc = sh("ls /proc | grep -c '^[0-9]'", &r);
 	ok(atoi(out(&r)) > 0 && atoi(out(&r)) <= 4, "only the call's own pids: %s", out(&r));
@@ -709,6 +719,24 @@ int main(int argc, char **argv)
 		     0, 0, &r, NULL);
 	ok(rc == 0 && strcmp(out(&r), "survived\n") && (r.signal == SIGKILL || r.exit_code != 0),
 	   "memory bomb stopped (signal %d, exit %d)", r.signal, r.exit_code);
+	/* Killed by the memory cgroup's OOM killer (without cgroups RLIMIT_AS
+	 * makes it a MemoryError instead, and nobody is killed). */
+	ok(r.oom_killed == (r.signal == SIGKILL), "... and the result says oom_killed %d",
+	   r.oom_killed);
+	res_free(&r);
+	rc = sh("python3 -c 'bytearray(400 << 20)' 2>/dev/null; echo after=$?", &r);
+	ok(rc == 0 && r.exit_code == 0 && (!strcmp(out(&r), "after=137\n") ? r.oom_killed :
+					  !r.oom_killed),
+	   "a process of the call killed by the OOM killer, the call exits 0: oom_killed %d (%s)",
+	   r.oom_killed, out(&r));
+	res_free(&r);
+	for (int i = 0; i < 6; i++) {
+		rc = sh("true", &r);
+		if (r.oom_killed)
+			break;
+		res_free(&r);
+	}
+	ok(rc == 0 && !r.oom_killed, "later calls in the same units are not oom_killed");
 	res_free(&r);
 	/* dash gives up at the first failed fork, so the bomb is python. */
 	rc = call_rt("python3", "import os, time\nn = 0\nfor i in range(100):\n try:\n"
@@ -749,9 +777,9 @@ int main(int argc, char **argv)
 	is_int(r.exit_code, 3, "python3 SystemExit(3)");
 	res_free(&r);
 	rc = call_rt("python3", "import sys, os\nprint(sys.stdin.read(), os.environ['K'], "
-		     "os.getuid(), os.getcwd())", NULL, "in", (const char *[]){ "K=v", NULL }, 0, 0,
-		     &r, NULL);
-	is_str(out(&r), "in v 65534 /tmp\n", "python3 stdin, env, uid, cwd");
+		     "0 <= os.getuid() - 3000000 < 64 and os.getgid() == os.getuid(), os.getcwd())",
+		     NULL, "in", (const char *[]){ "K=v", NULL }, 0, 0, &r, NULL);
+	is_str(out(&r), "in v True /tmp\n", "python3 stdin, env, uid of the range, cwd");
 	res_free(&r);
 	rc = call_rt("python3", "import os\nos.kill(os.getpid(), 9)", NULL, NULL, NULL, 0, 0, &r,
 		     NULL);

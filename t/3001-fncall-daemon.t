@@ -8,7 +8,7 @@ need_cmd dsecd
 need_cmd helper-req
 [ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
 
-plan 17
+plan 18
 
 if ! start_dsecd; then
 	echo "Bail out! dsecd did not start"
@@ -17,8 +17,9 @@ fi
 
 run dsec-run -c 'echo hi; exit 3'
 is "$RC:$OUT" "3:hi" "sh code: output and exit status"
-run dsec-run --runtime python3 -c 'import os; print(os.getuid(), len([p for p in os.listdir("/proc") if p.isdigit()]) <= 3)'
-is "$RC:$OUT" "0:65534 True" "python3 code runs unprivileged in its own pid namespace"
+# Each call has a uid of its own, from fncall.uid_base (2000000000) on.
+run dsec-run --runtime python3 -c 'import os; print(0 <= os.getuid() - 2000000000 < 8192, len([p for p in os.listdir("/proc") if p.isdigit()]) <= 3)'
+is "$RC:$OUT" "0:True True" "python3 code runs unprivileged (a uid of the range) in its own pid namespace"
 run dsec-run -c 'ls /proc | grep -c "^[0-9]"'
 ok $(( OUT <= 4 ? 0 : 1 )) "only the call's own processes are visible ($OUT)"
 run dsec-run -c 'grep -c : /proc/net/dev'
@@ -54,6 +55,10 @@ burst=$(units)
 sleep 12
 after=$(units)
 ok $(( burst > after && after <= before ? 0 : 1 )) "units added by a burst retire when idle ($before, $burst, $after)"
+# ... and info's pool_ready says so (it counted the burst's units for good).
+pool() { helper-req "$DSEC_HOST" info | grep -o "\"pool_$1\":[0-9]*" | cut -d: -f2; }
+for _ in $(seq 100); do [ "$(pool ready)" = "$(pool target)" ] && break; sleep 0.2; done
+is "$(pool ready)" "$(pool target)" "pool_ready returns to pool_target after the burst"
 
 # A sandbox keeps its files, not its processes.
 id=$(dsec-run --keep -c 'echo kept > /work/f' 2>&1 >/dev/null | head -1)

@@ -166,6 +166,16 @@ dsecd_log() { cat "$T/dsecd.log" 2>/dev/null; }
 # need_root, need_cmd CMD: skip the whole file when the machine lacks it.
 need_root() { [ "$(id -u)" = 0 ] || skip_all "needs root"; }
 need_cmd() { command -v "$1" >/dev/null 2>&1 || skip_all "needs $1"; }
+# need_fncall: skip the whole file unless fncall calls can run through a
+# private daemon here (root, the tools, the built backend, python3).
+need_fncall() {
+	need_root
+	need_cmd dsec-run
+	need_cmd dsecd
+	need_cmd helper-req
+	need_cmd python3
+	[ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
+}
 
 # need_container: skip the whole file unless the container backend can run
 # here (root, the built backend and helper, overlayfs, namespaces, cgroups).
