@@ -81,10 +81,150 @@ const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
 	return NULL;
 }
 
+/* Containers msgpack-c keeps open at once (MSGPACK_EMBED_STACK_SIZE in
+ * its unpack_define.h); one more fails there with a memory error. */
+#define MSG_DEPTH_MAX 32
+
+/* Big-endian integer of n bytes at p. */
+static uint64_t be_uint(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | *p++;
+	return v;
+}
+
+/* Why a walk over the bytes before msgpack-c sees them: msgpack-c
+ * allocates a container's elements when it reads its header, so a 5-byte
+ * map32 header reserves gigabytes, and every 1-byte nil becomes a 24-byte
+ * object, so a frame of nils decodes to 24 times its size.  Here each
+ * header is only read: a container must fit its elements in the bytes
+ * left (every element takes one byte at least, so the elements still to
+ * come, all levels together, never outnumber the bytes), the objects the
+ * frame holds (each element one, a map entry two) must stay within
+ * max_objects, and containers nest at most as deep as msgpack-c takes
+ * (MSG_DEPTH_MAX).  *used gets the length of the first object.
+ * The cost is one look at each header, nothing per byte of a str or bin. */
+static int msgpack_walk(const uint8_t *p, size_t len, size_t max_objects, size_t *used,
+			struct dsec_err *err)
+{
+	uint64_t left[MSG_DEPTH_MAX];	/* elements still to come per open container */
+	uint64_t pending = 0;				/* their sum */
+	size_t off = 0, objects = 0, top = 0;
+	bool root = true;
+
+	for (;;) {
+		uint64_t n = 0;		/* elements of a container, bytes of a str/bin/ext */
+		size_t hdr = 0;		/* bytes after the type byte that are its header */
+		int kind = 0;		/* 0 scalar, 1 array, 2 map, 3 str/bin/ext */
+
+		while (top > 0 && left[top - 1] == 0)
+			top--;
+		if (top == 0 && !root)
+			break;
+		if (top == 0) {
+			root = false;
+		} else {
+			left[top - 1]--;
+			pending--;
+		}
+		if (off >= len)
+			goto truncated;
+		uint8_t b = p[off++];
+		if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+			kind = 0;	/* fixint, nil, bool */
+		} else if (b <= 0x8f) {
+			kind = 2, n = b & 0x0f;
+		} else if (b <= 0x9f) {
+			kind = 1, n = b & 0x0f;
+		} else if (b <= 0xbf) {
+			kind = 3, n = b & 0x1f;
+		} else {
+			switch (b) {
+			case 0xc4: case 0xd9: kind = 3, hdr = 1; break;	/* bin8, str8 */
+			case 0xc5: case 0xda: kind = 3, hdr = 2; break;	/* bin16, str16 */
+			case 0xc6: case 0xdb: kind = 3, hdr = 4; break;	/* bin32, str32 */
+			case 0xc7: kind = 3, hdr = 1; break;		/* ext8 (+ type) */
+			case 0xc8: kind = 3, hdr = 2; break;		/* ext16 */
+			case 0xc9: kind = 3, hdr = 4; break;		/* ext32 */
+			case 0xca: case 0xce: case 0xd2: n = 4; break;	/* 32-bit numbers */
+			case 0xcb: case 0xcf: case 0xd3: n = 8; break;	/* 64-bit numbers */
+			case 0xcc: case 0xd0: n = 1; break;
+			case 0xcd: case 0xd1: n = 2; break;
+			case 0xd4: n = 2; break;			/* fixext 1, 2, 4, 8, 16 */
+			case 0xd5: n = 3; break;
+			case 0xd6: n = 5; break;
+			case 0xd7: n = 9; break;
+			case 0xd8: n = 17; break;
+			case 0xdc: kind = 1, hdr = 2; break;		/* array16, array32 */
+			case 0xdd: kind = 1, hdr = 4; break;
+			case 0xde: kind = 2, hdr = 2; break;		/* map16, map32 */
+			case 0xdf: kind = 2, hdr = 4; break;
+			default:
+				return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+						     "malformed msgpack frame (byte 0x%02x at %zu)", b,
+						     off - 1);
+			}
+			if (kind == 0) {	/* a fixed-size scalar: n bytes follow */
+				if (len - off < n)
+					goto truncated;
+				off += n;
+				n = 0;
+			}
+		}
+		if (hdr) {
+			if (len - off < hdr)
+				goto truncated;
+			n = be_uint(p + off, hdr);
+			off += hdr;
+			if (b >= 0xc7 && b <= 0xc9)
+				n++;	/* the ext's type byte */
+		}
+		objects++;
+		if (kind == 3) {
+			if (len - off < n)
+				goto truncated;
+			off += n;
+		} else if (kind) {
+			if (top >= MSG_DEPTH_MAX)
+				return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+						     "msgpack frame nests deeper than %d containers",
+						     MSG_DEPTH_MAX);
+			if (kind == 2)
+				n *= 2;
+			if (n > len - off - pending)
+				return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+						     "truncated msgpack frame (%zu bytes): a container "
+						     "claims %llu elements", len,
+						     (unsigned long long)(kind == 2 ? n / 2 : n));
+			if (objects + pending + n > max_objects)
+				return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
+						     "msgpack frame holds more than %zu objects",
+						     max_objects);
+			pending += n;
+			if (n)
+				left[top++] = n;
+		}
+	}
+	*used = off;
+	return 0;
+truncated:
+	return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG, "truncated msgpack frame (%zu bytes)",
+			     len);
+}
+
 int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 		   struct dsec_err *err)
 {
-	size_t off = 0;
+	return dsec_msg_parse_n(m, data, len, max, DSEC_OBJ_MAX, err);
+}
+
+int dsec_msg_parse_n(struct dsec_msg *m, const void *data, size_t len, size_t max,
+		     size_t max_objects, struct dsec_err *err)
+{
+	size_t off = 0, used;
+	int rc;
 
 	msgpack_unpacked_init(&m->up);
 	m->root = NULL;
@@ -93,6 +233,11 @@ int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 				     "frame of %zu bytes is over the limit of %zu", len, max);
 	if (len == 0)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG, "empty frame");
+	if ((rc = msgpack_walk(data, len, max_objects, &used, err)) < 0)
+		return rc;
+	if (used != len)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+				     "%zu trailing bytes after the msgpack object", len - used);
 	msgpack_unpack_return r = msgpack_unpack_next(&m->up, data, len, &off);
 	if (r == MSGPACK_UNPACK_CONTINUE)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
@@ -442,10 +587,14 @@ void dsec_pk_reply_ok(struct dsec_pk *p, size_t n)
 
 void dsec_pk_reply_err(struct dsec_pk *p, const struct dsec_err *err)
 {
+	char msg[DSEC_ERR_MSG_MAX];
+
+	/* Valid UTF-8 whoever wrote it (a client may decode it strictly). */
+	dsec_utf8_clean(msg, sizeof(msg), err->msg, strnlen(err->msg, sizeof(err->msg)));
 	msgpack_pack_map(&p->pk, 2);
 	dsec_pk_kv_bool(p, "ok", false);
 	dsec_pk_str(p, "error");
 	msgpack_pack_map(&p->pk, 2);
 	dsec_pk_kv_str(p, "code", dsec_code_name(err->code ? err->code : DSEC_E_INTERNAL));
-	dsec_pk_kv_str(p, "message", err->msg[0] ? err->msg : "unknown error");
+	dsec_pk_kv_str(p, "message", msg[0] ? msg : "unknown error");
 }

@@ -23,6 +23,11 @@
 #define DSEC_ARGV_MAX 4096
 /* Bytes in one argv or env element (Linux's MAX_ARG_STRLEN). */
 #define DSEC_ARG_MAX (128u << 10)
+/* Objects a frame may decode to (each scalar and container one, a map
+ * entry two), checked before msgpack-c allocates any: the largest request
+ * (argv, env, allow, layers and seccomp_deny at DSEC_ARGV_MAX elements
+ * each) fits with room.  At 24 bytes each, 1.5 MiB whatever the frame. */
+#define DSEC_OBJ_MAX 65536
 /* Entries file_list returns when the request names no limit, and at most. */
 #define DSEC_LIST_DEFAULT 10000
 #define DSEC_LIST_MAX 100000
@@ -82,9 +87,15 @@ struct dsec_msg {
 };
 
 /* Strictly parse one frame: exactly one msgpack object, a map, no trailing
- * bytes, at most max bytes.  On failure err has bad_request/too_large. */
+ * bytes, at most max bytes, decoding to at most DSEC_OBJ_MAX objects.
+ * A container claiming more elements than the bytes left could hold is
+ * refused before anything is allocated.  On failure err has bad_request
+ * or too_large; m is freeable either way. */
 int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 		   struct dsec_err *err);
+/* The same with another bound on the objects (replies that carry lists). */
+int dsec_msg_parse_n(struct dsec_msg *m, const void *data, size_t len, size_t max,
+		     size_t max_objects, struct dsec_err *err);
 void dsec_msg_free(struct dsec_msg *m);
 
 /* Field access on a map object.  Getters return 0 when the key is present
