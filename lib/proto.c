@@ -7,9 +7,9 @@
 #include "proto.h"
 
 const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
-	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers" },
-	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information" },
-	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes" },
+	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers", true },
+	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information", true },
+	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes", true },
 	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox" },
 	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox" },
 	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call", "run a command in a fresh one-shot sandbox" },
@@ -43,11 +43,11 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_EXEC_READ] = { DSEC_OP_EXEC_READ, "exec_read",
 				"read a started command's output and status" },
 	[DSEC_OP_EXEC_WRITE] = { DSEC_OP_EXEC_WRITE, "exec_write",
-				 "write to a started command's stdin" },
+				 "write to a started command's stdin", true },
 	[DSEC_OP_EXEC_SIGNAL] = { DSEC_OP_EXEC_SIGNAL, "exec_signal",
-				  "send a signal to a started command" },
+				  "send a signal to a started command", true },
 	[DSEC_OP_EXEC_RESIZE] = { DSEC_OP_EXEC_RESIZE, "exec_resize",
-				  "resize a started command's terminal" },
+				  "resize a started command's terminal", true },
 };
 
 static const char *const file_types[] = {
@@ -212,6 +212,66 @@ static int msgpack_walk(const uint8_t *p, size_t len, size_t max_objects, size_t
 truncated:
 	return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG, "truncated msgpack frame (%zu bytes)",
 			     len);
+}
+
+/* The str at p (len bytes there): its bytes and length; false when the
+ * object there is not a whole str. */
+static bool str_at(const uint8_t *p, size_t len, const char **s, size_t *n)
+{
+	size_t h;
+
+	if (len == 0)
+		return false;
+	if (p[0] >= 0xa0 && p[0] <= 0xbf)
+		h = 0, *n = p[0] & 0x1f;
+	else if (p[0] == 0xd9)
+		h = 1;
+	else if (p[0] == 0xda)
+		h = 2;
+	else if (p[0] == 0xdb)
+		h = 4;
+	else
+		return false;
+	if (len - 1 < h)
+		return false;
+	if (h)
+		*n = (size_t)be_uint(p + 1, h);
+	if (len - 1 - h < *n)
+		return false;
+	*s = (const char *)p + 1 + h;
+	return true;
+}
+
+const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	size_t off, used, klen;
+	uint64_t n;
+	const char *k;
+
+	if (len == 0)
+		return NULL;
+	if (p[0] >= 0x80 && p[0] <= 0x8f)
+		n = p[0] & 0x0f, off = 1;
+	else if (p[0] == 0xde && len >= 3)
+		n = be_uint(p + 1, 2), off = 3;
+	else if (p[0] == 0xdf && len >= 5)
+		n = be_uint(p + 1, 4), off = 5;
+	else
+		return NULL;
+	for (; n > 0; n--) {
+		bool is_op = str_at(p + off, len - off, &k, &klen) && klen == 2 && !memcmp(k, "op", 2);
+
+		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
+			return NULL;
+		off += used;
+		if (is_op)
+			return str_at(p + off, len - off, &k, &klen) ? dsec_op_lookup(k, klen) : NULL;
+		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
+			return NULL;
+		off += used;
+	}
+	return NULL;
 }
 
 int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,

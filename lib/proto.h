@@ -74,11 +74,20 @@ struct dsec_op_desc {
 	enum dsec_op op;		/* enum value */
 	const char *name;		/* name on the wire */
 	const char *summary;		/* one line, for docs and errors */
+	bool quick;			/* answered at once on the loop, never waiting on a
+					 * backend or a timer: dsecd serves it beyond
+					 * max_inflight (a health check must not wait
+					 * behind long commands) */
 };
 
 extern const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT];
 /* NULL if name is not an op. */
 const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len);
+/* The op a frame names, found without decoding it (the value of the
+ * first str key "op" of the top-level map, as dsec_map_get would find
+ * it); NULL when the frame is not a map, has no such key or names no op.
+ * Costs a look at the headers of the entries before "op". */
+const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len);
 
 /* A parsed frame.  The root object points into zone memory owned by msg. */
 struct dsec_msg {
