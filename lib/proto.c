@@ -10,38 +10,45 @@ const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers", true },
 	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information", true },
 	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes", true },
-	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox" },
-	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox" },
-	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call", "run a command in a fresh one-shot sandbox" },
-	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read", "read a file in a sandbox" },
-	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write", "write a file in a sandbox" },
-	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
+	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox", false },
+	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox", false },
+	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call",
+			   "run a command in a fresh one-shot sandbox", false },
+	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read",
+				"read a file in a sandbox", false },
+	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write",
+				 "write a file in a sandbox", false },
+	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox", false },
 	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
-				"change what a sandbox's network may reach" },
-	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox" },
-	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox" },
-	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat", "describe a file in a sandbox" },
-	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list", "list a directory in a sandbox" },
-	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir", "make a directory in a sandbox" },
-	[DSEC_OP_FILE_REMOVE] = { DSEC_OP_FILE_REMOVE, "file_remove", "remove a file in a sandbox" },
+				"change what a sandbox's network may reach", false },
+	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox", false },
+	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox", false },
+	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat",
+				"describe a file in a sandbox", false },
+	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list",
+				"list a directory in a sandbox", false },
+	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir",
+				 "make a directory in a sandbox", false },
+	[DSEC_OP_FILE_REMOVE] = { DSEC_OP_FILE_REMOVE, "file_remove",
+				  "remove a file in a sandbox", false },
 	[DSEC_OP_FILE_UPLOAD] = { DSEC_OP_FILE_UPLOAD, "file_upload",
-				  "unpack a tar archive in a sandbox" },
+				  "unpack a tar archive in a sandbox", false },
 	[DSEC_OP_FILE_DOWNLOAD] = { DSEC_OP_FILE_DOWNLOAD, "file_download",
-				    "pack a tree of a sandbox as a tar archive" },
+				    "pack a tree of a sandbox as a tar archive", false },
 	[DSEC_OP_SESSION_OPEN] = { DSEC_OP_SESSION_OPEN, "session_open",
-				   "open a persistent shell session in a sandbox" },
+				   "open a persistent shell session in a sandbox", false },
 	[DSEC_OP_SESSION_EXEC] = { DSEC_OP_SESSION_EXEC, "session_exec",
-				   "run a command in a shell session" },
+				   "run a command in a shell session", false },
 	[DSEC_OP_SESSION_CLOSE] = { DSEC_OP_SESSION_CLOSE, "session_close",
-				    "close a shell session" },
+				    "close a shell session", false },
 	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
-			       "save a sandbox's files as a new image" },
+			       "save a sandbox's files as a new image", false },
 	[DSEC_OP_CHUNK_GET] = { DSEC_OP_CHUNK_GET, "chunk_get",
-				"an fs3 object this node holds verified (node to node)" },
+				"an fs3 object this node holds verified (node to node)", false },
 	[DSEC_OP_EXEC_START] = { DSEC_OP_EXEC_START, "exec_start",
-				 "start a command whose output is read as it comes" },
+				 "start a command whose output is read as it comes", false },
 	[DSEC_OP_EXEC_READ] = { DSEC_OP_EXEC_READ, "exec_read",
-				"read a started command's output and status" },
+				"read a started command's output and status", false },
 	[DSEC_OP_EXEC_WRITE] = { DSEC_OP_EXEC_WRITE, "exec_write",
 				 "write to a started command's stdin", true },
 	[DSEC_OP_EXEC_SIGNAL] = { DSEC_OP_EXEC_SIGNAL, "exec_signal",
@@ -101,7 +108,7 @@ static uint64_t be_uint(const uint8_t *p, size_t n)
  * object, so a frame of nils decodes to 24 times its size.  Here each
  * header is only read: a container must fit its elements in the bytes
  * left (every element takes one byte at least, so the elements still to
- * come, all levels together, never outnumber the bytes), the objects the
+ * come, all levels together, may not outnumber the bytes), the objects the
  * frame holds (each element one, a map entry two) must stay within
  * max_objects, and containers nest at most as deep as msgpack-c takes
  * (MSG_DEPTH_MAX).  *used gets the length of the first object.
@@ -193,7 +200,9 @@ static int msgpack_walk(const uint8_t *p, size_t len, size_t max_objects, size_t
 						     MSG_DEPTH_MAX);
 			if (kind == 2)
 				n *= 2;
-			if (n > len - off - pending)
+			/* pending can be over the bytes left already: a header
+			 * of several bytes takes more than the one counted. */
+			if (pending > len - off || n > len - off - pending)
 				return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
 						     "truncated msgpack frame (%zu bytes): a container "
 						     "claims %llu elements", len,
