@@ -517,7 +517,7 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exe
 	if (o->stdin_open)
 		dsec_pk_kv_bool(&p, "stdin_open", true);
 	rc = roundtrip(c, &p, 60, &r, err);
-	if (rc == 0 && !(*exec = get_str_or(r.result, "exec", NULL)))
+	if (rc == 0 && dsec_get_str(r.result, "exec", exec, NULL) < 0)
 		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "exec_start reply has no 'exec'");
 	reply_free(&r);
 	return rc;
@@ -1066,6 +1066,8 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 				bi->stats.calls = get_u64_or(e, "calls", 0);
 			}
 		}
+		if (rc < 0)
+			dsec_node_info_free(out);	/* the caller frees only what succeeded */
 	}
 	reply_free(&r);
 	return rc;
@@ -1102,6 +1104,8 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 				si->commands = get_u64_or(e, "commands", 0);
 			}
 		}
+		if (rc < 0)
+			dsec_sandbox_info_free(out);
 	}
 	reply_free(&r);
 	return rc;

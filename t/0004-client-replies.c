@@ -163,7 +163,7 @@ int main(void)
 	char *id = NULL;
 	int rc;
 
-	plan(26);
+	plan(27);
 	if (nng_rep0_open(&rep) != 0 || nng_listen(rep, URL, NULL, 0) != 0) {
 		printf("Bail out! cannot listen on " URL "\n");
 		return 1;
@@ -308,7 +308,22 @@ int main(void)
 		is_int(seen(), before, "none of them was sent");
 	}
 
-	/* 8. A good exec reply still reads. */
+	/* 8. Results missing what the call returns (found by fuzz/reply:
+	 * exec_start dereferenced a NULL default). */
+	{
+		struct dsec_pk p;
+		struct dsec_exec_req q = { .code = "true" };
+		char *x = NULL;
+
+		dsec_pk_init(&p);
+		dsec_pk_reply_ok(&p, 0);
+		answer(&p);
+		rc = dsec_exec_start(c, "n:1", &q, NULL, &x, &err);
+		ok(rc < 0 && err.code == DSEC_E_INTERNAL && !x, "an exec_start reply without 'exec' is "
+		   "a protocol error: %s", err.msg);
+	}
+
+	/* 9. A good exec reply still reads. */
 	{
 		struct dsec_pk p;
 		struct dsec_exec_req q = { .code = "echo hi" };
