@@ -117,7 +117,7 @@ static int msgpack_walk(const uint8_t *p, size_t len, size_t max_objects, size_t
 			struct dsec_err *err)
 {
 	uint64_t left[MSG_DEPTH_MAX];	/* elements still to come per open container */
-	uint64_t pending = 0;				/* their sum */
+	uint64_t pending = 0;		/* their sum */
 	size_t off = 0, objects = 0, top = 0;
 	bool root = true;
 
