@@ -215,10 +215,9 @@ build/nng/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard deps/nng/*
 	$(q) NNG $@
 	$(Q)deps/nng/build.sh $(NNG_CACHE) build/nng
 
-# Install every missing Debian package the build and tests need, then
-# build the bundled libnng.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+# Installs the Debian packages of the list $(1) that are missing.
+define install_debs
+	@missing=$$(for p in $(1); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
@@ -227,6 +226,12 @@ deps:
 		$$SUDO apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $$missing; \
 	fi
+endef
+
+# Install every missing Debian package the build and tests need, then
+# build the bundled libnng.
+deps:
+	$(call install_debs,$(DEB_PACKAGES))
 	$(if $(NNG_LIB),@$(MAKE) --no-print-directory $(NNG_LIB))
 
 check: deps
@@ -252,6 +257,59 @@ bench-fs3: all
 # layer of the same content: p50/p99 and the difference (figures, root).
 bench-image: all $(TEST_HELPERS)
 	tools/bench-image.sh
+
+# ---- fuzzing: not part of `make check` ---------------------------------------
+# Each fuzz/NAME.c defines LLVMFuzzerTestOneInput and is built with clang's
+# libFuzzer, ASan and UBSan into build/fuzz/NAME, linked with libdsec's
+# sources built the same way and with what FUZZ_LIBS_NAME adds: objects of
+# FUZZ_OBJ_fs3 or FUZZ_OBJ_dsecd (dsecd without main.c and server.c),
+# libraries.  Its seeds are in fuzz/corpus/NAME/.  `make fuzz-build` builds
+# every target; `make fuzz` builds them and runs each for FUZZ_TIME seconds
+# (new inputs go to build/fuzz/corpus/NAME, crashes to build/fuzz/NAME-*;
+# FUZZ_FLAGS adds libFuzzer flags).
+FUZZ_CC     ?= clang
+FUZZ_TIME   ?= 600
+FUZZ_FLAGS  ?=
+FUZZ_DEB_PACKAGES = clang libclang-rt-14-dev
+FUZZ_SAN    = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS = -std=gnu11 -g -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+	$(filter-out -Werror,$(WARN)) $(PC_CFLAGS) $(FS3_CFLAGS)
+FUZZ_NAMES  = $(patsubst fuzz/%.c,%,$(wildcard fuzz/*.c))
+FUZZ_BIN    = $(addprefix build/fuzz/,$(FUZZ_NAMES))
+fuzz_obj    = $(patsubst %.c,build/fuzz/obj/%.o,$(1))
+# The objects of FUZZ_LIBS_$(1) (a function: a % in a pattern rule's
+# prerequisites would be taken for the stem).
+fuzz_objs   = $(filter %.o,$(FUZZ_LIBS_$(1)))
+FUZZ_OBJ_lib   = $(call fuzz_obj,$(LIB_SRC))
+FUZZ_OBJ_fs3   = $(call fuzz_obj,$(FS3_SRC))
+FUZZ_OBJ_dsecd = $(call fuzz_obj,$(filter-out dsecd/main.c dsecd/server.c,$(DSECD_SRC)))
+FUZZ_LIBS_request = $(FUZZ_OBJ_dsecd) $(FUZZ_OBJ_fs3) $(FS3_LIBS) -lev -ldl -lm
+FUZZ_LIBS_reply =
+
+build/fuzz/obj/%.o: %.c
+	$(q) FUZZCC $@
+	$(Q)mkdir -p $(@D) && $(FUZZ_CC) $(CPPFLAGS) -Idsecd $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+
+.SECONDEXPANSION:
+build/fuzz/%: build/fuzz/obj/fuzz/%.o $$(call fuzz_objs,$$*) $(FUZZ_OBJ_lib)
+	$(q) FUZZLD $@
+	$(Q)$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(call fuzz_objs,$*) \
+		$(FUZZ_OBJ_lib) $(filter-out %.o,$(FUZZ_LIBS_$*)) $(LDLIBS_LIB)
+
+fuzz-deps:
+	$(call install_debs,$(FUZZ_DEB_PACKAGES))
+
+fuzz-build: fuzz-deps
+	$(MAKE) $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_NAMES); do \
+		mkdir -p build/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
+		echo "fuzz $$t: $(FUZZ_TIME) s"; \
+		build/fuzz/$$t -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+			-artifact_prefix=build/fuzz/$$t- $(FUZZ_FLAGS) \
+			build/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
+	done
 
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
@@ -291,8 +349,8 @@ distclean: clean
 	rm -rf $(NNG_CACHE)
 
 .PHONY: all deps check tests bench bench-container bench-fs3 bench-image lint-man run install clean \
-	distclean
+	distclean fuzz fuzz-build fuzz-deps
 .SECONDARY:
 .DELETE_ON_ERROR:
 
--include $(wildcard build/*/*.d)
+-include $(wildcard build/*/*.d) $(wildcard build/fuzz/obj/*/*.d)

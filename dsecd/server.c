@@ -1,10 +1,20 @@
 /* server.c - nng REP with one context per in-flight request.
  *
  * Why contexts and not a raw socket: each context is an independent REP
- * state machine, so replies may go out in any order, and nng queues
- * requests beyond max_inflight instead of dropping them.  nng runs aio
+ * state machine, so replies may go out in any order.  nng runs aio
  * callbacks on its own threads; they only move the connection to the loop's
  * queue or restart a receive, never touch loop state.
+ *
+ * Why more contexts than max_inflight: a context is held from its request
+ * to its reply, so with max_inflight of them busy with long commands a
+ * ping would wait in nng until one ended.  The loop instead looks at each
+ * frame's op as it comes (dsec_frame_op): a quick one (ping, info, list,
+ * exec_write, exec_signal, exec_resize: answered at once) is served
+ * whatever is in flight; any other is served when fewer than max_inflight
+ * of those are, and waits in a queue (holding its context) otherwise.
+ * Contexts are opened as needed so that CONN_SPARE always wait for the
+ * next frame; a request that would make the queue longer than PARK_MAX
+ * requests or PARK_BYTES of frames is refused with "capacity".
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,6 +28,14 @@
 
 #include "server.h"
 #include "log.h"
+#include "proto.h"
+
+/* Contexts kept receiving beyond those holding requests. */
+#define CONN_SPARE 8
+/* Requests that may wait for a slot, and the bytes of their frames
+ * (at least this many; 4 frames of the largest size when that is more). */
+#define PARK_MAX 4096
+#define PARK_BYTES (256u << 20)
 
 enum conn_state { C_RECV, C_WORK, C_SEND };
 
@@ -27,18 +45,28 @@ struct dsecd_conn {
 	nng_aio *aio;			/* its aio, used for recv then send */
 	enum conn_state state;		/* where it is in recv -> work -> send */
 	nng_msg *msg;			/* request while in C_WORK */
-	struct dsecd_conn *next;	/* ready-queue link */
+	bool quick;			/* its op is quick: not counted in busy */
+	struct dsecd_conn *next;	/* ready or waiting queue link */
+	struct dsecd_conn *all;		/* every context of the server */
 };
 
 struct dsecd_server {
 	struct ev_loop *loop;		/* owner loop */
 	ev_async wake;			/* nng threads -> loop: frames ready */
 	nng_socket sock;		/* the REP socket */
-	unsigned nconns;		/* contexts */
-	struct dsecd_conn *conns;	/* all contexts */
-	pthread_mutex_t lock;		/* guards ready and closing */
+	unsigned nconns;		/* contexts open (loop only) */
+	unsigned max_conns;		/* at most */
+	struct dsecd_conn *conns;	/* all contexts, linked by ->all */
+	pthread_mutex_t lock;		/* guards ready, nrecv and closing */
 	struct dsecd_conn *ready, **ready_tail;	/* received, not yet handed over */
+	unsigned nrecv;			/* contexts waiting for a frame */
 	bool closing;			/* no new receives */
+	unsigned max_inflight;		/* requests that are not quick served at once */
+	unsigned busy;			/* of those, handed to the handler (loop only) */
+	struct dsecd_conn *parked, **parked_tail;	/* waiting for busy < max_inflight */
+	unsigned nparked;		/* how many */
+	size_t parked_bytes;		/* their frames' bytes */
+	size_t park_bytes_max;		/* at most */
 	unsigned inflight;		/* handed to the handler, not replied (loop only) */
 	dsecd_request_fn fn;		/* the handler */
 	void *arg;			/* its argument */
@@ -138,7 +166,12 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 static void start_recv(struct dsecd_conn *c)
 {
+	struct dsecd_server *s = c->srv;
+
 	c->state = C_RECV;
+	pthread_mutex_lock(&s->lock);
+	s->nrecv++;
+	pthread_mutex_unlock(&s->lock);
 	nng_ctx_recv(c->ctx, c->aio);
 }
 
@@ -165,12 +198,13 @@ static void aio_cb(void *arg)
 		return;
 	if (rc != 0) {
 		/* e.g. a frame over recv_max: the pipe is dropped; keep going. */
-		start_recv(c);
+		nng_ctx_recv(c->ctx, c->aio);
 		return;
 	}
 	c->msg = nng_aio_get_msg(c->aio);
 	c->state = C_WORK;
 	pthread_mutex_lock(&s->lock);
+	s->nrecv--;
 	c->next = NULL;
 	*s->ready_tail = c;
 	s->ready_tail = &c->next;
@@ -178,9 +212,50 @@ static void aio_cb(void *arg)
 	ev_async_send(s->loop, &s->wake);
 }
 
+/* Opens one more context and lets it receive. */
+static void conn_open(struct dsecd_server *s)
+{
+	struct dsecd_conn *c = xcalloc(1, sizeof(*c));
+	int rc;
+
+	c->srv = s;
+	if ((rc = nng_ctx_open(&c->ctx, s->sock)) != 0 ||
+	    (rc = nng_aio_alloc(&c->aio, aio_cb, c)) != 0)
+		DSEC_BUG("cannot set up nng context: %s", nng_strerror(rc));
+	c->all = s->conns;
+	s->conns = c;
+	s->nconns++;
+	start_recv(c);
+}
+
+static void hand_over(struct dsecd_server *s, struct dsecd_conn *c)
+{
+	s->inflight++;
+	s->fn(s->arg, c, nng_msg_body(c->msg), nng_msg_len(c->msg));
+}
+
+/* A request the queue has no room for: "capacity" at once. */
+static void refuse(struct dsecd_server *s, struct dsecd_conn *c)
+{
+	struct dsec_err err;
+	struct dsec_pk p;
+	size_t len;
+	void *data;
+
+	dsec_err_setc(&err, DSEC_E_CAPACITY, EAGAIN,
+		      "%u requests are in flight and %u wait: retry later", s->busy, s->nparked);
+	dsec_pk_init(&p);
+	dsec_pk_reply_err(&p, &err);
+	data = dsec_pk_detach(&p, &len);
+	c->quick = true;	/* not counted in busy */
+	s->inflight++;
+	dsecd_server_reply(s, c, data, len);
+}
+
 static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
 	struct dsecd_server *s = dsec_container_of(w, struct dsecd_server, wake);
+	unsigned want;
 
 	pthread_mutex_lock(&s->lock);
 	struct dsecd_conn *list = s->ready;
@@ -189,10 +264,41 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 	pthread_mutex_unlock(&s->lock);
 	while (list) {
 		struct dsecd_conn *c = list;
+		size_t len = nng_msg_len(c->msg);
+		const struct dsec_op_desc *op = dsec_frame_op(nng_msg_body(c->msg), len);
+
 		list = c->next;
-		s->inflight++;
-		s->fn(s->arg, c, nng_msg_body(c->msg), nng_msg_len(c->msg));
+		/* No op known: the handler refuses the frame at once. */
+		c->quick = !op || op->quick;
+		if (c->quick) {
+			hand_over(s, c);
+		} else if (s->nparked >= PARK_MAX || s->parked_bytes + len > s->park_bytes_max) {
+			refuse(s, c);
+		} else {
+			c->next = NULL;
+			*s->parked_tail = c;
+			s->parked_tail = &c->next;
+			s->nparked++;
+			s->parked_bytes += len;
+		}
 	}
+	/* In the order they came; a handler that replies at once frees its
+	 * slot for the next one in this same loop. */
+	while (s->parked && s->busy < s->max_inflight) {
+		struct dsecd_conn *c = s->parked;
+
+		if (!(s->parked = c->next))
+			s->parked_tail = &s->parked;
+		s->nparked--;
+		s->parked_bytes -= nng_msg_len(c->msg);
+		s->busy++;
+		hand_over(s, c);
+	}
+	pthread_mutex_lock(&s->lock);
+	want = s->closing || s->nrecv >= CONN_SPARE ? 0 : CONN_SPARE - s->nrecv;
+	pthread_mutex_unlock(&s->lock);
+	while (want-- > 0 && s->nconns < s->max_conns)
+		conn_open(s);
 }
 
 int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *const *urls,
@@ -211,6 +317,10 @@ int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *cons
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->refuse_lock, NULL);
 	s->ready_tail = &s->ready;
+	s->parked_tail = &s->parked;
+	s->max_inflight = max_inflight;
+	s->max_conns = max_inflight + PARK_MAX + CONN_SPARE;
+	s->park_bytes_max = recv_max > PARK_BYTES / 4 ? 4 * recv_max : PARK_BYTES;
 	if ((rc = nng_rep0_open(&s->sock)) != 0) {
 		free(s);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot open nng socket: %s",
@@ -251,17 +361,8 @@ int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *cons
 	ev_async_init(&s->wake, wake_cb);
 	ev_async_start(loop, &s->wake);
 	ev_unref(loop);
-	s->nconns = max_inflight;
-	s->conns = xcalloc(max_inflight, sizeof(*s->conns));
-	for (unsigned i = 0; i < max_inflight; i++) {
-		struct dsecd_conn *c = &s->conns[i];
-		c->srv = s;
-		if ((rc = nng_ctx_open(&c->ctx, s->sock)) != 0 ||
-		    (rc = nng_aio_alloc(&c->aio, aio_cb, c)) != 0)
-			DSEC_BUG("cannot set up nng context: %s", nng_strerror(rc));
-	}
-	for (unsigned i = 0; i < max_inflight; i++)
-		start_recv(&s->conns[i]);
+	for (unsigned i = 0; i < max_inflight + CONN_SPARE; i++)
+		conn_open(s);
 	*out = s;
 	return 0;
 }
@@ -272,6 +373,8 @@ void dsecd_server_reply(struct dsecd_server *s, struct dsecd_conn *c, void *data
 
 	DSEC_ASSERT(c->state == C_WORK);
 	s->inflight--;
+	if (!c->quick && s->busy-- == s->max_inflight && s->parked)
+		ev_async_send(s->loop, &s->wake);	/* the next one waiting, outside this handler */
 	c->msg = NULL;
 	/* Reuse the request message (keeps nng's REP header) for the reply. */
 	nng_msg_clear(m);
@@ -295,19 +398,21 @@ void dsecd_server_free(struct dsecd_server *s)
 	pthread_mutex_lock(&s->lock);
 	s->closing = true;
 	pthread_mutex_unlock(&s->lock);
-	for (unsigned i = 0; i < s->nconns; i++)
-		nng_aio_stop(s->conns[i].aio);
+	for (struct dsecd_conn *c = s->conns; c; c = c->all)
+		nng_aio_stop(c->aio);
 	nng_close(s->sock);
-	for (unsigned i = 0; i < s->nconns; i++) {
-		struct dsecd_conn *c = &s->conns[i];
+	while (s->conns) {
+		struct dsecd_conn *c = s->conns;
+
+		s->conns = c->all;
 		if (c->msg)
 			nng_msg_free(c->msg);
 		nng_aio_free(c->aio);
+		free(c);
 	}
 	ev_ref(s->loop);
 	ev_async_stop(s->loop, &s->wake);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->refuse_lock);
-	free(s->conns);
 	free(s);
 }

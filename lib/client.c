@@ -84,8 +84,10 @@ const char *dsec_client_url(const struct dsec_client *c)
 	return c->url;
 }
 
+/* Sends req and waits for the reply message (caller frees it with
+ * nng_msg_free): the reply is decoded in place, never copied. */
 static int raw_timeout(struct dsec_client *c, const void *req, size_t len, double extra,
-		       void **reply, size_t *reply_len, struct dsec_err *err)
+		       nng_msg **reply, struct dsec_err *err)
 {
 	nng_msg *msg;
 	char why[128];
@@ -103,40 +105,91 @@ static int raw_timeout(struct dsec_client *c, const void *req, size_t len, doubl
 		return dsec_err_setc(err, DSEC_E_UNAVAILABLE, ECONNREFUSED,
 				     "cannot send request to '%s': %s", c->url, nng_why(rc, why, sizeof(why)));
 	}
-	if ((rc = nng_recvmsg(c->sock, &msg, 0)) != 0)
+	if ((rc = nng_recvmsg(c->sock, reply, 0)) != 0)
 		return dsec_err_setc(err, DSEC_E_UNAVAILABLE,
 				     rc == NNG_ETIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
 				     "no reply from '%s': %s", c->url, nng_why(rc, why, sizeof(why)));
-	*reply_len = nng_msg_len(msg);
-	*reply = xmemdup(nng_msg_body(msg), *reply_len);
-	nng_msg_free(msg);
 	return 0;
 }
 
 int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,
 	     size_t *reply_len, struct dsec_err *err)
 {
-	return raw_timeout(c, req, len, 0, reply, reply_len, err);
+	nng_msg *msg;
+	int rc = raw_timeout(c, req, len, 0, &msg, err);
+
+	if (rc < 0)
+		return rc;
+	*reply_len = nng_msg_len(msg);
+	*reply = xmemdup(nng_msg_body(msg), *reply_len);
+	nng_msg_free(msg);
+	return 0;
 }
 
 /* A reply being read: the parsed frame and its result map. */
 struct reply {
 	struct dsec_msg msg;		/* owns the decoded objects */
-	void *raw;			/* the frame bytes */
+	nng_msg *raw;			/* the frame bytes, or NULL */
+	size_t len;			/* their length */
 	const msgpack_object *result;	/* the result map (ok replies) */
 };
 
 static void reply_free(struct reply *r)
 {
 	dsec_msg_free(&r->msg);
-	free(r->raw);
+	if (r->raw)
+		nng_msg_free(r->raw);
+	r->raw = NULL;
 }
 
-/* Sends the packed request p (consumed) and decodes the reply.  A daemon
- * error becomes *err with the daemon's code; rc < 0.  extra = seconds the
- * request itself may take. */
-static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
-		     struct dsec_err *err)
+/* Objects the reply of an op whose result has a fixed shape may decode
+ * to, and one that carries a list (list, info, file_list): the smallest
+ * entry of those lists is more than 3 bytes an object, so this keeps what
+ * a daemon can make us allocate within 8 times its reply's size. */
+#define OBJS_FIXED 0
+#define OBJS_LIST 1
+
+static size_t reply_objs_max(int shape, size_t len)
+{
+	return DSEC_OBJ_MAX + (shape == OBJS_LIST ? len / 3 : 0);
+}
+
+/* The daemon's error reply as *err: its code and message; a reply that
+ * says it failed without a code that is an error is a protocol error. */
+static int reply_error(struct dsec_client *c, const msgpack_object *root, struct dsec_err *err)
+{
+	const msgpack_object *e = dsec_map_get(root, "error");
+	const msgpack_object *code = dsec_map_get(e, "code");
+	const msgpack_object *m = dsec_map_get(e, "message");
+	int mlen = m && m->type == MSGPACK_OBJECT_STR ? (int)m->via.str.size : 13;
+	const char *mtext = m && m->type == MSGPACK_OBJECT_STR ? m->via.str.ptr : "unknown error";
+	enum dsec_code cd;
+
+	if (mlen > DSEC_ERR_MSG_MAX)
+		mlen = DSEC_ERR_MSG_MAX;
+	if (!code || code->type != MSGPACK_OBJECT_STR)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': an error without a code: %.*s", c->url,
+				     mlen, mtext);
+	cd = dsec_code_from_name(code->via.str.ptr, code->via.str.size);
+	if (cd == DSEC_E_OK)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': an error whose code is 'ok': %.*s", c->url,
+				     mlen, mtext);
+	if (cd == DSEC_E_INTERNAL && (code->via.str.size != 8 ||
+				      memcmp(code->via.str.ptr, "internal", 8)))
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': unknown error code '%.*s': %.*s", c->url,
+				     code->via.str.size > 64 ? 64 : (int)code->via.str.size,
+				     code->via.str.ptr, mlen, mtext);
+	return dsec_err_setc(err, cd, EIO, "%.*s", mlen, mtext);
+}
+
+/* Sends the packed request p (consumed) and decodes the reply, of the
+ * shape given (OBJS_FIXED or OBJS_LIST).  A daemon error becomes *err with
+ * the daemon's code; rc < 0.  extra = seconds the request itself may take. */
+static int roundtrip_n(struct dsec_client *c, struct dsec_pk *p, double extra, int shape,
+		       struct reply *r, struct dsec_err *err)
 {
 	size_t len, rlen;
 	void *req = dsec_pk_detach(p, &len);
@@ -144,12 +197,14 @@ static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, str
 
 	memset(r, 0, sizeof(*r));
 	msgpack_unpacked_init(&r->msg.up);
-	rc = raw_timeout(c, req, len, extra, &r->raw, &rlen, err);
+	rc = raw_timeout(c, req, len, extra, &r->raw, err);
 	free(req);
 	if (rc < 0)
 		return rc;
 	dsec_msg_free(&r->msg);
-	if (dsec_msg_parse(&r->msg, r->raw, rlen, CLIENT_RECV_MAX, err) < 0) {
+	rlen = r->len = nng_msg_len(r->raw);
+	if (dsec_msg_parse_n(&r->msg, nng_msg_body(r->raw), rlen, CLIENT_RECV_MAX,
+			     reply_objs_max(shape, rlen), err) < 0) {
 		dsec_err_prefix(err, "bad reply from '%s'", c->url);
 		err->code = DSEC_E_INTERNAL;
 		return -EPROTO;
@@ -158,21 +213,43 @@ static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, str
 	if (dsec_get_bool(r->msg.root, "ok", &ok, err) < 0)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
 				     "bad reply from '%s': no 'ok' field", c->url);
-	if (!ok) {
-		const msgpack_object *e = dsec_map_get(r->msg.root, "error");
-		const msgpack_object *code = dsec_map_get(e, "code");
-		const msgpack_object *m = dsec_map_get(e, "message");
-		enum dsec_code cd = DSEC_E_INTERNAL;
-		if (code && code->type == MSGPACK_OBJECT_STR)
-			cd = dsec_code_from_name(code->via.str.ptr, code->via.str.size);
-		return dsec_err_setc(err, cd, EIO, "%.*s",
-				     m && m->type == MSGPACK_OBJECT_STR ? (int)m->via.str.size : 13,
-				     m && m->type == MSGPACK_OBJECT_STR ? m->via.str.ptr : "unknown error");
-	}
+	if (!ok)
+		return reply_error(c, r->msg.root, err);
 	r->result = dsec_map_get(r->msg.root, "result");
 	if (!r->result || r->result->type != MSGPACK_OBJECT_MAP)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
 				     "bad reply from '%s': no result map", c->url);
+	return 0;
+}
+
+static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
+		     struct dsec_err *err)
+{
+	return roundtrip_n(c, p, extra, OBJS_FIXED, r, err);
+}
+
+/* The entries of the list at key in the result, *n of them (0 when it
+ * is absent).  Each entry becomes a struct with strings of its own, so
+ * a list with more entries than the reply could carry at min_bytes each
+ * (less than what the daemon's entries take: their field names alone)
+ * is a protocol error: a hostile reply of empty entries cannot make us
+ * allocate many times its size. */
+static int get_list(struct dsec_client *c, const struct reply *r, const msgpack_object *map,
+		    const char *key, size_t min_bytes, const msgpack_object **entries, size_t *n,
+		    struct dsec_err *err)
+{
+	const msgpack_object *a = dsec_map_get(map, key);
+
+	*entries = NULL;
+	*n = 0;
+	if (!a || a->type != MSGPACK_OBJECT_ARRAY || !a->via.array.size)
+		return 0;
+	if (a->via.array.size > r->len / min_bytes)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': %u entries in '%s' cannot fit in %zu bytes",
+				     c->url, a->via.array.size, key, r->len);
+	*entries = a->via.array.ptr;
+	*n = a->via.array.size;
 	return 0;
 }
 
@@ -210,6 +287,34 @@ static size_t count_create(const struct dsec_create_opts *o, bool call)
 	return !!o->backend + !!o->image + !!o->runtime + (o->ttl > 0) + (o->idle_ttl > 0) +
 	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns +
 	       !!o->seccomp_deny + !!o->layers + 1;
+}
+
+/* What the daemon would refuse anyway, refused before anything is sent:
+ * a negative (or not finite) ttl or idle_ttl must not quietly become the
+ * default, as the "0 = default" packing would make it. */
+static int check_create(const struct dsec_create_opts *o, struct dsec_err *err)
+{
+	if (!o)
+		return 0;
+	if (!(o->ttl >= 0 && o->ttl <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "ttl %g must be seconds between 0 and 1e9", o->ttl);
+	if (!(o->idle_ttl >= 0 && o->idle_ttl <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "idle_ttl %g must be seconds between 0 and 1e9", o->idle_ttl);
+	if (!(o->limits.cpus >= 0 && o->limits.cpus <= 4096))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "limits.cpus %g must be between 0 and 4096", o->limits.cpus);
+	return 0;
+}
+
+/* The same for a command's timeout (exec, call, exec_start, session_exec). */
+static int check_timeout(double timeout, struct dsec_err *err)
+{
+	if (!(timeout >= 0 && timeout <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "timeout %g must be seconds between 0 and 1e9", timeout);
+	return 0;
 }
 
 static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l, uint32_t weight)
@@ -270,6 +375,8 @@ int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **
 	struct reply r;
 	int rc;
 
+	if ((rc = check_create(o, err)) < 0)
+		return rc;
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "create", count_create(o, false));
 	pack_create(&p, o, false);
@@ -337,6 +444,8 @@ int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req 
 	struct reply r;
 	int rc;
 
+	if ((rc = check_timeout(req->timeout, err)) < 0)
+		return rc;
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "exec", 1 + count_exec(req));
 	dsec_pk_kv_str(&p, "id", id);
@@ -356,6 +465,8 @@ int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	struct reply r;
 	int rc;
 
+	if ((rc = check_create(o, err)) < 0 || (rc = check_timeout(req->timeout, err)) < 0)
+		return rc;
 	/* The command's env and cwd win; the sandbox's fill in. */
 	if (o && !q.env)
 		q.env = o->env;
@@ -390,6 +501,8 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exe
 	if (!o)
 		o = &none;
 	*exec = NULL;
+	if ((rc = check_timeout(req->timeout, err)) < 0)
+		return rc;
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "exec_start", 1 + count_exec(req) + o->pty + !!o->rows + !!o->cols +
 			o->stdin_open);
@@ -404,7 +517,7 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exe
 	if (o->stdin_open)
 		dsec_pk_kv_bool(&p, "stdin_open", true);
 	rc = roundtrip(c, &p, 60, &r, err);
-	if (rc == 0 && !(*exec = get_str_or(r.result, "exec", NULL)))
+	if (rc == 0 && dsec_get_str(r.result, "exec", exec, NULL) < 0)
 		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "exec_start reply has no 'exec'");
 	reply_free(&r);
 	return rc;
@@ -556,6 +669,8 @@ int dsec_session_exec(struct dsec_client *c, const char *id, const char *session
 	int rc;
 
 	memset(res, 0, sizeof(*res));
+	if ((rc = check_timeout(timeout, err)) < 0)
+		return rc;
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "session_exec", 3 + (timeout > 0) + !!output_cap);
 	dsec_pk_kv_str(&p, "id", id);
@@ -668,15 +783,14 @@ int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size
 	pk_file(&p, "file_list", id, path, !!limit);
 	if (limit)
 		dsec_pk_kv_u64(&p, "limit", limit);
-	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0) {
-		const msgpack_object *a = dsec_map_get(r.result, "entries");
+	if ((rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err)) == 0) {
+		const msgpack_object *a;
 
 		dsec_get_bool(r.result, "truncated", truncated, NULL);
-		if (a && a->type == MSGPACK_OBJECT_ARRAY) {
-			*n = a->via.array.size;
+		if ((rc = get_list(c, &r, r.result, "entries", 32, &a, n, err)) == 0) {
 			*out = xcalloc(*n ? *n : 1, sizeof(**out));
 			for (size_t i = 0; i < *n; i++)
-				unpack_info(&a->via.array.ptr[i], &(*out)[i]);
+				unpack_info(&a[i], &(*out)[i]);
 		}
 	}
 	reply_free(&r);
@@ -925,9 +1039,10 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 	memset(out, 0, sizeof(*out));
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "info", 0);
-	rc = roundtrip(c, &p, 0, &r, err);
+	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
 	if (rc == 0) {
 		const msgpack_object *m = r.result, *b;
+		size_t nb;
 		out->version = get_str_or(m, "version", "");
 		out->node = get_str_or(m, "node", "");
 		out->proto = (uint32_t)get_u64_or(m, "proto", 0);
@@ -935,12 +1050,11 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 		out->uptime = get_double_or(m, "uptime", 0);
 		out->sandboxes = (uint32_t)get_u64_or(m, "sandboxes", 0);
 		out->inflight = (uint32_t)get_u64_or(m, "inflight", 0);
-		b = dsec_map_get(m, "backends");
-		if (b && b->type == MSGPACK_OBJECT_ARRAY) {
-			out->nbackends = b->via.array.size;
+		if ((rc = get_list(c, &r, m, "backends", 32, &b, &nb, err)) == 0 && nb) {
+			out->nbackends = nb;
 			out->backends = xcalloc(out->nbackends, sizeof(*out->backends));
 			for (size_t i = 0; i < out->nbackends; i++) {
-				const msgpack_object *e = &b->via.array.ptr[i];
+				const msgpack_object *e = &b[i];
 				struct dsec_backend_info *bi = &out->backends[i];
 				bi->name = get_str_or(e, "name", "");
 				bi->description = get_str_or(e, "description", "");
@@ -952,6 +1066,8 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 				bi->stats.calls = get_u64_or(e, "calls", 0);
 			}
 		}
+		if (rc < 0)
+			dsec_node_info_free(out);	/* the caller frees only what succeeded */
 	}
 	reply_free(&r);
 	return rc;
@@ -968,16 +1084,17 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "info", 1);
 	dsec_pk_kv_str(&p, "id", id);
-	rc = roundtrip(c, &p, 0, &r, err);
+	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
 	if (rc == 0) {
-		const msgpack_object *a = dsec_map_get(r.result, "sessions");
+		const msgpack_object *a;
+		size_t ns;
 
 		unpack_sandbox(r.result, out);
-		if (a && a->type == MSGPACK_OBJECT_ARRAY && a->via.array.size) {
-			out->nsessions = a->via.array.size;
+		if ((rc = get_list(c, &r, r.result, "sessions", 16, &a, &ns, err)) == 0 && ns) {
+			out->nsessions = ns;
 			out->sessions = xcalloc(out->nsessions, sizeof(*out->sessions));
 			for (size_t i = 0; i < out->nsessions; i++) {
-				const msgpack_object *e = &a->via.array.ptr[i];
+				const msgpack_object *e = &a[i];
 				struct dsec_session_info *si = &out->sessions[i];
 
 				si->name = get_str_or(e, "name", "");
@@ -987,6 +1104,8 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 				si->commands = get_u64_or(e, "commands", 0);
 			}
 		}
+		if (rc < 0)
+			dsec_sandbox_info_free(out);
 	}
 	reply_free(&r);
 	return rc;
@@ -1003,14 +1122,14 @@ int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 	*n = 0;
 	dsec_pk_init(&p);
 	dsec_pk_request(&p, "list", 0);
-	rc = roundtrip(c, &p, 0, &r, err);
+	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
 	if (rc == 0) {
-		const msgpack_object *a = dsec_map_get(r.result, "sandboxes");
-		if (a && a->type == MSGPACK_OBJECT_ARRAY) {
-			*n = a->via.array.size;
+		const msgpack_object *a;
+
+		if ((rc = get_list(c, &r, r.result, "sandboxes", 64, &a, n, err)) == 0) {
 			*out = xcalloc(*n ? *n : 1, sizeof(**out));
 			for (size_t i = 0; i < *n; i++)
-				unpack_sandbox(&a->via.array.ptr[i], &(*out)[i]);
+				unpack_sandbox(&a[i], &(*out)[i]);
 		}
 	}
 	reply_free(&r);

@@ -5,7 +5,11 @@
  * a client must not be used from two threads at once (open one per thread).
  * Every call that can fail returns 0 or -errno and fills *err with a stable
  * code (dsec_code_name) and a message; errors the daemon sent come back with
- * the daemon's code and message unchanged.
+ * the daemon's code and message (made valid UTF-8).  A reply that breaks the
+ * protocol (an error whose code is missing, "ok" or unknown; a reply that
+ * would decode to far more memory than its size) is "internal".  Values the
+ * daemon would refuse (a negative ttl or timeout) are "invalid" before
+ * anything is sent: only 0 means the default.
  */
 #ifndef DSEC_H
 #define DSEC_H

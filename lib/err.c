@@ -71,15 +71,91 @@ void dsec_err_clear(struct dsec_err *err)
 	err->msg[0] = '\0';
 }
 
+/* Bytes of the well-formed UTF-8 character at s (n bytes there), 0 when
+ * the bytes are not one (a stray continuation byte, an overlong form, a
+ * surrogate, beyond U+10FFFF, or cut short). */
+static size_t utf8_char(const unsigned char *s, size_t n)
+{
+	size_t k;
+	unsigned lo = 0x80, hi = 0xbf;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		k = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		k = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		k = 4;
+	else
+		return 0;
+	if (s[0] == 0xe0)
+		lo = 0xa0;	/* overlong */
+	else if (s[0] == 0xed)
+		hi = 0x9f;	/* surrogates */
+	else if (s[0] == 0xf0)
+		lo = 0x90;	/* overlong */
+	else if (s[0] == 0xf4)
+		hi = 0x8f;	/* beyond U+10FFFF */
+	if (n < k || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < k; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return k;
+}
+
+size_t dsec_utf8_clean(char *dst, size_t size, const char *src, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t i = 0, o = 0;
+
+	if (size == 0)
+		return 0;
+	while (i < len) {
+		size_t k = utf8_char(s + i, len - i), w = k ? k : 3;
+
+		/* A character cut by the end of src was cut by a length cap:
+		 * drop it rather than mark it. */
+		if (!k && s[i] >= 0xc2 && s[i] <= 0xf4 && len - i < 4) {
+			size_t j = i + 1;
+			while (j < len && s[j] >= 0x80 && s[j] <= 0xbf)
+				j++;
+			if (j == len)
+				break;
+		}
+		if (o + w >= size)
+			break;
+		if (k)
+			memcpy(dst + o, s + i, k);
+		else
+			memcpy(dst + o, "\xef\xbf\xbd", 3);	/* U+FFFD for one bad byte */
+		o += w;
+		i += k ? k : 1;
+	}
+	dst[o] = '\0';
+	return o;
+}
+
+/* Formats into err->msg as valid UTF-8: cut at a character boundary, and
+ * bytes of a request echoed in it that are not UTF-8 replaced. */
+static void msg_set(struct dsec_err *err, const char *text)
+{
+	dsec_utf8_clean(err->msg, sizeof(err->msg), text, strlen(text));
+}
+
 static int err_setv(struct dsec_err *err, enum dsec_code code, int errnum,
 		    const char *fmt, va_list ap)
 {
 	if (errnum < 0)
 		errnum = -errnum;
 	if (err) {
+		char text[DSEC_ERR_MSG_MAX];
+
 		err->code = code;
 		err->errnum = errnum;
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		vsnprintf(text, sizeof(text), fmt, ap);
+		msg_set(err, text);
 	}
 	return errnum ? -errnum : -EIO;
 }
@@ -109,7 +185,7 @@ int dsec_err_setc(struct dsec_err *err, enum dsec_code code, int errnum, const c
 
 void dsec_err_prefix(struct dsec_err *err, const char *fmt, ...)
 {
-	char head[DSEC_ERR_MSG_MAX], old[DSEC_ERR_MSG_MAX];
+	char head[DSEC_ERR_MSG_MAX], old[DSEC_ERR_MSG_MAX], text[2 * DSEC_ERR_MSG_MAX + 2];
 	va_list ap;
 
 	if (!err)
@@ -118,9 +194,9 @@ void dsec_err_prefix(struct dsec_err *err, const char *fmt, ...)
 	vsnprintf(head, sizeof(head), fmt, ap);
 	va_end(ap);
 	memcpy(old, err->msg, sizeof(old));
-	/* Truncation is fine: the message is capped by design. */
-	int n = snprintf(err->msg, sizeof(err->msg), "%s: ", head);
-	if (n >= 0 && (size_t)n < sizeof(err->msg))
-		memcpy(err->msg + n, old, strnlen(old, sizeof(err->msg) - (size_t)n - 1) + 1);
-	err->msg[sizeof(err->msg) - 1] = '\0';
+	old[sizeof(old) - 1] = '\0';
+	/* Truncation is fine: the message is capped by design (and cut at a
+	 * character). */
+	snprintf(text, sizeof(text), "%s: %s", head, old);
+	msg_set(err, text);
 }

@@ -62,5 +62,12 @@ int dsec_err_setc(struct dsec_err *err, enum dsec_code code, int errnum,
 		  const char *fmt, ...) DSEC_PRINTF(4, 5);
 /* Prefix an existing message: "cannot create sandbox: <old message>". */
 void dsec_err_prefix(struct dsec_err *err, const char *fmt, ...) DSEC_PRINTF(2, 3);
+/* Copies len bytes of src to dst (size bytes, NUL-terminated) as valid
+ * UTF-8: a byte that does not begin a well-formed character becomes
+ * U+FFFD, a character cut short at the end of src is dropped, and the copy
+ * ends at a character boundary when dst is full.  Returns its length.
+ * Messages set through this header are made so (they echo requests, which
+ * may hold any bytes), and so is every error message dsecd sends. */
+size_t dsec_utf8_clean(char *dst, size_t size, const char *src, size_t len);
 
 #endif

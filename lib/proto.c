@@ -7,47 +7,54 @@
 #include "proto.h"
 
 const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
-	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers" },
-	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information" },
-	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes" },
-	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox" },
-	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox" },
-	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call", "run a command in a fresh one-shot sandbox" },
-	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read", "read a file in a sandbox" },
-	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write", "write a file in a sandbox" },
-	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox" },
+	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers", true },
+	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information", true },
+	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes", true },
+	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox", false },
+	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox", false },
+	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call",
+			   "run a command in a fresh one-shot sandbox", false },
+	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read",
+				"read a file in a sandbox", false },
+	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write",
+				 "write a file in a sandbox", false },
+	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox", false },
 	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
-				"change what a sandbox's network may reach" },
-	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox" },
-	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox" },
-	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat", "describe a file in a sandbox" },
-	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list", "list a directory in a sandbox" },
-	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir", "make a directory in a sandbox" },
-	[DSEC_OP_FILE_REMOVE] = { DSEC_OP_FILE_REMOVE, "file_remove", "remove a file in a sandbox" },
+				"change what a sandbox's network may reach", false },
+	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox", false },
+	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox", false },
+	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat",
+				"describe a file in a sandbox", false },
+	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list",
+				"list a directory in a sandbox", false },
+	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir",
+				 "make a directory in a sandbox", false },
+	[DSEC_OP_FILE_REMOVE] = { DSEC_OP_FILE_REMOVE, "file_remove",
+				  "remove a file in a sandbox", false },
 	[DSEC_OP_FILE_UPLOAD] = { DSEC_OP_FILE_UPLOAD, "file_upload",
-				  "unpack a tar archive in a sandbox" },
+				  "unpack a tar archive in a sandbox", false },
 	[DSEC_OP_FILE_DOWNLOAD] = { DSEC_OP_FILE_DOWNLOAD, "file_download",
-				    "pack a tree of a sandbox as a tar archive" },
+				    "pack a tree of a sandbox as a tar archive", false },
 	[DSEC_OP_SESSION_OPEN] = { DSEC_OP_SESSION_OPEN, "session_open",
-				   "open a persistent shell session in a sandbox" },
+				   "open a persistent shell session in a sandbox", false },
 	[DSEC_OP_SESSION_EXEC] = { DSEC_OP_SESSION_EXEC, "session_exec",
-				   "run a command in a shell session" },
+				   "run a command in a shell session", false },
 	[DSEC_OP_SESSION_CLOSE] = { DSEC_OP_SESSION_CLOSE, "session_close",
-				    "close a shell session" },
+				    "close a shell session", false },
 	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
-			       "save a sandbox's files as a new image" },
+			       "save a sandbox's files as a new image", false },
 	[DSEC_OP_CHUNK_GET] = { DSEC_OP_CHUNK_GET, "chunk_get",
-				"an fs3 object this node holds verified (node to node)" },
+				"an fs3 object this node holds verified (node to node)", false },
 	[DSEC_OP_EXEC_START] = { DSEC_OP_EXEC_START, "exec_start",
-				 "start a command whose output is read as it comes" },
+				 "start a command whose output is read as it comes", false },
 	[DSEC_OP_EXEC_READ] = { DSEC_OP_EXEC_READ, "exec_read",
-				"read a started command's output and status" },
+				"read a started command's output and status", false },
 	[DSEC_OP_EXEC_WRITE] = { DSEC_OP_EXEC_WRITE, "exec_write",
-				 "write to a started command's stdin" },
+				 "write to a started command's stdin", true },
 	[DSEC_OP_EXEC_SIGNAL] = { DSEC_OP_EXEC_SIGNAL, "exec_signal",
-				  "send a signal to a started command" },
+				  "send a signal to a started command", true },
 	[DSEC_OP_EXEC_RESIZE] = { DSEC_OP_EXEC_RESIZE, "exec_resize",
-				  "resize a started command's terminal" },
+				  "resize a started command's terminal", true },
 };
 
 static const char *const file_types[] = {
@@ -81,10 +88,212 @@ const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
 	return NULL;
 }
 
+/* Containers msgpack-c keeps open at once (MSGPACK_EMBED_STACK_SIZE in
+ * its unpack_define.h); one more fails there with a memory error. */
+#define MSG_DEPTH_MAX 32
+
+/* Big-endian integer of n bytes at p. */
+static uint64_t be_uint(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | *p++;
+	return v;
+}
+
+/* Why a walk over the bytes before msgpack-c sees them: msgpack-c
+ * allocates a container's elements when it reads its header, so a 5-byte
+ * map32 header reserves gigabytes, and every 1-byte nil becomes a 24-byte
+ * object, so a frame of nils decodes to 24 times its size.  Here each
+ * header is only read: a container must fit its elements in the bytes
+ * left (every element takes one byte at least, so the elements still to
+ * come, all levels together, may not outnumber the bytes), the objects the
+ * frame holds (each element one, a map entry two) must stay within
+ * max_objects, and containers nest at most as deep as msgpack-c takes
+ * (MSG_DEPTH_MAX).  *used gets the length of the first object.
+ * The cost is one look at each header, nothing per byte of a str or bin. */
+static int msgpack_walk(const uint8_t *p, size_t len, size_t max_objects, size_t *used,
+			struct dsec_err *err)
+{
+	uint64_t left[MSG_DEPTH_MAX];	/* elements still to come per open container */
+	uint64_t pending = 0;		/* their sum */
+	size_t off = 0, objects = 0, top = 0;
+	bool root = true;
+
+	for (;;) {
+		uint64_t n = 0;		/* elements of a container, bytes of a str/bin/ext */
+		size_t hdr = 0;		/* bytes after the type byte that are its header */
+		int kind = 0;		/* 0 scalar, 1 array, 2 map, 3 str/bin/ext */
+
+		while (top > 0 && left[top - 1] == 0)
+			top--;
+		if (top == 0 && !root)
+			break;
+		if (top == 0) {
+			root = false;
+		} else {
+			left[top - 1]--;
+			pending--;
+		}
+		if (off >= len)
+			goto truncated;
+		uint8_t b = p[off++];
+		if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+			kind = 0;	/* fixint, nil, bool */
+		} else if (b <= 0x8f) {
+			kind = 2, n = b & 0x0f;
+		} else if (b <= 0x9f) {
+			kind = 1, n = b & 0x0f;
+		} else if (b <= 0xbf) {
+			kind = 3, n = b & 0x1f;
+		} else {
+			switch (b) {
+			case 0xc4: case 0xd9: kind = 3, hdr = 1; break;	/* bin8, str8 */
+			case 0xc5: case 0xda: kind = 3, hdr = 2; break;	/* bin16, str16 */
+			case 0xc6: case 0xdb: kind = 3, hdr = 4; break;	/* bin32, str32 */
+			case 0xc7: kind = 3, hdr = 1; break;		/* ext8 (+ type) */
+			case 0xc8: kind = 3, hdr = 2; break;		/* ext16 */
+			case 0xc9: kind = 3, hdr = 4; break;		/* ext32 */
+			case 0xca: case 0xce: case 0xd2: n = 4; break;	/* 32-bit numbers */
+			case 0xcb: case 0xcf: case 0xd3: n = 8; break;	/* 64-bit numbers */
+			case 0xcc: case 0xd0: n = 1; break;
+			case 0xcd: case 0xd1: n = 2; break;
+			case 0xd4: n = 2; break;			/* fixext 1, 2, 4, 8, 16 */
+			case 0xd5: n = 3; break;
+			case 0xd6: n = 5; break;
+			case 0xd7: n = 9; break;
+			case 0xd8: n = 17; break;
+			case 0xdc: kind = 1, hdr = 2; break;		/* array16, array32 */
+			case 0xdd: kind = 1, hdr = 4; break;
+			case 0xde: kind = 2, hdr = 2; break;		/* map16, map32 */
+			case 0xdf: kind = 2, hdr = 4; break;
+			default:
+				return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+						     "malformed msgpack frame (byte 0x%02x at %zu)", b,
+						     off - 1);
+			}
+			if (kind == 0) {	/* a fixed-size scalar: n bytes follow */
+				if (len - off < n)
+					goto truncated;
+				off += n;
+				n = 0;
+			}
+		}
+		if (hdr) {
+			if (len - off < hdr)
+				goto truncated;
+			n = be_uint(p + off, hdr);
+			off += hdr;
+			if (b >= 0xc7 && b <= 0xc9)
+				n++;	/* the ext's type byte */
+		}
+		objects++;
+		if (kind == 3) {
+			if (len - off < n)
+				goto truncated;
+			off += n;
+		} else if (kind) {
+			if (top >= MSG_DEPTH_MAX)
+				return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+						     "msgpack frame nests deeper than %d containers",
+						     MSG_DEPTH_MAX);
+			if (kind == 2)
+				n *= 2;
+			/* pending can be over the bytes left already: a header
+			 * of several bytes takes more than the one counted. */
+			if (pending > len - off || n > len - off - pending)
+				return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+						     "truncated msgpack frame (%zu bytes): a container "
+						     "claims %llu elements", len,
+						     (unsigned long long)(kind == 2 ? n / 2 : n));
+			if (objects + pending + n > max_objects)
+				return dsec_err_setc(err, DSEC_E_TOO_LARGE, E2BIG,
+						     "msgpack frame holds more than %zu objects",
+						     max_objects);
+			pending += n;
+			if (n)
+				left[top++] = n;
+		}
+	}
+	*used = off;
+	return 0;
+truncated:
+	return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG, "truncated msgpack frame (%zu bytes)",
+			     len);
+}
+
+/* The str at p (len bytes there): its bytes and length; false when the
+ * object there is not a whole str. */
+static bool str_at(const uint8_t *p, size_t len, const char **s, size_t *n)
+{
+	size_t h;
+
+	if (len == 0)
+		return false;
+	if (p[0] >= 0xa0 && p[0] <= 0xbf)
+		h = 0, *n = p[0] & 0x1f;
+	else if (p[0] == 0xd9)
+		h = 1;
+	else if (p[0] == 0xda)
+		h = 2;
+	else if (p[0] == 0xdb)
+		h = 4;
+	else
+		return false;
+	if (len - 1 < h)
+		return false;
+	if (h)
+		*n = (size_t)be_uint(p + 1, h);
+	if (len - 1 - h < *n)
+		return false;
+	*s = (const char *)p + 1 + h;
+	return true;
+}
+
+const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	size_t off, used, klen;
+	uint64_t n;
+	const char *k;
+
+	if (len == 0)
+		return NULL;
+	if (p[0] >= 0x80 && p[0] <= 0x8f)
+		n = p[0] & 0x0f, off = 1;
+	else if (p[0] == 0xde && len >= 3)
+		n = be_uint(p + 1, 2), off = 3;
+	else if (p[0] == 0xdf && len >= 5)
+		n = be_uint(p + 1, 4), off = 5;
+	else
+		return NULL;
+	for (; n > 0; n--) {
+		bool is_op = str_at(p + off, len - off, &k, &klen) && klen == 2 && !memcmp(k, "op", 2);
+
+		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
+			return NULL;
+		off += used;
+		if (is_op)
+			return str_at(p + off, len - off, &k, &klen) ? dsec_op_lookup(k, klen) : NULL;
+		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
+			return NULL;
+		off += used;
+	}
+	return NULL;
+}
+
 int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 		   struct dsec_err *err)
 {
-	size_t off = 0;
+	return dsec_msg_parse_n(m, data, len, max, DSEC_OBJ_MAX, err);
+}
+
+int dsec_msg_parse_n(struct dsec_msg *m, const void *data, size_t len, size_t max,
+		     size_t max_objects, struct dsec_err *err)
+{
+	size_t off = 0, used;
+	int rc;
 
 	msgpack_unpacked_init(&m->up);
 	m->root = NULL;
@@ -93,6 +302,11 @@ int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 				     "frame of %zu bytes is over the limit of %zu", len, max);
 	if (len == 0)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG, "empty frame");
+	if ((rc = msgpack_walk(data, len, max_objects, &used, err)) < 0)
+		return rc;
+	if (used != len)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
+				     "%zu trailing bytes after the msgpack object", len - used);
 	msgpack_unpack_return r = msgpack_unpack_next(&m->up, data, len, &off);
 	if (r == MSGPACK_UNPACK_CONTINUE)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EBADMSG,
@@ -442,10 +656,14 @@ void dsec_pk_reply_ok(struct dsec_pk *p, size_t n)
 
 void dsec_pk_reply_err(struct dsec_pk *p, const struct dsec_err *err)
 {
+	char msg[DSEC_ERR_MSG_MAX];
+
+	/* Valid UTF-8 whoever wrote it (a client may decode it strictly). */
+	dsec_utf8_clean(msg, sizeof(msg), err->msg, strnlen(err->msg, sizeof(err->msg)));
 	msgpack_pack_map(&p->pk, 2);
 	dsec_pk_kv_bool(p, "ok", false);
 	dsec_pk_str(p, "error");
 	msgpack_pack_map(&p->pk, 2);
 	dsec_pk_kv_str(p, "code", dsec_code_name(err->code ? err->code : DSEC_E_INTERNAL));
-	dsec_pk_kv_str(p, "message", err->msg[0] ? err->msg : "unknown error");
+	dsec_pk_kv_str(p, "message", msg[0] ? msg : "unknown error");
 }

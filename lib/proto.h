@@ -23,6 +23,11 @@
 #define DSEC_ARGV_MAX 4096
 /* Bytes in one argv or env element (Linux's MAX_ARG_STRLEN). */
 #define DSEC_ARG_MAX (128u << 10)
+/* Objects a frame may decode to (each scalar and container one, a map
+ * entry two), checked before msgpack-c allocates any: the largest request
+ * (argv, env, allow, layers and seccomp_deny at DSEC_ARGV_MAX elements
+ * each) fits with room.  At 24 bytes each, 1.5 MiB whatever the frame. */
+#define DSEC_OBJ_MAX 65536
 /* Entries file_list returns when the request names no limit, and at most. */
 #define DSEC_LIST_DEFAULT 10000
 #define DSEC_LIST_MAX 100000
@@ -69,11 +74,20 @@ struct dsec_op_desc {
 	enum dsec_op op;		/* enum value */
 	const char *name;		/* name on the wire */
 	const char *summary;		/* one line, for docs and errors */
+	bool quick;			/* answered at once on the loop, never waiting on a
+					 * backend or a timer: dsecd serves it beyond
+					 * max_inflight (a health check must not wait
+					 * behind long commands) */
 };
 
 extern const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT];
 /* NULL if name is not an op. */
 const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len);
+/* The op a frame names, found without decoding it (the value of the
+ * first str key "op" of the top-level map, as dsec_map_get would find
+ * it); NULL when the frame is not a map, has no such key or names no op.
+ * Costs a look at the headers of the entries before "op". */
+const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len);
 
 /* A parsed frame.  The root object points into zone memory owned by msg. */
 struct dsec_msg {
@@ -82,9 +96,15 @@ struct dsec_msg {
 };
 
 /* Strictly parse one frame: exactly one msgpack object, a map, no trailing
- * bytes, at most max bytes.  On failure err has bad_request/too_large. */
+ * bytes, at most max bytes, decoding to at most DSEC_OBJ_MAX objects.
+ * A container claiming more elements than the bytes left could hold is
+ * refused before anything is allocated.  On failure err has bad_request
+ * or too_large; m is freeable either way. */
 int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 		   struct dsec_err *err);
+/* The same with another bound on the objects (replies that carry lists). */
+int dsec_msg_parse_n(struct dsec_msg *m, const void *data, size_t len, size_t max,
+		     size_t max_objects, struct dsec_err *err);
 void dsec_msg_free(struct dsec_msg *m);
 
 /* Field access on a map object.  Getters return 0 when the key is present

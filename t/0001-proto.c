@@ -35,7 +35,7 @@ int main(void)
 	uint64_t u;
 	double x;
 
-	plan(43);
+	plan(44);
 
 	/* round trip */
 	void *frame = pack_request(&len);
@@ -89,6 +89,12 @@ int main(void)
 	/* a map claiming 2^32-1 entries in 5 bytes must not allocate them */
 	int rc = dsec_msg_parse(&m, "\xdf\xff\xff\xff\xff", 5, 100, &err);
 	ok(rc < 0, "a map header claiming 4G entries fails cleanly (%s)", err.msg);
+	dsec_msg_free(&m);
+	/* the same behind a 5-byte header, whose 4 extra bytes the count of
+	 * elements still to come did not cover (found by fuzz/request) */
+	rc = dsec_msg_parse(&m, "\x82\xff\x92\xdd\x2b\xd3\x24\x26\xff", 9, 100, &err);
+	ok(rc < 0 && strstr(err.msg, "claims"), "an array32 claiming 700M elements deep in a frame "
+	   "is refused before msgpack-c sees it (%s)", err.msg);
 	dsec_msg_free(&m);
 	free(frame);
 

@@ -23,16 +23,25 @@ rss() { awk '/^VmRSS/ { print $2 }' /proc/$DSECD_PID/status; }
 now() { date +%s.%N; }
 # start ARGS...: exec_start in sandbox $id; $x names it.
 start() { run req exec_start id="$id" "$@"; x=$(get exec); }
-# drain: exec_read $x until done; $ALL = its stdout, $OUT the last reply.
+# drain: exec_read $x until done; $ALL = its stdout, $ALLERR its stderr
+# (each comes in whichever replies it was ready for: collect both from
+# every one), $OUT the last reply.
 drain() {
 	local i
 	ALL=
+	ALLERR=
 	for i in $(seq 200); do
 		run req exec_read id="$id" exec="$x" wait%=10
 		[ "$RC" = 0 ] || return 1
 		ALL+=$(get stdout; echo .)
 		ALL=${ALL%.}
-		if [ "$(get done)" = true ]; then ALL=${ALL%$'\n'}; return 0; fi
+		ALLERR+=$(get stderr; echo .)
+		ALLERR=${ALLERR%.}
+		if [ "$(get done)" = true ]; then
+			ALL=${ALL%$'\n'}
+			ALLERR=${ALLERR%$'\n'}
+			return 0
+		fi
 	done
 	return 1
 }
@@ -111,7 +120,7 @@ req exec_signal id="$id" exec="$x" signal=KILL >/dev/null
 drain
 start code='echo out; echo err >&2; exit 7'
 drain
-is "$ALL:$(get stderr):$(get exit_code)" "out:err:7" "stderr apart, exit status 7"
+is "$ALL:$ALLERR:$(get exit_code)" "out:err:7" "stderr apart, exit status 7"
 
 # The timeout kills the whole tree.
 start code='sleep 100 & echo $! > /tmp/bg; sleep 100' timeout%=1

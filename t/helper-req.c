@@ -4,6 +4,7 @@
  *   helper-req [-q] --raw FILE URL        (send FILE's bytes as the frame; - = stdin)
  *   helper-req -o FILE ...                 (also save result.data's bytes in FILE;
  *                                           bins print as "<N bytes>")
+ *   helper-req --dump FILE ...             (also save the whole reply frame in FILE)
  *
  * ARG forms: key=string  key#=integer  key%=float  key?=true|false
  *            key[]=string (appends to an array)  key.sub=string (map entry)
@@ -80,7 +81,7 @@ static void json(const msgpack_object *o)
 
 static void usage(void)
 {
-	fputs("usage: helper-req [-q] [-o FILE] [--no-v] [--v N] URL OP [key=val|key#=N|key%=F|key?=B|"
+	fputs("usage: helper-req [-q] [-o FILE] [--dump FILE] [--no-v] [--v N] URL OP [key=val|key#=N|key%=F|key?=B|"
 	      "key[]=s|key.sub=s|key@=FILE|key~=N]...\n"
 	      "       helper-req [-q] --raw FILE URL\n", stderr);
 	exit(2);
@@ -150,7 +151,7 @@ int main(int argc, char **argv)
 {
 	bool quiet = false, with_v = true;
 	long version = 1;
-	const char *raw = NULL, *save = NULL;
+	const char *raw = NULL, *save = NULL, *dump = NULL;
 	int i = 1;
 	struct dsec_client *c;
 	struct dsec_err err;
@@ -168,6 +169,8 @@ int main(int argc, char **argv)
 			raw = argv[++i];
 		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
 			save = argv[++i];
+		else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+			dump = argv[++i];
 		else
 			usage();
 	}
@@ -261,6 +264,13 @@ int main(int argc, char **argv)
 	}
 	free(req);
 	dsec_close(c);
+	if (dump) {
+		FILE *f = fopen(dump, "wb");
+		if (!f || fwrite(reply, 1, rlen, f) != rlen || fclose(f) != 0) {
+			fprintf(stderr, "helper-req: cannot write '%s'\n", dump);
+			return 2;
+		}
+	}
 	msgpack_unpacked up;
 	size_t off = 0;
 	msgpack_unpacked_init(&up);

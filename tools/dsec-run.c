@@ -371,9 +371,12 @@ static int report(const struct dsec_exec_res *res)
 	return res->exit_code;
 }
 
+/* A failure never reads as success: an error without a code (a bug on
+ * our side) says "internal", not "ok". */
 static _Noreturn void die_dsec(const struct dsec_err *err)
 {
-	die("%s (%s)", err->msg[0] ? err->msg : "unknown error", dsec_code_name(err->code));
+	die("%s (%s)", err->msg[0] ? err->msg : "unknown error",
+	    dsec_code_name(err->code != DSEC_E_OK ? err->code : DSEC_E_INTERNAL));
 }
 
 /* ---- --stream and -t -------------------------------------------------------
