@@ -11,8 +11,13 @@
 #include "util.h"
 
 /* _IOWR('X', 109, struct xfs_swapext): the struct is 192 bytes on 64-bit
- * architectures (xfs/xfs_fs.h of xfslibs-dev: sizeof 192, 0xc0c0586d). */
+ * architectures (xfs/xfs_fs.h of xfslibs-dev: sizeof 192, 0xc0c0586d).
+ * The same request with a 96-byte size (0xc060586d, the number the harden
+ * issue gave) is refused too: the kernel's XFS matches the request by its
+ * full value, but an older or patched kernel's struct size must not open a
+ * way around the rule, and nothing else uses 'X' 109. */
 #define XFS_IOC_SWAPEXT_NR 0xc0c0586dUL
+#define XFS_IOC_SWAPEXT_96_NR 0xc060586dUL
 #define AF_VSOCK_NR 40
 /* The kernel reads an int or unsigned int argument from the low 32 bits of
  * its register; the filter sees all 64. */
@@ -60,6 +65,7 @@ int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 	rc |= deny_ioctl(ctx, TIOCSTI);
 	rc |= deny_ioctl(ctx, TIOCLINUX);
 	rc |= deny_ioctl(ctx, XFS_IOC_SWAPEXT_NR);
+	rc |= deny_ioctl(ctx, XFS_IOC_SWAPEXT_96_NR);
 	/* vsock is not namespaced; socketpair() is refused as well, so that
 	 * no path that makes a socket takes the family (io_uring, which can
 	 * make sockets too, is denied whole by every backend). */

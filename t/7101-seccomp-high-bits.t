@@ -40,6 +40,7 @@ sc("socketpair_vsock_hi", 53, HI | 40, 1, 0, ctypes.addressof(sv))
 sc("tiocsti_hi", 16, null, HI | 0x5412, ctypes.addressof(buf))
 sc("tioclinux_hi", 16, null, HI | 0x541C, ctypes.addressof(buf))
 sc("xfs_swapext_hi", 16, null, HI | 0xC0C0586D, ctypes.addressof(buf))
+sc("xfs_swapext96_hi", 16, null, HI | 0xC060586D, ctypes.addressof(buf))
 sc("personality_hi", 135, HI | 0x0400000)
 sc("clone_newuser_hi", 56, HI | 0x10000000 | 17, 0, 0, 0, 0)
 sc("unshare_newuser_hi", 272, HI | 0x10000000)
@@ -50,6 +51,7 @@ socketpair_vsock_hi=97
 tiocsti_hi=1
 tioclinux_hi=1
 xfs_swapext_hi=1
+xfs_swapext96_hi=1
 personality_hi=1
 clone_newuser_hi=1
 unshare_newuser_hi=1'
