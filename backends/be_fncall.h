@@ -34,8 +34,10 @@
  * unit -> zygote, per job: {t:"err", errno, msg} (its child cannot start
  *   the call), then {t:"st", status} (pid 1, after the child ended and
  *   everything else of the call was killed); the unit then takes the next.
- * python template <-> zygote: {t:"hello"} (template up), {t:"spawn"} +
- *   the unit's socket (zygote asks), {t:"pid", pid} (template answers).
+ * python template <-> zygote: {t:"hello"} (template up), {t:"spawn",
+ *   meminfo} + the unit's socket (zygote asks; meminfo: the path of the
+ *   unit's made-up /proc/meminfo, see FC_PROC_DIR), {t:"pid", pid}
+ *   (template answers).
  */
 #ifndef DSEC_BE_FNCALL_H
 #define DSEC_BE_FNCALL_H
@@ -58,5 +60,14 @@
 #define FC_HELPER "fncall-zygote"
 #define FC_PY_ZYGOTE "fncall_zygote.py"
 #define FC_PRELOAD "fncall-preload.so"
+
+/* In the units' root (read-only there, root's only): what masks their
+ * /proc (be_procmask.h): the made-up files (loadavg and stat are bound;
+ * meminfo, for the runtime's default limit, is not: each unit binds its
+ * slot's "meminfo.N", which says the limit of its call), "empty" (a
+ * directory), and FC_PROC_PLAN, the binds the python template makes
+ * ("SRC\tDST" lines, be_procmask_plan) besides meminfo's. */
+#define FC_PROC_DIR "/.dsec/proc"
+#define FC_PROC_PLAN "plan"
 
 #endif

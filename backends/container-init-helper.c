@@ -81,6 +81,7 @@
 #include "be_seccomp.h"
 #include "be_net.h"
 #include "be_path.h"
+#include "be_procmask.h"
 #include "be_relayout.h"
 #include "be_title.h"
 #include "be_cgroup.h"
@@ -386,121 +387,30 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	xmkdir(p, 01777);
 }
 
-/* What commands see of /proc instead of the host's: entries masked (a file
- * reads as /dev/null, a directory as an empty one): the kernel's memory
- * and keys, and what tells of the host's and other sandboxes' activity
- * (the kernel's command line, pressure, disks, interrupts, locks, memory
- * zones and slabs, cgroup counts); */
-static const char *const proc_masked[] = {
-	"kcore", "kpagecgroup", "kpageflags", "kpagecount", "sysrq-trigger", "timer_list",
-	"sched_debug", "keys", "key-users", "latency_stats", "acpi", "scsi",
-	"cmdline", "pressure", "diskstats", "partitions", "vmstat", "schedstat", "interrupts",
-	"softirqs", "buddyinfo", "zoneinfo", "pagetypeinfo", "slabinfo", "vmallocinfo", "locks",
-	"swaps", "cgroups", "mdstat",
-};
-/* entries made up per sandbox (virtual_proc: its memory limit, no load);  */
-static const char *const proc_virtual[] = { "meminfo", "loadavg", "stat" };
-/* and entries read-only. */
-static const char *const proc_ro[] = { "sys", "bus", "fs", "irq" };
-
-/* Writes the sandbox's own /proc/meminfo, loadavg and stat into directory
- * vdir: its memory limit of mem bytes (the host's memory when that is
- * less) all free, no load, the host's CPUs idle since its boot: free(1)
- * and programs that size themselves by MemTotal see the sandbox, not the
- * node.  The figures do not move (the cgroup has the live ones). */
+/* The sandbox's own /proc/meminfo, loadavg and stat in directory vdir
+ * (be_procmask.h): its memory limit of mem bytes, no load. */
 static void virtual_proc(const char *vdir, uint64_t mem)
 {
-	_cleanup_free_ char *host = NULL;
-	unsigned long long total = 0, btime = 0, kb;
-	struct dsec_buf b;
-	size_t len, ncpu = 0;
+	struct be_proc_host h;
+	struct dsec_err err;
 
 	xmkdir(vdir, 0755);
-	if (dsec_read_file("/proc/meminfo", &host, &len) == 0)
-		sscanf(host, "MemTotal: %llu kB", &total);
-	kb = mem / 1024;
-	if (!kb || (total && kb > total))
-		kb = total;
-	dsec_buf_init(&b);
-	dsec_buf_addf(&b, "MemTotal:       %8llu kB\nMemFree:        %8llu kB\n"
-		      "MemAvailable:   %8llu kB\n", kb, kb, kb);
-	static const char *const zero[] = { "Buffers", "Cached", "SwapCached", "Active", "Inactive",
-					     "SwapTotal", "SwapFree", "Dirty", "Writeback",
-					     "AnonPages", "Mapped", "Shmem", "Slab", "SReclaimable",
-					     "SUnreclaim" };
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(zero); i++)
-		dsec_buf_addf(&b, "%s:%*s%8u kB\n", zero[i], (int)(15 - strlen(zero[i])), "", 0);
-	dsec_buf_addf(&b, "CommitLimit:    %8llu kB\nCommitted_AS:   %8u kB\n", kb, 0);
-	put_file(vdir, "/meminfo", b.data);
-	put_file(vdir, "/loadavg", "0.00 0.00 0.00 1/1 1\n");
-	free(host);
-	host = NULL;
-	if (dsec_read_file("/proc/stat", &host, &len) == 0) {
-		for (char *l = host; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-			if (!strncmp(l, "cpu", 3) && l[3] >= '0' && l[3] <= '9')
-				ncpu++;
-			sscanf(l, "btime %llu", &btime);
-		}
-	}
-	dsec_buf_reset(&b);
-	dsec_buf_addf(&b, "cpu  0 0 0 0 0 0 0 0 0 0\n");
-	for (size_t i = 0; i < (ncpu ? ncpu : 1); i++)
-		dsec_buf_addf(&b, "cpu%zu 0 0 0 0 0 0 0 0 0 0\n", i);
-	dsec_buf_addf(&b, "intr 0\nctxt 0\nbtime %llu\nprocesses 0\nprocs_running 1\n"
-		      "procs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n", btime);
-	put_file(vdir, "/stat", b.data);
-	dsec_buf_free(&b);
+	be_proc_host_read(&h);
+	if (be_procmask_write(vdir, &h, mem, &err) < 0)
+		fail(err.errnum, "%s", err.msg);
 	chmod(vdir, 0555);
 }
 
 /* Masks, virtual entries and read-only parts over the proc mounted at
- * proc: virt[i] is a detached mount of proc_virtual[i]'s file (taken over),
- * or -1 for none. */
-static void finish_proc(const char *proc, int *virt)
+ * proc (be_procmask.h): m's detached mounts of the made-up files are taken
+ * over. */
+static void finish_proc(const char *proc, struct be_procmask *m)
 {
-	char p[PATH_MAX + 64];
-	struct stat st;
+	struct dsec_err err;
 
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_masked); i++) {
-		snprintf(p, sizeof(p), "%s/%s", proc, proc_masked[i]);
-		if (lstat(p, &st) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode))
-			mask_dir(p);
-		else
-			xmount("/dev/null", p, NULL, MS_BIND, NULL);
-	}
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_virtual); i++) {
-		if (virt[i] < 0)
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", proc, proc_virtual[i]);
-		if (syscall(SYS_move_mount, virt[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-			fail(errno, "cannot mount '%s': %s", p, strerror(errno));
-		close(virt[i]);
-		virt[i] = -1;
-		xmount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
-		       MS_NOEXEC, NULL);
-	}
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_ro); i++) {
-		snprintf(p, sizeof(p), "%s/%s", proc, proc_ro[i]);
-		if (lstat(p, &st) < 0)
-			continue;
-		xmount(p, p, NULL, MS_BIND | MS_REC, NULL);
-		xmount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
-		       MS_NOEXEC, NULL);
-	}
-}
-
-/* Detached copies (open_tree) of the files at dir/NAME for each
- * proc_virtual NAME into virt; -1 where there is none. */
-static void clone_virtual(const char *dir, int *virt)
-{
-	char p[PATH_MAX];
-
-	for (size_t i = 0; i < DSEC_ARRAY_LEN(proc_virtual); i++) {
-		snprintf(p, sizeof(p), "%s/%s", dir, proc_virtual[i]);
-		virt[i] = (int)syscall(SYS_open_tree, AT_FDCWD, p, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	}
+	m->ro = true;
+	if (be_procmask_apply(m, proc, &err) < 0)
+		fail(err.errnum, "%s", err.msg);
 }
 
 /* pid 1's part: /proc of the new pid namespace as commands see it
@@ -508,14 +418,14 @@ static void clone_virtual(const char *dir, int *virt)
  * EFI: the host's, and root's to read), then pivot_root. */
 static void finish_root(const char *dir)
 {
-	int virt[DSEC_ARRAY_LEN(proc_virtual)];
+	struct be_procmask m = BE_PROCMASK_INIT;
 	char root[2048], p[PATH_MAX];
 
 	snprintf(root, sizeof(root), "%s/root", dir);
 	snprintf(p, sizeof(p), "%s/proc", root);
 	xmount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	clone_virtual("rw/proc", virt);
-	finish_proc(p, virt);
+	be_procmask_clone(&m, "rw/proc");
+	finish_proc(p, &m);
 	snprintf(p, sizeof(p), "%s/sys", root);
 	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
 		snprintf(p, sizeof(p), "%s/sys/firmware", root);
@@ -535,11 +445,11 @@ static void finish_root(const char *dir)
  * above all: no Yama here).  Masked and virtual as the sandbox's. */
 static void session_proc(void)
 {
-	int virt[DSEC_ARRAY_LEN(proc_virtual)];
+	struct be_procmask m = BE_PROCMASK_INIT;
 
-	clone_virtual("/proc", virt);
+	be_procmask_clone(&m, "/proc");
 	xmount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	finish_proc("/proc", virt);
+	finish_proc("/proc", &m);
 }
 
 static const char *arg(int argc, char **argv, const char *name, const char *def)

@@ -8,13 +8,15 @@
  * (see build_seccomp).  Then it keeps `pool` units ready.
  *
  * A unit is pid 1 of new pid and mount namespaces, cloned from here (uts
- * is the zygote's); it mounts its own /proc and a private tmpfs on /tmp
- * and execs the runtime's shell with fncall-preload.so preloaded, which
- * moves into network and IPC namespaces of the unit's own (be_callns.h),
- * waits until the zygote has put it into its per-call cgroup ("go") and
- * then serves calls one at a time: for each it forks a child that blocks
- * on the unit socket for a job, sets it up (pipes, sandbox scratch,
- * limits, the tenant's unprivileged uid) and runs it, and when that child
+ * is the zygote's); it mounts its own /proc, masked as a container's
+ * (be_procmask.h: the masks and made-up files are prepared here once, a
+ * unit binds them), and a private tmpfs on /tmp and execs the runtime's
+ * shell with fncall-preload.so preloaded, which moves into network and
+ * IPC namespaces of the unit's own (be_callns.h), waits until the zygote
+ * has put it into its per-call cgroup ("go") and then serves calls one at
+ * a time: for each it forks a child that blocks on the unit socket for a
+ * job, sets it up (pipes, sandbox scratch, limits, the tenant's
+ * unprivileged uid) and runs it, and when that child
  * ends pid 1 kills whatever else is left in the namespace, reports the
  * wait status and renews the unit (see fncall-preload.c), with fresh
  * network and IPC namespaces if the call left anything there.  The
@@ -67,6 +69,7 @@
 #include "be_cgroup.h"
 #include "be_fncall.h"
 #include "be_io.h"
+#include "be_procmask.h"
 #include "be_relayout.h"
 #include "err.h"
 #include "proto.h"
@@ -98,6 +101,16 @@ static struct {
 	.scratch = 64 << 20, .nofile = 256,
 	.lim = { .memory = 256 << 20, .cpus = 1, .pids = 64 },
 };
+
+/* The masks of the units' /proc (proc_prepare): the host's entries as
+ * probed before the pivot, the made-up files' sources in FC_PROC_DIR; a
+ * unit adds its slot's meminfo. */
+static struct be_procmask unit_pm = BE_PROCMASK_INIT;
+/* The node's figures for the made-up files, read before the pivot. */
+static struct be_proc_host proc_host;
+/* A writable detached copy of FC_PROC_DIR (read-only in the root), for
+ * the slots' meminfo files. */
+static int proc_dirfd = -1;
 
 /* The compiled seccomp filter, loaded by the zygote once set-up is done. */
 static struct sock_fprog seccomp_prog;
@@ -212,6 +225,42 @@ static void bind_ro(const char *host, bool dev)
 	       (dev ? 0 : MS_NODEV), NULL);
 }
 
+/* What the units mount over their /proc, made once, while the host's
+ * /proc is still there to look at (be_procmask.h): the entries it has
+ * that a call could read (calls are never root and hold no capability:
+ * what only root may open needs no mask, and costs no mount), and in
+ * FC_PROC_DIR, which the root's remount makes read-only and so every bind
+ * of it, an empty directory and the made-up loadavg and stat; each slot's
+ * meminfo comes later (slot_meminfo).  A unit's pid 1 then masks its
+ * /proc with one bind per entry (unit_main; the python template reads the
+ * same binds from FC_PROC_PLAN), no lookup, no new filesystem.  The
+ * directory is root's: a call cannot read the other slots' limits. */
+static void proc_prepare(void)
+{
+	struct dsec_err err;
+	struct dsec_buf b;
+
+	be_proc_host_read(&proc_host);
+	unit_pm.unpriv = true;
+	be_procmask_probe(&unit_pm, "/proc");
+	if (mkdir(NEWROOT FC_PROC_DIR, 0700) < 0 || mkdir(NEWROOT FC_PROC_DIR "/empty", 0555) < 0)
+		die("cannot mkdir '%s': %s", NEWROOT FC_PROC_DIR, strerror(errno));
+	if (be_procmask_write(NEWROOT FC_PROC_DIR, &proc_host, cfg.lim.memory, &err) < 0)
+		die("%s", err.msg);
+	unit_pm.empty = FC_PROC_DIR "/empty";
+	unit_pm.virt_path[BE_PROC_LOADAVG] = FC_PROC_DIR "/loadavg";
+	unit_pm.virt_path[BE_PROC_STAT] = FC_PROC_DIR "/stat";
+	dsec_buf_init(&b);
+	if (be_procmask_plan(&unit_pm, "/proc", &b, &err) < 0)
+		die("%s", err.msg);
+	put_file(NEWROOT FC_PROC_DIR "/" FC_PROC_PLAN, b.data, b.len, 0644);
+	dsec_buf_free(&b);
+	proc_dirfd = (int)syscall(SYS_open_tree, AT_FDCWD, NEWROOT FC_PROC_DIR,
+				  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (proc_dirfd < 0)
+		die("cannot clone '%s': %s", NEWROOT FC_PROC_DIR, strerror(errno));
+}
+
 /* The root every unit sees: a tmpfs, read-only once built. */
 static void build_root(const char *py_src, size_t py_len, const char *pl_src, size_t pl_len)
 {
@@ -285,6 +334,7 @@ static void build_root(const char *py_src, size_t py_len, const char *pl_src, si
 		put_file(NEWROOT "/.dsec/" FC_PY_ZYGOTE, py_src, py_len, 0644);
 	if (pl_src)
 		put_file(NEWROOT "/.dsec/" FC_PRELOAD, pl_src, pl_len, 0644);
+	proc_prepare();
 	xmount(NULL, NEWROOT, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
 
 	if (chdir(NEWROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
@@ -404,11 +454,13 @@ static void unit_exec_args(void)
 }
 
 /* Runs right after clone() in the new pid and mount namespaces: mount
- * this unit's /proc and /tmp, then become the shell with its template
- * preloaded (see fncall-preload.c), which serves the unit's calls. */
-static _Noreturn void unit_main(int sock)
+ * this unit's /proc (masked, with the meminfo of its slot) and /tmp, then
+ * become the shell with its template preloaded (see fncall-preload.c),
+ * which serves the unit's calls. */
+static _Noreturn void unit_main(int sock, int slot)
 {
-	char opt[64];
+	char opt[64], meminfo[64];
+	struct dsec_err err;
 	sigset_t none;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -425,6 +477,10 @@ static _Noreturn void unit_main(int sock)
 	prctl(PR_SET_DUMPABLE, 0);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		die("unit: cannot mount /proc: %s", strerror(errno));
+	snprintf(meminfo, sizeof(meminfo), FC_PROC_DIR "/meminfo.%d", slot);
+	unit_pm.virt_path[BE_PROC_MEMINFO] = meminfo;
+	if (be_procmask_apply(&unit_pm, "/proc", &err) < 0)
+		die("unit: %s", err.msg);
 	snprintf(opt, sizeof(opt), "size=%llu,mode=1777", (unsigned long long)cfg.scratch);
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opt) < 0)
 		die("unit: cannot mount /tmp: %s", strerror(errno));
@@ -452,6 +508,7 @@ struct slot {
 	struct be_cg_limits cur;	/* limits written to it */
 	int oomfd;			/* its OOM kill count (be_cg_oom_open), or -1 */
 	uint64_t oom;			/* that count when last read */
+	uint64_t meminfo;		/* memory its made-up meminfo shows, 0 none yet */
 	bool used;			/* taken by a live unit */
 };
 
@@ -602,6 +659,34 @@ static int tell_pool(int timeout)
 	return timeout;
 }
 
+/* The slot's made-up /proc/meminfo (FC_PROC_DIR/meminfo.N, which its
+ * units bind) says mem bytes: the limit of the job it is about to get
+ * (dispatch; nothing of a call runs in the unit then).  Rewritten in
+ * place, the same file, and only when the limit changes.  0 or -1 with
+ * errno set. */
+static int slot_meminfo(int i, uint64_t mem)
+{
+	struct slot *s = &z.slots[i];
+	struct dsec_buf b;
+	char name[32];
+	int fd, rc = 0;
+
+	if (s->meminfo == mem)
+		return 0;
+	snprintf(name, sizeof(name), "meminfo.%d", i);
+	dsec_buf_init(&b);
+	be_proc_meminfo(&b, &proc_host, mem);
+	fd = openat(proc_dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || dsec_write_all(fd, b.data, b.len) < 0)
+		rc = -1;
+	else
+		s->meminfo = mem;
+	if (fd >= 0)
+		close(fd);
+	dsec_buf_free(&b);
+	return rc;
+}
+
 static int get_slot(void)
 {
 	struct dsec_err err;
@@ -625,6 +710,9 @@ static int get_slot(void)
 			z.slots[i].cur = cfg.lim;
 			z.slots[i].oomfd = be_cg_oom_open(z.slots[i].cg);
 		}
+		/* Its units bind it: it must be there before the first. */
+		if (slot_meminfo(i, cfg.lim.memory) < 0)
+			die("cannot write the made-up meminfo of slot %d: %s", i, strerror(errno));
 	}
 	z.slots[i].used = true;
 	return i;
@@ -700,10 +788,13 @@ static void spawn_unit(void)
 		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
 				     .msg_controllen = sizeof(cbuf.b) };
 		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		char meminfo[64];
 
+		snprintf(meminfo, sizeof(meminfo), FC_PROC_DIR "/meminfo.%d", u->slot);
 		dsec_pk_init(&p);
-		msgpack_pack_map(&p.pk, 1);
+		msgpack_pack_map(&p.pk, 2);
 		dsec_pk_kv_str(&p, "t", "spawn");
+		dsec_pk_kv_str(&p, "meminfo", meminfo);
 		iov.iov_base = p.sb.data;
 		iov.iov_len = p.sb.size;
 		c->cmsg_level = SOL_SOCKET;
@@ -732,7 +823,7 @@ static void spawn_unit(void)
 			 * the zygote. */
 			if (s->cg && be_cg_attach(s->cg, 0) < 0)
 				warnx_("cannot move a new unit into cgroup '%s'", s->cg->path);
-			unit_main(sv[1]);
+			unit_main(sv[1], u->slot);
 		}
 		close(sv[1]);
 		if (pid < 0) {
@@ -862,6 +953,9 @@ static bool dispatch(struct pending *p)
 			return false;
 		u = best;
 		slot_limits(u->slot, &p->lim);
+		if (slot_meminfo(u->slot, p->lim.memory ? p->lim.memory : cfg.lim.memory) < 0)
+			warnx_("cannot write the made-up meminfo of slot %d: %s", u->slot,
+			       strerror(errno));
 		if (p->nfds) {
 			struct cmsghdr *c;
 

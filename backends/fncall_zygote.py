@@ -8,7 +8,9 @@
 # mount namespaces (uts is the helper's) and answers {t:"pid", pid}.  The
 # seccomp filter and no_new_privs are the helper's, inherited through exec.
 #
-# A unit is pid 1 of its namespace: it mounts /proc and a private /tmp,
+# A unit is pid 1 of its namespace: it mounts /proc, masked as the helper
+# lists it in PROC_DIR/plan (be_procmask.h) plus the made-up meminfo of
+# its slot, which the spawn request names, and a private /tmp,
 # moves into network and IPC namespaces of its own (see be_callns.h),
 # waits for {t:"go"} (the helper has placed it in its cgroup), then serves
 # calls one after the other: for each it forks a child, which waits for the
@@ -45,7 +47,7 @@ CLONE_NEWNET = 0x40000000
 CLONE_PARENT = 0x00008000
 SIGCHLD = 17
 SYS_clone = {'x86_64': 56, 'aarch64': 220}.get(os.uname().machine, 56)
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 2, 4, 8, 32
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 2, 4, 8, 32, 4096
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x8914, 0x1, 0x40
 IPC_SHM_INFO, IPC_MSG_INFO, IPC_SEM_INFO = 14, 12, 19
 MQ_EMPTY_SIZE = 40   # "." and "..": see be_callns.c
@@ -53,6 +55,8 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 4, 3
 SECCOMP_MODE_FILTER = 2
 MAX_MSG = 64 * 1024
 UNIT_FD = 3
+PROC_DIR = '/.dsec/proc'   # FC_PROC_DIR
+PROC_PLAN = 'plan'         # FC_PROC_PLAN
 
 libc = ctypes.PyDLL(None, use_errno=True)   # PyDLL: keeps the GIL across calls
 libc.syscall.restype = ctypes.c_long
@@ -80,6 +84,16 @@ def parse_args(argv):
 
 CFG = parse_args(sys.argv[1:])
 os.close(4)   # the seccomp filter's BPF: already loaded by the C helper, inherited
+
+
+def proc_binds():
+    """The bind mounts that mask a unit's /proc but for its meminfo, as the
+    C helper lists them once for this kernel: [(src, dst)]."""
+    with open(os.path.join(PROC_DIR, PROC_PLAN), 'rb') as f:
+        return [tuple(ln.split(b'\t')) for ln in f.read().splitlines() if ln]
+
+
+PROC_BINDS = proc_binds()
 
 
 def send(sock, t, **kw):
@@ -425,11 +439,12 @@ def renew(state, last_pid):
         os.pwrite(last_pid, b'1', 0)
 
 
-def unit_main(sock):
+def unit_main(sock, meminfo):
     """Pid 1 of a unit: one child per call, forked before the job comes
     (it waits for it), then everything else of the call killed, the status
     reported and the unit renewed.  Pid 1 never sees a job, so nothing of
-    one call is in the memory the next is forked from.  Never returns."""
+    one call is in the memory the next is forked from.  meminfo: the made-up
+    /proc/meminfo of its slot.  Never returns."""
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, None, 0, 0)
     os.dup2(sock.fileno(), UNIT_FD, inheritable=False)
     sock.close()
@@ -439,6 +454,8 @@ def unit_main(sock):
     state = {}
     try:
         mount(b'proc', b'/proc', b'proc', MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        for src, dst in PROC_BINDS + [(meminfo, b'/proc/meminfo')]:
+            mount(src, dst, None, MS_BIND, None)
         mount(b'tmpfs', b'/tmp', b'tmpfs', MS_NOSUID | MS_NODEV,
               b'size=%d,mode=1777' % CFG['scratch'])
         st, fs = os.stat('/tmp'), os.statvfs('/tmp')
@@ -516,6 +533,7 @@ def spawn(ctl):
         os._exit(0)   # the helper went away
     if not fds:
         return
+    meminfo = msgpack.unpackb(msg, raw=False).get('meminfo', '').encode()
     usock = socket.socket(fileno=fds[0])
     pyapi.PyOS_BeforeFork()
     L = ctypes.c_long
@@ -524,7 +542,7 @@ def spawn(ctl):
     if pid == 0:
         pyapi.PyOS_AfterFork_Child()
         ctl.close()
-        unit_main(usock)
+        unit_main(usock, meminfo)
     pyapi.PyOS_AfterFork_Parent()
     usock.close()
     send(ctl, 'pid', pid=max(pid, 0))
