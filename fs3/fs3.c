@@ -496,6 +496,13 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 				 strerror(r < 0 ? -r : errno));
 		goto fail;
 	}
+	/* Staging a killed import or squash left behind: removed when no
+	 * other process adds to the store (they hold the lock shared), and
+	 * never waited for. */
+	if (flock(fs->lockfd, LOCK_EX | LOCK_NB) == 0) {
+		each_entry(fs, "tmp", rm_path);
+		flock(fs->lockfd, LOCK_UN);
+	}
 	if (fs->flags & FS3_MOUNTER) {
 		_cleanup_free_ char *ml = xasprintf("%s/mnt.lock", fs->dir);
 		fs->mntlockfd = open(ml, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -166,11 +166,14 @@ int fs3_mkfs_erofs(const char *root, const char *out, const char *log, struct ds
 /* ---- tar ---------------------------------------------------------------- */
 
 /* Normalises an entry path in place: no leading "/" or "./", no "." parts.
- * Returns NULL for paths with a ".." part or nothing left. */
+ * Returns "" for the tree's root ("./", "/", "" ...), NULL for a path with
+ * a ".." part (or none at all). */
 static char *clean_path(char *p)
 {
 	char *out = p, *w = p;
 
+	if (!p)
+		return NULL;
 	while (*p) {
 		while (*p == '/')
 			p++;
@@ -187,7 +190,7 @@ static char *clean_path(char *p)
 		p = e;
 	}
 	*w = '\0';
-	return *out ? out : NULL;
+	return out;
 }
 
 /* root/rel as a directory of the tree: missing parts are created, and a
@@ -306,19 +309,33 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 	if (!in)
 		return -EINVAL;
 	out = archive_write_disk_new();
-	/* Numeric owners (no lookup set), nothing through symlinks, no "..". */
+	/* Numeric owners (no lookup set), nothing through symlinks, no "..".
+	 * No file flags: an immutable or append-only file (pax SCHILY.fflags)
+	 * would make the staging tree undeletable, and EROFS keeps none. */
 	archive_write_disk_set_options(out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
 				       ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
-				       ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_FFLAGS |
-				       ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+				       ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
 				       ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK);
 	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
-		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
+		const char *pn = archive_entry_pathname(e);
+		_cleanup_free_ char *name = pn ? xstrdup(pn) : NULL;
 		char *p = clean_path(name);
 		if (archive_entry_mtime(e) > newest[0].tv_sec)
 			newest[0].tv_sec = archive_entry_mtime(e);
-		if (!p && archive_entry_filetype(e) == AE_IFDIR) {
-			/* "./": the root's owner, mode and times. */
+		if (!p) {
+			r = dsec_err_set(err, EINVAL, "cannot import '%s': entry '%s' leaves the tree",
+					 src, pn ? pn : "");
+			goto out;
+		}
+		if (!*p) {
+			/* "./": the root's owner, mode and times (a later one
+			 * wins, as for any entry); only a plain directory. */
+			if (archive_entry_filetype(e) != AE_IFDIR || archive_entry_hardlink(e) ||
+			    archive_entry_symlink(e)) {
+				r = dsec_err_set(err, EINVAL, "cannot import '%s': entry '%s' would "
+						 "replace the tree's root", src, pn);
+				goto out;
+			}
 			archive_entry_set_pathname(e, root);
 			if (archive_write_header(out, e) < ARCHIVE_WARN ||
 			    archive_write_finish_entry(out) < ARCHIVE_WARN)
@@ -326,11 +343,6 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 					 archive_error_string(out));
 			have_root = true;
 			continue;
-		}
-		if (!p) {
-			r = dsec_err_set(err, EINVAL, "cannot import '%s': entry '%s' leaves the tree",
-					 src, archive_entry_pathname(e));
-			goto out;
 		}
 		char *slash = strrchr(p, '/');
 		const char *base = slash ? slash + 1 : p;
@@ -348,7 +360,7 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 		if (hl) {
 			_cleanup_free_ char *h = xstrdup(hl);
 			char *hp = clean_path(h);
-			if (!hp) {
+			if (!hp || !*hp) {
 				r = dsec_err_set(err, EINVAL, "cannot import '%s': link '%s' leaves the tree",
 						 src, hl);
 				goto out;
@@ -390,7 +402,8 @@ static int tar_is_image(const char *src, bool *image, struct dsec_err *err)
 	if (!in)
 		return -EINVAL;
 	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
-		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
+		const char *pn = archive_entry_pathname(e);
+		_cleanup_free_ char *name = pn ? xstrdup(pn) : NULL;
 		const char *p = clean_path(name);
 		size_t n = p ? strlen(p) : 0;
 		if (!p)
