@@ -109,7 +109,8 @@ int fs3_layer_put(struct fs3_store *st, const char *path, uint32_t chunk_size,
 	if (enc.len > FS3_OBJECT_MAX)
 		r = dsec_err_set(err, EFBIG, "cannot store layer '%s': too many chunks", path);
 	else if ((r = fs3_store_put(st, FS3_INDEX, enc.data, enc.len, &out->index, &stored)) < 0)
-		r = dsec_err_set(err, -r, "cannot store the index of '%s': %s", path, strerror(-r));
+		r = dsec_err_set(err, -r, "cannot store the index of '%s' in '%s': %s", path,
+				 st->origin, strerror(-r));
 	stats->stored += stored;
 	dsec_buf_free(&enc);
 	out->digest = ix.layer;
