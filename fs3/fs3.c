@@ -815,7 +815,7 @@ static int squash_layer(struct fs3 *fs, const char *tmp, const struct fs3_layer_
 	else {
 		unsigned flags = first ? 0 : FS3_DIFF_MERGE | (below ? FS3_DIFF_BELOW : 0);
 
-		r = fs3_diff_copy(mnt, root, 0, 0, flags, NULL, err);
+		r = fs3_diff_copy(mnt, root, 0, 0, flags, 0, NULL, err);
 		if (umount2(mnt, MNT_DETACH) < 0 && r == 0)
 			r = dsec_err_set(err, errno, "cannot unmount '%s': %s", mnt, strerror(errno));
 	}

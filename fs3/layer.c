@@ -144,6 +144,22 @@ int fs3_layer_index(struct fs3_store *st, const struct fs3_layer_ref *l, struct 
 	return r;
 }
 
+/* pwrite() all of p at off: 0 or -errno. */
+static int pwrite_all(int fd, const void *p, size_t n, size_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p = (const char *)p + w;
+		n -= (size_t)w;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
 int fs3_layer_materialize(struct fs3_store *st, const struct fs3_layer_ref *l, const char *path,
 			  struct dsec_err *err)
 {
@@ -167,7 +183,10 @@ int fs3_layer_materialize(struct fs3_store *st, const struct fs3_layer_ref *l, c
 	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
 		DSEC_BUG("cannot set up sha256");
 	dsec_buf_init(&b);
-	for (size_t i = 0; i < ix.n && r == 0; i++) {
+	/* Sized first: a chunk of zeros is left a hole. */
+	if (ftruncate(fd, (off_t)ix.size) < 0)
+		r = dsec_err_set(err, errno, "cannot write '%s': %s", tmp, strerror(errno));
+	for (size_t i = 0, off = 0; i < ix.n && r == 0; off += ix.chunks[i++].len) {
 		_cleanup_free_ char *what = layer_what(&ix.chunks[i].d, &l->digest);
 		if ((r = fs3_store_get(st, FS3_CHUNK, &ix.chunks[i].d, &b, what, err)) < 0)
 			break;
@@ -177,7 +196,7 @@ int fs3_layer_materialize(struct fs3_store *st, const struct fs3_layer_ref *l, c
 			break;
 		}
 		EVP_DigestUpdate(md, b.data, b.len);
-		if ((r = dsec_write_all(fd, b.data, b.len)) < 0)
+		if (!fs3_is_zero(b.data, b.len) && (r = pwrite_all(fd, b.data, b.len, off)) < 0)
 			r = dsec_err_set(err, -r, "cannot write '%s': %s", tmp, strerror(-r));
 	}
 	EVP_DigestFinal_ex(md, got.b, NULL);

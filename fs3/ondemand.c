@@ -123,7 +123,9 @@ static int fetch_chunk(struct fs3_fuse *fu, struct odl *l, size_t i, struct dsec
 					 what, b.len, l->ix.chunks[i].len);
 			break;
 		}
-		if (pwrite(l->fd, b.data, b.len, (off_t)l->off[i]) != (ssize_t)b.len) {
+		/* A chunk of zeros stays a hole of the sparse file. */
+		if (!fs3_is_zero(b.data, b.len) &&
+		    pwrite(l->fd, b.data, b.len, (off_t)l->off[i]) != (ssize_t)b.len) {
 			r = dsec_err_set(err, errno ? errno : EIO, "cannot write %s to '%s': %s",
 					 what, l->partial, strerror(errno ? errno : EIO));
 			break;
