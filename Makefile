@@ -222,6 +222,44 @@ bench-image: all $(TEST_HELPERS)
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
+# Fuzz targets (libFuzzer): fuzz/NAME.c defines LLVMFuzzerTestOneInput and
+# is built to build/fuzz/NAME with clang, ASan and UBSan, linking the
+# sources it tests compiled alike (FUZZ_OBJS_NAME) and the libraries they
+# need (FUZZ_LIBS_NAME); its seeds are fuzz/corpus/NAME/.  Not part of make
+# check: `make fuzz-build` builds them, `make fuzz FUZZ_TIME=600` runs each
+# for FUZZ_TIME seconds, new inputs going to build/fuzz/corpus/NAME.
+FUZZ_CC     ?= clang
+FUZZ_TIME   ?= 60
+FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  = -std=gnu11 -g -O1 $(FUZZ_SAN) $(PC_CFLAGS) $(FS3_CFLAGS)
+FUZZ_NAMES   = $(patsubst fuzz/%.c,%,$(wildcard fuzz/*.c))
+FUZZ_LIB_OBJ = $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_FS3_OBJ = $(FS3_SRC:%.c=build/fuzz/obj/%.o)
+FS3_FUZZ_OBJS = $(FUZZ_FS3_OBJ) $(FUZZ_LIB_OBJ)
+FS3_FUZZ_LIBS = $(FS3_LIBS) -lnng -lpthread $(PC_LIBS)
+$(foreach n,$(filter fs3-%,$(FUZZ_NAMES)),$(eval FUZZ_OBJS_$(n) = $$(FS3_FUZZ_OBJS)) \
+	$(eval FUZZ_LIBS_$(n) = $$(FS3_FUZZ_LIBS)))
+
+build/fuzz/obj/%.o: %.c
+	$(q) FUZZCC $@
+	$(Q)mkdir -p $(@D) && $(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+.SECONDEXPANSION:
+build/fuzz/%: fuzz/%.c $$(FUZZ_OBJS_$$*)
+	$(q) FUZZLD $@
+	$(Q)mkdir -p $(@D) && $(FUZZ_CC) $(CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< \
+		$(FUZZ_OBJS_$*) $(FUZZ_LIBS_$*)
+
+fuzz-build: $(addprefix build/fuzz/,$(FUZZ_NAMES))
+
+fuzz: fuzz-build
+	@for n in $(FUZZ_NAMES); do \
+		mkdir -p build/fuzz/corpus/$$n && \
+		echo "fuzz: $$n for $(FUZZ_TIME) s" && \
+		build/fuzz/$$n -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
+			build/fuzz/corpus/$$n fuzz/corpus/$$n || exit 1; \
+	done
+
 # Start one dsecd with embedded defaults, run a demo, serve until ^C.
 run: deps
 	$(MAKE) all $(TEST_HELPERS)
@@ -252,7 +290,8 @@ clean:
 		$(TOOLS) tools/fs3-bench $(TEST_HELPERS)
 	rm -rf t/c
 
-.PHONY: all deps check tests bench bench-container bench-fs3 bench-image lint-man run install clean
+.PHONY: all deps check tests bench bench-container bench-fs3 bench-image lint-man run install clean \
+	fuzz fuzz-build
 .SECONDARY:
 .DELETE_ON_ERROR:
 

@@ -42,6 +42,24 @@ static size_t find_cut(const unsigned char *p, size_t len, bool eof, uint32_t av
 	return len;
 }
 
+#define EROFS_MAGIC 0xE0F5E1E2u
+#define EROFS_ISLOT 32
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int fs3_erofs_root(const unsigned char *sb, size_t n, uint64_t size, uint64_t *root)
+{
+	/* blkszbits at 12, root_nid (le16) at 14, meta_blkaddr (le32) at 40;
+	 * the block size checked before it shifts anything. */
+	if (n < 64 || le32(sb) != EROFS_MAGIC || sb[12] < 9 || sb[12] > 16)
+		return -EBADMSG;
+	*root = ((uint64_t)le32(sb + 40) << sb[12]) + (uint64_t)(sb[14] | sb[15] << 8) * EROFS_ISLOT;
+	return *root < size ? 0 : -EBADMSG;
+}
+
 static char *layer_what(const struct fs3_digest *chunk, const struct fs3_digest *layer)
 {
 	char c[FS3_REF_LEN], l[FS3_REF_LEN];
