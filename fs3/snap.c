@@ -253,8 +253,8 @@ static int copy_range(struct copy *c, int in, int out, off_t off, off_t end, con
 		ssize_t n;
 
 		if (!c->plain) {
-			off_t o = off;
-			n = copy_file_range(in, &o, out, &o, want > (1u << 30) ? 1u << 30 : want, 0);
+			off_t oi = off, oo = off;
+			n = copy_file_range(in, &oi, out, &oo, want > (1u << 30) ? 1u << 30 : want, 0);
 			if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
 				      errno == EOPNOTSUPP)) {
 				c->plain = true;
