@@ -228,6 +228,7 @@ lint-man:
 # need (FUZZ_LIBS_NAME); its seeds are fuzz/corpus/NAME/.  Not part of make
 # check: `make fuzz-build` builds them, `make fuzz FUZZ_TIME=600` runs each
 # for FUZZ_TIME seconds, new inputs going to build/fuzz/corpus/NAME.
+# Needs clang and, on Debian 12, libclang-rt-14-dev.
 FUZZ_CC     ?= clang
 FUZZ_TIME   ?= 60
 FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
