@@ -23,6 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct fs3_store st;
 static char *dir;
 
+static void cleanup(void)
+{
+	dsec_rm_rf(dir);
+}
+
 static void setup(void)
 {
 	char tmpl[] = "/dev/shm/fs3-object.XXXXXX", tmpl2[] = "/tmp/fs3-object.XXXXXX";
@@ -30,6 +35,7 @@ static void setup(void)
 	dir = mkdtemp(tmpl) ? xstrdup(tmpl) : mkdtemp(tmpl2) ? xstrdup(tmpl2) : NULL;
 	if (!dir)
 		abort();
+	atexit(cleanup);
 	dsec_log_set_level(DSEC_LOG_ERROR);	/* a corrupt copy is warned about */
 	_cleanup_free_ char *c = xasprintf("%s/cache", dir), *o = xasprintf("%s/origin", dir);
 	if (fs3_store_init(&st, c, o, 0) < 0)

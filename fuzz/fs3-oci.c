@@ -21,6 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char *top;
 
+static void cleanup(void)
+{
+	dsec_rm_rf(top);
+}
+
 static void put(const char *dir, const char *name, const void *p, size_t n)
 {
 	_cleanup_free_ char *path = xasprintf("%s/%s", dir, name);
@@ -45,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		top = mkdtemp(tmpl) ? xstrdup(tmpl) : mkdtemp(tmpl2) ? xstrdup(tmpl2) : NULL;
 		if (!top)
 			abort();
+		atexit(cleanup);
 		dsec_log_set_level(DSEC_LOG_ERROR);	/* a corrupt copy is warned about */
 	}
 	if (size < 1)

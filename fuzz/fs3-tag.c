@@ -19,7 +19,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct fs3 *fs;
-static char *tags;
+static char *tags, *top;
+
+static void cleanup(void)
+{
+	fs3_close(fs);
+	dsec_rm_rf(top);
+}
 
 static void setup(void)
 {
@@ -29,6 +35,8 @@ static void setup(void)
 
 	if (!dir)
 		abort();
+	top = xstrdup(dir);
+	atexit(cleanup);
 	dsec_log_set_level(DSEC_LOG_ERROR);	/* a corrupt copy is warned about */
 	_cleanup_free_ char *store = xasprintf("%s/store", dir);
 	struct fs3_conf c = { .store = store };
