@@ -285,6 +285,8 @@ FUZZ_OBJ_fs3   = $(call fuzz_obj,$(FS3_SRC))
 FUZZ_OBJ_dsecd = $(call fuzz_obj,$(filter-out dsecd/main.c dsecd/server.c,$(DSECD_SRC)))
 FUZZ_LIBS_request = $(FUZZ_OBJ_dsecd) $(FUZZ_OBJ_fs3) $(FS3_LIBS) -lev -ldl -lm
 FUZZ_LIBS_reply =
+# fs3's decoders: every fs3-NAME target links fs3 as the request target does.
+$(foreach n,$(filter fs3-%,$(FUZZ_NAMES)),$(eval FUZZ_LIBS_$(n) = $$(FUZZ_OBJ_fs3) $$(FS3_LIBS)))
 
 build/fuzz/obj/%.o: %.c
 	$(q) FUZZCC $@

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -1499,8 +1500,12 @@ static int snap_read(void *arg, const struct dsec_be_upper *up, struct dsec_err 
 		return r;
 	}
 	tree = xasprintf("%s/tree", s->dir);
+	/* The upper dir's file system is the sandbox's disk (a tmpfs of its
+	 * size): the copy takes no more than it can hold. */
+	struct statfs sf;
+	uint64_t limit = statfs(up->path, &sf) == 0 ? (uint64_t)sf.f_blocks * sf.f_bsize : 0;
 	r = fs3_diff_copy(up->path, tree, up->id_base, up->id_count,
-			  up->userxattr ? FS3_DIFF_USERXATTR : 0, &s->st, err);
+			  up->userxattr ? FS3_DIFF_USERXATTR : 0, limit, &s->st, err);
 	s->copy_s = dsec_now() - t0;
 	return r;
 }
@@ -1531,10 +1536,11 @@ static void snap_commit_done(void *arg)
 		dsec_err_prefix(&s->err, "cannot snapshot sandbox '%s'", r->sb->id);
 		return reply_err(r, &s->err);
 	}
-	log_info("sandbox %s snapshotted as %s (%s): %llu files, %llu whiteouts, copied in "
-		 "%.3f s, image in %.3f s", r->sb->id, s->res.digest, s->tag,
-		 (unsigned long long)s->st.files, (unsigned long long)s->st.whiteouts, s->copy_s,
-		 s->res.seconds);
+	log_info("sandbox %s snapshotted as %s (%s): %llu files, %llu whiteouts, %llu bytes of "
+		 "data in %llu of sizes, copied in %.3f s, image in %.3f s", r->sb->id,
+		 s->res.digest, s->tag, (unsigned long long)s->st.files,
+		 (unsigned long long)s->st.whiteouts, (unsigned long long)s->st.bytes,
+		 (unsigned long long)s->st.size, s->copy_s, s->res.seconds);
 	dsec_pk_init(&p);
 	dsec_pk_reply_ok(&p, 9);
 	dsec_pk_kv_str(&p, "image", s->res.digest);

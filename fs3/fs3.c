@@ -496,6 +496,13 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 				 strerror(r < 0 ? -r : errno));
 		goto fail;
 	}
+	/* Staging a killed import or squash left behind: removed when no
+	 * other process adds to the store (they hold the lock shared), and
+	 * never waited for. */
+	if (flock(fs->lockfd, LOCK_EX | LOCK_NB) == 0) {
+		each_entry(fs, "tmp", rm_path);
+		flock(fs->lockfd, LOCK_UN);
+	}
 	if (fs->flags & FS3_MOUNTER) {
 		_cleanup_free_ char *ml = xasprintf("%s/mnt.lock", fs->dir);
 		fs->mntlockfd = open(ml, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -649,10 +656,9 @@ static int import_layer(struct fs3 *fs, const char *staging, const char *root, s
 			struct fs3_layer_ref *out, struct fs3_layer_stats *stats, struct dsec_err *err)
 {
 	_cleanup_free_ char *img = xasprintf("%s/layer%zu.erofs", staging, i);
-	_cleanup_free_ char *log = xasprintf("%s/mkfs.log", staging);
 	int r;
 
-	if ((r = fs3_mkfs_erofs(root, img, log, err)) == 0)
+	if ((r = fs3_mkfs_erofs(root, img, err)) == 0)
 		r = fs3_layer_put(&fs->st, img, fs->chunk_size, out, stats, err);
 	unlink(img);
 	return r;
@@ -722,7 +728,8 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 	r = fs3_store_put(&fs->st, FS3_MANIFEST, enc.data, enc.len, &md, &stored);
 	dsec_buf_free(&enc);
 	if (r < 0) {
-		r = dsec_err_set(err, -r, "cannot store the manifest of '%s': %s", src, strerror(-r));
+		r = dsec_err_set(err, -r, "cannot store the manifest of '%s' in '%s': %s", src,
+				 fs->st.origin, strerror(-r));
 		goto out;
 	}
 	stats.stored += stored;
@@ -808,7 +815,7 @@ static int squash_layer(struct fs3 *fs, const char *tmp, const struct fs3_layer_
 	else {
 		unsigned flags = first ? 0 : FS3_DIFF_MERGE | (below ? FS3_DIFF_BELOW : 0);
 
-		r = fs3_diff_copy(mnt, root, 0, 0, flags, NULL, err);
+		r = fs3_diff_copy(mnt, root, 0, 0, flags, 0, NULL, err);
 		if (umount2(mnt, MNT_DETACH) < 0 && r == 0)
 			r = dsec_err_set(err, errno, "cannot unmount '%s': %s", mnt, strerror(errno));
 	}
@@ -866,8 +873,8 @@ static int squash_locked(struct fs3 *fs, const char *ref, uint64_t max_size, con
 		r = fs3_store_put(&fs->st, FS3_MANIFEST, enc.data, enc.len, &md, &stored);
 		dsec_buf_free(&enc);
 		if (r < 0) {
-			r = dsec_err_set(err, -r, "cannot store the manifest of the squashed '%s': %s",
-					 ref, strerror(-r));
+			r = dsec_err_set(err, -r, "cannot store the manifest of the squashed '%s' in "
+					 "'%s': %s", ref, fs->st.origin, strerror(-r));
 			goto done;
 		}
 		fs3_digest_ref(&md, res->digest);

@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -28,11 +32,25 @@
 /* ---- mkfs.erofs ------------------------------------------------------- */
 
 #define SPAWN_STACK (64u << 10)
+/* Bytes of holes in a tree past which its layer is built chunked. */
+#define CHUNKED_HOLES (64ull << 20)
+/* Most bytes of holes mkfs.erofs is let read through (it reads and hashes
+ * every byte of a file, holes included, at some 200 MB/s). */
+#define HOLES_MAX (64ull << 30)
+/* Free bytes under which a failed build is taken for a full disk. */
+#define FULL_SLACK (1u << 20)
 
 /* What the children running mkfs.erofs need. */
 struct spawn_args {
 	char *const *argv;	/* the command, argv[0] looked up in PATH */
 	int logfd;		/* its stdout and stderr */
+	/* With tmp, it runs in a mount namespace of its own where src is
+	 * bound on srcmnt (a directory in tmp) and tmp on /tmp, and then
+	 * runs argv_ns (paths under /tmp); where that cannot be, argv. */
+	const char *tmp;	/* the directory for /tmp, or NULL */
+	const char *src;	/* bound on srcmnt */
+	const char *srcmnt;	/* a directory in tmp */
+	char *const *argv_ns;	/* the command in that namespace */
 	char *stack;		/* the grandchild's stack */
 };
 
@@ -41,6 +59,7 @@ static int exec_child(void *arg)
 {
 	const struct spawn_args *a = arg;
 	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	char *const *argv = a->argv;
 	sigset_t none;
 	int null = open("/dev/null", O_RDONLY);
 
@@ -48,9 +67,15 @@ static int exec_child(void *arg)
 		sigaction(s, &dfl, NULL);
 	if (null < 0 || dup2(null, 0) < 0 || dup2(a->logfd, 1) < 0 || dup2(a->logfd, 2) < 0)
 		_exit(127);
+	/* Where it keeps temporary files: tmpfile(3) takes /tmp whatever
+	 * TMPDIR says. */
+	if (a->tmp && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+	    mount(a->src, a->srcmnt, NULL, MS_BIND | MS_REC, NULL) == 0 &&
+	    mount(a->tmp, "/tmp", NULL, MS_BIND | MS_REC, NULL) == 0)
+		argv = a->argv_ns;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	execvp(a->argv[0], a->argv);
+	execvp(argv[0], argv);
 	_exit(127);
 }
 
@@ -59,9 +84,14 @@ static int exec_child(void *arg)
 static int wait_child(void *arg)
 {
 	struct spawn_args *a = arg;
-	pid_t pid = clone(exec_child, a->stack + SPAWN_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+	int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+	pid_t pid = clone(exec_child, a->stack + SPAWN_STACK, flags | (a->tmp ? CLONE_NEWNS : 0), a);
 	int st;
 
+	if (pid < 0 && a->tmp) {	/* no mount namespace for us: the host's /tmp */
+		a->tmp = NULL;
+		pid = clone(exec_child, a->stack + SPAWN_STACK, flags, a);
+	}
 	if (pid < 0)
 		_exit(126);
 	while (waitpid(pid, &st, 0) < 0)
@@ -70,7 +100,8 @@ static int wait_child(void *arg)
 	_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 }
 
-/* Runs argv to completion; *status gets its exit status.
+/* Runs a (argv and the rest; not stack) to completion; *status gets its
+ * exit status.
  *
  * dsecd's libev loop reaps every child with waitpid(-1) on SIGCHLD, which
  * would steal our status.  So the direct child is cloned with no exit signal
@@ -78,17 +109,17 @@ static int wait_child(void *arg)
  * "clone child" is invisible to waitpid(-1) and seen only by __WCLONE here.
  * It runs the real command as its own child.  Both use CLONE_VM|CLONE_VFORK
  * like posix_spawn: nothing of the daemon's memory is copied. */
-static int run_wait(char *const *argv, int logfd, int *status)
+static int run_wait(struct spawn_args *a, int *status)
 {
 	char *stacks = xmalloc(2 * SPAWN_STACK);
-	struct spawn_args a = { argv, logfd, stacks + SPAWN_STACK };
 	sigset_t all, old;
 	pid_t pid;
 	int r = 0, st;
 
+	a->stack = stacks + SPAWN_STACK;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = clone(wait_child, stacks + SPAWN_STACK, CLONE_VM | CLONE_VFORK, &a);
+	pid = clone(wait_child, stacks + SPAWN_STACK, CLONE_VM | CLONE_VFORK, a);
 	if (pid < 0)
 		r = -errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -131,46 +162,229 @@ static int clear_build_time(const char *img)
 	return 0;
 }
 
-int fs3_mkfs_erofs(const char *root, const char *out, const char *log, struct dsec_err *err)
+/* Directory depth tree_usage follows. */
+#define USAGE_DEPTH_MAX 4096
+
+/* A file with more than one link, counted once. */
+struct ulink {
+	dev_t dev;		/* its file system */
+	ino_t ino;		/* its inode */
+	uint64_t size;		/* its size */
+	uint64_t holes;		/* bytes of it in holes */
+};
+
+/* What a tree holds, as mkfs.erofs will read it. */
+struct usage {
+	uint64_t apparent;	/* bytes of regular files (their sizes) */
+	uint64_t holes;		/* of which are in holes (size over allocated blocks) */
+	uint64_t entries;	/* entries of every kind */
+	struct ulink *links;	/* files with several links, added at the end */
+	size_t nlinks, caplinks; /* used, allocated */
+};
+
+static int link_cmp(const void *a, const void *b)
 {
-	/* Fixed UUID, no superblock checksum, own mtimes: see clear_build_time. */
-	char *argv[] = { "mkfs.erofs", "--quiet", "-U", "6473656d-6673-3300-0000-000000000000",
-			 "-Enosbcrc,force-inode-extended", "--preserve-mtime", (char *)out,
-			 (char *)root, NULL };
-	_cleanup_close_ int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	const struct ulink *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* Adds what the directory dfd (closed here) holds to u; depth bounds it. */
+static int usage_dir(int dfd, struct usage *u, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int r = 0;
+
+	if (!d) {
+		close(dfd);
+		return -errno;
+	}
+	while (r == 0 && (de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -errno;
+			break;
+		}
+		u->entries++;
+		if (S_ISDIR(st.st_mode)) {
+			int sub;
+
+			if (depth >= USAGE_DEPTH_MAX)
+				r = -ELOOP;
+			else if ((sub = openat(dirfd(d), de->d_name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+				r = -errno;
+			else
+				r = usage_dir(sub, u, depth + 1);
+			continue;
+		}
+		if (!S_ISREG(st.st_mode))
+			continue;
+		uint64_t size = (uint64_t)st.st_size, alloc = (uint64_t)st.st_blocks * 512;
+		uint64_t holes = size > alloc ? size - alloc : 0;
+		if (st.st_nlink > 1) {
+			if (u->nlinks == u->caplinks) {
+				u->caplinks = u->caplinks ? 2 * u->caplinks : 64;
+				u->links = xrealloc(u->links, u->caplinks * sizeof(*u->links));
+			}
+			u->links[u->nlinks++] = (struct ulink){ st.st_dev, st.st_ino, size, holes };
+			continue;
+		}
+		u->apparent += size;
+		u->holes += holes;
+	}
+	closedir(d);
+	return r;
+}
+
+/* Sizes and holes of the files under root, hard links counted once. */
+static int tree_usage(const char *root, struct usage *u)
+{
+	int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), r;
+
+	memset(u, 0, sizeof(*u));
+	if (fd < 0)
+		return -errno;
+	r = usage_dir(fd, u, 0);
+	qsort(u->links, u->nlinks, sizeof(*u->links), link_cmp);
+	for (size_t i = 0; i < u->nlinks; i++) {
+		if (i && !link_cmp(&u->links[i - 1], &u->links[i]))
+			continue;
+		u->apparent += u->links[i].size;
+		u->holes += u->links[i].holes;
+	}
+	free(u->links);
+	u->links = NULL;
+	return r;
+}
+
+/* Free bytes of the file system that holds dir, UINT64_MAX if unknown. */
+static uint64_t free_bytes(const char *dir)
+{
+	struct statvfs sv;
+
+	return statvfs(dir, &sv) < 0 ? UINT64_MAX : (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Why mkfs.erofs failed, from what it said: the errno of its last
+ * "[Error N]", or ENOSPC when dir (where it writes) is full, else EIO. */
+static int mkfs_cause(const char *msg, const char *dir)
+{
+	const char *p = msg, *q;
+	int e = 0;
+
+	while ((q = strstr(p, "[Error "))) {
+		e = atoi(q + 7);
+		p = q + 7;
+	}
+	if ((e == 0 || e == EIO) && free_bytes(dir) < FULL_SLACK)
+		e = ENOSPC;
+	return e > 0 && e < 4096 ? e : EIO;
+}
+
+int fs3_mkfs_erofs(const char *root, const char *out, struct dsec_err *err)
+{
+	_cleanup_free_ char *dir = xstrdup(out);
+	_cleanup_free_ char *srcmnt = NULL, *nsout = NULL;
+	_cleanup_close_ int logfd = memfd_create("mkfs.erofs", MFD_CLOEXEC);
+	const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+	struct usage u;
 	int st, r;
 
-	if (fd < 0)
-		return dsec_err_set(err, errno, "cannot create '%s': %s", log, strerror(errno));
-	if ((r = run_wait(argv, fd, &st)) < 0)
+	if (strrchr(dir, '/'))
+		*strrchr(dir, '/') = '\0';
+	else
+		strcpy(dir, ".");
+	if (logfd < 0)
+		return dsec_err_set(err, errno, "cannot run mkfs.erofs: %s", strerror(errno));
+	if ((r = tree_usage(root, &u)) < 0)
+		return dsec_err_set(err, -r, "cannot read the tree '%s': %s", root, strerror(-r));
+	/* Holes: mkfs.erofs 1.5 writes them out as zeros, but with chunks
+	 * (--chunksize) it stores each distinct 4 KiB block once, so a hole
+	 * costs 4 bytes of chunk index per block.  It still reads them. */
+	bool chunked = u.holes >= CHUNKED_HOLES;
+	if (u.holes > HOLES_MAX)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, EFBIG, "cannot build an erofs image of "
+				     "'%s': its files have %llu MiB of holes, more than %llu MiB",
+				     root, (unsigned long long)(u.holes >> 20),
+				     (unsigned long long)(HOLES_MAX >> 20));
+	/* Plain, every byte is written: refuse what cannot fit at once. */
+	uint64_t need = chunked ? 0 : u.apparent > u.entries * 4096 ? u.apparent - u.entries * 4096 : 0;
+	uint64_t avail = free_bytes(dir);
+	if (need > avail)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, ENOSPC, "cannot build an erofs image of "
+				     "'%s' in '%s': %s (%llu MiB needed, %llu MiB free)", root, dir,
+				     strerror(ENOSPC), (unsigned long long)(need >> 20),
+				     (unsigned long long)(avail >> 20));
+	/* Fixed UUID, no superblock checksum, own mtimes: see clear_build_time. */
+	char *argv[10] = { "mkfs.erofs", "--quiet", "-U", "6473656d-6673-3300-0000-000000000000",
+			   "-Enosbcrc,force-inode-extended", "--preserve-mtime" }, *argv_ns[10];
+	int argc = 6;
+	if (chunked)
+		argv[argc++] = "--chunksize=4096";
+	memcpy(argv_ns, argv, sizeof(argv));
+	argv[argc] = (char *)out;
+	argv[argc + 1] = (char *)root;
+	struct spawn_args a = { .argv = argv, .logfd = logfd };
+	if (chunked) {
+		/* Its chunks gather in a tmpfile(3) first: in dir, not the
+		 * host's /tmp, which the tree itself may be under. */
+		srcmnt = xasprintf("%s/mkfs-src", dir);
+		nsout = xasprintf("/tmp/%s", base);
+		argv_ns[argc] = nsout;
+		argv_ns[argc + 1] = "/tmp/mkfs-src";
+		if (mkdir(srcmnt, 0700) == 0 || errno == EEXIST) {
+			a.tmp = dir;
+			a.src = root;
+			a.srcmnt = srcmnt;
+			a.argv_ns = argv_ns;
+		}
+	}
+	r = run_wait(&a, &st);
+	if (srcmnt)
+		rmdir(srcmnt);
+	if (r < 0)
 		return dsec_err_set(err, -r, "cannot run mkfs.erofs: %s", strerror(-r));
 	if (st == 0 && (r = clear_build_time(out)) < 0)
 		return dsec_err_set(err, -r, "cannot use the erofs image '%s' mkfs.erofs built: %s",
 				    out, r == -EBADMSG ? "unexpected superblock" : strerror(-r));
 	if (st == 0)
 		return 0;
-	_cleanup_free_ char *msg = NULL;
-	size_t n = 0;
-	if (dsec_read_file(log, &msg, &n) < 0)
-		msg = xstrdup("");
+	char msg[4096];
+	ssize_t n = pread(logfd, msg, sizeof(msg) - 1, 0);
+	n = n < 0 ? 0 : n;
+	msg[n] = '\0';
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
 		msg[--n] = '\0';
 	char *last = strrchr(msg, '\n');
+	last = last ? last + 1 : msg;
+	for (char *c = last; *c; c++)
+		*c = *c == '\t' ? ' ' : *c;
 	if (st == 127 && !n)
 		return dsec_err_set(err, ENOENT, "cannot run mkfs.erofs: not found (install erofs-utils)");
-	return dsec_err_set(err, EIO, "cannot build an erofs image of '%s': mkfs.erofs %s %d%s%s",
-			    root, st > 128 ? "killed by signal" : "exited", st > 128 ? st - 128 : st,
-			    n ? ": " : "", last ? last + 1 : msg);
+	int e = mkfs_cause(msg, dir);
+	return dsec_err_set(err, e, "cannot build an erofs image of '%s' in '%s': %s (mkfs.erofs "
+			    "%s %d%s%s)", root, dir, strerror(e), st > 128 ? "killed by signal" :
+			    "exited", st > 128 ? st - 128 : st, n ? ": " : "", last);
 }
 
 /* ---- tar ---------------------------------------------------------------- */
 
 /* Normalises an entry path in place: no leading "/" or "./", no "." parts.
- * Returns NULL for paths with a ".." part or nothing left. */
+ * Returns "" for the tree's root ("./", "/", "" ...), NULL for a path with
+ * a ".." part (or none at all). */
 static char *clean_path(char *p)
 {
 	char *out = p, *w = p;
 
+	if (!p)
+		return NULL;
 	while (*p) {
 		while (*p == '/')
 			p++;
@@ -187,7 +401,7 @@ static char *clean_path(char *p)
 		p = e;
 	}
 	*w = '\0';
-	return *out ? out : NULL;
+	return out;
 }
 
 /* root/rel as a directory of the tree: missing parts are created, and a
@@ -257,6 +471,9 @@ static int whiteout(const char *root, const char *dir, const char *base, struct 
 	return 0;
 }
 
+/* Copies an entry's data: 0, 1 when reading the tar failed, -1 when
+ * writing did (libarchive says ARCHIVE_WARN for a failed write, a full
+ * disk included, and for a short one). */
 static int copy_data(struct archive *in, struct archive *out)
 {
 	const void *p;
@@ -265,9 +482,19 @@ static int copy_data(struct archive *in, struct archive *out)
 	int r;
 
 	while ((r = archive_read_data_block(in, &p, &n, &off)) == ARCHIVE_OK)
-		if (archive_write_data_block(out, p, n, off) < ARCHIVE_WARN)
-			return ARCHIVE_FATAL;
-	return r == ARCHIVE_EOF ? ARCHIVE_OK : r;
+		if (archive_write_data_block(out, p, n, off) != ARCHIVE_OK)
+			return -1;
+	return r == ARCHIVE_EOF ? 0 : 1;
+}
+
+/* Why writing an entry failed: the errno (EIO if none) and its text. */
+static int extract_err(struct archive *out, const char *p, const char *src, const char *full,
+		       struct dsec_err *err)
+{
+	int e = archive_errno(out) > 0 ? archive_errno(out) : EIO;
+
+	return dsec_err_set(err, e, "cannot extract '%s' from '%s' to '%s': %s (%s)", p, src, full,
+			    strerror(e), archive_error_string(out));
 }
 
 static int tar_err(struct archive *in, const char *src, struct dsec_err *err)
@@ -306,19 +533,33 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 	if (!in)
 		return -EINVAL;
 	out = archive_write_disk_new();
-	/* Numeric owners (no lookup set), nothing through symlinks, no "..". */
+	/* Numeric owners (no lookup set), nothing through symlinks, no "..".
+	 * No file flags: an immutable or append-only file (pax SCHILY.fflags)
+	 * would make the staging tree undeletable, and EROFS keeps none. */
 	archive_write_disk_set_options(out, ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_PERM |
 				       ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_XATTR |
-				       ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_FFLAGS |
-				       ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+				       ARCHIVE_EXTRACT_ACL | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
 				       ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_UNLINK);
 	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
-		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
+		const char *pn = archive_entry_pathname(e);
+		_cleanup_free_ char *name = pn ? xstrdup(pn) : NULL;
 		char *p = clean_path(name);
 		if (archive_entry_mtime(e) > newest[0].tv_sec)
 			newest[0].tv_sec = archive_entry_mtime(e);
-		if (!p && archive_entry_filetype(e) == AE_IFDIR) {
-			/* "./": the root's owner, mode and times. */
+		if (!p) {
+			r = dsec_err_set(err, EINVAL, "cannot import '%s': entry '%s' leaves the tree",
+					 src, pn ? pn : "");
+			goto out;
+		}
+		if (!*p) {
+			/* "./": the root's owner, mode and times (a later one
+			 * wins, as for any entry); only a plain directory. */
+			if (archive_entry_filetype(e) != AE_IFDIR || archive_entry_hardlink(e) ||
+			    archive_entry_symlink(e)) {
+				r = dsec_err_set(err, EINVAL, "cannot import '%s': entry '%s' would "
+						 "replace the tree's root", src, pn);
+				goto out;
+			}
 			archive_entry_set_pathname(e, root);
 			if (archive_write_header(out, e) < ARCHIVE_WARN ||
 			    archive_write_finish_entry(out) < ARCHIVE_WARN)
@@ -326,11 +567,6 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 					 archive_error_string(out));
 			have_root = true;
 			continue;
-		}
-		if (!p) {
-			r = dsec_err_set(err, EINVAL, "cannot import '%s': entry '%s' leaves the tree",
-					 src, archive_entry_pathname(e));
-			goto out;
 		}
 		char *slash = strrchr(p, '/');
 		const char *base = slash ? slash + 1 : p;
@@ -348,7 +584,7 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 		if (hl) {
 			_cleanup_free_ char *h = xstrdup(hl);
 			char *hp = clean_path(h);
-			if (!hp) {
+			if (!hp || !*hp) {
 				r = dsec_err_set(err, EINVAL, "cannot import '%s': link '%s' leaves the tree",
 						 src, hl);
 				goto out;
@@ -356,12 +592,15 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 			hlfull = xasprintf("%s/%s", root, hp);
 			archive_entry_set_hardlink(e, hlfull);
 		}
+		int cr = 0;
 		if (archive_write_header(out, e) < ARCHIVE_WARN ||
-		    (archive_entry_size(e) > 0 && copy_data(in, out) < ARCHIVE_WARN) ||
-		    archive_write_finish_entry(out) < ARCHIVE_WARN) {
-			r = dsec_err_set(err, archive_errno(out) > 0 ? archive_errno(out) : EIO,
-					 "cannot extract '%s' from '%s': %s", p, src,
-					 archive_error_string(out));
+		    (archive_entry_size(e) > 0 && (cr = copy_data(in, out)) < 0) ||
+		    (cr == 0 && archive_write_finish_entry(out) < ARCHIVE_WARN)) {
+			r = extract_err(out, p, src, full, err);
+			goto out;
+		}
+		if (cr > 0) {
+			r = tar_err(in, src, err);
 			goto out;
 		}
 	}
@@ -390,7 +629,8 @@ static int tar_is_image(const char *src, bool *image, struct dsec_err *err)
 	if (!in)
 		return -EINVAL;
 	while ((ar = archive_read_next_header(in, &e)) == ARCHIVE_OK || ar == ARCHIVE_WARN) {
-		_cleanup_free_ char *name = xstrdup(archive_entry_pathname(e));
+		const char *pn = archive_entry_pathname(e);
+		_cleanup_free_ char *name = pn ? xstrdup(pn) : NULL;
 		const char *p = clean_path(name);
 		size_t n = p ? strlen(p) : 0;
 		if (!p)

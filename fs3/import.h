@@ -35,7 +35,13 @@ void fs3_import_src_free(struct fs3_import_src *s);
 int fs3_extract_layer(const char *tar, const char *root, struct dsec_err *err);
 
 /* Builds the EROFS image out from the tree at root with mkfs.erofs, run as
- * a subprocess (its messages go to the file log). */
-int fs3_mkfs_erofs(const char *root, const char *out, const char *log, struct dsec_err *err);
+ * a subprocess; what it says is kept for the message of a failure, which
+ * names the cause (no space left on device, ...) and where.  A tree whose
+ * files have 64 MiB of holes or more is built chunked (--chunksize=4096:
+ * each distinct 4 KiB block stored once, a hole or zero block costs 4
+ * bytes of chunk index), its chunks gathered under out's directory; more
+ * than 64 GiB of holes is refused (capacity), as is a plain build that
+ * cannot fit in the free space there. */
+int fs3_mkfs_erofs(const char *root, const char *out, struct dsec_err *err);
 
 #endif

@@ -42,6 +42,24 @@ static size_t find_cut(const unsigned char *p, size_t len, bool eof, uint32_t av
 	return len;
 }
 
+#define EROFS_MAGIC 0xE0F5E1E2u
+#define EROFS_ISLOT 32
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int fs3_erofs_root(const unsigned char *sb, size_t n, uint64_t size, uint64_t *root)
+{
+	/* blkszbits at 12, root_nid (le16) at 14, meta_blkaddr (le32) at 40;
+	 * the block size checked before it shifts anything. */
+	if (n < 64 || le32(sb) != EROFS_MAGIC || sb[12] < 9 || sb[12] > 16)
+		return -EBADMSG;
+	*root = ((uint64_t)le32(sb + 40) << sb[12]) + (uint64_t)(sb[14] | sb[15] << 8) * EROFS_ISLOT;
+	return *root < size ? 0 : -EBADMSG;
+}
+
 static char *layer_what(const struct fs3_digest *chunk, const struct fs3_digest *layer)
 {
 	char c[FS3_REF_LEN], l[FS3_REF_LEN];
@@ -109,7 +127,8 @@ int fs3_layer_put(struct fs3_store *st, const char *path, uint32_t chunk_size,
 	if (enc.len > FS3_OBJECT_MAX)
 		r = dsec_err_set(err, EFBIG, "cannot store layer '%s': too many chunks", path);
 	else if ((r = fs3_store_put(st, FS3_INDEX, enc.data, enc.len, &out->index, &stored)) < 0)
-		r = dsec_err_set(err, -r, "cannot store the index of '%s': %s", path, strerror(-r));
+		r = dsec_err_set(err, -r, "cannot store the index of '%s' in '%s': %s", path,
+				 st->origin, strerror(-r));
 	stats->stored += stored;
 	dsec_buf_free(&enc);
 	out->digest = ix.layer;
@@ -143,6 +162,22 @@ int fs3_layer_index(struct fs3_store *st, const struct fs3_layer_ref *l, struct 
 	return r;
 }
 
+/* pwrite() all of p at off: 0 or -errno. */
+static int pwrite_all(int fd, const void *p, size_t n, size_t off)
+{
+	while (n) {
+		ssize_t w = pwrite(fd, p, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p = (const char *)p + w;
+		n -= (size_t)w;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
 int fs3_layer_materialize(struct fs3_store *st, const struct fs3_layer_ref *l, const char *path,
 			  struct dsec_err *err)
 {
@@ -166,7 +201,10 @@ int fs3_layer_materialize(struct fs3_store *st, const struct fs3_layer_ref *l, c
 	if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL))
 		DSEC_BUG("cannot set up sha256");
 	dsec_buf_init(&b);
-	for (size_t i = 0; i < ix.n && r == 0; i++) {
+	/* Sized first: a chunk of zeros is left a hole. */
+	if (ftruncate(fd, (off_t)ix.size) < 0)
+		r = dsec_err_set(err, errno, "cannot write '%s': %s", tmp, strerror(errno));
+	for (size_t i = 0, off = 0; i < ix.n && r == 0; off += ix.chunks[i++].len) {
 		_cleanup_free_ char *what = layer_what(&ix.chunks[i].d, &l->digest);
 		if ((r = fs3_store_get(st, FS3_CHUNK, &ix.chunks[i].d, &b, what, err)) < 0)
 			break;
@@ -176,7 +214,7 @@ int fs3_layer_materialize(struct fs3_store *st, const struct fs3_layer_ref *l, c
 			break;
 		}
 		EVP_DigestUpdate(md, b.data, b.len);
-		if ((r = dsec_write_all(fd, b.data, b.len)) < 0)
+		if (!fs3_is_zero(b.data, b.len) && (r = pwrite_all(fd, b.data, b.len, off)) < 0)
 			r = dsec_err_set(err, -r, "cannot write '%s': %s", tmp, strerror(-r));
 	}
 	EVP_DigestFinal_ex(md, got.b, NULL);

@@ -28,6 +28,12 @@ struct fs3_layer_stats {
 int fs3_layer_put(struct fs3_store *st, const char *path, uint32_t chunk_size,
 		  struct fs3_layer_ref *out, struct fs3_layer_stats *stats, struct dsec_err *err);
 
+/* Where the root inode of an EROFS image of size bytes is, from the
+ * n >= 64 bytes of its superblock (at byte 1024): 0 and *root, or -EBADMSG
+ * when sb is no EROFS superblock or points outside the image (the image
+ * comes from the origin or a peer: any bytes). */
+int fs3_erofs_root(const unsigned char *sb, size_t n, uint64_t size, uint64_t *root);
+
 /* Fetches the layer's index into ix (caller frees with fs3_index_free). */
 int fs3_layer_index(struct fs3_store *st, const struct fs3_layer_ref *l, struct fs3_index *ix,
 		    struct dsec_err *err);

@@ -29,10 +29,8 @@
 #include "ondemand.h"
 #include "log.h"
 
-/* EROFS on-disk superblock: at byte 1024, little-endian. */
+/* EROFS on-disk superblock: at byte 1024 (see fs3_erofs_root). */
 #define EROFS_SB_OFF 1024
-#define EROFS_MAGIC 0xE0F5E1E2u
-#define EROFS_ISLOT 32
 /* Gap a read may leave after the previous one and still count as sequential. */
 #define SEQ_SLACK (256u << 10)
 /* Read-ahead jobs queued at most (a fill may queue more). */
@@ -123,7 +121,9 @@ static int fetch_chunk(struct fs3_fuse *fu, struct odl *l, size_t i, struct dsec
 					 what, b.len, l->ix.chunks[i].len);
 			break;
 		}
-		if (pwrite(l->fd, b.data, b.len, (off_t)l->off[i]) != (ssize_t)b.len) {
+		/* A chunk of zeros stays a hole of the sparse file. */
+		if (!fs3_is_zero(b.data, b.len) &&
+		    pwrite(l->fd, b.data, b.len, (off_t)l->off[i]) != (ssize_t)b.len) {
 			r = dsec_err_set(err, errno ? errno : EIO, "cannot write %s to '%s': %s",
 					 what, l->partial, strerror(errno ? errno : EIO));
 			break;
@@ -643,11 +643,6 @@ static struct odl *find_odl(struct fs3_fuse *fu, const struct fs3_digest *d, siz
 	return NULL;
 }
 
-static uint32_t le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /* Why: the mount reads the superblock and the root inode before anything
  * else, and so does every path lookup; fetching their chunks up front (the
  * superblock is in the first chunk, the root inode in the metadata area
@@ -664,12 +659,8 @@ static int fetch_metadata(struct fs3_fuse *fu, struct odl *l, struct dsec_err *e
 		goto fail;
 	if (l->ref.size < EROFS_SB_OFF + sizeof(sb) ||
 	    pread(l->fd, sb, sizeof(sb), EROFS_SB_OFF) != (ssize_t)sizeof(sb) ||
-	    le32(sb) != EROFS_MAGIC)
+	    fs3_erofs_root(sb, sizeof(sb), l->ref.size, &root) < 0)
 		return 0;	/* not EROFS: the mount will say so */
-	/* blkszbits at 12, root_nid (le16) at 14, meta_blkaddr (le32) at 40. */
-	root = ((uint64_t)le32(sb + 40) << sb[12]) + (uint64_t)(sb[14] | sb[15] << 8) * EROFS_ISLOT;
-	if (sb[12] < 9 || sb[12] > 16 || root >= l->ref.size)
-		return 0;
 	if (ensure(fu, l, chunk_at(l, root), false) < 0)
 		goto fail;
 	return 0;

@@ -26,6 +26,7 @@
 
 #include "image.h"
 #include "snap.h"
+#include "store.h"
 #include "util.h"
 
 #define NOBODY 65534u
@@ -49,6 +50,9 @@ struct copy {
 	size_t nlinks, caplinks; /* used, allocated */
 	struct fs3_diff_stats *st; /* counts */
 	struct dsec_err *err;	/* why it failed */
+	const char *dst;	/* the copy's top, for messages */
+	uint64_t limit;		/* bytes of data it may take, 0 = no limit */
+	bool plain;		/* copy_file_range cannot: read and write */
 	char buf[1 << 16];	/* data when copy_file_range cannot */
 	char xlist[SNAP_XATTR_MAX]; /* an entry's xattr names */
 	char xval[SNAP_XATTR_MAX]; /* one xattr's value */
@@ -239,34 +243,72 @@ static int merge_entry(struct copy *c, int sfd, int dfd, const char *name, const
 	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0) && !c->below;
 }
 
-static int copy_data(struct copy *c, int in, int out, const char *rel)
+/* Copies [off, end) of in to the same place of out: copy_file_range first
+ * (a reflink or an in-kernel copy where the file systems allow), else
+ * read and write, where a block of zeros is left a hole. */
+static int copy_range(struct copy *c, int in, int out, off_t off, off_t end, const char *rel)
 {
-	bool plain = false;
-
-	for (;;) {
+	while (off < end) {
+		size_t want = (size_t)(end - off);
 		ssize_t n;
 
-		if (!plain) {
-			n = copy_file_range(in, NULL, out, NULL, 1 << 30, 0);
+		if (!c->plain) {
+			off_t oi = off, oo = off;
+			n = copy_file_range(in, &oi, out, &oo, want > (1u << 30) ? 1u << 30 : want, 0);
 			if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
 				      errno == EOPNOTSUPP)) {
-				plain = true;
+				c->plain = true;
 				continue;
 			}
 		} else {
-			n = read(in, c->buf, sizeof(c->buf));
-			if (n > 0 && dsec_write_all(out, c->buf, (size_t)n) < 0)
+			n = pread(in, c->buf, want > sizeof(c->buf) ? sizeof(c->buf) : want, off);
+			if (n > 0 && !fs3_is_zero(c->buf, (size_t)n) &&
+			    pwrite(out, c->buf, (size_t)n, off) != n)
 				n = -1;
 		}
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return dsec_err_set(c->err, errno, "cannot copy '%s': %s", rel, strerror(errno));
-		}
-		if (n == 0)
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return dsec_err_set(c->err, errno, "cannot copy '%s' to '%s': %s", rel, c->dst,
+					    strerror(errno));
+		if (n == 0)	/* it shrank */
 			return 0;
-		c->st->bytes += (uint64_t)n;
+		off += n;
 	}
+	return 0;
+}
+
+/* Copies a file's data keeping its holes (SEEK_DATA/SEEK_HOLE), then sets
+ * its size; the data counts against c->limit. */
+static int copy_data(struct copy *c, int in, int out, off_t size, const char *rel)
+{
+	off_t pos = 0;
+	int r;
+
+	while (pos < size) {
+		off_t d = lseek(in, pos, SEEK_DATA), h;
+
+		if (d < 0 && errno == ENXIO)	/* nothing but a hole up to the end */
+			break;
+		if (d < 0)
+			return dsec_err_set(c->err, errno, "cannot read '%s': %s", rel, strerror(errno));
+		if (d >= size)
+			break;
+		if ((h = lseek(in, d, SEEK_HOLE)) < 0 || h > size)
+			h = size;
+		c->st->bytes += (uint64_t)(h - d);
+		if (c->limit && c->st->bytes > c->limit)
+			return dsec_err_setc(c->err, DSEC_E_CAPACITY, EDQUOT, "cannot copy '%s': the "
+					     "files' data is over the %llu MiB the sandbox's disk "
+					     "holds", rel, (unsigned long long)(c->limit >> 20));
+		if ((r = copy_range(c, in, out, d, h, rel)) < 0)
+			return r;
+		pos = h;
+	}
+	if (ftruncate(out, size) < 0)
+		return dsec_err_set(c->err, errno, "cannot copy '%s' to '%s': %s", rel, c->dst,
+				    strerror(errno));
+	return 0;
 }
 
 static int copy_file(struct copy *c, int sfd, int dfd, const char *name, const struct stat *st,
@@ -288,10 +330,16 @@ static int copy_file(struct copy *c, int sfd, int dfd, const char *name, const s
 	in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (in < 0)
 		return dsec_err_set(c->err, errno, "cannot open '%s': %s", rel, strerror(errno));
+	c->st->size += (uint64_t)st->st_size;
+	if (c->limit && c->st->size > c->limit * FS3_DIFF_SIZE_RATIO)
+		return dsec_err_setc(c->err, DSEC_E_CAPACITY, EFBIG, "cannot copy '%s': the files' "
+				     "sizes add up to more than %llu MiB (%d times the sandbox's "
+				     "disk)", rel, (unsigned long long)(c->limit * FS3_DIFF_SIZE_RATIO >> 20),
+				     FS3_DIFF_SIZE_RATIO);
 	out = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out < 0)
 		return dsec_err_set(c->err, errno, "cannot create '%s': %s", rel, strerror(errno));
-	if ((r = copy_data(c, in, out, rel)) < 0)
+	if ((r = copy_data(c, in, out, st->st_size, rel)) < 0)
 		return r;
 	c->st->files++;
 	if (st->st_nlink > 1) {
@@ -416,7 +464,7 @@ static int copy_dir(struct copy *c, int sfd, int dfd, const char *rel, int depth
 }
 
 int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t id_count,
-		  unsigned flags, struct fs3_diff_stats *stp, struct dsec_err *err)
+		  unsigned flags, uint64_t limit, struct fs3_diff_stats *stp, struct dsec_err *err)
 {
 	struct fs3_diff_stats mine;
 	struct copy *c = xcalloc(1, sizeof(*c));
@@ -435,6 +483,8 @@ int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t
 	c->below = c->merge && (flags & FS3_DIFF_BELOW);
 	c->st = stp;
 	c->err = err;
+	c->dst = dst;
+	c->limit = limit;
 	c->dstroot = -1;
 	s = open(upper, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s < 0 || fstat(s, &st) < 0) {

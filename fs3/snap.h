@@ -37,7 +37,8 @@ struct fs3_diff_stats {
 	uint64_t whiteouts;	/* deleted paths (0/0 character devices) */
 	uint64_t opaque;	/* replaced directories */
 	uint64_t other;		/* symlinks, fifos, sockets, other devices */
-	uint64_t bytes;		/* bytes of file data */
+	uint64_t bytes;		/* bytes of file data (holes not counted) */
+	uint64_t size;		/* bytes of the regular files' sizes (holes counted) */
 };
 
 /* The sandbox's overlay was mounted with userxattr: its opaque marks are
@@ -55,11 +56,21 @@ struct fs3_diff_stats {
  * (they still hide something there); without it they are dropped. */
 #define FS3_DIFF_BELOW 0x4u
 
+/* With a limit, the files' sizes (holes counted) may add up to this many
+ * times it: past that mkfs.erofs would spend too long reading holes. */
+#define FS3_DIFF_SIZE_RATIO 16
+
 /* Copies the upper dir at upper (a path, symlinks at its end followed) to
- * dst, which must not exist (but see FS3_DIFF_MERGE); see above.  st may
- * be NULL.  On failure dst may be left half made: the caller removes it. */
+ * dst, which must not exist (but see FS3_DIFF_MERGE); see above.  Files
+ * keep their holes (SEEK_DATA/SEEK_HOLE; copy_file_range, so a reflink
+ * where the file systems allow, else read and write, where a block of
+ * zeros also stays a hole).  With limit (the sandbox's disk, in bytes; 0 =
+ * none) the files' data may take at most limit bytes and their sizes
+ * FS3_DIFF_SIZE_RATIO x limit: beyond, the copy fails with capacity.  st
+ * may be NULL.  On failure dst may be left half made: the caller removes
+ * it. */
 int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t id_count,
-		  unsigned flags, struct fs3_diff_stats *st, struct dsec_err *err);
+		  unsigned flags, uint64_t limit, struct fs3_diff_stats *st, struct dsec_err *err);
 
 /* Is tag a valid "name[:tag]" for fs3_tag and fs3_import_opts.tag?  Lets a
  * caller refuse a bad tag before it freezes a sandbox. */

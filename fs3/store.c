@@ -131,6 +131,13 @@ char *fs3_store_path(const char *tier, enum fs3_kind kind, const struct fs3_dige
 	return xasprintf("%s/%s/%.2s/%s", tier, kind_dir[kind], hex, hex);
 }
 
+bool fs3_is_zero(const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	return n == 0 || (b[0] == 0 && !memcmp(b, b + 1, n - 1));
+}
+
 int fs3_read_full(int fd, void *p, size_t want, size_t *got)
 {
 	*got = 0;

@@ -149,6 +149,9 @@ int fs3_store_walk(const char *tier, enum fs3_kind kind,
 int fs3_write_atomic(const char *path, const void *data, size_t len, bool sync);
 /* fsync the directory that holds path (after a rename or unlink in it). */
 int fs3_sync_parent(const char *path);
+/* Are the n bytes at p all zero?  (Such blocks are left holes in the
+ * files fs3 writes.) */
+bool fs3_is_zero(const void *p, size_t n);
 /* read() until want bytes or end of file; *got says how many came. */
 int fs3_read_full(int fd, void *p, size_t want, size_t *got);
 /* Read a whole file of at most max bytes into out (reset first). */

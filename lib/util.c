@@ -6,8 +6,10 @@
 #include <string.h>
 #include <time.h>
 #include <dirent.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <linux/fs.h>
 #include <math.h>
 
 #include "util.h"
@@ -245,12 +247,50 @@ int dsec_mkdir_p(const char *path, int mode)
 	return 0;
 }
 
+/* Clears the immutable and append-only flags of fd (chattr +i / +a, which
+ * a tar's file flags or a sandbox's root may have set): they stop the
+ * removal of the file, or of what a directory holds, even for root.
+ * Returns whether there was something to clear. */
+static bool clear_fflags(int fd)
+{
+	int f;
+
+	if (ioctl(fd, FS_IOC_GETFLAGS, &f) < 0 || !(f & (FS_IMMUTABLE_FL | FS_APPEND_FL)))
+		return false;
+	f &= ~(FS_IMMUTABLE_FL | FS_APPEND_FL);
+	return ioctl(fd, FS_IOC_SETFLAGS, &f) == 0;
+}
+
+/* unlinkat(dirfd, name, flags) that, refused with EPERM, clears the flags
+ * of the directory and of name (a file or directory: nothing else is
+ * opened) and tries once more. */
+static int unlink_flagged(int dirfd, const char *name, const struct stat *st, int flags)
+{
+	bool cleared;
+
+	if (unlinkat(dirfd, name, flags) == 0)
+		return 0;
+	if (errno != EPERM)
+		return -errno;
+	cleared = clear_fflags(dirfd);
+	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) {
+		int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd >= 0) {
+			cleared |= clear_fflags(fd);
+			close(fd);
+		}
+	}
+	if (!cleared)
+		return -EPERM;
+	return unlinkat(dirfd, name, flags) < 0 ? -errno : 0;
+}
+
 /* Removes the contents of dirfd (which it closes), staying on device dev. */
 static int rm_rf_at(int dirfd, dev_t dev)
 {
 	DIR *d = fdopendir(dirfd);
 	struct dirent *de;
-	int rc = 0;
+	int rc = 0, r;
 
 	if (!d) {
 		close(dirfd);
@@ -270,15 +310,12 @@ static int rm_rf_at(int dirfd, dev_t dev)
 			}
 			int sub = openat(dirfd, de->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				int r = rm_rf_at(sub, dev);
-				if (r < 0)
-					rc = r;
-			}
-			if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && !rc)
-				rc = -errno;
-		} else if (unlinkat(dirfd, de->d_name, 0) < 0 && !rc) {
-			rc = -errno;
+			if (sub >= 0 && (r = rm_rf_at(sub, dev)) < 0)
+				rc = r;
+			if ((r = unlink_flagged(dirfd, de->d_name, &st, AT_REMOVEDIR)) < 0 && !rc)
+				rc = r;
+		} else if ((r = unlink_flagged(dirfd, de->d_name, &st, 0)) < 0 && !rc) {
+			rc = r;
 		}
 	}
 	closedir(d);
@@ -292,10 +329,12 @@ int dsec_rm_rf(const char *path)
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISDIR(st.st_mode))
-		return unlink(path) < 0 ? -errno : 0;
+		return unlink_flagged(AT_FDCWD, path, &st, 0);
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	/* Its own flags too: an immutable directory cannot be removed. */
+	clear_fflags(fd);
 	int rc = rm_rf_at(fd, st.st_dev);
 	if (rmdir(path) < 0 && !rc)
 		rc = -errno;

@@ -67,7 +67,7 @@ int main(void)
 	}
 
 	dsec_err_clear(&err);
-	int r = fs3_diff_copy(up, dst, BASE, 65536, FS3_DIFF_USERXATTR, &st, &err);
+	int r = fs3_diff_copy(up, dst, BASE, 65536, FS3_DIFF_USERXATTR, 0, &st, &err);
 	is_int(r, 0, "the upper dir is copied (%s)", err.msg);
 	_cleanup_free_ char *f = tpath("tree/dir/f"), *g = tpath("tree/dir/g");
 	_cleanup_free_ char *l = tpath("tree/dir/l"), *gone = tpath("tree/dir/gone");
