@@ -6,6 +6,7 @@
 #include <msgpack.h>
 
 #include "image.h"
+#include "proto.h"
 
 /* Most chunks an index may list and layers a manifest may have: bounds for
  * what a corrupt or hostile object can make us allocate. */
@@ -99,82 +100,6 @@ static int get_strv(const msgpack_object *o, char ***out)
 	return 0;
 }
 
-/* Big-endian n-byte (1, 2, 4) number at p. */
-static uint32_t be(const uint8_t *p, int n)
-{
-	uint32_t v = 0;
-
-	while (n--)
-		v = v << 8 | *p++;
-	return v;
-}
-
-/* A msgpack type byte 0xc0 + i (h[i] of mp_bounded): what follows it. */
-struct mp_head {
-	uint8_t lenb;		/* bytes of the length or count after it */
-	uint8_t fixed;		/* bytes of payload besides that length (ext type, number) */
-	uint8_t kind;		/* 's' bytes follow, 'f' fixed only, 'a' array, 'm' map,
-				 * 0 never used (0xc1) */
-};
-
-/* Is p[0..n) one msgpack object whose arrays and maps declare no more
- * elements than bytes are left to hold them?  msgpack-c reserves room for
- * every element an array or map header declares before it reads one (a
- * map32 header of 5 bytes: 128 GiB); after this check what it reserves is
- * bounded by a small multiple of n. */
-static bool mp_bounded(const uint8_t *p, size_t n)
-{
-	size_t off = 0, pending = 1;
-
-	while (pending) {
-		if (off >= n)
-			return false;
-		uint8_t t = p[off++];
-		uint64_t items = 0, skip = 0;
-		pending--;
-		if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3)
-			continue;
-		if ((t & 0xf0) == 0x80)
-			items = 2u * (t & 0x0f);
-		else if ((t & 0xf0) == 0x90)
-			items = t & 0x0f;
-		else if ((t & 0xe0) == 0xa0)
-			skip = t & 0x1f;
-		else {
-			static const struct mp_head h[32] = {
-				[0x04] = { 1, 0, 's' }, [0x05] = { 2, 0, 's' }, [0x06] = { 4, 0, 's' },
-				[0x07] = { 1, 1, 's' }, [0x08] = { 2, 1, 's' }, [0x09] = { 4, 1, 's' },
-				[0x0a] = { 0, 4, 'f' }, [0x0b] = { 0, 8, 'f' }, [0x0c] = { 0, 1, 'f' },
-				[0x0d] = { 0, 2, 'f' }, [0x0e] = { 0, 4, 'f' }, [0x0f] = { 0, 8, 'f' },
-				[0x10] = { 0, 1, 'f' }, [0x11] = { 0, 2, 'f' }, [0x12] = { 0, 4, 'f' },
-				[0x13] = { 0, 8, 'f' }, [0x14] = { 0, 2, 'f' }, [0x15] = { 0, 3, 'f' },
-				[0x16] = { 0, 5, 'f' }, [0x17] = { 0, 9, 'f' }, [0x18] = { 0, 17, 'f' },
-				[0x19] = { 1, 0, 's' }, [0x1a] = { 2, 0, 's' }, [0x1b] = { 4, 0, 's' },
-				[0x1c] = { 2, 0, 'a' }, [0x1d] = { 4, 0, 'a' }, [0x1e] = { 2, 0, 'm' },
-				[0x1f] = { 4, 0, 'm' },
-			};
-			const struct mp_head *e = &h[t - 0xc0];
-			if (!e->kind || n - off < e->lenb)
-				return false;	/* 0xc1, or cut short */
-			uint64_t len = be(p + off, e->lenb);
-			off += e->lenb;
-			if (e->kind == 'a')
-				items = len;
-			else if (e->kind == 'm')
-				items = 2 * len;
-			else
-				skip = len + e->fixed;
-		}
-		if (skip > n - off)
-			return false;
-		off += skip;
-		if (pending + items > n - off)	/* each element takes a byte at least */
-			return false;
-		pending += items;
-	}
-	return true;
-}
-
 /* Unpacks one map with "v" == FS3_FORMAT_VERSION and nothing after it. */
 static int unpack_root(msgpack_unpacked *u, const void *p, size_t n)
 {
@@ -182,7 +107,7 @@ static int unpack_root(msgpack_unpacked *u, const void *p, size_t n)
 	uint64_t v;
 
 	msgpack_unpacked_init(u);
-	if (!mp_bounded(p, n) || msgpack_unpack_next(u, p, n, &off) != MSGPACK_UNPACK_SUCCESS ||
+	if (!dsec_msgpack_bounded(p, n) || msgpack_unpack_next(u, p, n, &off) != MSGPACK_UNPACK_SUCCESS ||
 	    off != n ||
 	    u->data.type != MSGPACK_OBJECT_MAP || get_u64(get(&u->data, "v"), &v) < 0 ||
 	    v != FS3_FORMAT_VERSION) {

@@ -283,6 +283,13 @@ const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
 	return NULL;
 }
 
+bool dsec_msgpack_bounded(const void *p, size_t len)
+{
+	size_t used;
+
+	return msgpack_walk(p, len, SIZE_MAX, &used, NULL) == 0 && used == len;
+}
+
 int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 		   struct dsec_err *err)
 {

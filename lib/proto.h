@@ -106,6 +106,11 @@ int dsec_msg_parse(struct dsec_msg *m, const void *data, size_t len, size_t max,
 int dsec_msg_parse_n(struct dsec_msg *m, const void *data, size_t len, size_t max,
 		     size_t max_objects, struct dsec_err *err);
 void dsec_msg_free(struct dsec_msg *m);
+/* Is p[0..len) exactly one msgpack object whose containers claim no more
+ * elements than the bytes left could hold, nested at most 32 deep?  The
+ * check dsec_msg_parse makes before msgpack-c allocates anything, for
+ * decoders of other msgpack data (fs3's indexes and manifests). */
+bool dsec_msgpack_bounded(const void *p, size_t len);
 
 /* Field access on a map object.  Getters return 0 when the key is present
  * and well typed, -ENOENT when absent (out untouched), and -EINVAL with a
