@@ -127,6 +127,8 @@ static const struct be_conf_key conf_table[] = {
 
 struct ct_be;
 
+struct ct_exec;
+
 /* A done callback waiting for the reaper (never called inside an op). */
 struct ct_pending {
 	struct ct_pending *next;	/* queue */
@@ -134,6 +136,8 @@ struct ct_pending {
 	void *arg;			/* its argument */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why, when rc < 0 */
+	struct ct_exec *x;		/* an ended command, freed after done (its handle
+					 * is the caller's until then), or NULL */
 };
 
 /* A cgroup shared by an exec and the pool work killing it. */
@@ -282,11 +286,16 @@ static void ct_submit(struct ct_be *be, void (*work)(void *), void (*done)(void 
 	}
 }
 
-static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
-		  const struct dsec_err *err)
+static void exec_free(struct ct_exec *x);
+
+/* Queues done(arg, rc, err) for the reaper; x (an ended command, or NULL)
+ * is freed after it, so that its handle stays valid until done. */
+static void defer_x(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
+		    const struct dsec_err *err, struct ct_exec *x)
 {
 	struct ct_pending *p = xcalloc(1, sizeof(*p));
 
+	p->x = x;
 	p->done = done;
 	p->arg = arg;
 	p->rc = rc;
@@ -297,6 +306,12 @@ static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 	*be->pend_tail = p;
 	be->pend_tail = &p->next;
 	ev_idle_start(be->host->loop, &be->idle);
+}
+
+static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
+		  const struct dsec_err *err)
+{
+	defer_x(be, done, arg, rc, err, NULL);
 }
 
 static void reap_cb(struct ev_loop *loop, ev_check *w, int revents)
@@ -311,6 +326,8 @@ static void reap_cb(struct ev_loop *loop, ev_check *w, int revents)
 			be->pend_tail = &be->pend;
 		if (!be->stopping)
 			p->done(p->arg, p->rc, p->rc < 0 ? &p->err : NULL);
+		if (p->x)
+			exec_free(p->x);
 		free(p);
 	}
 	ev_idle_stop(loop, &be->idle);
@@ -1305,6 +1322,14 @@ static void exec_close(struct ct_exec *x)
 	x->out_fd = x->err_fd = x->st_fd = -1;
 }
 
+/* An ended command, once its done has run (or fini dropped it). */
+static void exec_free(struct ct_exec *x)
+{
+	dsec_buf_free(&x->st);
+	xstream_free(x->stream);
+	free(x);
+}
+
 /* Decide the result, queue done, and kill what the exec left. */
 static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 {
@@ -1326,13 +1351,13 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		}
 	be->running--;
 	be->ncalls++;
-	defer(be, x->done, x->arg, rc, err);
-	dsec_buf_free(&x->st);
-	xstream_free(x->stream);
 	c = xcalloc(1, sizeof(*c));
 	c->sb = sb;
 	c->cg = x->cg;
-	free(x);
+	x->cg = NULL;
+	/* x stays until its done has run: the caller may use its handle
+	 * (exec_signal, exec_resize) until then. */
+	defer_x(be, x->done, x->arg, rc, err, x);
 	if (sb->destroying) {
 		/* The teardown kills and removes the whole tree. */
 		cgref_put(c->cg);
@@ -2046,9 +2071,11 @@ fail:
 static int ct_exec_signal(void *vsb, void *handle, int sig, struct dsec_err *err)
 {
 	struct ct_exec *x = handle;
-	pid_t pid = xstream_pid(x);
+	pid_t pid;
 
-	if (!pid)
+	if (x->finished)
+		return 0;	/* ended, its done on the way: nothing left to signal */
+	if (!(pid = xstream_pid(x)))
 		return dsec_err_setc(err, DSEC_E_BUSY, EAGAIN, "the command in sandbox '%s' is still "
 				     "starting: retry", x->sb->id);
 	if (strstr(x->st.data, "\nst "))
@@ -2070,6 +2097,8 @@ static int ct_exec_resize(void *vsb, void *handle, uint16_t rows, uint16_t cols,
 	struct ct_exec *x = handle;
 	struct winsize ws = { .ws_row = rows, .ws_col = cols };
 
+	if (x->finished)
+		return 0;	/* ended, its done on the way */
 	if (!x->stream || x->stream->ptm < 0)
 		return dsec_err_setc(err, DSEC_E_INVALID, ENOTTY, "the command in sandbox '%s' has "
 				     "no terminal", x->sb->id);
@@ -2881,8 +2910,7 @@ static void ct_fini(void *vbe)
 			exec_close(x);
 			sb->execs = x->next;
 			cgref_put(x->cg);
-			dsec_buf_free(&x->st);
-			free(x);
+			exec_free(x);
 		}
 	}
 	be_tasks_drain(&be->tasks);
@@ -2912,6 +2940,8 @@ static void ct_fini(void *vbe)
 		struct ct_pending *p = be->pend;
 
 		be->pend = p->next;
+		if (p->x)
+			exec_free(p->x);
 		free(p);
 	}
 	ev_idle_stop(loop, &be->idle);
