@@ -2,11 +2,12 @@
  * backend's helper, started by container.so with fork + exec (dsecd has
  * threads, so nothing but exec runs after its fork).  Two modes:
  *
- *   container-init create --dir D --rootfs R|- --disk BYTES --cg DESC
+ *   container-init create --dir D --rootfs R|- --disk BYTES --cg N
  *	fd 3: status pipe (one line: "ok PID" or "err ERRNO message")
  *	fd 4: the init's end of dsecd's command socket (ct_exec.h)
  *	fd 5: the socket the image's layers come on (user namespaces)
- *	fds 6..: the sandbox's cgroup (be_cg_export order); --filter FD: a
+ *	fds 6..6+N-1: cgroup.procs of the sandbox's cgroup in each
+ *	hierarchy, opened by dsecd, written "0" to join; --filter FD: a
  *	memfd with the commands' seccomp filter compiled by dsecd;
  *	--preload FD: container-preload.so, for the warm shell (ct_exec.h)
  *   Started by clone() in new mount, pid, net, uts and ipc namespaces, so
@@ -444,12 +445,10 @@ static _Noreturn void do_create(int argc, char **argv)
 	const char *dir = arg(argc, argv, "--dir", NULL);
 	const char *rootfs = arg(argc, argv, "--rootfs", "-");
 	const char *disk = arg(argc, argv, "--disk", "256m");
-	const char *desc = arg(argc, argv, "--cg", "none");
+	int ncg = atoi(arg(argc, argv, "--cg", "0"));
 	unsigned long nlayers = strtoul(arg(argc, argv, "--layers", "0"), NULL, 10);
 	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
 	char lowers[64 * 16 + 1] = "";
-	struct be_cg *cg = NULL;
-	struct dsec_err err;
 	sigset_t all;
 	int lfd[64], upfd, filter_fd, preload_fd;
 
@@ -472,11 +471,16 @@ static _Noreturn void do_create(int argc, char **argv)
 	}
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
-	if (strcmp(desc, "none")) {
-		if (be_cg_import(&cg, desc, 6, &err) < 0)
-			fail(err.errnum, "%s", err.msg);
-		if (be_cg_attach(cg, 0) < 0)
-			fail(errno, "cannot join the sandbox's cgroup");
+	/* The sandbox's cgroup, first thing after the exec (before it, we
+	 * shared dsecd's memory: its OOM killer would have killed dsecd with
+	 * us).  dsecd opened the files; the kernel checks a move by the
+	 * opener's credentials, so this works in a user namespace too. */
+	if (ncg < 0 || ncg > BE_CG_MAXH)
+		fail(EINVAL, "bad --cg %d", ncg);
+	for (int i = 0; i < ncg; i++) {
+		if (write(6 + i, "0", 1) != 1)
+			fail(errno, "cannot join the sandbox's cgroup: %s", strerror(errno));
+		close(6 + i);
 	}
 	/* Everything below happens relative to the sandbox's directory, our
 	 * working directory: in a user namespace the path to it may not be ours

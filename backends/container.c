@@ -77,6 +77,20 @@
 #define CT_MAX_LAYERS 64		/* layers of one image */
 #define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 #define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
+/* The floors of a sandbox's limits (requests and config alike): below
+ * them a sandbox cannot do its work (pids: the init, the warm shell's
+ * template and its child, a command; nofile: stdio and a few more), and a
+ * CPU quota below 1 ms per 100 ms period the kernel refuses. */
+#define CT_MIN_MEMORY (8ull << 20)
+#define CT_MIN_DISK (1ull << 20)
+#define CT_MIN_PIDS 4
+#define CT_MIN_NOFILE 16
+#define CT_MIN_CPUS 0.01
+/* The writable layer is a tmpfs, and what is written there is charged to
+ * the sandbox's memory: the disk may take the memory limit less this, so
+ * that a full disk leaves room for the init and a small command and the
+ * OOM killer has a command to pick rather than nothing. */
+#define CT_MEM_RESERVE (4ull << 20)
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -168,7 +182,7 @@ struct ct_sb {
 	uint32_t ip;			/* address on the bridge, 0 = none yet */
 	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
 	int netfd;			/* the sandbox's network namespace, -1 = none */
-	struct dsec_be_limits lim;	/* limits asked for */
+	struct dsec_be_limits lim;	/* limits asked for, disk the one made */
 	uint32_t cpu_weight;		/* and the CPU weight, 0 = default */
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
@@ -347,11 +361,25 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 	if ((rc = be_conf_load(be->host, "container", conf_table, DSEC_ARRAY_LEN(conf_table),
 				&be->conf, err)) < 0)
 		return rc;
-	if (be->conf.pids < 4 || be->conf.nofile < 16 || be->conf.memory < (8u << 20) ||
-	    be->conf.disk < (1u << 20))
+	if (be->conf.pids < CT_MIN_PIDS || be->conf.nofile < CT_MIN_NOFILE ||
+	    be->conf.memory < CT_MIN_MEMORY || be->conf.disk < CT_MIN_DISK ||
+	    be->conf.cpus < CT_MIN_CPUS)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "container limits out of range (pids >= 4, nofile >= 16, "
-				     "memory >= 8M, disk >= 1M)");
+				     "container limits out of range (pids >= %d, nofile >= %d, "
+				     "memory >= %lluM, disk >= %lluM, cpus >= %g)", CT_MIN_PIDS,
+				     CT_MIN_NOFILE, CT_MIN_MEMORY >> 20, CT_MIN_DISK >> 20,
+				     CT_MIN_CPUS);
+	/* The default disk shrinks to fit the memory; one set explicitly
+	 * must fit (see CT_MEM_RESERVE). */
+	if (be->conf.disk + CT_MEM_RESERVE > be->conf.memory) {
+		if (be->host->conf_get("container.disk"))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "container.disk %" PRIu64 " does not fit "
+					     "container.memory %" PRIu64 ": the writable layer is "
+					     "in memory and needs disk + %llu MiB of it",
+					     be->conf.disk, be->conf.memory, CT_MEM_RESERVE >> 20);
+		be->conf.disk = be->conf.memory - CT_MEM_RESERVE;
+	}
 	if (*be->conf.rootfs && (be->conf.rootfs[0] != '/' || stat(be->conf.rootfs, &st) < 0 ||
 				 !S_ISDIR(st.st_mode) || strchr(be->conf.rootfs, ',') ||
 				 strchr(be->conf.rootfs, ':')))
@@ -886,9 +914,11 @@ struct userns_setup {
 };
 
 /* Before the helper execs in its new user namespace: map root inside to the
- * sandbox's uid range, put it in the sandbox's cgroup (inside it could not),
- * and hand it each layer as a detached mount idmapped to that namespace, so
- * the layers' root-owned files are root's inside and copy-up works. */
+ * sandbox's uid range and hand it each layer as a detached mount idmapped
+ * to that namespace, so the layers' root-owned files are root's inside and
+ * copy-up works.  Not its cgroup: until it execs it shares dsecd's memory,
+ * and a memory cgroup's OOM killer kills every process of an mm it picks
+ * (the helper joins after its exec, container-init create). */
 static int userns_setup(pid_t pid, void *arg)
 {
 	struct userns_setup *u = arg;
@@ -897,8 +927,7 @@ static int userns_setup(pid_t pid, void *arg)
 	int fds[CT_MAX_LAYERS], nfd = 0, uns, rc = -1, e;
 	char path[64];
 
-	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0 ||
-	    be_cg_attach(sb->cg, pid) < 0)
+	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0)
 		return -1;
 	if (n == 0)
 		return 0;
@@ -935,7 +964,7 @@ static void create_prep_done(void *arg)
 	struct ct_sb *sb = w->sb;
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
-	char desc[256], disk[32];
+	char ncgs[16], disk[32];
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
 	char filter_at[16], preload_at[16];
@@ -947,21 +976,25 @@ static void create_prep_done(void *arg)
 	char nlayers[16];
 
 	/* fds: 3 status, 4 its end of the command socket (ct_exec.h), 5 the
-	 * layer socket (user namespaces), 6.. the cgroup (without a user
-	 * namespace: with one we put it there), then the compiled filter and
-	 * the warm shell's object.  The helper starts in the sandbox's
-	 * directory. */
-	ncg = sb->ubase ? 0 : be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
-	if (sb->ubase)
-		snprintf(desc, sizeof(desc), "none");
-	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
+	 * layer socket (user namespaces), 6.. the cgroup.procs files of the
+	 * sandbox's cgroup, opened here (the helper moves itself in after its
+	 * exec, when it no longer shares our memory, and may not open them in
+	 * a user namespace), then the compiled filter and the warm shell's
+	 * object.  The helper starts in the sandbox's directory. */
+	if ((ncg = be_cg_open_procs(sb->cg, cgfds)) < 0) {
+		w->rc = dsec_err_set(&w->err, -ncg, "cannot open the cgroup of sandbox '%s': %s",
+				     sb->id, strerror(-ncg));
+		return create_fail(sb, w->rc, &w->err);
+	}
+	snprintf(ncgs, sizeof(ncgs), "%d", ncg);
+	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk);
 	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
 	snprintf(filter_at, sizeof(filter_at), "%d", filter >= 0 ? 6 + ncg : -1);
 	snprintf(preload_at, sizeof(preload_at), "%d", be->preload_fd >= 0 ? 7 + ncg : -1);
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
-			       (char *)"--disk", disk, (char *)"--cg", desc,
+			       (char *)"--disk", disk, (char *)"--cg", ncgs,
 			       (char *)"--layers", nlayers,
 			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
 			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
@@ -982,6 +1015,8 @@ static void create_prep_done(void *arg)
 			if (sv[i] >= 0)
 				close(sv[i]);
 		}
+		for (int i = 0; i < ncg; i++)
+			close(cgfds[i]);
 		return create_fail(sb, w->rc, &w->err);
 	}
 	fds[0] = fds[1] = fds[2] = -1;
@@ -1007,6 +1042,8 @@ static void create_prep_done(void *arg)
 	for (int i = 0; i < 2; i++)
 		if (sv[i] >= 0)
 			close(sv[i]);
+	for (int i = 0; i < ncg; i++)
+		close(cgfds[i]);
 	close(st[1]);
 	close(cv[1]);
 	sb->st_fd = st[0];
@@ -1127,6 +1164,39 @@ static int parse_network(struct ct_be *be, const struct dsec_be_spec *spec, bool
 	return 0;
 }
 
+/* A request's limits against the floors, and its disk against its
+ * memory: the writable layer is a tmpfs charged to the sandbox's memory.
+ * *disk gets the disk to make: the request's, else the configured one
+ * shrunk to fit.  0 or -EINVAL with *err (invalid). */
+static int check_limits(const struct ct_be *be, const struct dsec_be_spec *spec, uint64_t *disk,
+			struct dsec_err *err)
+{
+	const struct dsec_be_limits *l = &spec->limits;
+	uint64_t mem = l->memory ? l->memory : be->conf.memory;
+	const struct { const char *name; double v, min; } f[] = {
+		{ "memory", (double)l->memory, (double)CT_MIN_MEMORY },
+		{ "disk", (double)l->disk, (double)CT_MIN_DISK },
+		{ "pids", l->pids, CT_MIN_PIDS },
+		{ "nofile", l->nofile, CT_MIN_NOFILE },
+		{ "cpus", l->cpus, CT_MIN_CPUS },
+	};
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(f); i++)
+		if (f[i].v > 0 && f[i].v < f[i].min)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "limits.%s %.10g is below the container backend's floor "
+					     "of %.10g", f[i].name, f[i].v, f[i].min);
+	if (l->disk && l->disk + CT_MEM_RESERVE > mem)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "limits.disk %" PRIu64 " does not fit memory %" PRIu64
+				     ": the writable layer is in memory and needs disk + %llu MiB "
+				     "of it", l->disk, mem, CT_MEM_RESERVE >> 20);
+	*disk = l->disk ? l->disk : be->conf.disk;
+	if (*disk + CT_MEM_RESERVE > mem)
+		*disk = mem - CT_MEM_RESERVE;
+	return 0;
+}
+
 static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		     dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
@@ -1135,7 +1205,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	struct ct_sb *sb;
 	struct be_net_rule *rules = NULL;
 	char *lower = NULL, *deny = NULL;
-	uint64_t uid, gid;
+	uint64_t uid, gid, disk = 0;
 	uint32_t dns = 0;
 	size_t nrules = 0;
 	bool net_allow;
@@ -1146,7 +1216,8 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	if (be->nsbs >= be->conf.max_sandboxes)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 				     "container has %u sandboxes, its maximum", be->nsbs);
-	if ((rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
+	if ((rc = check_limits(be, spec, &disk, err)) < 0 ||
+	    (rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
 	    (rc = parse_network(be, spec, &net_allow, &rules, &nrules, &dns, err)) < 0)
 		return rc;
 	if ((rc = be_seccomp_deny_join(spec->seccomp_deny, &deny, err)) < 0) {
@@ -1219,6 +1290,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->uid = uid;
 	sb->gid = gid;
 	sb->lim = spec->limits;
+	sb->lim.disk = disk;
 	sb->cpu_weight = spec->cpu_weight;
 	*out = sb;
 	w = xcalloc(1, sizeof(*w));
