@@ -45,6 +45,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -415,30 +416,64 @@ struct spawn_args {
 	int nfds;			/* how many */
 	int go_fd;			/* read a byte from it before exec, -1 = none */
 	const char *cwd;		/* chdir here (in the new namespaces), or NULL */
-	int exec_fd;			/* close-on-exec, kept open until the exec */
+	int exec_fd;			/* kept open until the exec (closed by it), or -1 */
 };
 
 /* The children's stack: they share the daemon's memory until they exec, and
  * the loop thread, the only one that spawns, waits for that exec. */
 static char spawn_stack[64 << 10] __attribute__((aligned(16)));
 
-/* The child: only async-signal-safe calls, no writes to shared memory. */
+/* The child: only async-signal-safe calls, no writes to shared memory.
+ * It places its fds first and closes every other one, so that it holds
+ * nothing of dsecd's while it waits for the go byte: not the write end
+ * of that pipe (dsecd's death must reach it as EOF, not leave it blocked
+ * for ever as pid 1 of fresh namespaces) and not dsecd's state lock (an
+ * flock is on the open file description: a copy held until the exec keeps
+ * a restarted daemon out).  It dies with dsecd (PR_SET_PDEATHSIG, set
+ * again after the switch of ids, which clears it). */
 static int spawn_child(void *arg)
 {
 	const struct spawn_args *a = arg;
 	struct sigaction sa = { .sa_handler = SIG_DFL };
 	sigset_t none;
-	int high[16];
+	int high[16], go = -1, ex = -1, n = a->nfds;
 
 	for (int s = 1; s < NSIG; s++)
 		sigaction(s, &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (a->go_fd >= 0) {
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (int i = 0; i < n; i++)
+		high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
+	if (a->go_fd >= 0 && (go = fcntl(a->go_fd, F_DUPFD, 100)) < 0)
+		_exit(127);
+	if (a->exec_fd >= 0 && (ex = fcntl(a->exec_fd, F_DUPFD_CLOEXEC, 100)) < 0)
+		_exit(127);
+	for (int i = 0; i < n; i++) {
+		if (high[i] >= 0) {
+			if (dup2(high[i], i) < 0)
+				_exit(127);
+		} else if (i > 2) {
+			close(i);	/* not one of the daemon's */
+		} else {
+			int nul = open("/dev/null", O_RDWR);
+
+			if (nul >= 0 && nul != i) {
+				dup2(nul, i);
+				close(nul);
+			}
+		}
+	}
+	/* The go pipe at n, the exec pipe (close-on-exec) at n + 1. */
+	if ((go >= 0 && dup2(go, n) < 0) || (ex >= 0 && dup3(ex, n + 1, O_CLOEXEC) < 0))
+		_exit(127);
+	syscall(SYS_close_range, go >= 0 || ex >= 0 ? n + 2 : n, ~0U, 0);
+	if (go >= 0) {
 		char c;
 
-		if (read(a->go_fd, &c, 1) != 1)
-			_exit(127);
+		if (read(n, &c, 1) != 1)
+			_exit(127);	/* dsecd is gone, or gave up on us */
+		close(n);
 	}
 	/* By path, after the clone: a directory fd of the daemon's would be a
 	 * mount of the daemon's mount namespace, not of the sandbox's.  In a
@@ -446,36 +481,14 @@ static int spawn_child(void *arg)
 	 * and while we are still the host's root (the path to it is not). */
 	if (a->cwd && chdir(a->cwd) < 0)
 		_exit(125);
-	if (a->go_fd >= 0) {
+	if (go >= 0) {
 		/* Our ids are mapped now: become root of the new user namespace,
 		 * so the exec keeps its capabilities there.  Raw syscalls: glibc's
 		 * would signal the daemon's threads, whose memory we share. */
 		if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
 		    syscall(SYS_setresuid, 0, 0, 0) < 0)
 			_exit(126);
-	}
-	for (int i = 0; i < a->nfds; i++)
-		high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
-	for (int i = 0; i < a->nfds; i++) {
-		if (high[i] >= 0) {
-			if (dup2(high[i], i) < 0)
-				_exit(127);
-		} else if (i > 2) {
-			close(i);	/* not one of the daemon's */
-		} else {
-			int n = open("/dev/null", O_RDWR);
-
-			if (n >= 0 && n != i) {
-				dup2(n, i);
-				close(n);
-			}
-		}
-	}
-	if (a->exec_fd >= a->nfds) {
-		syscall(SYS_close_range, a->nfds, a->exec_fd - 1, 0);
-		syscall(SYS_close_range, a->exec_fd + 1, ~0U, 0);
-	} else {
-		syscall(SYS_close_range, a->nfds, ~0U, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	}
 	execve(a->helper, a->argv, a->envp);
 	_exit(127);
@@ -525,11 +538,6 @@ static pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const
 	DSEC_ASSERT(nfds <= 16);
 	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0)
 		goto fail;
-	/* above every fd the child places, so it survives its close_range */
-	if ((e = fcntl(ex[1], F_DUPFD_CLOEXEC, 32)) < 0)
-		goto fail;
-	close(ex[1]);
-	ex[1] = e;
 	a.go_fd = go[0];
 	a.exec_fd = ex[1];
 	sigfillset(&all);
@@ -3033,8 +3041,6 @@ static void ct_fini(void *vbe)
 		ct_free(be);
 }
 
-/* Directories left by a daemon killed before fini: their mounts lived in
- * namespaces that died with their processes, so they are empty. */
 /* The default root's skeleton, shared by its sandboxes as the overlay's
  * lower layer (container-init skel): made afresh at each start, so a change
  * of the host's /etc shows in sandboxes made after it.  Without it each
@@ -3070,6 +3076,8 @@ static void make_skel(struct ct_be *be)
 	dsec_rm_rf(dir);
 }
 
+/* Directories left by a daemon killed before fini: their mounts lived in
+ * namespaces that died with their processes, so they are empty. */
 static void remove_stale(struct ct_be *be)
 {
 	DIR *d = opendir(be->host->state_dir);
@@ -3132,8 +3140,23 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	if ((rc = be_cg_add_unified(be->cg)) < 0)
 		LOG(be, DSEC_LOG_WARN, "container: cannot use the unified cgroup tree: %s; "
 		    "pause uses the v1 freezer", strerror(-rc));
-	be_cg_remove_stale(be->cg, "dsec-container.");
+	/* What a killed daemon left: its groups (and whatever still runs in
+	 * them), its sandboxes' directories, its bridge and NAT table. */
+	{
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", host->state_dir);
+		int n = be_cg_remove_stale(be->cg, "dsec-container.");
+
+		if ((rc = be_cg_take_over(be->cg, rec)) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: cannot record our cgroups in '%s': %s", rec,
+			    strerror(-rc));
+		if ((n += rc > 0 ? rc : 0) > 0)
+			LOG(be, DSEC_LOG_INFO, "container: removed %d cgroup trees a killed daemon "
+			    "left", n);
+	}
 	remove_stale(be);
+	if (be_bridge_remove_stale(&be->br))
+		LOG(be, DSEC_LOG_INFO, "container: removed the bridge '%s' and its NAT table, left by "
+		    "a killed daemon", be->br.name);
 	if (!*be->conf.rootfs)
 		make_skel(be);
 	/* Every sandbox's commands get this filter (but those with

@@ -1573,7 +1573,10 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 		be_cg_free(be->cg);
 		be->cg = NULL;
 	} else {
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", host->state_dir);
 		int n = be_cg_remove_stale(be->cg, "dsec-fncall.");
+
+		n += be_cg_take_over(be->cg, rec) > 0;	/* a killed daemon's, wherever */
 
 		LOG(be, DSEC_LOG_INFO, "fncall: cgroup %s '%s'%s",
 		    be->cg->mode == BE_CG_V2 ? "v2" : "v1", be->cg->path,
