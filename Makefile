@@ -24,7 +24,7 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
-	libfuse3-dev fuse3
+	libfuse3-dev fuse3 strace
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
