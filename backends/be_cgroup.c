@@ -917,6 +917,15 @@ int be_cg_take_over(const struct be_cg *cg, const char *file)
 	return removed;
 }
 
+int be_cg_give_up(struct be_cg *cg, const char *file)
+{
+	int rc = be_cg_remove(cg);
+
+	if (rc == 0)
+		unlink(file);
+	return rc;
+}
+
 int be_cg_export(const struct be_cg *cg, char *desc, size_t desclen, int fds[BE_CG_MAXH])
 {
 	size_t off;

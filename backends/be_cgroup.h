@@ -131,6 +131,9 @@ int be_cg_remove_stale(struct be_cg *cg, const char *prefix);
  * only user (dsecd's state directory lock).  Returns how many trees it
  * removed, or -errno when file cannot be written. */
 int be_cg_take_over(const struct be_cg *cg, const char *file);
+/* The end of be_cg_take_over: removes cg (be_cg_remove) and, when that
+ * worked, the record in file.  Returns be_cg_remove's result. */
+int be_cg_give_up(struct be_cg *cg, const char *file);
 /* Close the descriptors and free; the groups themselves stay. */
 void be_cg_free(struct be_cg *cg);
 

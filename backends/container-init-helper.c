@@ -619,6 +619,17 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	struct rlimit rl = { nofile, nofile };
 	int e;
 
+	/* The OOM killer takes commands first, before the init (dsecd exempts
+	 * it where it may) and the warm shell's template, which keeps the
+	 * init's setting (its children take this one themselves,
+	 * container-preload): a raise anyone may make, and a vfork child's
+	 * own (the init sharing our memory keeps its own). */
+	if (mark != CT_MARK_TEMPLATE) {
+		if ((e = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) < 0 ||
+		    write(e, "1000", 4) != 4)
+			fail(errno, "cannot set oom_score_adj: %s", strerror(errno));
+		close(e);
+	}
 	if (cg && (e = be_cg_attach(cg, 0)) < 0)
 		fail(-e, "cannot join the exec's cgroup: %s", strerror(-e));
 	if (cgns >= 0 && setns(cgns, CLONE_NEWCGROUP) < 0)

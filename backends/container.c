@@ -215,6 +215,7 @@ struct ct_sb {
 	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
 	struct be_sess_set *sess;	/* shell sessions, made at the first open */
 	bool snapping;			/* a snapshot holds it frozen */
+	bool lost;			/* its init died on its own: dsecd was told */
 	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end */
 };
 
@@ -261,6 +262,7 @@ struct ct_be {
 	char *skel;			/* the default root's shared skeleton, NULL = none */
 	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
+	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -890,6 +892,79 @@ static void create_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	create_fail(sb, -ETIMEDOUT, &err);
 }
 
+/* The init of a ready sandbox died on its own (killed from outside,
+ * crashed; the OOM killer takes it last, see protect_init): its namespaces,
+ * mounts and processes are gone, and so is the sandbox.  dsecd is told
+ * (it answers sandbox_lost from then on and destroys it after a grace);
+ * signaled says how the init ended and num with what.  Once. */
+static void sb_lost(struct ct_sb *sb, bool signaled, int num)
+{
+	const struct dsec_be_host *host = sb->be->host;
+	struct dsec_err why;
+	uint64_t ooms = 0;
+
+	if (!sb->ready || sb->destroying || sb->lost)
+		return;
+	sb->lost = true;
+	be_cg_oom_kills(sb->cg, &ooms);
+	if (signaled)
+		dsec_err_setc(&why, DSEC_E_SANDBOX_LOST, EOWNERDEAD, "its init was killed by SIG%s",
+			      sigabbrev_np(num) ? sigabbrev_np(num) : "?");
+	else
+		dsec_err_setc(&why, DSEC_E_SANDBOX_LOST, EOWNERDEAD, "its init exited with status %d",
+			      num);
+	if (ooms)
+		snprintf(why.msg + strlen(why.msg), sizeof(why.msg) - strlen(why.msg),
+			 " after %" PRIu64 " OOM kills in the sandbox", ooms);
+	LOG(sb->be, DSEC_LOG_WARN, "container: sandbox '%s' is lost: %s", sb->id, why.msg);
+	if (sb->ctl >= 0)
+		close(sb->ctl);	/* nobody serves it */
+	sb->ctl = -1;
+	if (host->struct_size >= offsetof(struct dsec_be_host, sandbox_lost) +
+	    sizeof(host->sandbox_lost) && host->sandbox_lost)
+		host->sandbox_lost(host, sb->id, &why);
+}
+
+#define CT_PF_EXITING 0x4		/* the kernel's task flag, /proc/PID/stat field 9 */
+
+/* Whether the init of sb has ended or is ending, and if so how: the
+ * status libev reaped (its callback still to come), or what /proc says of
+ * a zombie or a task in do_exit (flags, field 9; exit_code, field 52): a
+ * command's pipes close when the dying init's files do, before it is a
+ * zombie.  Only asked when a command ended badly (a few reads). */
+static bool init_gone(struct ct_sb *sb, bool *signaled, int *num)
+{
+	_cleanup_free_ char *stat = NULL;
+	char path[64], *p, *save = NULL;
+	unsigned long flags = 0;
+	int st = -1, field = 3;
+	bool dying = false;
+	size_t len;
+
+	if (sb->init <= 0)
+		return false;
+	if (ev_is_pending(&sb->cw)) {
+		st = sb->cw.rstatus;
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)sb->init);
+		if (dsec_read_file(path, &stat, &len) < 0 || !(p = strrchr(stat, ')')))
+			return false;
+		for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save), field++) {
+			if (field == 3)
+				dying = *t == 'Z' || *t == 'X';
+			else if (field == 9)
+				flags = strtoul(t, NULL, 10);
+			else if (field == 52)
+				st = atoi(t);
+		}
+		if (!dying && !(flags & CT_PF_EXITING))
+			return false;
+	}
+	*signaled = st < 0 || WIFSIGNALED(st);
+	*num = st < 0 ? SIGKILL : WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
+	return true;
+}
+
 static void create_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 {
 	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, cw);
@@ -899,6 +974,33 @@ static void create_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 	if (!sb->ready && !sb->destroying)
 		LOG(sb->be, DSEC_LOG_WARN, "container: the helper of '%s' ended before the sandbox "
 		    "was ready (wait status 0x%x)", sb->id, (unsigned)w->rstatus);
+	sb_lost(sb, WIFSIGNALED(w->rstatus), WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) :
+		WEXITSTATUS(w->rstatus));
+}
+
+/* The OOM killer of the sandbox's memory cgroup never picks its init: it
+ * would take the whole sandbox with it.  Commands run with oom_score_adj
+ * 1000, the most (container-init run_command), so they go first whatever
+ * their size; and the init itself is set to OOM_DISABLE where we may
+ * (CAP_SYS_RESOURCE), through the legacy oom_adj (-17 = oom_score_adj
+ * -1000), which unlike oom_score_adj leaves oom_score_adj_min at what the
+ * init inherited: a command cannot lower itself below that.  Only once
+ * pid has exec'd (a process sharing our memory would share the setting,
+ * and dsecd would get it). */
+static void protect_init(struct ct_be *be, pid_t pid)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/oom_adj", (int)pid);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0 || write(fd, "-17", 3) != 3) {
+		if (!be->oom_warned)
+			LOG(be, DSEC_LOG_WARN, "container: cannot exempt sandboxes' inits from the "
+			    "OOM killer (%s); their commands still go first", strerror(errno));
+		be->oom_warned = true;
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 static int write_map(pid_t pid, const char *file, uint32_t base)
@@ -1062,6 +1164,7 @@ static void create_prep_done(void *arg)
 		w->rc = dsec_err_set(&w->err, errno, "cannot fork: %s", strerror(errno));
 		return create_fail(sb, w->rc, &w->err);
 	}
+	protect_init(be, sb->helper);	/* it has exec'd: both spawns wait for that */
 	free(w);
 	dsec_set_nonblock(sb->st_fd, true);
 	ev_io_init(&sb->st_w, create_st_cb, sb->st_fd, EV_READ);
@@ -1421,6 +1524,15 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		return;
 	x->finished = true;
 	exec_close(x);
+	/* A command cut short may have been cut by its init's end: tell
+	 * dsecd first, so that its reply says the sandbox is lost. */
+	if (!sb->lost && !sb->destroying && (rc < 0 || x->res->signal == SIGKILL)) {
+		bool sig;
+		int num;
+
+		if (init_gone(sb, &sig, &num))
+			sb_lost(sb, sig, num);
+	}
 	if (x->pid > 0 && !x->reaped)
 		kill(x->pid, SIGKILL);	/* libev reaps it */
 	x->res->duration = (double)(dsec_now_ns() - x->t0) / 1e9;
@@ -3028,8 +3140,10 @@ static void ct_fini(void *vbe)
 	ev_ref(loop);
 	ev_check_stop(loop, &be->check);
 	if (be->cg) {
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);
+
 		be_cg_kill(be->cg);
-		if (be_cg_remove(be->cg) < 0)
+		if (be_cg_give_up(be->cg, rec) < 0)
 			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", be->cg->path);
 		be_cg_free(be->cg);
 		be->cg = NULL;

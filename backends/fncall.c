@@ -1495,8 +1495,10 @@ static void fc_fini(void *vbe)
 	ev_ref(loop);
 	ev_check_stop(loop, &be->check);
 	if (be->cg) {
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);
+
 		be_cg_kill(be->cg);
-		if (be_cg_remove(be->cg) < 0)
+		if (be_cg_give_up(be->cg, rec) < 0)
 			LOG(be, DSEC_LOG_WARN, "fncall: cannot remove cgroup '%s'", be->cg->path);
 		be_cg_free(be->cg);
 		be->cg = NULL;

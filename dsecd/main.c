@@ -25,7 +25,7 @@ struct dsecd *dsecd_global;
 
 static void destroy_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 {
-	if (sb->state == SB_READY)
+	if (sb->state == SB_READY || sb->state == SB_FAILED)
 		dsecd_sb_destroy(d, sb, "daemon shutting down", NULL);
 }
 

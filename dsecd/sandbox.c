@@ -37,6 +37,7 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		free(sb->image);
 		dsec_strv_free(sb->env);
 		free(sb->cwd);
+		free(sb->lost);
 		free(sb);
 	}
 }
@@ -107,6 +108,40 @@ static void idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	dsecd_sb_destroy(dsecd_global, sb, "idle ttl expired", NULL);
 }
 
+static void lost_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct dsecd_sb *sb = dsec_container_of(w, struct dsecd_sb, ttl_timer);
+
+	dsecd_sb_destroy(dsecd_global, sb, sb->pooled ? "lost in its warm pool" :
+			 "lost, its grace is over", NULL);
+}
+
+void dsecd_sb_lost(struct dsecd *d, struct dsecd_sb *sb, const char *why)
+{
+	if (sb->state != SB_READY)
+		return;	/* a create fails by itself; a sandbox being destroyed is going */
+	sb->state = SB_FAILED;
+	sb->lost = xstrdup(why);
+	log_warn("sandbox %s is lost: %s; destroyed in %.0f s unless a client does it first",
+		 sb->id, why, sb->pooled ? 0 : d->conf.lost_grace);
+	/* The TTL timer becomes the grace's: destroy stops it as ever.  A
+	 * pooled sandbox no request can name goes at once, but not from in
+	 * here (the backend's callback chain). */
+	ev_timer_stop(d->loop, &sb->ttl_timer);
+	ev_timer_stop(d->loop, &sb->idle_timer);
+	if (sb->pooled)
+		dsecd_warm_forget(d, sb);	/* no create may take it meanwhile */
+	ev_set_cb(&sb->ttl_timer, lost_cb);
+	ev_timer_set(&sb->ttl_timer, sb->pooled ? 0 : d->conf.lost_grace, 0);
+	ev_timer_start(d->loop, &sb->ttl_timer);
+}
+
+int dsecd_sb_lost_err(const struct dsecd_sb *sb, struct dsec_err *err)
+{
+	return dsec_err_setc(err, DSEC_E_SANDBOX_LOST, EOWNERDEAD,
+			     "sandbox '%s' is lost: %s", sb->id, sb->lost ? sb->lost : "its init died");
+}
+
 struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be)
 {
 	struct dsecd_sb *sb = xcalloc(1, sizeof(*sb));
@@ -158,6 +193,20 @@ struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err 
 		if (sb->serial == serial && !sb->pooled)
 			return sb;
 	dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "no sandbox '%.128s'", id);
+	return NULL;
+}
+
+struct dsecd_sb *dsecd_sb_lookup(struct dsecd *d, const char *id)
+{
+	const char *colon = strrchr(id, ':');
+	uint64_t serial;
+
+	if (!colon)
+		return NULL;
+	serial = strtoull(colon + 1, NULL, 16);
+	for (struct dsecd_sb *sb = d->buckets[bucket_of(d, serial)]; sb; sb = sb->hnext)
+		if (sb->serial == serial && !strcmp(sb->id, id))
+			return sb;
 	return NULL;
 }
 
