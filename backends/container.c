@@ -34,6 +34,7 @@
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
+#include <linux/securebits.h>
 #include <net/if.h>
 #include <sched.h>
 #include <pthread.h>
@@ -262,6 +263,7 @@ struct ct_be {
 	char *skel;			/* the default root's shared skeleton, NULL = none */
 	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
+	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 };
 
@@ -278,6 +280,8 @@ static void ct_free(struct ct_be *be)
 		close(be->filter_fd);
 	if (be->preload_fd >= 0)
 		close(be->preload_fd);
+	if (be->home_fd >= 0)
+		close(be->home_fd);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
@@ -417,8 +421,8 @@ struct spawn_args {
 	const int *fds;			/* fds[i] goes to fd i */
 	int nfds;			/* how many */
 	int go_fd;			/* read a byte from it before exec, -1 = none */
-	const char *cwd;		/* chdir here (in the new namespaces), or NULL */
 	int exec_fd;			/* kept open until the exec (closed by it), or -1 */
+	int securebits;			/* set them to this before the exec, -1 = leave */
 };
 
 /* The children's stack: they share the daemon's memory until they exec, and
@@ -477,12 +481,6 @@ static int spawn_child(void *arg)
 			_exit(127);	/* dsecd is gone, or gave up on us */
 		close(n);
 	}
-	/* By path, after the clone: a directory fd of the daemon's would be a
-	 * mount of the daemon's mount namespace, not of the sandbox's.  In a
-	 * user namespace: once the ids are mapped (the directory is its root's)
-	 * and while we are still the host's root (the path to it is not). */
-	if (a->cwd && chdir(a->cwd) < 0)
-		_exit(125);
 	if (go >= 0) {
 		/* Our ids are mapped now: become root of the new user namespace,
 		 * so the exec keeps its capabilities there.  Raw syscalls: glibc's
@@ -492,12 +490,49 @@ static int spawn_child(void *arg)
 			_exit(126);
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	}
+	if (a->securebits >= 0 && prctl(PR_SET_SECUREBITS, a->securebits, 0, 0, 0) < 0)
+		_exit(126);
 	execve(a->helper, a->argv, a->envp);
 	_exit(127);
 }
 
+/* Makes dir the working directory of the loop thread (its own: ct_init
+ * unshares CLONE_FS) for a clone: a child in a new mount namespace starts
+ * in its own copy of dir (the kernel moves a cloned cwd into the copied
+ * namespace), with no walk of a path it may not walk (in a user namespace
+ * its ids own nothing on the way) and not in a mount of the daemon's
+ * namespace (where an fd of dir would lead).  Returns an fd for
+ * leave_dir, -1 for dir NULL, or -2 with errno. */
+static int enter_dir(const char *dir)
+{
+	int fd;
+
+	if (!dir)
+		return -1;
+	if ((fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -2;
+	if (fchdir(fd) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -2;
+	}
+	return fd;
+}
+
+static void leave_dir(struct ct_be *be, int fd)
+{
+	if (fd < 0)
+		return;
+	if (fchdir(be->home_fd) < 0)
+		DSEC_BUG("cannot go back to the daemon's directory: %s", strerror(errno));
+	close(fd);
+}
+
 /* Starts the helper with fds[i] placed at fd i (-1: /dev/null for 0-2,
- * closed otherwise), in new namespaces when clone_flags says so.
+ * closed otherwise), in new namespaces when clone_flags says so, in
+ * directory cwd (or ours).
  * CLONE_VM|CLONE_VFORK, not fork: copying the daemon's page tables (its
  * threads, its heap) for a child that execs at once cost a quarter of the
  * CPU of an exec.  Signals are blocked across the clone so no handler of
@@ -506,47 +541,97 @@ static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp
 			  const int *fds, int nfds, unsigned long clone_flags, const char *cwd)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
-	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, NULL, -1 };
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1 };
+	int dir = enter_dir(cwd), e;
 	sigset_t all, old;
 	pid_t pid;
 
 	DSEC_ASSERT(nfds <= 16);
-	a.cwd = cwd;
+	if (dir == -2)
+		return -1;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
 		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e = errno;
+	leave_dir(be, dir);
+	errno = e;
 	return pid < 0 ? -1 : pid;
 }
 
-/* spawn_helper for a child in a new user namespace: its uid and gid maps
- * must be written, from outside, before it execs (an exec with no uid
- * mapped would drop its capabilities), so the child waits on a pipe while
- * setup(pid, arg) runs, and we wait for its exec (the end of the shared
- * stack's use) on a close-on-exec pipe: the wait a vfork has anyway.  If
- * setup fails the child is killed and reaped; returns -1 with errno. */
+/* clone() with this thread's effective ids switched to owner for the
+ * call, so that the user namespace it makes (CLONE_NEWUSER) is owner's,
+ * not root's: the kernel charges what a namespace's users hold (inotify
+ * instances and watches, user namespaces, pending signals, locked memory
+ * and the like) up the chain to the namespace's owner, so that per-user
+ * limits are each sandbox's own instead of one root-wide pool.  Raw
+ * syscalls act on this thread alone (glibc's would switch the daemon's
+ * other threads too), and SECBIT_NO_SETUID_FIXUP keeps its capabilities
+ * through the switch (a user namespace may need CAP_SYS_ADMIN to make);
+ * the child sets the securebits back (a->securebits) before its exec.
+ * Everything is back before this returns; a failure to get back aborts. */
+static pid_t clone_as(uid_t owner, int (*fn)(void *), void *stack, int flags,
+		      struct spawn_args *a)
+{
+	int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0), e;
+	pid_t pid = -1;
+
+	if (bits < 0 || prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
+		return -1;
+	a->securebits = bits;
+	if (syscall(SYS_setresgid, -1, owner, -1) == 0) {
+		if (syscall(SYS_setresuid, -1, owner, -1) == 0) {
+			pid = clone(fn, stack, flags, a);
+			e = errno;
+			if (syscall(SYS_setresuid, -1, 0, -1) < 0)
+				DSEC_BUG("cannot switch back to uid 0: %s", strerror(errno));
+			errno = e;
+		}
+		e = errno;
+		if (syscall(SYS_setresgid, -1, 0, -1) < 0)
+			DSEC_BUG("cannot switch back to gid 0: %s", strerror(errno));
+		errno = e;
+	}
+	e = errno;
+	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+		DSEC_BUG("cannot set the securebits back: %s", strerror(errno));
+	errno = e;
+	return pid;
+}
+
+/* spawn_helper for a child in a new user namespace of owner's: its uid
+ * and gid maps must be written, from outside, before it execs (an exec
+ * with no uid mapped would drop its capabilities), so the child waits on a
+ * pipe while setup(pid, arg) runs, and we wait for its exec (the end of
+ * the shared stack's use) on a close-on-exec pipe: the wait a vfork has
+ * anyway.  If setup fails the child is killed and reaped; returns -1 with
+ * errno. */
 static pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 				const int *fds, int nfds, unsigned long clone_flags, const char *cwd,
-				int (*setup)(pid_t pid, void *arg), void *arg)
+				uid_t owner, int (*setup)(pid_t pid, void *arg), void *arg)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
-	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, cwd, -1 };
-	int go[2] = { -1, -1 }, ex[2] = { -1, -1 }, rc, e;
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1 };
+	int go[2] = { -1, -1 }, ex[2] = { -1, -1 }, rc, e, dir = -1;
 	sigset_t all, old;
 	pid_t pid;
 	char c;
 
 	DSEC_ASSERT(nfds <= 16);
-	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0)
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0 || (dir = enter_dir(cwd)) == -2)
 		goto fail;
 	a.go_fd = go[0];
 	a.exec_fd = ex[1];
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
-		    (int)(clone_flags | CLONE_VM | SIGCHLD), &a);
+	pid = clone_as(owner, spawn_child, spawn_stack + sizeof(spawn_stack),
+		       (int)(clone_flags | CLONE_VM | SIGCHLD), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e = errno;
+	leave_dir(be, dir);
+	dir = -1;
+	errno = e;
 	if (pid < 0)
 		goto fail;
 	close(ex[1]);
@@ -1143,7 +1228,7 @@ static void create_prep_done(void *arg)
 		sb->helper = spawn_helper_setup(be, argv, envp, fds, 8 + ncg,
 						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
 						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC, sb->dir,
-						userns_setup, &u);
+						sb->ubase, userns_setup, &u);
 	} else {
 		sb->helper = spawn_helper(be, argv, envp, fds, 8 + ncg,
 					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
@@ -3219,7 +3304,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->pend_tail = &be->pend;
-	be->filter_fd = be->preload_fd = -1;
+	be->filter_fd = be->preload_fd = be->home_fd = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
@@ -3232,6 +3317,13 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	if (geteuid() != 0) {
 		rc = dsec_err_setc(err, DSEC_E_UNSUPPORTED, EPERM,
 				   "container needs root (namespaces, mounts, cgroups)");
+		goto fail;
+	}
+	/* A working directory of the loop thread's own, for enter_dir. */
+	if (unshare(CLONE_FS) < 0 ||
+	    (be->home_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = dsec_err_set(err, errno, "container: cannot keep a directory of our own: %s",
+				  strerror(errno));
 		goto fail;
 	}
 	helper = xasprintf("%s/" CT_HELPER, host->helper_dir);
