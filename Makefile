@@ -256,7 +256,8 @@ bench-image: all $(TEST_HELPERS)
 # The whole tree built with AddressSanitizer and UBSan (SAN=1) in a copy
 # at ASAN_DIR, so this tree's build stays as it is; `make check-asan` runs
 # the suite there.  Reports (ASan, LeakSanitizer, UBSan) go to
-# ASAN_DIR/reports/, one file per process that found something.  Not with
+# ASAN_DIR/reports/, one file per process that found something; a huge
+# allocation fails as malloc does (allocator_may_return_null).  Not with
 # WERROR: the instrumentation makes gcc warn where the plain build does not.
 ASAN_DIR   ?= asan
 ASAN_ABS    = $(abspath $(ASAN_DIR))
@@ -271,7 +272,7 @@ asan:
 check-asan: deps asan
 	$(Q)mkdir -p $(ASAN_ABS)/reports
 	cd $(ASAN_DIR) && \
-		ASAN_OPTIONS=$${ASAN_OPTIONS:-log_path=$(ASAN_ABS)/reports/asan:detect_leaks=1} \
+		ASAN_OPTIONS=$${ASAN_OPTIONS:-log_path=$(ASAN_ABS)/reports/asan:detect_leaks=1:allocator_may_return_null=1} \
 		UBSAN_OPTIONS=$${UBSAN_OPTIONS:-log_path=$(ASAN_ABS)/reports/ubsan:print_stacktrace=1} \
 		$(PROVE) $(PROVE_FLAGS) t/c/ t/; \
 		echo "sanitizer reports: $$(ls $(ASAN_ABS)/reports | wc -l) in $(ASAN_ABS)/reports"
