@@ -265,6 +265,7 @@ struct ct_be {
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
+	bool owner_warned;		/* said that user namespaces cannot be given owners */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -571,14 +572,21 @@ static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp
  * through the switch (a user namespace may need CAP_SYS_ADMIN to make);
  * the child sets the securebits back (a->securebits) before its exec.
  * Everything is back before this returns; a failure to get back aborts. */
-static pid_t clone_as(uid_t owner, int (*fn)(void *), void *stack, int flags,
+static pid_t clone_as(struct ct_be *be, uid_t owner, int (*fn)(void *), void *stack, int flags,
 		      struct spawn_args *a)
 {
 	int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0), e;
 	pid_t pid = -1;
 
-	if (bits < 0 || prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
-		return -1;
+	if (bits < 0 || prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0) {
+		/* No CAP_SETPCAP: root owns the namespace, as it did. */
+		if (!be->owner_warned)
+			LOG(be, DSEC_LOG_WARN, "container: sandboxes' user namespaces are root's, "
+			    "their per-user limits shared (cannot set securebits: %s)",
+			    strerror(errno));
+		be->owner_warned = true;
+		return clone(fn, stack, flags, a);
+	}
 	a->securebits = bits;
 	if (syscall(SYS_setresgid, -1, owner, -1) == 0) {
 		if (syscall(SYS_setresuid, -1, owner, -1) == 0) {
@@ -625,7 +633,7 @@ static pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const
 	a.exec_fd = ex[1];
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = clone_as(owner, spawn_child, spawn_stack + sizeof(spawn_stack),
+	pid = clone_as(be, owner, spawn_child, spawn_stack + sizeof(spawn_stack),
 		       (int)(clone_flags | CLONE_VM | SIGCHLD), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	e = errno;
