@@ -680,11 +680,27 @@ fail:
 
 static void spare_put(struct ct_sb *sb);
 
+/* Out of be->sbs, where it is from create on (fini tears down those that
+ * are still being made too). */
+static void sb_unlink(struct ct_sb *sb)
+{
+	for (struct ct_sb **pp = &sb->be->sbs; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			sb->be->nsbs--;
+			return;
+		}
+}
+
 static void sb_free(struct ct_sb *sb)
 {
+	struct ev_loop *loop = sb->be->host->loop;
+
 	spare_put(sb);
 	be_sess_set_free(sb->sess);
-	ev_child_stop(sb->be->host->loop, &sb->cw);
+	ev_child_stop(loop, &sb->cw);
+	ev_io_stop(loop, &sb->st_w);
+	ev_timer_stop(loop, &sb->ctimer);
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
 	if (sb->rootfd >= 0)
@@ -808,6 +824,7 @@ static void create_fail_done(void *arg)
 	struct ct_sb *sb = w->sb;
 
 	defer(sb->be, sb->cdone, sb->carg, w->rc, &w->err);
+	sb_unlink(sb);
 	sb_free(sb);
 	free(w);
 }
@@ -841,13 +858,8 @@ static void create_fail(struct ct_sb *sb, int rc, const struct dsec_err *err)
 
 static void create_ready(struct ct_sb *sb)
 {
-	struct ct_be *be = sb->be;
-
 	sb->ready = true;
-	sb->next = be->sbs;
-	be->sbs = sb;
-	be->nsbs++;
-	defer(be, sb->cdone, sb->carg, 0, NULL);
+	defer(sb->be, sb->cdone, sb->carg, 0, NULL);
 }
 
 static int open_in_root(int rootfd, const char *path, int flags, mode_t mode);
@@ -1161,6 +1173,13 @@ out:
 	return rc;
 }
 
+/* The creation fails after the prep: create_fail keeps a copy of why. */
+static void prep_fail(struct ct_cwork *w)
+{
+	create_fail(w->sb, w->rc, &w->err);
+	free(w);
+}
+
 static void create_prep_done(void *arg)
 {
 	struct ct_cwork *w = arg;
@@ -1173,7 +1192,7 @@ static void create_prep_done(void *arg)
 	char filter_at[16], preload_at[16];
 
 	if (w->rc < 0)
-		return create_fail(sb, w->rc, &w->err);
+		return prep_fail(w);
 	size_t nl = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
 	int sv[2] = { -1, -1 };
 	char nlayers[16];
@@ -1187,7 +1206,7 @@ static void create_prep_done(void *arg)
 	if ((ncg = be_cg_open_procs(sb->cg, cgfds)) < 0) {
 		w->rc = dsec_err_set(&w->err, -ncg, "cannot open the cgroup of sandbox '%s': %s",
 				     sb->id, strerror(-ncg));
-		return create_fail(sb, w->rc, &w->err);
+		return prep_fail(w);
 	}
 	snprintf(ncgs, sizeof(ncgs), "%d", ncg);
 	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk);
@@ -1220,7 +1239,7 @@ static void create_prep_done(void *arg)
 		}
 		for (int i = 0; i < ncg; i++)
 			close(cgfds[i]);
-		return create_fail(sb, w->rc, &w->err);
+		return prep_fail(w);
 	}
 	fds[0] = fds[1] = fds[2] = -1;
 	fds[3] = st[1];
@@ -1255,7 +1274,7 @@ static void create_prep_done(void *arg)
 	if (sb->helper < 0) {
 		sb->helper = 0;
 		w->rc = dsec_err_set(&w->err, errno, "cannot fork: %s", strerror(errno));
-		return create_fail(sb, w->rc, &w->err);
+		return prep_fail(w);
 	}
 	protect_init(be, sb->helper);	/* it has exec'd: both spawns wait for that */
 	free(w);
@@ -1493,6 +1512,9 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	}
 	sb->uid = uid;
 	sb->gid = gid;
+	sb->next = be->sbs;	/* counted from now on (capacity), torn down by fini */
+	be->sbs = sb;
+	be->nsbs++;
 	sb->lim = spec->limits;
 	sb->lim.disk = disk;
 	sb->cpu_weight = spec->cpu_weight;
@@ -2959,12 +2981,7 @@ static void sb_maybe_destroy(struct ct_sb *sb)
 	if (!sb->destroying || sb->busy)
 		return;
 	spare_put(sb);
-	for (struct ct_sb **pp = &be->sbs; *pp; pp = &(*pp)->next)
-		if (*pp == sb) {
-			*pp = sb->next;
-			be->nsbs--;
-			break;
-		}
+	sb_unlink(sb);
 	/* Our references keep the mount namespace alive: drop them first. */
 	close(sb->rootfd);
 	close(sb->pidfd);

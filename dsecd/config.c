@@ -483,6 +483,9 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	free(conf->pid_file);
 	strv_clear(&conf->be_keys);
 	strv_clear(&conf->be_vals);
+	free(conf->image_store);
+	free(conf->image_origin);
+	free(conf->pool);
 	free(conf->config_file);
 	memset(conf, 0, sizeof(*conf));
 }

@@ -58,6 +58,7 @@ struct dsecd_sb {
 	ev_timer idle_timer;		/* idle TTL */
 	struct dsecd_req *waiters;	/* the destroy request waiting for completion */
 	struct dsecd_sb *hnext;		/* hash chain */
+	struct dsecd_sb *anext, *aprev;	/* d->all: every entry not yet freed */
 	bool paused;			/* frozen by pause until a resume completes */
 	bool switching;			/* a backend pause or resume is in flight */
 	struct dsecd_req *gate;		/* requests waiting for it to end, in order */
@@ -98,6 +99,7 @@ struct dsecd {
 	double shutdown_deadline;	/* loop time when the grace ends */
 	ev_prepare reaper;		/* frees sandboxes outside callbacks */
 	struct dsecd_sb *dead;		/* sandboxes to free at the next prepare */
+	struct dsecd_sb *all;		/* every sandbox not yet freed, in the table or not */
 };
 
 extern struct dsecd *dsecd_global;
@@ -113,6 +115,10 @@ void dsecd_backends_unload(struct dsecd *d);
 
 /* sandbox.c */
 void dsecd_sb_table_init(struct dsecd *d);
+/* At exit, after the backends are gone: frees every sandbox left, in the
+ * table or not (a backend stopped before it completed their create or
+ * destroy). */
+void dsecd_sb_table_free(struct dsecd *d);
 /* Makes an entry in SB_CREATING, in the table, with one ref. */
 struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be);
 /* Looks up id; NULL and *err (not_found) if absent or not this node's. */

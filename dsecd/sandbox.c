@@ -25,6 +25,23 @@ static size_t bucket_of(const struct dsecd *d, uint64_t serial)
 	return (size_t)serial & (d->nbuckets - 1);
 }
 
+static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
+{
+	if (sb->aprev)
+		sb->aprev->anext = sb->anext;
+	else
+		d->all = sb->anext;
+	if (sb->anext)
+		sb->anext->aprev = sb->aprev;
+	free(sb->id);
+	free(sb->runtime);
+	free(sb->image);
+	dsec_strv_free(sb->env);
+	free(sb->cwd);
+	free(sb->lost);
+	free(sb);
+}
+
 static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	struct dsecd *d = dsec_container_of(w, struct dsecd, reaper);
@@ -32,14 +49,24 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	while (d->dead) {
 		struct dsecd_sb *sb = d->dead;
 		d->dead = sb->hnext;
-		free(sb->id);
-		free(sb->runtime);
-		free(sb->image);
-		dsec_strv_free(sb->env);
-		free(sb->cwd);
-		free(sb->lost);
-		free(sb);
+		sb_free(d, sb);
 	}
+}
+
+void dsecd_sb_table_free(struct dsecd *d)
+{
+	ev_invoke(d->loop, &d->reaper, EV_PREPARE);
+	while (d->all) {
+		struct dsecd_sb *sb = d->all;
+
+		ev_timer_stop(d->loop, &sb->ttl_timer);
+		ev_timer_stop(d->loop, &sb->idle_timer);
+		dsecd_image_release(d, sb->img);
+		sb_free(d, sb);
+	}
+	free(d->buckets);
+	d->buckets = NULL;
+	d->nsandboxes = 0;
 }
 
 void dsecd_sb_table_init(struct dsecd *d)
@@ -155,6 +182,10 @@ struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be)
 	sb->last_used = ev_now(d->loop);
 	ev_init(&sb->ttl_timer, ttl_cb);
 	ev_init(&sb->idle_timer, idle_cb);
+	sb->anext = d->all;
+	if (d->all)
+		d->all->aprev = sb;
+	d->all = sb;
 	if (d->nsandboxes >= d->nbuckets)
 		table_grow(d);
 	size_t b = bucket_of(d, sb->serial);
