@@ -24,7 +24,7 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
-	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils
+	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace
 
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
@@ -68,6 +68,25 @@ FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson 
 	echo -lcrypto -larchive -lzstd -ljansson -lfuse3)
 # libarchive: tar upload and download of the file API (be_fs in backends).
 ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
+
+# Sanitizers: SAN=1 builds with AddressSanitizer and UBSan (`make asan` does
+# it in a copy of the tree, see there).  What runs inside a sandbox or is
+# preloaded into a sandbox's programs (the helpers, *-preload.so) and the
+# static container-init cannot carry the ASan runtime: they are built
+# without it, from objects in build/nosan.
+SAN_FLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer
+ifeq ($(SAN),1)
+CFLAGS     += $(SAN_FLAGS)
+LDFLAGS    += $(SAN_FLAGS)
+HOBJ        = build/nosan
+HLIBDSEC    = build/nosan/lib/libdsec.a
+else
+HOBJ        = build
+HLIBDSEC    = lib/libdsec.a
+endif
+HCFLAGS     = $(filter-out $(SAN_FLAGS),$(CFLAGS))
+HLDFLAGS    = $(filter-out $(SAN_FLAGS),$(LDFLAGS))
+HBE_LIB     = $(HOBJ)/backends/libbe.a
 
 ifeq ($(V),1)
 Q =
@@ -137,16 +156,16 @@ $(BE_LIB): $(BE_COMMON)
 # Objects preloaded into a runtime by a helper: nothing exported, only
 # what they use linked in, msgpack-c statically (they live in every unit of
 # the runtime, and every shared object is more mappings for each fork).
-backends/%-preload.so: build/backends/%-preload.o build/backends/be_io.o build/backends/be_relayout.o \
-		build/backends/be_path.o lib/libdsec.a
+backends/%-preload.so: $(HOBJ)/backends/%-preload.o $(HOBJ)/backends/be_io.o \
+		$(HOBJ)/backends/be_relayout.o $(HOBJ)/backends/be_path.o $(HLIBDSEC)
 	$(q) LD $@
-	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(LDFLAGS) \
+	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(HLDFLAGS) \
 		-l:libmsgpackc.a $(PC_LIBS)
 
 # fncall's units make and check their network and IPC namespaces.
-backends/fncall-preload.so: build/backends/be_callns.o build/backends/be_net.o
+backends/fncall-preload.so: $(HOBJ)/backends/be_callns.o $(HOBJ)/backends/be_net.o
 
-build/backends/be_netpol.o: CFLAGS += $(NET_CFLAGS)
+build/backends/be_netpol.o build/nosan/backends/be_netpol.o: CFLAGS += $(NET_CFLAGS)
 backends/container.so: BE_LIBS = $(NET_LIBS)
 
 backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
@@ -154,9 +173,9 @@ backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
 	$(Q)$(CC) -shared -o $@ $< $(BE_LIB) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
 		$(BE_LIBS) -lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
 
-backends/%: build/backends/%-helper.o $(BE_LIB) lib/libdsec.a $(NNG_LIB)
+backends/%: $(HOBJ)/backends/%-helper.o $(HBE_LIB) $(HLIBDSEC) $(NNG_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) $(LDLIBS_D)
 
 # A container sandbox's file server: tar upload and download need libarchive.
 backends/container-files: LDLIBS_D += $(ARCHIVE_LIBS)
@@ -164,9 +183,9 @@ backends/container-files: LDLIBS_D += $(ARCHIVE_LIBS)
 # Every sandbox's init, started at each create (and for large execs):
 # static, so no dynamic loader runs at each start (about a quarter of its
 # start-up CPU and half its page faults on this machine).
-backends/container-init: build/backends/container-init-helper.o $(BE_LIB) lib/libdsec.a
+backends/container-init: $(HOBJ)/backends/container-init-helper.o $(HBE_LIB) $(HLIBDSEC)
 	$(q) LD $@
-	$(Q)$(CC) -static -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) \
+	$(Q)$(CC) -static -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
 		$(shell $(PKG_CONFIG) --static --libs libseccomp 2>/dev/null || echo -lseccomp)
 
 # Cold-start figures of fs3 on demand vs whole (tools/coldstart.sh); not installed.
@@ -209,6 +228,21 @@ t/c/3102-cgroup-freeze.t: build/t/3102-cgroup-freeze.o $(BE_LIB) lib/libdsec.a $
 build/%.o: %.c | $(NNG_LIB)
 	$(q) CC $@
 	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+ifeq ($(SAN),1)
+build/nosan/backends/%.o: CFLAGS += -fvisibility=hidden
+build/nosan/%.o: %.c | $(NNG_LIB)
+	$(q) CC $@
+	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(HCFLAGS) -c -o $@ $<
+
+build/nosan/backends/libbe.a: $(patsubst build/%,build/nosan/%,$(BE_COMMON))
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+build/nosan/lib/libdsec.a: $(LIB_SRC:%.c=build/nosan/%.o)
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+endif
 
 # The bundled libnng (see NNG above).
 build/nng/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard deps/nng/*.patch)
@@ -313,6 +347,30 @@ fuzz: fuzz-build
 			build/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
 	done
 
+# The whole tree built with AddressSanitizer and UBSan (SAN=1) in a copy
+# at ASAN_DIR, so this tree's build stays as it is; `make check-asan` runs
+# the suite there.  Reports (ASan, LeakSanitizer, UBSan) go to
+# ASAN_DIR/reports/, one file per process that found something; a huge
+# allocation fails as malloc does (allocator_may_return_null).  Not with
+# WERROR: the instrumentation makes gcc warn where the plain build does not.
+ASAN_DIR   ?= asan
+ASAN_ABS    = $(abspath $(ASAN_DIR))
+
+asan:
+	$(q) COPY $(ASAN_DIR)
+	$(Q)rm -rf $(ASAN_DIR) && mkdir -p $(ASAN_DIR) && \
+		tar -cf - --exclude=./$(ASAN_DIR) --exclude=./.git . | tar -xf - -C $(ASAN_DIR) && \
+		$(MAKE) -s -C $(ASAN_DIR) clean
+	$(MAKE) -C $(ASAN_DIR) SAN=1 WERROR= all tests
+
+check-asan: deps asan
+	$(Q)mkdir -p $(ASAN_ABS)/reports
+	cd $(ASAN_DIR) && \
+		ASAN_OPTIONS=$${ASAN_OPTIONS:-log_path=$(ASAN_ABS)/reports/asan:detect_leaks=1:allocator_may_return_null=1} \
+		UBSAN_OPTIONS=$${UBSAN_OPTIONS:-log_path=$(ASAN_ABS)/reports/ubsan:print_stacktrace=1} \
+		$(PROVE) $(PROVE_FLAGS) t/c/ t/; \
+		echo "sanitizer reports: $$(ls $(ASAN_ABS)/reports | wc -l) in $(ASAN_ABS)/reports"
+
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
@@ -350,9 +408,9 @@ clean:
 distclean: clean
 	rm -rf $(NNG_CACHE)
 
-.PHONY: all deps check tests bench bench-container bench-fs3 bench-image lint-man run install clean \
-	distclean fuzz fuzz-build fuzz-deps
+.PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image lint-man run \
+	install clean distclean fuzz fuzz-build fuzz-deps
 .SECONDARY:
 .DELETE_ON_ERROR:
 
--include $(wildcard build/*/*.d) $(wildcard build/fuzz/obj/*/*.d)
+-include $(wildcard build/*/*.d build/nosan/*/*.d) $(wildcard build/fuzz/obj/*/*.d)

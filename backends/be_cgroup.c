@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -797,6 +798,28 @@ int be_cg_remove(struct be_cg *cg)
 	return rc;
 }
 
+/* Kills what runs in up/name and below (through the freezer or
+ * cgroup.kill of a throwaway group object of that one hierarchy), then
+ * removes the tree.  True when it is gone. */
+static bool kill_remove(int up, const char *name, enum be_cg_mode mode, const char *hname,
+			bool has_kill)
+{
+	int fd = open_dir(up, name);
+
+	if (fd < 0)
+		return fd == -ENOENT;
+	{
+		struct be_cg tmp = { .mode = mode, .n = 1, .dirfd = { fd }, .has_kill = has_kill };
+
+		snprintf(tmp.hname[0], sizeof(tmp.hname[0]), "%s", hname);
+		tmp.path = (char *)name;
+		be_cg_kill(&tmp);
+		rm_children(fd);
+	}
+	close(fd);
+	return unlinkat(up, name, AT_REMOVEDIR) == 0 || errno == ENOENT;
+}
+
 int be_cg_remove_stale(struct be_cg *cg, const char *prefix)
 {
 	size_t plen = strlen(prefix);
@@ -818,34 +841,110 @@ int be_cg_remove_stale(struct be_cg *cg, const char *prefix)
 		while ((de = readdir(d))) {
 			char *end;
 			long pid;
-			int fd;
 
 			if (de->d_type != DT_DIR || strncmp(de->d_name, prefix, plen))
 				continue;
 			pid = strtol(de->d_name + plen, &end, 10);
 			if (*end || pid <= 0 || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
 				continue;
-			if ((fd = open_dir(up, de->d_name)) < 0)
-				continue;
-			/* Kill through the freezer or cgroup.kill of a throwaway
-			 * group object, then remove the tree. */
-			{
-				struct be_cg tmp = { .mode = cg->mode, .n = 1, .dirfd = { fd },
-						     .has_kill = cg->has_kill };
-
-				memcpy(tmp.hname[0], cg->hname[i], sizeof(tmp.hname[0]));
-				tmp.path = de->d_name;
-				be_cg_kill(&tmp);
-				rm_children(fd);
-			}
-			close(fd);
-			if (unlinkat(up, de->d_name, AT_REMOVEDIR) == 0)
+			if (kill_remove(up, de->d_name, cg->mode, cg->hname[i], cg->has_kill))
 				removed++;
 		}
 		closedir(d);
 		close(up);
 	}
 	return removed;
+}
+
+/* The absolute directory of each of cg's hierarchies into dirs (room for
+ * BE_CG_MAXH); how many. */
+static int own_dirs(const struct be_cg *cg, char dirs[BE_CG_MAXH][PATH_MAX])
+{
+	int n = 0;
+
+	for (int i = 0; i < cg->n; i++) {
+		char self[64];
+		ssize_t len;
+
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", cg->dirfd[i]);
+		if ((len = readlink(self, dirs[n], PATH_MAX - 1)) <= 0)
+			continue;
+		dirs[n++][len] = '\0';
+	}
+	return n;
+}
+
+/* Removes the group tree at the absolute path dir (a leftover), whatever
+ * hierarchy it is in. */
+static bool remove_dir(const char *dir)
+{
+	_cleanup_free_ char *parent = xstrdup(dir);
+	char *slash = strrchr(parent, '/');
+	struct statfs sf;
+	bool v2, ok;
+	int up;
+
+	if (strncmp(dir, CG_ROOT "/", strlen(CG_ROOT) + 1) || strstr(dir, "/../") || !slash ||
+	    !slash[1] || statfs(dir, &sf) < 0 ||
+	    (sf.f_type != CGROUP_SUPER_MAGIC && sf.f_type != CGROUP2_SUPER_MAGIC))
+		return false;
+	*slash = '\0';
+	if ((up = open_dir(AT_FDCWD, parent)) < 0)
+		return false;
+	v2 = sf.f_type == CGROUP2_SUPER_MAGIC;
+	{
+		_cleanup_free_ char *kill_f = xasprintf("%s/cgroup.kill", dir);
+		_cleanup_free_ char *frz_f = xasprintf("%s/freezer.state", dir);
+
+		ok = kill_remove(up, slash + 1, v2 ? BE_CG_V2 : BE_CG_V1,
+				 !v2 && access(frz_f, F_OK) == 0 ? "freezer" : "other",
+				 access(kill_f, F_OK) == 0);
+	}
+	close(up);
+	return ok;
+}
+
+int be_cg_take_over(const struct be_cg *cg, const char *file)
+{
+	char (*mine)[PATH_MAX] = xcalloc(BE_CG_MAXH, PATH_MAX);
+	_cleanup_free_ char *data = NULL, *tmp = NULL;
+	struct dsec_buf b;
+	int n = own_dirs(cg, mine), removed = 0, rc = 0, fd;
+	size_t len;
+
+	if (dsec_read_file(file, &data, &len) == 0) {
+		for (char *line = strtok(data, "\n"); line; line = strtok(NULL, "\n")) {
+			bool ours = false;
+
+			for (int i = 0; i < n; i++)
+				ours |= !strcmp(mine[i], line);
+			if (!ours && remove_dir(line))
+				removed++;
+		}
+	}
+	dsec_buf_init(&b);
+	for (int i = 0; i < n; i++) {
+		dsec_buf_add(&b, mine[i], strlen(mine[i]));
+		dsec_buf_add(&b, "\n", 1);
+	}
+	tmp = xasprintf("%s.tmp", file);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0 ||
+	    (rc = dsec_write_all(fd, b.data ? b.data : "", b.len)) < 0 || rename(tmp, file) < 0)
+		removed = fd < 0 || rc == 0 ? -errno : rc;
+	if (fd >= 0)
+		close(fd);
+	dsec_buf_free(&b);
+	free(mine);
+	return removed;
+}
+
+int be_cg_give_up(struct be_cg *cg, const char *file)
+{
+	int rc = be_cg_remove(cg);
+
+	if (rc == 0)
+		unlink(file);
+	return rc;
 }
 
 int be_cg_export(const struct be_cg *cg, char *desc, size_t desclen, int fds[BE_CG_MAXH])

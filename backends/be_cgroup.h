@@ -127,6 +127,18 @@ int be_cg_remove_children(struct be_cg *cg);
  * alive (left by a daemon that was killed before it could clean up):
  * kill what is still in them, then rmdir.  Returns how many were removed. */
 int be_cg_remove_stale(struct be_cg *cg, const char *prefix);
+/* Takes over from the last user of file: removes (killing what still runs
+ * in them) the group trees it lists, one absolute directory per line, but
+ * cg's own, then lists cg's directories there.  A daemon killed with its
+ * groups below its own cgroup leaves them where a successor started from
+ * elsewhere would not look for siblings (be_cg_remove_stale), nor would it
+ * if the pid in their name were taken again.  The caller must be file's
+ * only user (dsecd's state directory lock).  Returns how many trees it
+ * removed, or -errno when file cannot be written. */
+int be_cg_take_over(const struct be_cg *cg, const char *file);
+/* The end of be_cg_take_over: removes cg (be_cg_remove) and, when that
+ * worked, the record in file.  Returns be_cg_remove's result. */
+int be_cg_give_up(struct be_cg *cg, const char *file);
 /* Close the descriptors and free; the groups themselves stay. */
 void be_cg_free(struct be_cg *cg);
 

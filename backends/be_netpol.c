@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -554,6 +555,27 @@ static void keeper_stop(struct be_bridge *br)
 	br->watching = false;
 }
 
+/* The alias that names the daemon a bridge is up for ("dsecd:PID"), so
+ * that a daemon started after that one was killed knows it for a leftover
+ * (be_bridge_remove_stale). */
+#define BR_ALIAS "dsecd:"
+
+/* Brings the bridge up, ours. */
+static int bridge_claim(struct nl_sock *sk, struct rtnl_link *l, const char *name,
+			struct dsec_err *err)
+{
+	struct rtnl_link *chg = rtnl_link_alloc();
+	char alias[32];
+	int e;
+
+	snprintf(alias, sizeof(alias), BR_ALIAS "%d", (int)getpid());
+	rtnl_link_set_ifalias(chg, alias);
+	rtnl_link_set_flags(chg, IFF_UP);
+	e = rtnl_link_change(sk, l, chg, 0);
+	rtnl_link_put(chg);
+	return e < 0 ? nl_fail(err, e, "bring up", name) : 0;
+}
+
 int be_bridge_up(struct be_bridge *br, struct dsec_err *err)
 {
 	struct rtnl_link *l = NULL, *cur = NULL;
@@ -587,7 +609,7 @@ int be_bridge_up(struct be_bridge *br, struct dsec_err *err)
 		goto out;
 	no_ipv6(br->name);
 	if ((rc = addr_add(sk, rtnl_link_get_ifindex(cur), br->gw, br->bits, br->name, err)) < 0 ||
-	    (rc = link_up(sk, cur, br->name, err)) < 0)
+	    (rc = bridge_claim(sk, cur, br->name, err)) < 0)
 		goto out;
 	/* Forwarding is the host's switch for routing sandboxes' packets out. */
 	if ((fd = open("/proc/sys/net/ipv4/ip_forward", O_RDWR | O_CLOEXEC)) >= 0) {
@@ -610,18 +632,19 @@ out:
 	return rc;
 }
 
-void be_bridge_down(struct be_bridge *br)
+/* The node's table (and an older daemon's "ip" NAT table) and the bridge
+ * go. */
+static void bridge_remove(const struct be_bridge *br)
 {
 	struct nl_sock *sk = NULL;
 	struct rtnl_link *l;
 	struct dsec_err err;
 	char cmds[160], tbl[24];
 
-	keeper_stop(br);
-	if (!br->ifindex)
-		return;
 	table_name(br, tbl, sizeof(tbl));
-	snprintf(cmds, sizeof(cmds), "table inet %s\ndelete table inet %s\n", tbl, tbl);
+	snprintf(cmds, sizeof(cmds),
+		 "table ip %s\ndelete table ip %s\ntable inet %s\ndelete table inet %s\n", tbl, tbl,
+		 tbl, tbl);
 	nft_run(cmds, "the sandboxes' table on the node", &err);
 	if (nl_open(&sk, &err) == 0) {
 		l = rtnl_link_alloc();
@@ -630,7 +653,44 @@ void be_bridge_down(struct be_bridge *br)
 		rtnl_link_put(l);
 		nl_socket_free(sk);
 	}
+}
+
+void be_bridge_down(struct be_bridge *br)
+{
+	keeper_stop(br);
+	if (!br->ifindex)
+		return;
+	bridge_remove(br);
 	br->ifindex = 0;
+}
+
+bool be_bridge_remove_stale(const struct be_bridge *br)
+{
+	struct rtnl_link *cur = NULL;
+	struct nl_sock *sk = NULL;
+	struct dsec_err err;
+	const char *alias, *type;
+	bool stale = false;
+	char *end;
+	long pid;
+
+	if (nl_open(&sk, &err) < 0)
+		return false;
+	if (rtnl_link_get_kernel(sk, 0, br->name, &cur) == 0) {
+		type = rtnl_link_get_type(cur);
+		alias = rtnl_link_get_ifalias(cur);
+		if (type && !strcmp(type, "bridge") && alias &&
+		    !strncmp(alias, BR_ALIAS, strlen(BR_ALIAS))) {
+			pid = strtol(alias + strlen(BR_ALIAS), &end, 10);
+			stale = !*end && pid > 0 && pid != getpid() && kill((pid_t)pid, 0) < 0 &&
+				errno == ESRCH;
+		}
+		rtnl_link_put(cur);
+	}
+	nl_socket_free(sk);
+	if (stale)
+		bridge_remove(br);
+	return stale;
 }
 
 int be_bridge_ip_get(struct be_bridge *br, uint32_t *ip, struct dsec_err *err)

@@ -2,11 +2,12 @@
  * backend's helper, started by container.so with fork + exec (dsecd has
  * threads, so nothing but exec runs after its fork).  Two modes:
  *
- *   container-init create --dir D --rootfs R|- --disk BYTES --cg DESC
+ *   container-init create --dir D --rootfs R|- --disk BYTES --cg N
  *	fd 3: status pipe (one line: "ok PID" or "err ERRNO message")
  *	fd 4: the init's end of dsecd's command socket (ct_exec.h)
  *	fd 5: the socket the image's layers come on (user namespaces)
- *	fds 6..: the sandbox's cgroup (be_cg_export order); --filter FD: a
+ *	fds 6..6+N-1: cgroup.procs of the sandbox's cgroup in each
+ *	hierarchy, opened by dsecd, written "0" to join; --filter FD: a
  *	memfd with the commands' seccomp filter compiled by dsecd;
  *	--preload FD: container-preload.so, for the warm shell (ct_exec.h)
  *   Started by clone() in new mount, pid, net, uts and ipc namespaces, so
@@ -502,12 +503,10 @@ static _Noreturn void do_create(int argc, char **argv)
 	const char *dir = arg(argc, argv, "--dir", NULL);
 	const char *rootfs = arg(argc, argv, "--rootfs", "-");
 	const char *disk = arg(argc, argv, "--disk", "256m");
-	const char *desc = arg(argc, argv, "--cg", "none");
+	int ncg = atoi(arg(argc, argv, "--cg", "0"));
 	unsigned long nlayers = strtoul(arg(argc, argv, "--layers", "0"), NULL, 10);
 	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
 	char lowers[64 * 16 + 1] = "";
-	struct be_cg *cg = NULL;
-	struct dsec_err err;
 	sigset_t all;
 	int lfd[64], upfd, filter_fd, preload_fd;
 
@@ -530,11 +529,16 @@ static _Noreturn void do_create(int argc, char **argv)
 	}
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
-	if (strcmp(desc, "none")) {
-		if (be_cg_import(&cg, desc, 6, &err) < 0)
-			fail(err.errnum, "%s", err.msg);
-		if (be_cg_attach(cg, 0) < 0)
-			fail(errno, "cannot join the sandbox's cgroup");
+	/* The sandbox's cgroup, first thing after the exec (before it, we
+	 * shared dsecd's memory: its OOM killer would have killed dsecd with
+	 * us).  dsecd opened the files; the kernel checks a move by the
+	 * opener's credentials, so this works in a user namespace too. */
+	if (ncg < 0 || ncg > BE_CG_MAXH)
+		fail(EINVAL, "bad --cg %d", ncg);
+	for (int i = 0; i < ncg; i++) {
+		if (write(6 + i, "0", 1) != 1)
+			fail(errno, "cannot join the sandbox's cgroup: %s", strerror(errno));
+		close(6 + i);
 	}
 	/* Everything below happens relative to the sandbox's directory, our
 	 * working directory: in a user namespace the path to it may not be ours
@@ -580,7 +584,10 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		fail(errno, "cannot make the init undumpable: %s", strerror(errno));
 	be_retitle(argc, argv, "dsec-init");
-	dprintf(FD_STATUS, "ok 1\n");
+	/* Nobody reads it: dsecd died before our PR_SET_PDEATHSIG (main) was
+	 * set, and no one would ever stop us. */
+	if (write(FD_STATUS, "ok 1\n", 5) != 5)
+		_exit(126);
 	/* The status pipe's end closes here: the upper dir takes its number. */
 	if (dup2(upfd, FD_UPPER) < 0)
 		fail(errno, "cannot keep the upper dir: %s", strerror(errno));
@@ -648,6 +655,17 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	struct rlimit rl = { nofile, nofile };
 	int e;
 
+	/* The OOM killer takes commands first, before the init (dsecd exempts
+	 * it where it may) and the warm shell's template, which keeps the
+	 * init's setting (its children take this one themselves,
+	 * container-preload): a raise anyone may make, and a vfork child's
+	 * own (the init sharing our memory keeps its own). */
+	if (mark != CT_MARK_TEMPLATE) {
+		if ((e = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) < 0 ||
+		    write(e, "1000", 4) != 4)
+			fail(errno, "cannot set oom_score_adj: %s", strerror(errno));
+		close(e);
+	}
 	if (cg && (e = be_cg_attach(cg, 0)) < 0)
 		fail(-e, "cannot join the exec's cgroup: %s", strerror(-e));
 	if (cgns >= 0 && setns(cgns, CLONE_NEWCGROUP) < 0)

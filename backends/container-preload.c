@@ -149,6 +149,12 @@ static void child_main(int sock)
 	for (int i = first; i < nfd; i++)
 		if (write(high[i], "0", 1) != 1)
 			child_fail(errno, "cannot join the exec's cgroup");
+	/* The OOM killer takes a command first, the template last (as
+	 * container-init run_command). */
+	if ((null_fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) < 0 ||
+	    write(null_fd, "1000", 4) != 4)
+		child_fail(errno, "cannot set oom_score_adj");
+	close(null_fd);
 	setsid();
 	rl.rlim_cur = rl.rlim_max = (rlim_t)h.nofile;
 	setrlimit(RLIMIT_NOFILE, &rl);

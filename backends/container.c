@@ -36,6 +36,7 @@
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/openat2.h>
+#include <linux/securebits.h>
 #include <net/if.h>
 #include <sched.h>
 #include <pthread.h>
@@ -46,6 +47,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -79,6 +81,20 @@
 #define CT_MAX_LAYERS 64		/* layers of one image */
 #define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 #define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
+/* The floors of a sandbox's limits (requests and config alike): below
+ * them a sandbox cannot do its work (pids: the init, the warm shell's
+ * template and its child, a command; nofile: stdio and a few more), and a
+ * CPU quota below 1 ms per 100 ms period the kernel refuses. */
+#define CT_MIN_MEMORY (8ull << 20)
+#define CT_MIN_DISK (1ull << 20)
+#define CT_MIN_PIDS 4
+#define CT_MIN_NOFILE 16
+#define CT_MIN_CPUS 0.01
+/* The writable layer is a tmpfs, and what is written there is charged to
+ * the sandbox's memory: the disk may take the memory limit less this, so
+ * that a full disk leaves room for the init and a small command and the
+ * OOM killer has a command to pick rather than nothing. */
+#define CT_MEM_RESERVE (4ull << 20)
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -133,6 +149,8 @@ static const struct be_conf_key conf_table[] = {
 
 struct ct_be;
 
+struct ct_exec;
+
 /* A done callback waiting for the reaper (never called inside an op). */
 struct ct_pending {
 	struct ct_pending *next;	/* queue */
@@ -140,6 +158,8 @@ struct ct_pending {
 	void *arg;			/* its argument */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why, when rc < 0 */
+	struct ct_exec *x;		/* an ended command, freed after done (its handle
+					 * is the caller's until then), or NULL */
 };
 
 /* A cgroup shared by an exec and the pool work killing it. */
@@ -170,7 +190,7 @@ struct ct_sb {
 	uint32_t ip;			/* address on the bridge, 0 = none yet */
 	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
 	int netfd;			/* the sandbox's network namespace, -1 = none */
-	struct dsec_be_limits lim;	/* limits asked for */
+	struct dsec_be_limits lim;	/* limits asked for, disk the one made */
 	uint32_t cpu_weight;		/* and the CPU weight, 0 = default */
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
@@ -202,6 +222,7 @@ struct ct_sb {
 	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
 	struct be_sess_set *sess;	/* shell sessions, made at the first open */
 	bool snapping;			/* a snapshot holds it frozen */
+	bool lost;			/* its init died on its own: dsecd was told */
 	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end or their turn */
 	bool fbusy;			/* a file op is on a pool thread (one at a time) */
 	int fsock;			/* the file server's socket (container-files), -1 = none */
@@ -252,6 +273,9 @@ struct ct_be {
 	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
 	struct ct_fsd *fsds;		/* file servers not reaped yet */
+	int home_fd;			/* the loop thread's working directory (enter_dir) */
+	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
+	bool owner_warned;		/* said that user namespaces cannot be given owners */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -268,6 +292,8 @@ static void ct_free(struct ct_be *be)
 		close(be->filter_fd);
 	if (be->preload_fd >= 0)
 		close(be->preload_fd);
+	if (be->home_fd >= 0)
+		close(be->home_fd);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
@@ -293,11 +319,16 @@ static void ct_submit(struct ct_be *be, void (*work)(void *), void (*done)(void 
 	}
 }
 
-static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
-		  const struct dsec_err *err)
+static void exec_free(struct ct_exec *x);
+
+/* Queues done(arg, rc, err) for the reaper; x (an ended command, or NULL)
+ * is freed after it, so that its handle stays valid until done. */
+static void defer_x(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
+		    const struct dsec_err *err, struct ct_exec *x)
 {
 	struct ct_pending *p = xcalloc(1, sizeof(*p));
 
+	p->x = x;
 	p->done = done;
 	p->arg = arg;
 	p->rc = rc;
@@ -308,6 +339,12 @@ static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 	*be->pend_tail = p;
 	be->pend_tail = &p->next;
 	ev_idle_start(be->host->loop, &be->idle);
+}
+
+static void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
+		  const struct dsec_err *err)
+{
+	defer_x(be, done, arg, rc, err, NULL);
 }
 
 static void reap_cb(struct ev_loop *loop, ev_check *w, int revents)
@@ -322,6 +359,8 @@ static void reap_cb(struct ev_loop *loop, ev_check *w, int revents)
 			be->pend_tail = &be->pend;
 		if (!be->stopping)
 			p->done(p->arg, p->rc, p->rc < 0 ? &p->err : NULL);
+		if (p->x)
+			exec_free(p->x);
 		free(p);
 	}
 	ev_idle_stop(loop, &be->idle);
@@ -341,11 +380,25 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 	if ((rc = be_conf_load(be->host, "container", conf_table, DSEC_ARRAY_LEN(conf_table),
 				&be->conf, err)) < 0)
 		return rc;
-	if (be->conf.pids < 4 || be->conf.nofile < 16 || be->conf.memory < (8u << 20) ||
-	    be->conf.disk < (1u << 20))
+	if (be->conf.pids < CT_MIN_PIDS || be->conf.nofile < CT_MIN_NOFILE ||
+	    be->conf.memory < CT_MIN_MEMORY || be->conf.disk < CT_MIN_DISK ||
+	    be->conf.cpus < CT_MIN_CPUS)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "container limits out of range (pids >= 4, nofile >= 16, "
-				     "memory >= 8M, disk >= 1M)");
+				     "container limits out of range (pids >= %d, nofile >= %d, "
+				     "memory >= %lluM, disk >= %lluM, cpus >= %g)", CT_MIN_PIDS,
+				     CT_MIN_NOFILE, CT_MIN_MEMORY >> 20, CT_MIN_DISK >> 20,
+				     CT_MIN_CPUS);
+	/* The default disk shrinks to fit the memory; one set explicitly
+	 * must fit (see CT_MEM_RESERVE). */
+	if (be->conf.disk + CT_MEM_RESERVE > be->conf.memory) {
+		if (be->host->conf_get("container.disk"))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "container.disk %" PRIu64 " does not fit "
+					     "container.memory %" PRIu64 ": the writable layer is "
+					     "in memory and needs disk + %llu MiB of it",
+					     be->conf.disk, be->conf.memory, CT_MEM_RESERVE >> 20);
+		be->conf.disk = be->conf.memory - CT_MEM_RESERVE;
+	}
 	if (be->conf.ptys < 1 || be->conf.ptys > (1u << 20))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "container.ptys %" PRIu64 " is not between 1 and 1048576",
@@ -386,75 +439,118 @@ struct spawn_args {
 	const int *fds;			/* fds[i] goes to fd i */
 	int nfds;			/* how many */
 	int go_fd;			/* read a byte from it before exec, -1 = none */
-	const char *cwd;		/* chdir here (in the new namespaces), or NULL */
-	int exec_fd;			/* close-on-exec, kept open until the exec */
+	int exec_fd;			/* kept open until the exec (closed by it), or -1 */
+	int securebits;			/* set them to this before the exec, -1 = leave */
 };
 
 /* The children's stack: they share the daemon's memory until they exec, and
  * the loop thread, the only one that spawns, waits for that exec. */
 static char spawn_stack[64 << 10] __attribute__((aligned(16)));
 
-/* The child: only async-signal-safe calls, no writes to shared memory. */
+/* The child: only async-signal-safe calls, no writes to shared memory.
+ * It places its fds first and closes every other one, so that it holds
+ * nothing of dsecd's while it waits for the go byte: not the write end
+ * of that pipe (dsecd's death must reach it as EOF, not leave it blocked
+ * for ever as pid 1 of fresh namespaces) and not dsecd's state lock (an
+ * flock is on the open file description: a copy held until the exec keeps
+ * a restarted daemon out).  It dies with dsecd (PR_SET_PDEATHSIG, set
+ * again after the switch of ids, which clears it). */
 static int spawn_child(void *arg)
 {
 	const struct spawn_args *a = arg;
 	struct sigaction sa = { .sa_handler = SIG_DFL };
 	sigset_t none;
-	int high[16];
+	int high[16], go = -1, ex = -1, n = a->nfds;
 
 	for (int s = 1; s < NSIG; s++)
 		sigaction(s, &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (a->go_fd >= 0) {
-		char c;
-
-		if (read(a->go_fd, &c, 1) != 1)
-			_exit(127);
-	}
-	/* By path, after the clone: a directory fd of the daemon's would be a
-	 * mount of the daemon's mount namespace, not of the sandbox's.  In a
-	 * user namespace: once the ids are mapped (the directory is its root's)
-	 * and while we are still the host's root (the path to it is not). */
-	if (a->cwd && chdir(a->cwd) < 0)
-		_exit(125);
-	if (a->go_fd >= 0) {
-		/* Our ids are mapped now: become root of the new user namespace,
-		 * so the exec keeps its capabilities there.  Raw syscalls: glibc's
-		 * would signal the daemon's threads, whose memory we share. */
-		if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
-		    syscall(SYS_setresuid, 0, 0, 0) < 0)
-			_exit(126);
-	}
-	for (int i = 0; i < a->nfds; i++)
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (int i = 0; i < n; i++)
 		high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
-	for (int i = 0; i < a->nfds; i++) {
+	if (a->go_fd >= 0 && (go = fcntl(a->go_fd, F_DUPFD, 100)) < 0)
+		_exit(127);
+	if (a->exec_fd >= 0 && (ex = fcntl(a->exec_fd, F_DUPFD_CLOEXEC, 100)) < 0)
+		_exit(127);
+	for (int i = 0; i < n; i++) {
 		if (high[i] >= 0) {
 			if (dup2(high[i], i) < 0)
 				_exit(127);
 		} else if (i > 2) {
 			close(i);	/* not one of the daemon's */
 		} else {
-			int n = open("/dev/null", O_RDWR);
+			int nul = open("/dev/null", O_RDWR);
 
-			if (n >= 0 && n != i) {
-				dup2(n, i);
-				close(n);
+			if (nul >= 0 && nul != i) {
+				dup2(nul, i);
+				close(nul);
 			}
 		}
 	}
-	if (a->exec_fd >= a->nfds) {
-		syscall(SYS_close_range, a->nfds, a->exec_fd - 1, 0);
-		syscall(SYS_close_range, a->exec_fd + 1, ~0U, 0);
-	} else {
-		syscall(SYS_close_range, a->nfds, ~0U, 0);
+	/* The go pipe at n, the exec pipe (close-on-exec) at n + 1. */
+	if ((go >= 0 && dup2(go, n) < 0) || (ex >= 0 && dup3(ex, n + 1, O_CLOEXEC) < 0))
+		_exit(127);
+	syscall(SYS_close_range, go >= 0 || ex >= 0 ? n + 2 : n, ~0U, 0);
+	if (go >= 0) {
+		char c;
+
+		if (read(n, &c, 1) != 1)
+			_exit(127);	/* dsecd is gone, or gave up on us */
+		close(n);
 	}
+	if (go >= 0) {
+		/* Our ids are mapped now: become root of the new user namespace,
+		 * so the exec keeps its capabilities there.  Raw syscalls: glibc's
+		 * would signal the daemon's threads, whose memory we share. */
+		if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
+		    syscall(SYS_setresuid, 0, 0, 0) < 0)
+			_exit(126);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	}
+	if (a->securebits >= 0 && prctl(PR_SET_SECUREBITS, a->securebits, 0, 0, 0) < 0)
+		_exit(126);
 	execve(a->helper, a->argv, a->envp);
 	_exit(127);
 }
 
+/* Makes dir the working directory of the loop thread (its own: ct_init
+ * unshares CLONE_FS) for a clone: a child in a new mount namespace starts
+ * in its own copy of dir (the kernel moves a cloned cwd into the copied
+ * namespace), with no walk of a path it may not walk (in a user namespace
+ * its ids own nothing on the way) and not in a mount of the daemon's
+ * namespace (where an fd of dir would lead).  Returns an fd for
+ * leave_dir, -1 for dir NULL, or -2 with errno. */
+static int enter_dir(const char *dir)
+{
+	int fd;
+
+	if (!dir)
+		return -1;
+	if ((fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -2;
+	if (fchdir(fd) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -2;
+	}
+	return fd;
+}
+
+static void leave_dir(struct ct_be *be, int fd)
+{
+	if (fd < 0)
+		return;
+	if (fchdir(be->home_fd) < 0)
+		DSEC_BUG("cannot go back to the daemon's directory: %s", strerror(errno));
+	close(fd);
+}
+
 /* Starts the helper with fds[i] placed at fd i (-1: /dev/null for 0-2,
- * closed otherwise), in new namespaces when clone_flags says so.
+ * closed otherwise), in new namespaces when clone_flags says so, in
+ * directory cwd (or ours).
  * CLONE_VM|CLONE_VFORK, not fork: copying the daemon's page tables (its
  * threads, its heap) for a child that execs at once cost a quarter of the
  * CPU of an exec.  Signals are blocked across the clone so no handler of
@@ -464,17 +560,22 @@ static pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
 			const char *cwd)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/%s", be->host->helper_dir, prog);
-	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, NULL, -1 };
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1 };
+	int dir = enter_dir(cwd), e;
 	sigset_t all, old;
 	pid_t pid;
 
 	DSEC_ASSERT(nfds <= 16);
-	a.cwd = cwd;
+	if (dir == -2)
+		return -1;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
 		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e = errno;
+	leave_dir(be, dir);
+	errno = e;
 	return pid < 0 ? -1 : pid;
 }
 
@@ -485,38 +586,85 @@ static pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp
 	return spawn_prog(be, CT_HELPER, argv, envp, fds, nfds, clone_flags, cwd);
 }
 
-/* spawn_helper for a child in a new user namespace: its uid and gid maps
- * must be written, from outside, before it execs (an exec with no uid
- * mapped would drop its capabilities), so the child waits on a pipe while
- * setup(pid, arg) runs, and we wait for its exec (the end of the shared
- * stack's use) on a close-on-exec pipe: the wait a vfork has anyway.  If
- * setup fails the child is killed and reaped; returns -1 with errno. */
+/* clone() with this thread's effective ids switched to owner for the
+ * call, so that the user namespace it makes (CLONE_NEWUSER) is owner's,
+ * not root's: the kernel charges what a namespace's users hold (inotify
+ * instances and watches, user namespaces, pending signals, locked memory
+ * and the like) up the chain to the namespace's owner, so that per-user
+ * limits are each sandbox's own instead of one root-wide pool.  Raw
+ * syscalls act on this thread alone (glibc's would switch the daemon's
+ * other threads too), and SECBIT_NO_SETUID_FIXUP keeps its capabilities
+ * through the switch (a user namespace may need CAP_SYS_ADMIN to make);
+ * the child sets the securebits back (a->securebits) before its exec.
+ * Everything is back before this returns; a failure to get back aborts. */
+static pid_t clone_as(struct ct_be *be, uid_t owner, int (*fn)(void *), void *stack, int flags,
+		      struct spawn_args *a)
+{
+	int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0), e;
+	pid_t pid = -1;
+
+	if (bits < 0 || prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0) {
+		/* No CAP_SETPCAP: root owns the namespace, as it did. */
+		if (!be->owner_warned)
+			LOG(be, DSEC_LOG_WARN, "container: sandboxes' user namespaces are root's, "
+			    "their per-user limits shared (cannot set securebits: %s)",
+			    strerror(errno));
+		be->owner_warned = true;
+		return clone(fn, stack, flags, a);
+	}
+	a->securebits = bits;
+	if (syscall(SYS_setresgid, -1, owner, -1) == 0) {
+		if (syscall(SYS_setresuid, -1, owner, -1) == 0) {
+			pid = clone(fn, stack, flags, a);
+			e = errno;
+			if (syscall(SYS_setresuid, -1, 0, -1) < 0)
+				DSEC_BUG("cannot switch back to uid 0: %s", strerror(errno));
+			errno = e;
+		}
+		e = errno;
+		if (syscall(SYS_setresgid, -1, 0, -1) < 0)
+			DSEC_BUG("cannot switch back to gid 0: %s", strerror(errno));
+		errno = e;
+	}
+	e = errno;
+	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+		DSEC_BUG("cannot set the securebits back: %s", strerror(errno));
+	errno = e;
+	return pid;
+}
+
+/* spawn_helper for a child in a new user namespace of owner's: its uid
+ * and gid maps must be written, from outside, before it execs (an exec
+ * with no uid mapped would drop its capabilities), so the child waits on a
+ * pipe while setup(pid, arg) runs, and we wait for its exec (the end of
+ * the shared stack's use) on a close-on-exec pipe: the wait a vfork has
+ * anyway.  If setup fails the child is killed and reaped; returns -1 with
+ * errno. */
 static pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 				const int *fds, int nfds, unsigned long clone_flags, const char *cwd,
-				int (*setup)(pid_t pid, void *arg), void *arg)
+				uid_t owner, int (*setup)(pid_t pid, void *arg), void *arg)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
-	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, cwd, -1 };
-	int go[2] = { -1, -1 }, ex[2] = { -1, -1 }, rc, e;
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1 };
+	int go[2] = { -1, -1 }, ex[2] = { -1, -1 }, rc, e, dir = -1;
 	sigset_t all, old;
 	pid_t pid;
 	char c;
 
 	DSEC_ASSERT(nfds <= 16);
-	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0)
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0 || (dir = enter_dir(cwd)) == -2)
 		goto fail;
-	/* above every fd the child places, so it survives its close_range */
-	if ((e = fcntl(ex[1], F_DUPFD_CLOEXEC, 32)) < 0)
-		goto fail;
-	close(ex[1]);
-	ex[1] = e;
 	a.go_fd = go[0];
 	a.exec_fd = ex[1];
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
-		    (int)(clone_flags | CLONE_VM | SIGCHLD), &a);
+	pid = clone_as(be, owner, spawn_child, spawn_stack + sizeof(spawn_stack),
+		       (int)(clone_flags | CLONE_VM | SIGCHLD), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	e = errno;
+	leave_dir(be, dir);
+	dir = -1;
+	errno = e;
 	if (pid < 0)
 		goto fail;
 	close(ex[1]);
@@ -558,12 +706,28 @@ fail:
 static void spare_put(struct ct_sb *sb);
 static void files_stop(struct ct_sb *sb);
 
+/* Out of be->sbs, where it is from create on (fini tears down those that
+ * are still being made too). */
+static void sb_unlink(struct ct_sb *sb)
+{
+	for (struct ct_sb **pp = &sb->be->sbs; *pp; pp = &(*pp)->next)
+		if (*pp == sb) {
+			*pp = sb->next;
+			sb->be->nsbs--;
+			return;
+		}
+}
+
 static void sb_free(struct ct_sb *sb)
 {
+	struct ev_loop *loop = sb->be->host->loop;
+
 	spare_put(sb);
 	be_sess_set_free(sb->sess);
 	files_stop(sb);
-	ev_child_stop(sb->be->host->loop, &sb->cw);
+	ev_child_stop(loop, &sb->cw);
+	ev_io_stop(loop, &sb->st_w);
+	ev_timer_stop(loop, &sb->ctimer);
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
 	if (sb->rootfd >= 0)
@@ -687,6 +851,7 @@ static void create_fail_done(void *arg)
 	struct ct_sb *sb = w->sb;
 
 	defer(sb->be, sb->cdone, sb->carg, w->rc, &w->err);
+	sb_unlink(sb);
 	sb_free(sb);
 	free(w);
 }
@@ -720,13 +885,8 @@ static void create_fail(struct ct_sb *sb, int rc, const struct dsec_err *err)
 
 static void create_ready(struct ct_sb *sb)
 {
-	struct ct_be *be = sb->be;
-
 	sb->ready = true;
-	sb->next = be->sbs;
-	be->sbs = sb;
-	be->nsbs++;
-	defer(be, sb->cdone, sb->carg, 0, NULL);
+	defer(sb->be, sb->cdone, sb->carg, 0, NULL);
 }
 
 static int open_in_root(int rootfd, const char *path, int flags, mode_t mode);
@@ -865,6 +1025,79 @@ static void create_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	create_fail(sb, -ETIMEDOUT, &err);
 }
 
+/* The init of a ready sandbox died on its own (killed from outside,
+ * crashed; the OOM killer takes it last, see protect_init): its namespaces,
+ * mounts and processes are gone, and so is the sandbox.  dsecd is told
+ * (it answers sandbox_lost from then on and destroys it after a grace);
+ * signaled says how the init ended and num with what.  Once. */
+static void sb_lost(struct ct_sb *sb, bool signaled, int num)
+{
+	const struct dsec_be_host *host = sb->be->host;
+	struct dsec_err why;
+	uint64_t ooms = 0;
+
+	if (!sb->ready || sb->destroying || sb->lost)
+		return;
+	sb->lost = true;
+	be_cg_oom_kills(sb->cg, &ooms);
+	if (signaled)
+		dsec_err_setc(&why, DSEC_E_SANDBOX_LOST, EOWNERDEAD, "its init was killed by SIG%s",
+			      sigabbrev_np(num) ? sigabbrev_np(num) : "?");
+	else
+		dsec_err_setc(&why, DSEC_E_SANDBOX_LOST, EOWNERDEAD, "its init exited with status %d",
+			      num);
+	if (ooms)
+		snprintf(why.msg + strlen(why.msg), sizeof(why.msg) - strlen(why.msg),
+			 " after %" PRIu64 " OOM kills in the sandbox", ooms);
+	LOG(sb->be, DSEC_LOG_WARN, "container: sandbox '%s' is lost: %s", sb->id, why.msg);
+	if (sb->ctl >= 0)
+		close(sb->ctl);	/* nobody serves it */
+	sb->ctl = -1;
+	if (host->struct_size >= offsetof(struct dsec_be_host, sandbox_lost) +
+	    sizeof(host->sandbox_lost) && host->sandbox_lost)
+		host->sandbox_lost(host, sb->id, &why);
+}
+
+#define CT_PF_EXITING 0x4		/* the kernel's task flag, /proc/PID/stat field 9 */
+
+/* Whether the init of sb has ended or is ending, and if so how: the
+ * status libev reaped (its callback still to come), or what /proc says of
+ * a zombie or a task in do_exit (flags, field 9; exit_code, field 52): a
+ * command's pipes close when the dying init's files do, before it is a
+ * zombie.  Only asked when a command ended badly (a few reads). */
+static bool init_gone(struct ct_sb *sb, bool *signaled, int *num)
+{
+	_cleanup_free_ char *stat = NULL;
+	char path[64], *p, *save = NULL;
+	unsigned long flags = 0;
+	int st = -1, field = 3;
+	bool dying = false;
+	size_t len;
+
+	if (sb->init <= 0)
+		return false;
+	if (ev_is_pending(&sb->cw)) {
+		st = sb->cw.rstatus;
+	} else {
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)sb->init);
+		if (dsec_read_file(path, &stat, &len) < 0 || !(p = strrchr(stat, ')')))
+			return false;
+		for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save), field++) {
+			if (field == 3)
+				dying = *t == 'Z' || *t == 'X';
+			else if (field == 9)
+				flags = strtoul(t, NULL, 10);
+			else if (field == 52)
+				st = atoi(t);
+		}
+		if (!dying && !(flags & CT_PF_EXITING))
+			return false;
+	}
+	*signaled = st < 0 || WIFSIGNALED(st);
+	*num = st < 0 ? SIGKILL : WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
+	return true;
+}
+
 static void create_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 {
 	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, cw);
@@ -874,6 +1107,33 @@ static void create_child_cb(struct ev_loop *loop, ev_child *w, int revents)
 	if (!sb->ready && !sb->destroying)
 		LOG(sb->be, DSEC_LOG_WARN, "container: the helper of '%s' ended before the sandbox "
 		    "was ready (wait status 0x%x)", sb->id, (unsigned)w->rstatus);
+	sb_lost(sb, WIFSIGNALED(w->rstatus), WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) :
+		WEXITSTATUS(w->rstatus));
+}
+
+/* The OOM killer of the sandbox's memory cgroup never picks its init: it
+ * would take the whole sandbox with it.  Commands run with oom_score_adj
+ * 1000, the most (container-init run_command), so they go first whatever
+ * their size; and the init itself is set to OOM_DISABLE where we may
+ * (CAP_SYS_RESOURCE), through the legacy oom_adj (-17 = oom_score_adj
+ * -1000), which unlike oom_score_adj leaves oom_score_adj_min at what the
+ * init inherited: a command cannot lower itself below that.  Only once
+ * pid has exec'd (a process sharing our memory would share the setting,
+ * and dsecd would get it). */
+static void protect_init(struct ct_be *be, pid_t pid)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/oom_adj", (int)pid);
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0 || write(fd, "-17", 3) != 3) {
+		if (!be->oom_warned)
+			LOG(be, DSEC_LOG_WARN, "container: cannot exempt sandboxes' inits from the "
+			    "OOM killer (%s); their commands still go first", strerror(errno));
+		be->oom_warned = true;
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 static int write_map(pid_t pid, const char *file, uint32_t base)
@@ -897,9 +1157,11 @@ struct userns_setup {
 };
 
 /* Before the helper execs in its new user namespace: map root inside to the
- * sandbox's uid range, put it in the sandbox's cgroup (inside it could not),
- * and hand it each layer as a detached mount idmapped to that namespace, so
- * the layers' root-owned files are root's inside and copy-up works. */
+ * sandbox's uid range and hand it each layer as a detached mount idmapped
+ * to that namespace, so the layers' root-owned files are root's inside and
+ * copy-up works.  Not its cgroup: until it execs it shares dsecd's memory,
+ * and a memory cgroup's OOM killer kills every process of an mm it picks
+ * (the helper joins after its exec, container-init create). */
 static int userns_setup(pid_t pid, void *arg)
 {
 	struct userns_setup *u = arg;
@@ -908,8 +1170,7 @@ static int userns_setup(pid_t pid, void *arg)
 	int fds[CT_MAX_LAYERS], nfd = 0, uns, rc = -1, e;
 	char path[64];
 
-	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0 ||
-	    be_cg_attach(sb->cg, pid) < 0)
+	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0)
 		return -1;
 	if (n == 0)
 		return 0;
@@ -940,32 +1201,43 @@ out:
 	return rc;
 }
 
+/* The creation fails after the prep: create_fail keeps a copy of why. */
+static void prep_fail(struct ct_cwork *w)
+{
+	create_fail(w->sb, w->rc, &w->err);
+	free(w);
+}
+
 static void create_prep_done(void *arg)
 {
 	struct ct_cwork *w = arg;
 	struct ct_sb *sb = w->sb;
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
-	char desc[256], disk[32];
+	char ncgs[16], disk[32];
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
 	char filter_at[16], preload_at[16], ptys[24], mem[24];
 
 	if (w->rc < 0)
-		return create_fail(sb, w->rc, &w->err);
+		return prep_fail(w);
 	size_t nl = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
 	int sv[2] = { -1, -1 };
 	char nlayers[16];
 
 	/* fds: 3 status, 4 its end of the command socket (ct_exec.h), 5 the
-	 * layer socket (user namespaces), 6.. the cgroup (without a user
-	 * namespace: with one we put it there), then the compiled filter and
-	 * the warm shell's object.  The helper starts in the sandbox's
-	 * directory. */
-	ncg = sb->ubase ? 0 : be_cg_export(sb->cg, desc, sizeof(desc), cgfds);
-	if (sb->ubase)
-		snprintf(desc, sizeof(desc), "none");
-	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk ? sb->lim.disk : be->conf.disk);
+	 * layer socket (user namespaces), 6.. the cgroup.procs files of the
+	 * sandbox's cgroup, opened here (the helper moves itself in after its
+	 * exec, when it no longer shares our memory, and may not open them in
+	 * a user namespace), then the compiled filter and the warm shell's
+	 * object.  The helper starts in the sandbox's directory. */
+	if ((ncg = be_cg_open_procs(sb->cg, cgfds)) < 0) {
+		w->rc = dsec_err_set(&w->err, -ncg, "cannot open the cgroup of sandbox '%s': %s",
+				     sb->id, strerror(-ncg));
+		return prep_fail(w);
+	}
+	snprintf(ncgs, sizeof(ncgs), "%d", ncg);
+	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk);
 	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
 	snprintf(filter_at, sizeof(filter_at), "%d", filter >= 0 ? 6 + ncg : -1);
 	snprintf(preload_at, sizeof(preload_at), "%d", be->preload_fd >= 0 ? 7 + ncg : -1);
@@ -974,7 +1246,7 @@ static void create_prep_done(void *arg)
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
-			       (char *)"--disk", disk, (char *)"--cg", desc,
+			       (char *)"--disk", disk, (char *)"--cg", ncgs,
 			       (char *)"--layers", nlayers,
 			       (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
 			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
@@ -996,7 +1268,9 @@ static void create_prep_done(void *arg)
 			if (sv[i] >= 0)
 				close(sv[i]);
 		}
-		return create_fail(sb, w->rc, &w->err);
+		for (int i = 0; i < ncg; i++)
+			close(cgfds[i]);
+		return prep_fail(w);
 	}
 	fds[0] = fds[1] = fds[2] = -1;
 	fds[3] = st[1];
@@ -1012,7 +1286,7 @@ static void create_prep_done(void *arg)
 		sb->helper = spawn_helper_setup(be, argv, envp, fds, 8 + ncg,
 						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
 						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC, sb->dir,
-						userns_setup, &u);
+						sb->ubase, userns_setup, &u);
 	} else {
 		sb->helper = spawn_helper(be, argv, envp, fds, 8 + ncg,
 					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
@@ -1021,6 +1295,8 @@ static void create_prep_done(void *arg)
 	for (int i = 0; i < 2; i++)
 		if (sv[i] >= 0)
 			close(sv[i]);
+	for (int i = 0; i < ncg; i++)
+		close(cgfds[i]);
 	close(st[1]);
 	close(cv[1]);
 	sb->st_fd = st[0];
@@ -1029,8 +1305,9 @@ static void create_prep_done(void *arg)
 	if (sb->helper < 0) {
 		sb->helper = 0;
 		w->rc = dsec_err_set(&w->err, errno, "cannot fork: %s", strerror(errno));
-		return create_fail(sb, w->rc, &w->err);
+		return prep_fail(w);
 	}
+	protect_init(be, sb->helper);	/* it has exec'd: both spawns wait for that */
 	free(w);
 	dsec_set_nonblock(sb->st_fd, true);
 	ev_io_init(&sb->st_w, create_st_cb, sb->st_fd, EV_READ);
@@ -1141,6 +1418,39 @@ static int parse_network(struct ct_be *be, const struct dsec_be_spec *spec, bool
 	return 0;
 }
 
+/* A request's limits against the floors, and its disk against its
+ * memory: the writable layer is a tmpfs charged to the sandbox's memory.
+ * *disk gets the disk to make: the request's, else the configured one
+ * shrunk to fit.  0 or -EINVAL with *err (invalid). */
+static int check_limits(const struct ct_be *be, const struct dsec_be_spec *spec, uint64_t *disk,
+			struct dsec_err *err)
+{
+	const struct dsec_be_limits *l = &spec->limits;
+	uint64_t mem = l->memory ? l->memory : be->conf.memory;
+	const struct { const char *name; double v, min; } f[] = {
+		{ "memory", (double)l->memory, (double)CT_MIN_MEMORY },
+		{ "disk", (double)l->disk, (double)CT_MIN_DISK },
+		{ "pids", l->pids, CT_MIN_PIDS },
+		{ "nofile", l->nofile, CT_MIN_NOFILE },
+		{ "cpus", l->cpus, CT_MIN_CPUS },
+	};
+
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(f); i++)
+		if (f[i].v > 0 && f[i].v < f[i].min)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "limits.%s %.10g is below the container backend's floor "
+					     "of %.10g", f[i].name, f[i].v, f[i].min);
+	if (l->disk && l->disk + CT_MEM_RESERVE > mem)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "limits.disk %" PRIu64 " does not fit memory %" PRIu64
+				     ": the writable layer is in memory and needs disk + %llu MiB "
+				     "of it", l->disk, mem, CT_MEM_RESERVE >> 20);
+	*disk = l->disk ? l->disk : be->conf.disk;
+	if (*disk + CT_MEM_RESERVE > mem)
+		*disk = mem - CT_MEM_RESERVE;
+	return 0;
+}
+
 static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		     dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
@@ -1149,7 +1459,7 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	struct ct_sb *sb;
 	struct be_net_rule *rules = NULL;
 	char *lower = NULL, *deny = NULL;
-	uint64_t uid, gid;
+	uint64_t uid, gid, disk = 0;
 	uint32_t dns = 0;
 	size_t nrules = 0;
 	bool net_allow;
@@ -1160,7 +1470,8 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	if (be->nsbs >= be->conf.max_sandboxes)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 				     "container has %u sandboxes, its maximum", be->nsbs);
-	if ((rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
+	if ((rc = check_limits(be, spec, &disk, err)) < 0 ||
+	    (rc = parse_user(be, spec->user, &uid, &gid, err)) < 0 ||
 	    (rc = parse_network(be, spec, &net_allow, &rules, &nrules, &dns, err)) < 0)
 		return rc;
 	if ((rc = be_seccomp_deny_join(spec->seccomp_deny, &deny, err)) < 0) {
@@ -1232,7 +1543,11 @@ static int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	}
 	sb->uid = uid;
 	sb->gid = gid;
+	sb->next = be->sbs;	/* counted from now on (capacity), torn down by fini */
+	be->sbs = sb;
+	be->nsbs++;
 	sb->lim = spec->limits;
+	sb->lim.disk = disk;
 	sb->cpu_weight = spec->cpu_weight;
 	*out = sb;
 	w = xcalloc(1, sizeof(*w));
@@ -1337,6 +1652,14 @@ static void exec_close(struct ct_exec *x)
 	x->out_fd = x->err_fd = x->st_fd = -1;
 }
 
+/* An ended command, once its done has run (or fini dropped it). */
+static void exec_free(struct ct_exec *x)
+{
+	dsec_buf_free(&x->st);
+	xstream_free(x->stream);
+	free(x);
+}
+
 /* Decide the result, queue done, and kill what the exec left. */
 static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 {
@@ -1348,6 +1671,15 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		return;
 	x->finished = true;
 	exec_close(x);
+	/* A command cut short may have been cut by its init's end: tell
+	 * dsecd first, so that its reply says the sandbox is lost. */
+	if (!sb->lost && !sb->destroying && (rc < 0 || x->res->signal == SIGKILL)) {
+		bool sig;
+		int num;
+
+		if (init_gone(sb, &sig, &num))
+			sb_lost(sb, sig, num);
+	}
 	if (x->pid > 0 && !x->reaped)
 		kill(x->pid, SIGKILL);	/* libev reaps it */
 	x->res->duration = (double)(dsec_now_ns() - x->t0) / 1e9;
@@ -1358,13 +1690,13 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		}
 	be->running--;
 	be->ncalls++;
-	defer(be, x->done, x->arg, rc, err);
-	dsec_buf_free(&x->st);
-	xstream_free(x->stream);
 	c = xcalloc(1, sizeof(*c));
 	c->sb = sb;
 	c->cg = x->cg;
-	free(x);
+	x->cg = NULL;
+	/* x stays until its done has run: the caller may use its handle
+	 * (exec_signal, exec_resize) until then. */
+	defer_x(be, x->done, x->arg, rc, err, x);
 	if (sb->destroying) {
 		/* The teardown kills and removes the whole tree. */
 		cgref_put(c->cg);
@@ -2079,9 +2411,11 @@ fail:
 static int ct_exec_signal(void *vsb, void *handle, int sig, struct dsec_err *err)
 {
 	struct ct_exec *x = handle;
-	pid_t pid = xstream_pid(x);
+	pid_t pid;
 
-	if (!pid)
+	if (x->finished)
+		return 0;	/* ended, its done on the way: nothing left to signal */
+	if (!(pid = xstream_pid(x)))
 		return dsec_err_setc(err, DSEC_E_BUSY, EAGAIN, "the command in sandbox '%s' is still "
 				     "starting: retry", x->sb->id);
 	if (strstr(x->st.data, "\nst "))
@@ -2103,6 +2437,8 @@ static int ct_exec_resize(void *vsb, void *handle, uint16_t rows, uint16_t cols,
 	struct ct_exec *x = handle;
 	struct winsize ws = { .ws_row = rows, .ws_col = cols };
 
+	if (x->finished)
+		return 0;	/* ended, its done on the way */
 	if (!x->stream || x->stream->ptm < 0)
 		return dsec_err_setc(err, DSEC_E_INVALID, ENOTTY, "the command in sandbox '%s' has "
 				     "no terminal", x->sb->id);
@@ -2780,12 +3116,7 @@ static void sb_maybe_destroy(struct ct_sb *sb)
 	if (!sb->destroying || sb->busy)
 		return;
 	spare_put(sb);
-	for (struct ct_sb **pp = &be->sbs; *pp; pp = &(*pp)->next)
-		if (*pp == sb) {
-			*pp = sb->next;
-			be->nsbs--;
-			break;
-		}
+	sb_unlink(sb);
 	/* Our references keep the mount namespace alive: drop them first. */
 	files_stop(sb);
 	close(sb->rootfd);
@@ -3017,8 +3348,7 @@ static void ct_fini(void *vbe)
 			exec_close(x);
 			sb->execs = x->next;
 			cgref_put(x->cg);
-			dsec_buf_free(&x->st);
-			free(x);
+			exec_free(x);
 		}
 	}
 	files_fini(be, false);
@@ -3050,14 +3380,18 @@ static void ct_fini(void *vbe)
 		struct ct_pending *p = be->pend;
 
 		be->pend = p->next;
+		if (p->x)
+			exec_free(p->x);
 		free(p);
 	}
 	ev_idle_stop(loop, &be->idle);
 	ev_ref(loop);
 	ev_check_stop(loop, &be->check);
 	if (be->cg) {
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);
+
 		be_cg_kill(be->cg);
-		if (be_cg_remove(be->cg) < 0)
+		if (be_cg_give_up(be->cg, rec) < 0)
 			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", be->cg->path);
 		be_cg_free(be->cg);
 		be->cg = NULL;
@@ -3069,8 +3403,6 @@ static void ct_fini(void *vbe)
 		ct_free(be);
 }
 
-/* Directories left by a daemon killed before fini: their mounts lived in
- * namespaces that died with their processes, so they are empty. */
 /* The default root's skeleton, shared by its sandboxes as the overlay's
  * lower layer (container-init skel): made afresh at each start, so a change
  * of the host's /etc shows in sandboxes made after it.  Without it each
@@ -3106,6 +3438,8 @@ static void make_skel(struct ct_be *be)
 	dsec_rm_rf(dir);
 }
 
+/* Directories left by a daemon killed before fini: their mounts lived in
+ * namespaces that died with their processes, so they are empty. */
 static void remove_stale(struct ct_be *be)
 {
 	DIR *d = opendir(be->host->state_dir);
@@ -3133,7 +3467,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->pend_tail = &be->pend;
-	be->filter_fd = be->preload_fd = -1;
+	be->filter_fd = be->preload_fd = be->home_fd = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
@@ -3146,6 +3480,13 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	if (geteuid() != 0) {
 		rc = dsec_err_setc(err, DSEC_E_UNSUPPORTED, EPERM,
 				   "container needs root (namespaces, mounts, cgroups)");
+		goto fail;
+	}
+	/* A working directory of the loop thread's own, for enter_dir. */
+	if (unshare(CLONE_FS) < 0 ||
+	    (be->home_fd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		rc = dsec_err_set(err, errno, "container: cannot keep a directory of our own: %s",
+				  strerror(errno));
 		goto fail;
 	}
 	helper = xasprintf("%s/" CT_HELPER, host->helper_dir);
@@ -3168,8 +3509,23 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	if ((rc = be_cg_add_unified(be->cg)) < 0)
 		LOG(be, DSEC_LOG_WARN, "container: cannot use the unified cgroup tree: %s; "
 		    "pause uses the v1 freezer", strerror(-rc));
-	be_cg_remove_stale(be->cg, "dsec-container.");
+	/* What a killed daemon left: its groups (and whatever still runs in
+	 * them), its sandboxes' directories, its bridge and NAT table. */
+	{
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", host->state_dir);
+		int n = be_cg_remove_stale(be->cg, "dsec-container.");
+
+		if ((rc = be_cg_take_over(be->cg, rec)) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: cannot record our cgroups in '%s': %s", rec,
+			    strerror(-rc));
+		if ((n += rc > 0 ? rc : 0) > 0)
+			LOG(be, DSEC_LOG_INFO, "container: removed %d cgroup trees a killed daemon "
+			    "left", n);
+	}
 	remove_stale(be);
+	if (be_bridge_remove_stale(&be->br))
+		LOG(be, DSEC_LOG_INFO, "container: removed the bridge '%s' and its NAT table, left by "
+		    "a killed daemon", be->br.name);
 	if (!*be->conf.rootfs)
 		make_skel(be);
 	/* Every sandbox's commands get this filter (but those with

@@ -1684,8 +1684,10 @@ static void fc_fini(void *vbe)
 	ev_ref(loop);
 	ev_check_stop(loop, &be->check);
 	if (be->cg) {
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);
+
 		be_cg_kill(be->cg);
-		if (be_cg_remove(be->cg) < 0)
+		if (be_cg_give_up(be->cg, rec) < 0)
 			LOG(be, DSEC_LOG_WARN, "fncall: cannot remove cgroup '%s'", be->cg->path);
 		be_cg_free(be->cg);
 		be->cg = NULL;
@@ -1763,7 +1765,10 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 		be_cg_free(be->cg);
 		be->cg = NULL;
 	} else {
+		_cleanup_free_ char *rec = xasprintf("%s/cgroups", host->state_dir);
 		int n = be_cg_remove_stale(be->cg, "dsec-fncall.");
+
+		n += be_cg_take_over(be->cg, rec) > 0;	/* a killed daemon's, wherever */
 
 		LOG(be, DSEC_LOG_INFO, "fncall: cgroup %s '%s'%s",
 		    be->cg->mode == BE_CG_V2 ? "v2" : "v1", be->cg->path,

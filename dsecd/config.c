@@ -46,6 +46,7 @@ static const struct key_desc keys[] = {
 	{ "max_exec_timeout", K_SECONDS, F(max_exec_timeout), "24h" },
 	{ "output_cap", K_SIZE, F(output_cap), "1M" },
 	{ "stream_grace", K_SECONDS, F(stream_grace), "1m" },
+	{ "lost_grace", K_SECONDS, F(lost_grace), "1m" },
 	{ "shutdown_grace", K_SECONDS, F(shutdown_grace), "10s" },
 	{ "image_store", K_STR, F(image_store), NULL },	/* default: STATE_DIR/fs3 */
 	{ "image_origin", K_STR, F(image_origin), NULL },	/* default: IMAGE_STORE/origin */
@@ -483,6 +484,9 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	free(conf->pid_file);
 	strv_clear(&conf->be_keys);
 	strv_clear(&conf->be_vals);
+	free(conf->image_store);
+	free(conf->image_origin);
+	free(conf->pool);
 	free(conf->config_file);
 	memset(conf, 0, sizeof(*conf));
 }

@@ -42,6 +42,7 @@ struct dsecd_conf {
 	double max_exec_timeout;	/* the largest timeout a request may ask */
 	uint64_t output_cap;		/* default bytes kept of stdout/stderr */
 	double stream_grace;		/* an ended exec_start command's output is kept unread this long */
+	double lost_grace;		/* a lost sandbox stays (failed, sandbox_lost) this long */
 	double shutdown_grace;		/* seconds SIGTERM waits for requests */
 	char *image_store;		/* fs3 store, NULL = STATE_DIR/fs3 */
 	char *image_origin;		/* fs3 origin, NULL = IMAGE_STORE/origin */

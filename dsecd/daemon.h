@@ -30,7 +30,9 @@ struct dsecd_backend {
 	struct dsecd_backend *next;	/* list link */
 };
 
-enum dsecd_sb_state { SB_CREATING, SB_READY, SB_DESTROYING };
+/* SB_FAILED: its backend reported it lost (dsec_be_host.sandbox_lost); every
+ * op but info, list and destroy fails sandbox_lost until it is destroyed. */
+enum dsecd_sb_state { SB_CREATING, SB_READY, SB_DESTROYING, SB_FAILED };
 
 struct dsecd_sb {
 	char *id;			/* "NODE:SERIAL" */
@@ -51,10 +53,12 @@ struct dsecd_sb {
 	char **env;			/* env every exec gets (handed over from a pool) */
 	char *cwd;			/* default cwd of execs (handed over from a pool) */
 	unsigned refs;			/* table + in-flight requests */
-	ev_timer ttl_timer;		/* wall TTL */
+	ev_timer ttl_timer;		/* wall TTL; once lost, the lost_grace */
+	char *lost;			/* why it was lost (SB_FAILED), else NULL */
 	ev_timer idle_timer;		/* idle TTL */
 	struct dsecd_req *waiters;	/* the destroy request waiting for completion */
 	struct dsecd_sb *hnext;		/* hash chain */
+	struct dsecd_sb *anext, *aprev;	/* d->all: every entry not yet freed */
 	bool paused;			/* frozen by pause until a resume completes */
 	bool switching;			/* a backend pause or resume is in flight */
 	struct dsecd_req *gate;		/* requests waiting for it to end, in order */
@@ -95,6 +99,7 @@ struct dsecd {
 	double shutdown_deadline;	/* loop time when the grace ends */
 	ev_prepare reaper;		/* frees sandboxes outside callbacks */
 	struct dsecd_sb *dead;		/* sandboxes to free at the next prepare */
+	struct dsecd_sb *all;		/* every sandbox not yet freed, in the table or not */
 };
 
 extern struct dsecd *dsecd_global;
@@ -110,10 +115,16 @@ void dsecd_backends_unload(struct dsecd *d);
 
 /* sandbox.c */
 void dsecd_sb_table_init(struct dsecd *d);
+/* At exit, after the backends are gone: frees every sandbox left, in the
+ * table or not (a backend stopped before it completed their create or
+ * destroy). */
+void dsecd_sb_table_free(struct dsecd *d);
 /* Makes an entry in SB_CREATING, in the table, with one ref. */
 struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be);
 /* Looks up id; NULL and *err (not_found) if absent or not this node's. */
 struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err *err);
+/* The table's entry of exactly id, pooled ones too; NULL if none. */
+struct dsecd_sb *dsecd_sb_lookup(struct dsecd *d, const char *id);
 /* Starts TTL timers; marks ready. */
 void dsecd_sb_ready(struct dsecd *d, struct dsecd_sb *sb);
 /* A request used the sandbox: restart its idle timer.  A paused sandbox
@@ -126,6 +137,12 @@ void dsecd_sb_unref(struct dsecd *d, struct dsecd_sb *sb);
  * (when it has a handle), drops the table's ref.  reason is logged. */
 void dsecd_sb_destroy(struct dsecd *d, struct dsecd_sb *sb, const char *reason,
 		      struct dsecd_req *waiter);
+/* Its backend says sb died on its own: it becomes SB_FAILED (why is kept
+ * for its errors) and is destroyed after lost_grace.  Never calls the
+ * backend from inside. */
+void dsecd_sb_lost(struct dsecd *d, struct dsecd_sb *sb, const char *why);
+/* The error every op on a lost sandbox gets (sandbox_lost); returns -EOWNERDEAD. */
+int dsecd_sb_lost_err(const struct dsecd_sb *sb, struct dsec_err *err);
 /* Calls fn on every sandbox (safe against removal during the walk). */
 void dsecd_sb_foreach(struct dsecd *d, void (*fn)(struct dsecd *, struct dsecd_sb *, void *),
 		      void *arg);

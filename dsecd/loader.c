@@ -35,6 +35,16 @@ static void host_log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* A backend's sandbox died on its own (dsec_be_host.sandbox_lost). */
+static void host_sandbox_lost(const struct dsec_be_host *host, const char *id,
+			      const struct dsec_err *why)
+{
+	struct dsecd_sb *sb = dsecd_sb_lookup(dsecd_global, id);
+
+	if (sb && &sb->be->host == host)
+		dsecd_sb_lost(dsecd_global, sb, why && why->msg[0] ? why->msg : "its init died");
+}
+
 static bool valid_name(const char *s, size_t n)
 {
 	if (n == 0 || n > 32)
@@ -121,6 +131,7 @@ static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err
 		.conf_keys = host_conf_keys,
 		.submit = host_submit,
 		.log = host_log,
+		.sandbox_lost = host_sandbox_lost,
 	};
 	if ((rc = ops->init(&b->host, &b->be, err)) < 0) {
 		dsec_err_prefix(err, "cannot start backend '%s'", b->name);

@@ -25,7 +25,7 @@ struct dsecd *dsecd_global;
 
 static void destroy_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 {
-	if (sb->state == SB_READY)
+	if (sb->state == SB_READY || sb->state == SB_FAILED)
 		dsecd_sb_destroy(d, sb, "daemon shutting down", NULL);
 }
 
@@ -303,10 +303,9 @@ out_backends:
 out_pool:
 	dsecd_pool_free(d->pool);
 	dsecd_pool_free(d->serve_pool);
-	/* Run the reaper once more for sandboxes freed during teardown. */
-	ev_invoke(d->loop, &d->reaper, EV_PREPARE);
+	/* Sandboxes freed during teardown, and those the backends left. */
+	dsecd_sb_table_free(d);
 	dsecd_images_close(d);
-	free(d->buckets);
 	if (serving) {
 		for (char **u = d->conf.listen; u && *u; u++)
 			if (!strncmp(*u, "ipc://", 6))

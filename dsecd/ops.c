@@ -118,11 +118,30 @@ static void send_pk(struct dsecd_req *r, struct dsec_pk *p)
 
 static void reply_err(struct dsecd_req *r, const struct dsec_err *err)
 {
+	struct dsec_err lost;
 	struct dsec_pk p;
 
+	/* Whatever failed on a sandbox that is lost failed because it is. */
+	if (r->sb && r->sb->state == SB_FAILED && err->code != DSEC_E_SANDBOX_LOST) {
+		dsecd_sb_lost_err(r->sb, &lost);
+		err = &lost;
+	}
 	dsec_pk_init(&p);
 	dsec_pk_reply_err(&p, err);
 	send_pk(r, &p);
+}
+
+/* A command's result from a sandbox lost meanwhile is not the command's:
+ * true when r got sandbox_lost instead. */
+static bool reply_if_lost(struct dsecd_req *r)
+{
+	struct dsec_err err;
+
+	if (!r->sb || r->sb->state != SB_FAILED)
+		return false;
+	dsecd_sb_lost_err(r->sb, &err);
+	reply_err(r, &err);
+	return true;
 }
 
 /* Packs an exec result (and room for `extra` more entries); caps are
@@ -162,7 +181,7 @@ static void pack_session(void *arg, const struct dsec_session_info *i)
 static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb,
 			 bool with_sessions)
 {
-	static const char *const states[] = { "creating", "running", "destroying" };
+	static const char *const states[] = { "creating", "running", "destroying", "failed" };
 	void (*list)(void *, void (*)(void *, const struct dsec_session_info *), void *) =
 		sb->handle && sb->state == SB_READY ? sb->be->ops->session_list : NULL;
 
@@ -378,7 +397,9 @@ static int get_sandbox(struct dsecd_req *r, struct dsec_err *err)
 		return rc;
 	if (!(sb = dsecd_sb_find(r->d, id, err)))
 		return -ENOENT;
-	if (sb->state != SB_READY)
+	if (sb->state == SB_FAILED && r->op != DSEC_OP_DESTROY)
+		return dsecd_sb_lost_err(sb, err);
+	if (sb->state != SB_READY && sb->state != SB_FAILED)
 		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY, "sandbox '%s' is still being created",
 				     id);
 	dsecd_sb_ref(sb);
@@ -567,10 +588,12 @@ static void op_info(struct dsecd_req *r)
 
 	dsec_err_clear(&err);
 	if (dsec_has(r->msg.root, "id")) {
-		if (get_sandbox(r, &err) < 0 && err.code != DSEC_E_INVALID)
+		if (get_sandbox(r, &err) < 0 && err.code != DSEC_E_INVALID &&
+		    err.code != DSEC_E_SANDBOX_LOST)
 			return reply_err(r, &err);
 		if (!r->sb) {
-			/* A sandbox being created is still worth describing. */
+			/* A sandbox being created, or lost, is still worth
+			 * describing. */
 			_cleanup_free_ char *id = NULL;
 			dsec_get_str(r->msg.root, "id", &id, NULL);
 			struct dsecd_sb *sb = id ? dsecd_sb_find(d, id, &err) : NULL;
@@ -832,6 +855,8 @@ static void exec_done(void *arg, int rc, const struct dsec_err *err)
 	}
 	if (rc < 0)
 		return reply_err(r, cut_err(r->d, rc, err, &e));
+	if (reply_if_lost(r))
+		return;
 	dsec_pk_init(&p);
 	pack_exec_res(&p, &r->eres, 0);
 	send_pk(r, &p);
@@ -901,7 +926,7 @@ static void call_execd(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
 
-	if (r->sb->state == SB_READY)
+	if (r->sb->state == SB_READY || r->sb->state == SB_FAILED)
 		dsecd_sb_destroy(r->d, r->sb, "call finished", NULL);
 	exec_done(arg, rc, err);
 }
@@ -1404,6 +1429,8 @@ static void session_exec_done(void *arg, int rc, const struct dsec_err *err)
 	dsecd_sb_touch(r->d, r->sb);
 	if (rc < 0)
 		return reply_err(r, cut_err(r->d, rc, err, &e));
+	if (reply_if_lost(r))
+		return;
 	dsec_pk_init(&p);
 	pack_exec_res(&p, &r->sres.exec, 3);
 	dsec_pk_kv_str(&p, "cwd", r->sres.cwd ? r->sres.cwd : "");
@@ -1798,6 +1825,11 @@ static void xs_answer(struct dsecd_xs *x)
 
 	x->reader = NULL;
 	ev_timer_stop(x->d->loop, &x->wait);
+	if (reply_if_lost(r)) {
+		if (done)
+			xs_free(x);
+		return;
+	}
 	if (done && x->rc < 0) {
 		reply_err(r, &x->err);
 		return xs_free(x);

@@ -25,6 +25,23 @@ static size_t bucket_of(const struct dsecd *d, uint64_t serial)
 	return (size_t)serial & (d->nbuckets - 1);
 }
 
+static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
+{
+	if (sb->aprev)
+		sb->aprev->anext = sb->anext;
+	else
+		d->all = sb->anext;
+	if (sb->anext)
+		sb->anext->aprev = sb->aprev;
+	free(sb->id);
+	free(sb->runtime);
+	free(sb->image);
+	dsec_strv_free(sb->env);
+	free(sb->cwd);
+	free(sb->lost);
+	free(sb);
+}
+
 static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	struct dsecd *d = dsec_container_of(w, struct dsecd, reaper);
@@ -32,13 +49,24 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	while (d->dead) {
 		struct dsecd_sb *sb = d->dead;
 		d->dead = sb->hnext;
-		free(sb->id);
-		free(sb->runtime);
-		free(sb->image);
-		dsec_strv_free(sb->env);
-		free(sb->cwd);
-		free(sb);
+		sb_free(d, sb);
 	}
+}
+
+void dsecd_sb_table_free(struct dsecd *d)
+{
+	ev_invoke(d->loop, &d->reaper, EV_PREPARE);
+	while (d->all) {
+		struct dsecd_sb *sb = d->all;
+
+		ev_timer_stop(d->loop, &sb->ttl_timer);
+		ev_timer_stop(d->loop, &sb->idle_timer);
+		dsecd_image_release(d, sb->img);
+		sb_free(d, sb);
+	}
+	free(d->buckets);
+	d->buckets = NULL;
+	d->nsandboxes = 0;
 }
 
 void dsecd_sb_table_init(struct dsecd *d)
@@ -107,6 +135,40 @@ static void idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	dsecd_sb_destroy(dsecd_global, sb, "idle ttl expired", NULL);
 }
 
+static void lost_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct dsecd_sb *sb = dsec_container_of(w, struct dsecd_sb, ttl_timer);
+
+	dsecd_sb_destroy(dsecd_global, sb, sb->pooled ? "lost in its warm pool" :
+			 "lost, its grace is over", NULL);
+}
+
+void dsecd_sb_lost(struct dsecd *d, struct dsecd_sb *sb, const char *why)
+{
+	if (sb->state != SB_READY)
+		return;	/* a create fails by itself; a sandbox being destroyed is going */
+	sb->state = SB_FAILED;
+	sb->lost = xstrdup(why);
+	log_warn("sandbox %s is lost: %s; destroyed in %.0f s unless a client does it first",
+		 sb->id, why, sb->pooled ? 0 : d->conf.lost_grace);
+	/* The TTL timer becomes the grace's: destroy stops it as ever.  A
+	 * pooled sandbox no request can name goes at once, but not from in
+	 * here (the backend's callback chain). */
+	ev_timer_stop(d->loop, &sb->ttl_timer);
+	ev_timer_stop(d->loop, &sb->idle_timer);
+	if (sb->pooled)
+		dsecd_warm_forget(d, sb);	/* no create may take it meanwhile */
+	ev_set_cb(&sb->ttl_timer, lost_cb);
+	ev_timer_set(&sb->ttl_timer, sb->pooled ? 0 : d->conf.lost_grace, 0);
+	ev_timer_start(d->loop, &sb->ttl_timer);
+}
+
+int dsecd_sb_lost_err(const struct dsecd_sb *sb, struct dsec_err *err)
+{
+	return dsec_err_setc(err, DSEC_E_SANDBOX_LOST, EOWNERDEAD,
+			     "sandbox '%s' is lost: %s", sb->id, sb->lost ? sb->lost : "its init died");
+}
+
 struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be)
 {
 	struct dsecd_sb *sb = xcalloc(1, sizeof(*sb));
@@ -120,6 +182,10 @@ struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be)
 	sb->last_used = ev_now(d->loop);
 	ev_init(&sb->ttl_timer, ttl_cb);
 	ev_init(&sb->idle_timer, idle_cb);
+	sb->anext = d->all;
+	if (d->all)
+		d->all->aprev = sb;
+	d->all = sb;
 	if (d->nsandboxes >= d->nbuckets)
 		table_grow(d);
 	size_t b = bucket_of(d, sb->serial);
@@ -158,6 +224,20 @@ struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err 
 		if (sb->serial == serial && !sb->pooled)
 			return sb;
 	dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "no sandbox '%.128s'", id);
+	return NULL;
+}
+
+struct dsecd_sb *dsecd_sb_lookup(struct dsecd *d, const char *id)
+{
+	const char *colon = strrchr(id, ':');
+	uint64_t serial;
+
+	if (!colon)
+		return NULL;
+	serial = strtoull(colon + 1, NULL, 16);
+	for (struct dsecd_sb *sb = d->buckets[bucket_of(d, serial)]; sb; sb = sb->hnext)
+		if (sb->serial == serial && !strcmp(sb->id, id))
+			return sb;
 	return NULL;
 }
 

@@ -53,6 +53,19 @@ struct dsec_be_host {
 	 * not touch loop state.  Returns 0 or -errno. (ABI 1) */
 	int (*submit)(void (*work)(void *arg), void (*done)(void *arg), void *arg);
 	void (*log)(int level, const char *fmt, ...);	/* dsec_log levels (ABI 1) */
+	/* Sandbox id (spec->id of its create) died on its own, its init gone
+	 * (killed from outside, crashed): every later op on it fails with
+	 * DSEC_E_SANDBOX_LOST, it shows as "failed", and dsecd destroys it
+	 * after lost_grace or at the client's destroy.  why says what
+	 * happened (logged, and in those errors).  The backend calls it on
+	 * the loop, at most once per sandbox, never from inside an operation
+	 * dsecd called, and only while the sandbox is ready and not being
+	 * destroyed; its handle stays valid until destroy.  dsecd does not
+	 * call the backend from inside it.  A backend checks struct_size
+	 * before calling it (a daemon older than the field lacks it).
+	 * (ABI 1, appended) */
+	void (*sandbox_lost)(const struct dsec_be_host *host, const char *id,
+			     const struct dsec_err *why);
 };
 
 /* Resource limits for a sandbox; 0 means the backend's configured default. */

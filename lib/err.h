@@ -33,6 +33,9 @@ enum dsec_code {
 	DSEC_E_UNAVAILABLE,	/* "unavailable": cannot reach the daemon (client side) */
 	DSEC_E_INTERNAL,	/* "internal": a bug; see the daemon's log */
 	DSEC_E_BUSY,		/* "busy": the object is running something; retry after it */
+	DSEC_E_SANDBOX_LOST,	/* "sandbox_lost": the sandbox died under its commands (its
+				 * init is gone): an infrastructure failure, not the
+				 * command's; every later op on it fails so */
 	DSEC_E__COUNT
 };
 
