@@ -94,13 +94,22 @@ int main(int argc, char **argv)
 	struct be_fs_root root = { .in_root = true, .uid = uid, .gid = gid, .mode_mask = 07777 };
 	int cap = -1, rc;
 
+	pid_t parent = getppid();
+
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
 	/* Not the pid namespace: only children would enter it, and outside
 	 * it the sandbox's processes have no pid of ours to signal. */
 	if (setns(FD_PIDFD, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
 		  (userns ? CLONE_NEWUSER : 0)) < 0)
 		fail(errno, "cannot enter the sandbox");
+	/* The credentials the user namespace gave us cleared the parent-death
+	 * signal: again, and gone if dsecd died meanwhile. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
 	if (fchdir(FD_ROOT) < 0 || chroot(".") < 0 || chdir("/") < 0)
 		fail(errno, "cannot enter the sandbox's root");
 	close(FD_PIDFD);

@@ -711,7 +711,7 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	_exit(e == ENOENT ? 127 : 126);
 }
 
-static int do_exec(int argc, char **argv)
+static int do_exec(int argc, char **argv, pid_t parent)
 {
 	uid_t uid = (uid_t)strtoul(arg(argc, argv, "--uid", "0"), NULL, 10);
 	gid_t gid = (gid_t)strtoul(arg(argc, argv, "--gid", "0"), NULL, 10);
@@ -745,6 +745,13 @@ static int do_exec(int argc, char **argv)
 	if (setns(4, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
 		     (mark > FD_STATUS ? 0 : CLONE_NEWPID) | (userns ? CLONE_NEWUSER : 0)) < 0)
 		fail(errno, "cannot enter the sandbox: %s", strerror(errno));
+	/* Entering a user namespace changed our credentials, which cleared
+	 * the parent-death signal main set: set it again, and end if dsecd
+	 * died meanwhile (a helper outliving it would keep a session's shell,
+	 * whose own death signal is ours, and its commands alive). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(126);
 	if (fchdir(5) < 0 || chroot(".") < 0 || chdir("/") < 0)
 		fail(errno, "cannot enter the sandbox's root: %s", strerror(errno));
 	if (mark > FD_STATUS && unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
@@ -1337,12 +1344,16 @@ static _Noreturn void serve(void)
 
 int main(int argc, char **argv)
 {
+	pid_t parent = getppid();
+
 	signal(SIGPIPE, SIG_IGN);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(126);	/* dsecd died before the signal was set */
 	if (argc >= 2 && !strcmp(argv[1], "create"))
 		do_create(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "exec"))
-		return do_exec(argc, argv);
+		return do_exec(argc, argv, parent);
 	if (argc == 3 && !strcmp(argv[1], "skel")) {
 		make_skel(argv[2]);
 		return 0;
