@@ -3,11 +3,12 @@
  * sandbox's first file operation) and serving every file operation of
  * that sandbox until dsecd closes its socket.
  *
- *   container-files --uid U --gid G --userns 0|1 [--deny LIST]
+ *   container-files --uid U --gid G --userns 0|1 --cg N [--deny LIST]
  *	fd 3: its end of a SOCK_STREAM socket pair (be_fs.h's requests)
  *	fd 4: pidfd of the sandbox's init; fd 5: O_PATH fd of its root
  *	fd 6: the commands' seccomp filter compiled by dsecd (a memfd), or
  *	closed (then compiled here from --deny)
+ *	fds 7..7+N-1: the sandbox's cgroup.procs files, written "0" to join
  *
  * The file API must act with exactly what a command of the sandbox has:
  * its uid and gid, no supplementary groups, and in a sandbox with a user
@@ -18,9 +19,12 @@
  * process joins the sandbox's user, mount, network, IPC and UTS
  * namespaces, chroots to its root and takes a command's credentials,
  * no_new_privs and seccomp filter (container-init's, be_cred.h) before it
- * reads a request.  It stays outside the sandbox's pid namespace and
- * cgroup: no process of the sandbox can see or signal it, pause does not
- * freeze it, and the sandbox's memory limit is not its own.  It is not
+ * reads a request.  It stays outside the sandbox's pid namespace, so no
+ * process of the sandbox can see or signal it, but joins its cgroup (as
+ * soon as it no longer shares dsecd's memory): the pages it writes to the
+ * sandbox's in-memory disk count against the sandbox's memory, not
+ * dsecd's, and a pause freezes it (container.c pauses only between file
+ * operations; dsecd resumes a sandbox before it sends one).  It is not
  * dumpable and was executed from the host's file system, so nothing of
  * the sandbox's files runs in it.  It ends when dsecd closes the socket
  * (or dies: the parent-death signal).
@@ -44,6 +48,7 @@
 #define FD_PIDFD 4
 #define FD_ROOT 5
 #define FD_FILTER 6
+#define FD_CG 7
 
 static const char *arg(int argc, char **argv, const char *name, const char *def)
 {
@@ -100,6 +105,15 @@ int main(int argc, char **argv)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		_exit(1);
+	/* The sandbox's cgroup first (before the exec we shared dsecd's
+	 * memory): dsecd opened the files, the kernel checks the opener. */
+	int ncg = atoi(arg(argc, argv, "--cg", "0"));
+
+	for (int i = 0; i < ncg && i < 16; i++) {
+		if (write(FD_CG + i, "0", 1) != 1)
+			fail(errno, "cannot join the sandbox's cgroup");
+		close(FD_CG + i);
+	}
 	/* Not the pid namespace: only children would enter it, and outside
 	 * it the sandbox's processes have no pid of ours to signal. */
 	if (setns(FD_PIDFD, CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |

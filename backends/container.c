@@ -225,6 +225,7 @@ struct ct_sb {
 	bool lost;			/* its init died on its own: dsecd was told */
 	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end or their turn */
 	bool fbusy;			/* a file op is on a pool thread (one at a time) */
+	struct ct_pwork *pause_wait;	/* a pause waiting for the file ops to end */
 	int fsock;			/* the file server's socket (container-files), -1 = none */
 	struct ct_fsd *fsd;		/* that server while it runs, NULL = reaped or none */
 };
@@ -2564,12 +2565,12 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 {
 	struct ct_be *be = sb->be;
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
-	char uid[24], gid[24];
+	char uid[24], gid[24], ncgs[16];
 	char *argv[] = { (char *)CT_FILES, (char *)"--uid", uid, (char *)"--gid", gid,
-			 (char *)"--userns", (char *)(sb->ubase ? "1" : "0"),
+			 (char *)"--userns", (char *)(sb->ubase ? "1" : "0"), (char *)"--cg", ncgs,
 			 (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *envp[] = { NULL };
-	int sv[2], fds[7];
+	int sv[2], fds[7 + BE_CG_MAXH], cgfds[BE_CG_MAXH], ncg;
 	struct ct_fsd *f;
 	pid_t pid;
 
@@ -2577,16 +2578,30 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_BACKEND, ESRCH, "sandbox '%s' has no init", sb->id);
 	snprintf(uid, sizeof(uid), "%" PRIu64, sb->uid);
 	snprintf(gid, sizeof(gid), "%" PRIu64, sb->gid);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+	/* It joins the sandbox's cgroup after its exec, as the init does:
+	 * what it writes to the sandbox's in-memory disk is charged to the
+	 * sandbox's memory, not dsecd's. */
+	if ((ncg = be_cg_open_procs(sb->cg, cgfds)) < 0)
+		return dsec_err_set(err, -ncg, "cannot open the cgroup of sandbox '%s': %s", sb->id,
+				    strerror(-ncg));
+	snprintf(ncgs, sizeof(ncgs), "%d", ncg);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		for (int i = 0; i < ncg; i++)
+			close(cgfds[i]);
 		return dsec_err_set(err, errno, "cannot start the file server of sandbox '%s': %s",
 				    sb->id, strerror(errno));
+	}
 	fds[0] = fds[1] = fds[2] = -1;
 	fds[3] = sv[1];
 	fds[4] = sb->pidfd;
 	fds[5] = sb->rootfd;
 	fds[6] = filter;
-	pid = spawn_prog(be, CT_FILES, argv, envp, fds, 7, 0, NULL);
+	for (int i = 0; i < ncg; i++)
+		fds[7 + i] = cgfds[i];
+	pid = spawn_prog(be, CT_FILES, argv, envp, fds, 7 + ncg, 0, NULL);
 	close(sv[1]);
+	for (int i = 0; i < ncg; i++)
+		close(cgfds[i]);
 	if (pid < 0) {
 		close(sv[0]);
 		return dsec_err_set(err, errno, "cannot start the file server of sandbox '%s': %s",
@@ -2622,6 +2637,8 @@ static void fs_work(void *arg)
 }
 
 static void file_done(void *arg);
+static void pause_work(void *arg);
+static void pause_done(void *arg);
 
 /* Hands w to the pool thread, the server started first if need be; on
  * failure w completes with the error.  On the loop. */
@@ -2668,6 +2685,12 @@ static void file_done(void *arg)
 	free(w->path);
 	free(w);
 	file_next(sb);
+	if (sb->pause_wait && !sb->fbusy) {
+		struct ct_pwork *p = sb->pause_wait;
+
+		sb->pause_wait = NULL;
+		ct_submit(sb->be, pause_work, pause_done, p);
+	}
 	sb_maybe_destroy(sb);
 }
 
@@ -2961,6 +2984,14 @@ static int start_switch(struct ct_sb *sb, bool pause, dsec_be_done_fn done, void
 	}
 	sb->switching = true;
 	sb->busy++;
+	if (pause && (sb->fbusy || sb->fwait)) {
+		/* The file server is in the sandbox's cgroup: frozen in the
+		 * middle of an operation, it would hold a pool thread until the
+		 * resume.  The pause goes once the operations queued before it
+		 * have ended (dsecd sends no more until it completes). */
+		sb->pause_wait = w;
+		return 0;
+	}
 	ct_submit(sb->be, pause ? pause_work : resume_work, pause ? pause_done : resume_done, w);
 	return 0;
 }
