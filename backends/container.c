@@ -1684,6 +1684,11 @@ static void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 	if (x->pid > 0 && !x->reaped)
 		kill(x->pid, SIGKILL);	/* libev reaps it */
 	x->res->duration = (double)(dsec_now_ns() - x->t0) / 1e9;
+	if (rc < 0) {
+		/* A failed result has no output (backend.h). */
+		dsec_buf_free(&x->res->out);
+		dsec_buf_free(&x->res->err);
+	}
 	for (struct ct_exec **pp = &sb->execs; *pp; pp = &(*pp)->next)
 		if (*pp == x) {
 			*pp = x->next;

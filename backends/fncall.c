@@ -393,6 +393,11 @@ static void call_finish(struct fc_call *c, int rc)
 	call_close(c);
 	c->rc = rc;
 	c->res->duration = (double)(dsec_now_ns() - c->t0) / 1e9;
+	if (rc < 0) {
+		/* A failed result has no output (backend.h). */
+		dsec_buf_free(&c->res->out);
+		dsec_buf_free(&c->res->err);
+	}
 	list_del(&be->calls, c);
 	if (c->sb) {
 		for (struct fc_call **pp = &c->sb->calls; *pp; pp = &(*pp)->sb_next)

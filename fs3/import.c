@@ -252,7 +252,8 @@ static int tree_usage(const char *root, struct usage *u)
 	if (fd < 0)
 		return -errno;
 	r = usage_dir(fd, u, 0);
-	qsort(u->links, u->nlinks, sizeof(*u->links), link_cmp);
+	if (u->nlinks)
+		qsort(u->links, u->nlinks, sizeof(*u->links), link_cmp);
 	for (size_t i = 0; i < u->nlinks; i++) {
 		if (i && !link_cmp(&u->links[i - 1], &u->links[i]))
 			continue;

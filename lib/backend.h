@@ -17,7 +17,10 @@
  *   - returns -errno: it failed at once, *err says why, done is never called.
  * Output structures passed in (res, out) are owned by the caller and stay
  * valid until done is called; the backend fills them before calling done.
- * When rc < 0 in done, err (non-NULL) says why and outputs are undefined.
+ * When rc < 0 in done, err (non-NULL) says why and outputs are undefined,
+ * but for the buffers of an exec's result (dsec_exec_res out and err):
+ * those are empty, whatever the command had written (the backend frees
+ * it), so a caller that drops a failed result leaks nothing.
  */
 #ifndef DSEC_BACKEND_H
 #define DSEC_BACKEND_H

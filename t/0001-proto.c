@@ -63,6 +63,7 @@ int main(void)
 	ok(strstr(err.msg, "'id'") != NULL, "... and the message names the field: %s", err.msg);
 	is_int(dsec_get_str(m.root, "argv", &s, &err), -EINVAL, "array where string expected is refused");
 	is_int(dsec_get_seconds(m.root, "output_cap", &x, &err), 0, "integer accepted as seconds");
+	dsec_msg_free(&m);
 
 	/* strictness */
 	is_int(dsec_msg_parse(&m, frame, len - 1, DSEC_FRAME_MAX_DEFAULT, &err), -EBADMSG,

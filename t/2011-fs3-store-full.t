@@ -55,6 +55,9 @@ like "$RC:$OUT" "^1:.*No space left on device" "... and so does a chunked build 
 umount "$S"
 mount -t tmpfs -o size=8m dsec-test "$S"
 run dsecctl image import "$T/big"
+# The cache's write-through may fail first: a warning, logged before the
+# error (whether it comes depends on which file fills the store).
+OUT=$(printf '%s\n' "$OUT" | grep -v ' warn: cannot cache chunk ')
 like "$RC:$OUT" "^1:.*cannot store a chunk of '[^']*' in '$S/origin': No space left on device" \
 	"a store that fills with chunks says so, naming the origin"
 

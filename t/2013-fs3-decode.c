@@ -10,9 +10,12 @@
 #include "image.h"
 #include "layer.h"
 
-/* The largest allocation asked for while watching (malloc interposed). */
+/* The largest allocation asked for while watching (malloc interposed;
+ * not under AddressSanitizer, which owns malloc: make check-asan skips
+ * this file). */
 static size_t largest;
 static bool watching;
+#ifndef __SANITIZE_ADDRESS__
 
 void *__libc_malloc(size_t n);
 void *__libc_calloc(size_t n, size_t m);
@@ -47,6 +50,7 @@ void free(void *p)
 {
 	__libc_free(p);
 }
+#endif
 
 /* Decodes n bytes at p as a manifest (or an index): the result, and in
  * *big the largest allocation it asked for. */
@@ -87,6 +91,10 @@ int main(void)
 	struct dsec_buf b;
 	size_t big;
 
+#ifdef __SANITIZE_ADDRESS__
+	printf("1..0 # SKIP interposes malloc, which AddressSanitizer owns\n");
+	return 0;
+#endif
 	plan(10);
 	dsec_buf_init(&b);
 

@@ -625,7 +625,7 @@ int main(int argc, char **argv)
 			"   n += m.read(b - a).count(needle)\n"
 			" except OSError:\n"
 			"  pass\n"
-			"print(n)\n", NULL };
+			"print(n)\n", NULL, NULL };	/* room for the needle */
 		char first[256] = "", buf[256];
 		int same = 0, clean = 0;
 
@@ -797,6 +797,7 @@ int main(int argc, char **argv)
 	}
 	rc = call_rt("python3", "open('/tmp/p', 'w').write('x')\nimport os\n"
 		     "print(os.listdir('/tmp'))", NULL, NULL, NULL, 0, 0, &r, NULL);
+	res_free(&r);
 	rc = call_rt("python3", "import os\nprint(os.listdir('/tmp'))", NULL, NULL, NULL, 0, 0,
 		     &r, NULL);
 	is_str(out(&r), "[]\n", "python3 /tmp is fresh per call");

@@ -656,5 +656,6 @@ snap:
 	free(o.env);
 	free(o.allow);
 	free(o.layers);
+	free(o.deny);
 	return status;
 }
