@@ -82,10 +82,11 @@ struct be_procmask {
 	 * may hold capabilities; fncall's calls hold none, and a unit's pid 1
 	 * writes /proc/sys/kernel/ns_last_pid). */
 	bool ro;
-	/* The processes that will see this proc are never root and hold no
-	 * capability: leave the entries that only root may open (kcore,
-	 * slabinfo, ...) as they are, they fail for them anyway, and spare a
-	 * mount each.  Taken into account by be_procmask_probe. */
+	/* The processes that will see this proc are never the host's root
+	 * (a call's uid, or root of a user namespace, whose capabilities do
+	 * not reach the host's files): leave the entries that only root may
+	 * open (kcore, slabinfo, ...) as they are, they fail for them anyway,
+	 * and spare a mount each.  Taken into account by be_procmask_probe. */
 	bool unpriv;
 	unsigned char kind[BE_PROC_NMASKED];	/* enum be_pm_kind of each masked entry */
 };

@@ -402,6 +402,12 @@ static void virtual_proc(const char *vdir, uint64_t mem)
 	chmod(vdir, 0555);
 }
 
+/* In a user namespace the sandbox's root is not the host's: the /proc
+ * entries only the host's root may open (kcore, slabinfo, sysrq-trigger,
+ * ...) stay closed to every process of the sandbox without a mask, and
+ * the masks are a mount each on every create. */
+static bool proc_unpriv;
+
 /* Masks, virtual entries and read-only parts over the proc mounted at
  * proc (be_procmask.h): m's detached mounts of the made-up files are taken
  * over. */
@@ -410,6 +416,7 @@ static void finish_proc(const char *proc, struct be_procmask *m)
 	struct dsec_err err;
 
 	m->ro = true;
+	m->unpriv = proc_unpriv;
 	if (be_procmask_apply(m, proc, &err) < 0)
 		fail(err.errnum, "%s", err.msg);
 }
@@ -509,6 +516,8 @@ static _Noreturn void do_create(int argc, char **argv)
 	char lowers[64 * 16 + 1] = "";
 	sigset_t all;
 	int lfd[64], upfd, filter_fd, preload_fd;
+
+	proc_unpriv = userns;
 
 	/* A copy: be_retitle below reuses argv's memory. */
 	extra_deny = xstrdup(arg(argc, argv, "--deny", ""));
@@ -729,6 +738,7 @@ static int do_exec(int argc, char **argv, pid_t parent)
 	int st;
 	pid_t pid;
 
+	proc_unpriv = userns;
 	extra_deny = arg(argc, argv, "--deny", "");
 	for (int i = 2; i < argc; i++)
 		if (!strcmp(argv[i], "--")) {

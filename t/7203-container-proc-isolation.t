@@ -13,7 +13,7 @@
 need_container
 need_cmd python3
 
-plan 18
+plan 20
 
 start_dsecd --set backends=container --set container.memory=200M || bail "dsecd did not start"
 req() { helper-req "$DSEC_HOST" "$@"; }
@@ -66,6 +66,33 @@ is "$(echo $(out))" "3 1" "session a's ps shows its shell (pid 1 of its own name
 sx b 'ps -eo comm | grep -c python3'
 is "$(out)" "1" "a session's background process lives on between its commands"
 
+# What only the host's root may open (the kernel's memory and its maps,
+# slabs, timers, sysrq): each is closed to the sandbox or masked (an empty
+# file, /dev/null for sysrq-trigger); no byte of the kernel's comes out,
+# with a user namespace (root inside is not the host's: they stay closed,
+# unmasked) and without one (root is: they are masked).
+ROOTONLY='python3 -c "
+import os, stat
+bad = []
+for n in (\"kcore\", \"kpageflags\", \"kpagecount\", \"kpagecgroup\", \"slabinfo\",
+          \"timer_list\", \"vmallocinfo\", \"pagetypeinfo\", \"sysrq-trigger\"):
+    p = \"/proc/\" + n
+    if not os.path.exists(p):
+        continue
+    try:
+        st = os.stat(p)
+        if stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1 and os.minor(st.st_rdev) == 3:
+            continue
+        fd = os.open(p, os.O_RDWR if n == \"sysrq-trigger\" else os.O_RDONLY)
+    except OSError:
+        continue
+    if n == \"sysrq-trigger\" or os.read(fd, 4096):
+        bad.append(n)
+print(\"open:\", *bad) if bad else print(\"closed\")
+"'
+run dsec-run --id "$id" -c "$ROOTONLY"
+is "$OUT" "closed" "with a user namespace the host root's /proc entries stay closed"
+
 # Masked and virtual /proc, in a command, a session, and without userns.
 PROBE='wc -c < /proc/cmdline; cat /proc/diskstats /proc/partitions /proc/vmstat /proc/schedstat /proc/interrupts /proc/softirqs /proc/locks 2>/dev/null | wc -c; ls /proc/pressure 2>/dev/null | wc -l; cat /proc/loadavg; grep MemTotal /proc/meminfo | tr -s " "; grep "^cpu " /proc/stat'
 host_cmdline=$(wc -c < /proc/cmdline)
@@ -95,3 +122,5 @@ stop_dsecd
 start_dsecd --set backends=container --set container.userns=false || bail "dsecd did not start"
 run dsec-run --backend container -c "$PROBE"
 check "userns off" 524288
+run dsec-run --backend container -c "$ROOTONLY"
+is "$OUT" "closed" "without one (root is the host's) they are masked"
