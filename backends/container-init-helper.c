@@ -130,10 +130,22 @@ static void xmkdir(const char *p, mode_t m)
 		fail(errno, "cannot mkdir '%s': %s", p, strerror(errno));
 }
 
+/* What the default root binds read-only from the host: its top
+ * directories (symlinks such as /bin -> usr/bin followed) and what
+ * programs need of /etc.  The shared skeleton holds their mount points,
+ * so a create makes none of them in its overlay (make_skel). */
+static const char *const top_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+					"/libx32" };
+static const char *const etc_dirs[] = { "/etc/alternatives", "/etc/ssl", "/etc/ld.so.conf.d",
+					"/etc/ca-certificates", "/etc/python3", "/etc/python3.11" };
+
 /* Bind host path read-only at root/host (directories and files).  A
  * symlink such as /bin -> usr/bin is bound as the directory it names when
  * follow (a symlink in the root would be the sandbox's to repoint, and with
- * it every later command's /bin/sh and dynamic loader), else recreated. */
+ * it every later command's /bin/sh and dynamic loader), else recreated.
+ * The mount point is made only when the bind finds none: in the default
+ * root the skeleton has it, and making it would be an overlay mkdir (or,
+ * opening a file for writing, a copy-up) on every create. */
 static void bind_ro(const char *root, const char *host, unsigned long extra, bool follow)
 {
 	char dst[PATH_MAX], lnk[PATH_MAX], real[PATH_MAX];
@@ -155,16 +167,20 @@ static void bind_ro(const char *root, const char *host, unsigned long extra, boo
 		}
 		return;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		xmkdir(dst, 0755);
-	} else {
-		int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (mount(host, dst, NULL, MS_BIND | MS_REC, NULL) < 0) {
+		if (errno != ENOENT)
+			fail(errno, "cannot mount '%s' on '%s': %s", host, dst, strerror(errno));
+		if (S_ISDIR(st.st_mode)) {
+			xmkdir(dst, 0755);
+		} else {
+			int fd = open(dst, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
 
-		if (fd < 0)
-			fail(errno, "cannot create '%s': %s", dst, strerror(errno));
-		close(fd);
+			if (fd < 0)
+				fail(errno, "cannot create '%s': %s", dst, strerror(errno));
+			close(fd);
+		}
+		xmount(host, dst, NULL, MS_BIND | MS_REC, NULL);
 	}
-	xmount(host, dst, NULL, MS_BIND | MS_REC, NULL);
 	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra, NULL);
 }
 
@@ -239,6 +255,29 @@ static void copy_in(const char *root, const char *host)
 	}
 }
 
+/* An empty file at path, made if missing. */
+static void put_empty(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		fail(errno, "cannot create '%s': %s", path, strerror(errno));
+	close(fd);
+}
+
+/* In skeleton dir, the directory a bind of host directory host lands on
+ * (a symlink to a directory too, when follow). */
+static void skel_point(const char *dir, const char *host, bool follow)
+{
+	char q[PATH_MAX];
+	struct stat st;
+
+	if ((follow ? stat(host, &st) : lstat(host, &st)) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	snprintf(q, sizeof(q), "%s%s", dir, host);
+	xmkdir(q, 0755);
+}
+
 /* The default root's skeleton: its top directories, the host's /etc files
  * that programs need (no secrets) and a passwd and group of its own, made
  * in dir.  Made once per daemon (container-init skel) and shared by every
@@ -264,6 +303,13 @@ static void make_skel(const char *dir)
 	}
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_files); i++)
 		copy_in(dir, etc_files[i]);
+	/* The mount points of build_root's binds (bind_ro). */
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(top_dirs); i++)
+		skel_point(dir, top_dirs[i], true);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_dirs); i++)
+		skel_point(dir, etc_dirs[i], false);
+	snprintf(q, sizeof(q), "%s/etc/ld.so.preload", dir);
+	put_empty(q);
 	put_file(dir, "/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
 		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
 	put_file(dir, "/etc/group", "root:x:0:\nnogroup:x:65534:\n");
@@ -273,13 +319,14 @@ static void make_skel(const char *dir)
 static void bind_file_ro(const char *src, const char *root, const char *rel)
 {
 	char dst[PATH_MAX];
-	int fd;
 
 	snprintf(dst, sizeof(dst), "%s%s", root, rel);
-	if ((fd = open(dst, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0)
-		fail(errno, "cannot create '%s': %s", dst, strerror(errno));
-	close(fd);
-	xmount(src, dst, NULL, MS_BIND, NULL);
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0) {
+		if (errno != ENOENT)
+			fail(errno, "cannot mount '%s' on '%s': %s", src, dst, strerror(errno));
+		put_empty(dst);
+		xmount(src, dst, NULL, MS_BIND, NULL);
+	}
 	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	       NULL);
 }
@@ -291,11 +338,6 @@ static void bind_file_ro(const char *src, const char *root, const char *rel)
 static void build_root(const char *dir, const char *rootfs, const char *disk, bool userns,
 		       bool skel, unsigned long ptys)
 {
-	static const char *const top[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-					   "/libx32" };
-	static const char *const etc_dirs[] = { "/etc/alternatives", "/etc/ssl",
-						"/etc/ld.so.conf.d", "/etc/ca-certificates",
-						"/etc/python3", "/etc/python3.11" };
 	char rw[2048], root[2048], opt[PATH_MAX * 3 + 64], p[PATH_MAX];
 	bool dflt = !strcmp(rootfs, "-");
 
@@ -320,8 +362,8 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	}
 	xmount("dsec-container", root, "overlay", MS_NOSUID, opt);
 	if (dflt || skel) {
-		for (size_t i = 0; i < DSEC_ARRAY_LEN(top); i++)
-			bind_ro(root, top[i], MS_NODEV, true);
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(top_dirs); i++)
+			bind_ro(root, top_dirs[i], MS_NODEV, true);
 		/* Not the host's /etc: only what programs need, no secrets. */
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(etc_dirs); i++)
 			bind_ro(root, etc_dirs[i], MS_NODEV, false);
