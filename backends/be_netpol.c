@@ -664,6 +664,26 @@ void be_bridge_down(struct be_bridge *br)
 	br->ifindex = 0;
 }
 
+/* Deletes every port of the bridge ifindex names: the host ends of a dead
+ * daemon's veths.  The kernel would delete each with its sandbox's network
+ * namespace, but from a work queue, seconds later on a busy node, and a
+ * port left from the bridge is no longer one the node's table knows. */
+static void bridge_ports_delete(struct nl_sock *sk, int ifindex)
+{
+	struct nl_cache *links = NULL;
+	struct nl_object *o;
+
+	if (rtnl_link_alloc_cache(sk, AF_UNSPEC, &links) < 0)
+		return;
+	for (o = nl_cache_get_first(links); o; o = nl_cache_get_next(o)) {
+		struct rtnl_link *l = (struct rtnl_link *)o;
+
+		if (rtnl_link_get_master(l) == ifindex)
+			rtnl_link_delete(sk, l);
+	}
+	nl_cache_free(links);
+}
+
 bool be_bridge_remove_stale(const struct be_bridge *br)
 {
 	struct rtnl_link *cur = NULL;
@@ -684,7 +704,14 @@ bool be_bridge_remove_stale(const struct be_bridge *br)
 			pid = strtol(alias + strlen(BR_ALIAS), &end, 10);
 			stale = !*end && pid > 0 && pid != getpid() && kill((pid_t)pid, 0) < 0 &&
 				errno == ESRCH;
+		} else if (type && !strcmp(type, "bridge") && (!alias || !*alias)) {
+			/* The kernel takes no alias with a new link (be_bridge_up
+			 * sets it when it brings the bridge up): down and
+			 * unnamed, it is one a daemon was killed making. */
+			stale = !(rtnl_link_get_flags(cur) & IFF_UP);
 		}
+		if (stale)
+			bridge_ports_delete(sk, rtnl_link_get_ifindex(cur));
 		rtnl_link_put(cur);
 	}
 	nl_socket_free(sk);

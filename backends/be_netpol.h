@@ -97,9 +97,11 @@ int be_bridge_up(struct be_bridge *br, struct dsec_err *err);
 /* Stops that thread, removes the table and the bridge (veths still on it
  * go with their namespaces).  Best effort. */
 void be_bridge_down(struct be_bridge *br);
-/* At start: removes the node's table and the bridge br names if a daemon that
- * is gone brought them up (the bridge's alias says which), leaving one of
- * a live daemon's or of someone else alone.  True when it removed them. */
+/* At start: removes the node's table, the bridge br names and its ports
+ * (the dead daemon's veths) if a daemon that is gone brought them up (the
+ * bridge's alias says which) or was killed making it (down, no alias),
+ * leaving one of a live daemon's or of someone else alone.  True when it
+ * removed them. */
 bool be_bridge_remove_stale(const struct be_bridge *br);
 
 /* Takes a free address of the subnet (*ip, host byte order) / gives it back. */

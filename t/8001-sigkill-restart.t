@@ -17,7 +17,7 @@ need_cmd flock
 
 ROUNDS=${DSEC_8001_ROUNDS:-5}
 CLIENTS=${DSEC_8001_CLIENTS:-16}
-plan $((ROUNDS * 9 + 4))
+plan $((ROUNDS * 9 + 6))
 
 mk_small_root "$T/root" sh cat true sleep
 echo "from the image" > "$T/root/hello.txt"
@@ -132,7 +132,15 @@ else
 	skip "needs strace"
 fi
 
+# Killed between making its bridge and bringing it up (the kernel takes
+# no alias with a new link): a bridge of the configured name, down and
+# without the alias that names a daemon, is a leftover too.
+ip link add name "$BR" type bridge 2>/dev/null
+run ip -o link show "$BR"
+like "$OUT" "$BR" "a killed daemon's half-made bridge is there"
 start_in "t8001.$$.0" || bail "dsecd did not start"
+run sh -c "ip -o link show | grep ' $BR[:@]'"
+is "$OUT" "" "... and the next daemon removes it"
 for r in $(seq "$ROUNDS"); do
 	old=$DSECD_PID
 	rm -f "$T/stop"
