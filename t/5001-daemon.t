@@ -63,9 +63,11 @@ is "$bad" 0 "48 concurrent clients each get their own correct reply"
 # SIGTERM: running command fails cleanly, daemon exits 0, leaves no socket.
 S2=$(req create | field id)
 (HELPER_REQ_TIMEOUT=30 req exec id="$S2" argv[]=sleep argv[]=20 > "$T/cut" 2>&1 &)
-sleep 0.2
+# The command runs before the daemon is told to stop (a loaded machine
+# may take longer than any fixed wait to get there).
+for i in $(seq 100); do req info id="$S2" | grep -q '"running":1' && break; sleep 0.1; done
 stop_dsecd
 is "$?" 0 "SIGTERM stops dsecd with status 0"
 ok "$([ ! -e "$T/dsecd.sock" ] && [ ! -e "$T/state/dsecd.pid" ]; echo $?)" "socket and pid file are removed"
-sleep 0.2
+for i in $(seq 100); do [ -s "$T/cut" ] && break; sleep 0.1; done
 like "$(cat "$T/cut")" '"ok":false' "a command cut by shutdown gets an error reply"
