@@ -426,10 +426,11 @@ check-asan: deps asan
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
-# Start one dsecd with embedded defaults, run a demo, serve until ^C.
+# Start one dsecd with embedded defaults, run a demo, serve until ^C
+# (RUN_FLAGS: tools/demo.sh's options, such as --serve or --no-tcp).
 run: deps
 	$(MAKE) all $(TEST_HELPERS)
-	@tools/demo.sh
+	@tools/demo.sh $(RUN_FLAGS)
 
 # What `make install` puts where; `make uninstall` removes the same files.
 INST_SBIN    = dsecd/dsecd tools/dsecctl
