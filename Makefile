@@ -13,6 +13,13 @@ BACKENDDIR  ?= $(LIBDIR)/dsec/backends
 MANDIR      ?= $(PREFIX)/share/man
 DESTDIR     ?=
 
+# The version has one place, DSEC_VERSION in lib/dsec.h (programs print it,
+# clients test it); dsec.pc is made from there.
+VERSION    := $(shell sed -n 's/^.define DSEC_VERSION "\([^"]*\)".*/\1/p' lib/dsec.h)
+ifeq ($(VERSION),)
+$(error cannot find the version: lib/dsec.h defines no DSEC_VERSION "X.Y.Z")
+endif
+
 CC          ?= cc
 AR          ?= ar
 PKG_CONFIG  ?= pkg-config
@@ -26,6 +33,12 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
 	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace
 
+# Flags: the project's own are in ALL_CPPFLAGS and ALL_CFLAGS (a target adds
+# to them with `TARGET: ALL_CFLAGS += ...`); CPPFLAGS, CFLAGS and LDFLAGS
+# are the user's and come last, so `make CFLAGS=-O0` changes the
+# optimisation and keeps the standard, -fPIC, the dependency files, the
+# warnings and the include paths (git's ALL_CFLAGS).  OPT is the default
+# optimisation, before CFLAGS.
 WARN        = -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2
 ifeq ($(WERROR),1)
@@ -53,9 +66,9 @@ endif
 # libev and nng ship no .pc file on Debian 12: fall back to plain -l flags.
 PC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags msgpack libseccomp 2>/dev/null)
 PC_LIBS    := $(shell $(PKG_CONFIG) --libs msgpack libseccomp 2>/dev/null || echo -lmsgpackc -lseccomp)
-CPPFLAGS   += -Ilib -Ifs3 $(NNG_CFLAGS) -D_GNU_SOURCE \
-	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"'
-CFLAGS     += -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS) $(FS3_CFLAGS)
+ALL_CPPFLAGS = -Ilib -Ifs3 $(NNG_CFLAGS) -D_GNU_SOURCE \
+	-DDSEC_BACKEND_DIR='"$(BACKENDDIR)"' -DDSEC_HELPER_DIR='"$(LIBEXECDIR)"' $(CPPFLAGS)
+ALL_CFLAGS  = -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS) $(FS3_CFLAGS) $(CFLAGS)
 # Links and nftables rules of allowlisted sandbox networks (container.so).
 NET_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 libnftables 2>/dev/null || echo -I/usr/include/libnl3)
 NET_LIBS   := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 libnftables 2>/dev/null || echo -lnl-route-3 -lnl-3 -lnftables)
@@ -76,15 +89,16 @@ ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -lar
 # without it, from objects in build/nosan.
 SAN_FLAGS  = -fsanitize=address,undefined -fno-omit-frame-pointer
 ifeq ($(SAN),1)
-CFLAGS     += $(SAN_FLAGS)
-LDFLAGS    += $(SAN_FLAGS)
+ALL_CFLAGS += $(SAN_FLAGS)
+# override: appended to an LDFLAGS given on the command line too.
+override LDFLAGS += $(SAN_FLAGS)
 HOBJ        = build/nosan
 HLIBDSEC    = build/nosan/lib/libdsec.a
 else
 HOBJ        = build
 HLIBDSEC    = lib/libdsec.a
 endif
-HCFLAGS     = $(filter-out $(SAN_FLAGS),$(CFLAGS))
+HCFLAGS     = $(filter-out $(SAN_FLAGS),$(ALL_CFLAGS))
 HLDFLAGS    = $(filter-out $(SAN_FLAGS),$(LDFLAGS))
 HBE_LIB     = $(HOBJ)/backends/libbe.a
 
@@ -118,7 +132,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(TOOLS) tools/fs3-bench
+all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(TOOLS) tools/fs3-bench
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -135,20 +149,57 @@ lib/libdsec.so: $(LIB_OBJ) $(NNG_LIB)
 	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $(LIB_OBJ) -Wl,--exclude-libs,libnng.a \
 		$(LDFLAGS) $(LDLIBS_LIB)
 
-lib/dsec.pc: Makefile
+# Its soname, so that programs linked against the tree run with
+# LD_LIBRARY_PATH=lib.
+lib/libdsec.so.0: lib/libdsec.so
+	$(Q)ln -sf libdsec.so $@
+
+# pkg-config files: $(1) prefix, $(2) libdir, $(3) includedir, $(4) what a
+# static link adds.
+define gen_pc
 	$(q) GEN $@
-	$(Q)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	$(Q)printf '%s\n' 'prefix=$(1)' 'libdir=$(2)' 'includedir=$(3)' '' \
 		'Name: dsec' 'Description: client library of the dsec sandbox platform' \
-		'Version: 0.1.0' 'Requires.private: msgpack' \
-		'Libs: -L$${libdir} -ldsec' 'Libs.private: -lnng -lpthread' \
+		'Version: $(VERSION)' 'Requires.private: msgpack' \
+		'Libs: -L$${libdir} -ldsec' 'Libs.private: $(4)' \
 		'Cflags: -I$${includedir}' > $@
+endef
+
+lib/dsec.pc: Makefile lib/dsec.h build/DSEC-PREFIX
+	$(call gen_pc,$(PREFIX),$(LIBDIR),$(INCLUDEDIR),-lnng -lpthread)
+
+# The same for building against this tree uninstalled: pkg-config prefers
+# it when PKG_CONFIG_PATH has lib/ (`#include <dsec/dsec.h>` finds lib/ through
+# build/include/dsec; run with LD_LIBRARY_PATH=lib).
+NNG_LIBS_TREE = $(patsubst build/%,$${prefix}/build/%,$(NNG_LIBS))
+lib/dsec-uninstalled.pc: Makefile lib/dsec.h build/DSEC-PREFIX | build/include/dsec
+	$(call gen_pc,$(CURDIR),$${prefix}/lib,$${prefix}/build/include,$(NNG_LIBS_TREE) -lpthread)
+
+build/include/dsec:
+	$(Q)mkdir -p $(@D) && ln -sfn ../../lib $@
+
+# Rebuilt when their value changes (git's GIT-CFLAGS and GIT-PREFIX): the
+# compiler and flags (objects depend on it; LDFLAGS too, so a change of it
+# relinks), the install paths and where the tree is (the .pc files depend
+# on it).  Each file is rewritten only when its value differs.  := takes
+# the global values: a target's own additions (which make would hand to
+# its prerequisites, these files too) must not change them.
+TRACK_CFLAGS := $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS)
+TRACK_PREFIX := $(PREFIX):$(BINDIR):$(SBINDIR):$(LIBDIR):$(INCLUDEDIR):$(LIBEXECDIR):$(BACKENDDIR):$(MANDIR):$(CURDIR)
+sq           = $(subst ','\'',$(1))
+build/DSEC-CFLAGS build/DSEC-PREFIX: FORCE
+	@mkdir -p $(@D); v='$(call sq,$(TRACK_$(@F:DSEC-%=%)))'; \
+	if [ x"$$v" != x"$$(cat $@ 2>/dev/null)" ]; then \
+		[ ! -e $@ ] || echo "    * new $(@F:DSEC-%=%): rebuilding what depends on it"; \
+		printf '%s\n' "$$v" > $@; \
+	fi
 
 dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 # Backends: one shared object each; only the ops table is exported.
-build/backends/%.o: CFLAGS += -fvisibility=hidden
+build/backends/%.o: ALL_CFLAGS += -fvisibility=hidden
 $(BE_LIB): $(BE_COMMON)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
@@ -165,7 +216,7 @@ backends/%-preload.so: $(HOBJ)/backends/%-preload.o $(HOBJ)/backends/be_io.o \
 # fncall's units make and check their network and IPC namespaces.
 backends/fncall-preload.so: $(HOBJ)/backends/be_callns.o $(HOBJ)/backends/be_net.o
 
-build/backends/be_netpol.o build/nosan/backends/be_netpol.o: CFLAGS += $(NET_CFLAGS)
+build/backends/be_netpol.o build/nosan/backends/be_netpol.o: ALL_CFLAGS += $(NET_CFLAGS)
 backends/container.so: BE_LIBS = $(NET_LIBS)
 
 backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
@@ -205,7 +256,7 @@ t/helper-%: build/t/helper-%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-build/t/be-%.o: CFLAGS += -fvisibility=hidden
+build/t/be-%.o: ALL_CFLAGS += -fvisibility=hidden
 t/%.so: build/t/be-%.o lib/libdsec.a
 	$(q) LD $@
 	$(Q)$(CC) -shared -o $@ $< lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) -lev $(PC_LIBS)
@@ -224,16 +275,17 @@ t/c/3102-cgroup-freeze.t: build/t/3102-cgroup-freeze.o $(BE_LIB) lib/libdsec.a $
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
-# Every object may include nng.h: the bundled one is installed first.
-build/%.o: %.c | $(NNG_LIB)
+# Every object, from any folder and sub-folder, may include nng.h: the
+# bundled one is installed first.  Objects are rebuilt when the flags change.
+build/%.o: %.c build/DSEC-CFLAGS | $(NNG_LIB)
 	$(q) CC $@
-	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+	$(Q)mkdir -p $(@D) && $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 ifeq ($(SAN),1)
-build/nosan/backends/%.o: CFLAGS += -fvisibility=hidden
-build/nosan/%.o: %.c | $(NNG_LIB)
+build/nosan/backends/%.o: ALL_CFLAGS += -fvisibility=hidden
+build/nosan/%.o: %.c build/DSEC-CFLAGS | $(NNG_LIB)
 	$(q) CC $@
-	$(Q)mkdir -p $(@D) && $(CC) $(CPPFLAGS) $(HCFLAGS) -c -o $@ $<
+	$(Q)mkdir -p $(@D) && $(CC) $(ALL_CPPFLAGS) $(HCFLAGS) -c -o $@ $<
 
 build/nosan/backends/libbe.a: $(patsubst build/%,build/nosan/%,$(BE_COMMON))
 	$(q) AR $@
@@ -324,7 +376,7 @@ $(foreach n,$(filter fs3-%,$(FUZZ_NAMES)),$(eval FUZZ_LIBS_$(n) = $$(FUZZ_OBJ_fs
 
 build/fuzz/obj/%.o: %.c
 	$(q) FUZZCC $@
-	$(Q)mkdir -p $(@D) && $(FUZZ_CC) $(CPPFLAGS) -Idsecd $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
+	$(Q)mkdir -p $(@D) && $(FUZZ_CC) $(ALL_CPPFLAGS) -Idsecd $(FUZZ_CFLAGS) -MMD -MP -c -o $@ $<
 
 .SECONDEXPANSION:
 build/fuzz/%: build/fuzz/obj/fuzz/%.o $$(call fuzz_objs,$$*) $(FUZZ_OBJ_lib)
@@ -374,22 +426,30 @@ check-asan: deps asan
 lint-man:
 	mandoc -Tlint -Wwarning $(MANPAGES)
 
-# Start one dsecd with embedded defaults, run a demo, serve until ^C.
+# Start one dsecd with embedded defaults, run a demo, serve until ^C
+# (RUN_FLAGS: tools/demo.sh's options, such as --serve or --no-tcp).
 run: deps
 	$(MAKE) all $(TEST_HELPERS)
-	@tools/demo.sh
+	@tools/demo.sh $(RUN_FLAGS)
+
+# What `make install` puts where; `make uninstall` removes the same files.
+INST_SBIN    = dsecd/dsecd tools/dsecctl
+INST_BIN     = $(filter-out $(INST_SBIN),$(TOOLS))
+INST_HEADERS = lib/dsec.h lib/err.h lib/backend.h lib/util.h
+INST_LIBEXEC = $(HELPERS) $(HELPER_FILES) $(PRELOADS)
+# The directories that are dsec's own, removed by uninstall once empty.
+INST_DIRS    = $(INCLUDEDIR)/dsec $(BACKENDDIR) $(LIBDIR)/dsec $(LIBEXECDIR)
 
 install: all
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR)/dsec $(DESTDIR)$(BACKENDDIR) $(DESTDIR)$(LIBEXECDIR)
-	$(INSTALL) -m 755 dsecd/dsecd $(DESTDIR)$(SBINDIR)/dsecd
-	$(INSTALL) -m 755 $(filter-out tools/dsecctl,$(TOOLS)) $(DESTDIR)$(BINDIR)/
-	$(INSTALL) -m 755 tools/dsecctl $(DESTDIR)$(SBINDIR)/dsecctl
+	$(INSTALL) -m 755 $(INST_SBIN) $(DESTDIR)$(SBINDIR)/
+	$(INSTALL) -m 755 $(INST_BIN) $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 644 lib/libdsec.a $(DESTDIR)$(LIBDIR)/libdsec.a
 	$(INSTALL) -m 755 lib/libdsec.so $(DESTDIR)$(LIBDIR)/libdsec.so.0
 	ln -sf libdsec.so.0 $(DESTDIR)$(LIBDIR)/libdsec.so
 	$(INSTALL) -m 644 lib/dsec.pc $(DESTDIR)$(LIBDIR)/pkgconfig/dsec.pc
-	$(INSTALL) -m 644 lib/dsec.h lib/err.h lib/backend.h lib/util.h $(DESTDIR)$(INCLUDEDIR)/dsec/
+	$(INSTALL) -m 644 $(INST_HEADERS) $(DESTDIR)$(INCLUDEDIR)/dsec/
 	$(INSTALL) -m 755 $(BE_SO) $(DESTDIR)$(BACKENDDIR)/
 	$(if $(HELPERS),$(INSTALL) -m 755 $(HELPERS) $(DESTDIR)$(LIBEXECDIR)/)
 	$(if $(HELPER_FILES),$(INSTALL) -m 644 $(HELPER_FILES) $(DESTDIR)$(LIBEXECDIR)/)
@@ -398,9 +458,20 @@ install: all
 		$(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
 		$(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
 
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(SBINDIR)/,$(notdir $(INST_SBIN))) \
+		$(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(INST_BIN))) \
+		$(addprefix $(DESTDIR)$(LIBDIR)/,libdsec.a libdsec.so.0 libdsec.so pkgconfig/dsec.pc) \
+		$(addprefix $(DESTDIR)$(INCLUDEDIR)/dsec/,$(notdir $(INST_HEADERS))) \
+		$(addprefix $(DESTDIR)$(BACKENDDIR)/,$(notdir $(BE_SO))) \
+		$(addprefix $(DESTDIR)$(LIBEXECDIR)/,$(notdir $(INST_LIBEXEC)))
+	for m in $(notdir $(MANPAGES)); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$$m; done
+	for d in $(addprefix $(DESTDIR),$(INST_DIRS)); do \
+		[ ! -d "$$d" ] || rmdir "$$d" 2>/dev/null || echo "uninstall: kept '$$d': not empty"; done
+
 clean:
 	rm -rf build
-	rm -f lib/libdsec.a lib/libdsec.so lib/dsec.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
+	rm -f lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
 		$(TOOLS) tools/fs3-bench $(TEST_HELPERS)
 	rm -rf t/c
 
@@ -409,8 +480,10 @@ distclean: clean
 	rm -rf $(NNG_CACHE)
 
 .PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image lint-man run \
-	install clean distclean fuzz fuzz-build fuzz-deps
+	install uninstall clean distclean fuzz fuzz-build fuzz-deps FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
--include $(wildcard build/*/*.d build/nosan/*/*.d) $(wildcard build/fuzz/obj/*/*.d)
+# The dependency files of every object, sub-folders included (not the
+# bundled nng's build).
+-include $(shell find build -name nng -prune -o -name '*.d' -print 2>/dev/null)

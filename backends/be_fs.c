@@ -1040,7 +1040,6 @@ static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q
 		       struct dsec_file_res *res, struct dsec_err *err)
 {
 	const char *name;
-	_cleanup_free_ char *parent = split(rel, &name);
 	_cleanup_close_ int fd = root_open(r, rel, O_PATH);
 	struct sink s = { .out = &res->data, .max = q->max_bytes };
 	struct archive *a;
@@ -1050,6 +1049,7 @@ static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q
 	char b[256];
 	int rc = 0, dfd;
 
+	free(split(rel, &name));	/* only the name, which points into rel */
 	if (fd < 0 || fstat(fd, &st) < 0)
 		return fs_err(err, fd < 0 ? fd : -errno, "download", q->path);
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))

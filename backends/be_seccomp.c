@@ -61,7 +61,7 @@ int be_seccomp_rules(scmp_filter_ctx ctx, const char *const *deny, size_t ndeny,
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	/* libseccomp cannot also except the 0xffffffff query: it fails too. */
 	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
-			       SCMP_A0(SCMP_CMP_GT, 0x20008));
+			       SCMP_A0(SCMP_CMP_GT, 0x20008, 0));
 	rc |= deny_ioctl(ctx, TIOCSTI);
 	rc |= deny_ioctl(ctx, TIOCLINUX);
 	rc |= deny_ioctl(ctx, XFS_IOC_SWAPEXT_NR);

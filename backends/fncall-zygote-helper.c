@@ -117,6 +117,7 @@ static struct sock_fprog seccomp_prog;
 static int seccomp_memfd = -1;
 
 /* One line on stderr (the daemon's log): "fncall-zygote[RT]: KIND...". */
+static void say(const char *kind, const char *fmt, va_list ap) DSEC_PRINTF(2, 0);
 static void say(const char *kind, const char *fmt, va_list ap)
 {
 	char buf[512];

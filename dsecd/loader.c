@@ -26,6 +26,7 @@ static int host_submit(void (*work)(void *), void (*done)(void *), void *arg)
 	return dsecd_pool_submit(dsecd_global->pool, work, done, arg);
 }
 
+static void host_log(int level, const char *fmt, ...) DSEC_PRINTF(2, 3);
 static void host_log(int level, const char *fmt, ...)
 {
 	va_list ap;

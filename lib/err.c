@@ -146,6 +146,8 @@ static void msg_set(struct dsec_err *err, const char *text)
 }
 
 static int err_setv(struct dsec_err *err, enum dsec_code code, int errnum,
+		    const char *fmt, va_list ap) DSEC_PRINTF(4, 0);
+static int err_setv(struct dsec_err *err, enum dsec_code code, int errnum,
 		    const char *fmt, va_list ap)
 {
 	if (errnum < 0)

@@ -25,7 +25,7 @@ void dsec_log_set_fd(int fd);
 void dsec_log_set_ident(const char *ident);
 
 void dsec_log(enum dsec_log_level level, const char *fmt, ...) DSEC_PRINTF(2, 3);
-void dsec_logv(enum dsec_log_level level, const char *fmt, va_list ap);
+void dsec_logv(enum dsec_log_level level, const char *fmt, va_list ap) DSEC_PRINTF(2, 0);
 
 #define log_error(...) dsec_log(DSEC_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  dsec_log(DSEC_LOG_WARN, __VA_ARGS__)

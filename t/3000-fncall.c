@@ -122,6 +122,7 @@ static int h_submit(void (*work)(void *), void (*done)(void *), void *arg)
 	return 0;
 }
 
+static void h_log(int level, const char *fmt, ...) DSEC_PRINTF(2, 3);
 static void h_log(int level, const char *fmt, ...)
 {
 	va_list ap;
@@ -578,8 +579,8 @@ int main(int argc, char **argv)
 		res_free(&r);
 	}
 	{
-		const char *av[304] = { "sh", "-c", "echo $# $0 $1 $299; grep -q fncall-preload "
-					"/proc/$$/maps || echo X; echo /proc/$$/fd/*", "x" };
+		const char *av[304] = { "sh", "-c", ("echo $# $0 $1 $299; grep -q fncall-preload "
+					"/proc/$$/maps || echo X; echo /proc/$$/fd/*"), "x" };
 		char nums[300][8];
 
 		for (int i = 1; i < 300; i++) {

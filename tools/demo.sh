@@ -1,17 +1,35 @@
 #!/bin/bash
 # demo.sh - `make run`: start one dsecd, show what it does, serve until ^C.
 #
-# State lives in run-state/ at the top of the tree; the daemon listens on
-# ipc://$TOP/run-state/dsecd.sock and tcp://127.0.0.1:7411 and logs to
-# run-state/dsecd.log.  Every backend built in backends/ is asked for; the
-# demo runs on those that loaded on this machine.  ^C (or SIGTERM) stops the
-# daemon with SIGTERM and waits for it.
+#     tools/demo.sh [--state DIR] [--tcp URL | --no-tcp] [--serve]
+#
+# State lives in run-state/ at the top of the tree (--state DIR); the daemon
+# listens on ipc://STATE/dsecd.sock and tcp://127.0.0.1:7411 (--tcp URL,
+# --no-tcp for none) and logs to STATE/dsecd.log.  Another terminal uses it
+# with DSEC_HOST=ipc://STATE/dsecd.sock and, for dsecctl, DSEC_STATE_DIR=STATE
+# (the daemon's images are in STATE/fs3).  Every backend built in backends/
+# is asked for; the demo runs on those that loaded on this machine (--serve:
+# no demo, only serve).  ^C (or SIGTERM) stops the daemon with SIGTERM and
+# waits for it.
 
 set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 STATE=$TOP/run-state
-SOCK=ipc://$STATE/dsecd.sock
 TCP=tcp://127.0.0.1:7411
+DEMO=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--state) [ $# -ge 2 ] || { echo "demo: --state needs a directory" >&2; exit 2; }
+		STATE=$(mkdir -p "$2" && cd "$2" && pwd) || exit 2; shift ;;
+	--tcp) [ $# -ge 2 ] || { echo "demo: --tcp needs a URL" >&2; exit 2; }
+		TCP=$2; shift ;;
+	--no-tcp) TCP= ;;
+	--serve) DEMO= ;;
+	*) echo "usage: tools/demo.sh [--state DIR] [--tcp URL | --no-tcp] [--serve]" >&2; exit 2 ;;
+	esac
+	shift
+done
+SOCK=ipc://$STATE/dsecd.sock
 LOG=$STATE/dsecd.log
 DSECD=$TOP/dsecd/dsecd
 RUN=$TOP/tools/dsec-run
@@ -56,12 +74,14 @@ show() {
 [ -x "$DSECD" ] || die "cannot find '$DSECD': run make first"
 [ -x "$RUN" ] || die "cannot find '$RUN': run make first"
 
-# Every backend that was built; the daemon skips (and logs) those that
-# cannot start here.
+# Every backend that was built (not the objects preloaded into sandboxes'
+# programs, *-preload.so, which are no backends); the daemon skips (and
+# logs) those that cannot start here.
 backends=
 for so in "$TOP"/backends/*.so; do
 	[ -e "$so" ] || continue
 	b=$(basename "$so" .so)
+	case $b in *-preload) continue ;; esac
 	backends=${backends:+$backends,}$b
 done
 [ -n "$backends" ] || die "no backend built in '$TOP/backends': run make first"
@@ -70,13 +90,17 @@ mkdir -p "$STATE" || die "cannot create '$STATE'"
 : >"$LOG"
 trap stop INT TERM EXIT
 
-say "starting dsecd (backends: $backends; log: run-state/dsecd.log)"
-"$DSECD" --foreground --state-dir "$STATE" --listen "$SOCK" --listen "$TCP" \
+say "starting dsecd (backends: $backends; log: $LOG)"
+"$DSECD" --foreground --state-dir "$STATE" --listen "$SOCK" ${TCP:+--listen "$TCP"} \
 	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" \
 	--set "backends=$backends" 2>>"$LOG" &
 DSECD_PID=$!
 
+# What another terminal exports (README): the daemon, and its state
+# directory for dsecctl, so that images imported there are the ones this
+# daemon sees (STATE/fs3).
 export DSEC_HOST=$SOCK
+export DSEC_STATE_DIR=$STATE
 answered=
 for _ in $(seq 60); do
 	if ! kill -0 "$DSECD_PID" 2>/dev/null; then
@@ -96,8 +120,9 @@ done
 [ -n "$answered" ] || die "dsecd did not answer within 30 s (last: $out, status $rc)"
 echo "dsecd is serving (pid $DSECD_PID)"
 
+# Which backends run a command here (none asked with --serve).
 working=
-for b in fncall container microvm vm; do
+[ -n "$DEMO" ] && for b in fncall container microvm vm; do
 	out=$("$RUN" --backend "$b" -- true 2>&1)
 	rc=$?
 	if [ "$rc" = 0 ]; then
@@ -111,7 +136,7 @@ for b in fncall container microvm vm; do
 		echo "backend $b: 'true' exited $rc, skipped: $out"
 	fi
 done
-[ -n "$working" ] || echo "demo: no backend works on this machine; see $LOG" >&2
+[ -n "$working" ] || [ -z "$DEMO" ] || echo "demo: no backend works on this machine; see $LOG" >&2
 
 for b in $working; do
 	say "backend $b: a shell one-liner; the sandbox has its own view of the system"
@@ -143,7 +168,8 @@ done
 case " $working " in
 *" container "*)
 	# An image from fs3: a small root made of this host's shell and tools,
-	# imported into the daemon's store (run-state/fs3) with dsecctl.
+	# imported into the daemon's store (STATE/fs3: dsecctl finds it
+	# through DSEC_STATE_DIR, as from another terminal).
 	say "container: an image imported with dsecctl, run as a sandbox"
 	root=$STATE/demo-root
 	rm -rf "$root"
@@ -157,9 +183,8 @@ case " $working " in
 		done
 	done
 	echo 'PRETTY_NAME="dsec demo image"' > "$root/etc/os-release"
-	printf '\n$ dsecctl --store run-state/fs3 image import --tag demo:1 --config env=GREETING=hi run-state/demo-root\n'
-	"$TOP/tools/dsecctl" --store "$STATE/fs3" image import --tag demo:1 \
-		--config env=GREETING=hi "$root"
+	printf '\n$ dsecctl image import --tag demo:1 --config env=GREETING=hi %s\n' "$root"
+	"$TOP/tools/dsecctl" image import --tag demo:1 --config env=GREETING=hi "$root"
 	show --backend container --image demo:1 -- /bin/sh -c \
 		'cat /etc/os-release; echo "$GREETING from uid $(id -u)"; ls /bin'
 
@@ -183,7 +208,8 @@ case " $working " in
 esac
 
 say "dsecd keeps serving; from another terminal:"
-echo "  export DSEC_HOST=$SOCK    # or $TCP"
+echo "  export DSEC_HOST=$SOCK${TCP:+    # or $TCP}"
+echo "  export DSEC_STATE_DIR=$STATE    # dsecctl: this daemon's images"
 echo "  $RUN -- uname -a"
 echo "  $TOP/tools/dsec-bench -c 4 -n 500"
 echo "Press Ctrl-C to stop.  The daemon's log follows."

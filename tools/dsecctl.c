@@ -15,12 +15,14 @@
 #include "log.h"
 #include "util.h"
 
-#define DEFAULT_STORE "/var/lib/dsec/fs3"
+/* dsecd's default state_dir: its image_store defaults to STATE_DIR/fs3. */
+#define DEFAULT_STATE_DIR "/var/lib/dsec"
 #define DEFAULT_SQUASH_MAX (4ull << 20)	/* squash: layers below 4 MiB are small */
 
 /* Everything the command line says. */
 struct ctl_opts {
 	struct fs3_conf conf;		/* store, origin, cache cap */
+	const char *state_dir;		/* --state-dir: the store is STATE_DIR/fs3 */
 	const char *tag;		/* import, squash --tag */
 	uint64_t max_size;		/* squash --max-size, 0 = DEFAULT_SQUASH_MAX */
 	struct fs3_image_config config;	/* import --config */
@@ -40,8 +42,8 @@ struct ctl_cmd {
 };
 
 static const char usage_text[] =
-	"usage: dsecctl [--store DIR] [--origin DIR] [--cache-max SIZE] [--peer URL]...\n"
-	"               [--fetch-timeout SECONDS] image COMMAND\n"
+	"usage: dsecctl [--state-dir DIR | --store DIR] [--origin DIR] [--cache-max SIZE]\n"
+	"               [--peer URL]... [--fetch-timeout SECONDS] image COMMAND\n"
 	"  image import [--tag NAME[:TAG]] [--config KEY=VALUE]... SRC\n"
 	"               SRC: a rootfs directory or a tar (plain, .gz, .zst, .xz, .bz2)\n"
 	"               KEY: env (K=V, repeatable), cwd, user, entrypoint (one argument,\n"
@@ -55,8 +57,10 @@ static const char usage_text[] =
 	"  image squash [--max-size BYTES] [--tag NAME[:TAG]] IMAGE\n"
 	"               merge each run of adjacent layers smaller than BYTES (default\n"
 	"               4M) into one layer: a new image with the same tree\n"
-	"The store defaults to $DSEC_FS3_STORE, then " DEFAULT_STORE "; the origin to\n"
-	"$DSEC_FS3_ORIGIN, then STORE/origin; the peers to $DSEC_FS3_PEERS, then none.\n"
+	"The store is --store, else STATE_DIR/fs3 with --state-dir, else $DSEC_FS3_STORE,\n"
+	"else $DSEC_STATE_DIR/fs3, else " DEFAULT_STATE_DIR "/fs3 (dsecd's image store for\n"
+	"that state directory); the origin defaults to $DSEC_FS3_ORIGIN, then\n"
+	"STORE/origin; the peers to $DSEC_FS3_PEERS, then none.\n"
 	"See dsecctl(8) and dsec-fs3(7).\n";
 
 static void size_str(uint64_t n, char *buf, size_t len)
@@ -238,6 +242,7 @@ static const struct ctl_cmd cmds[] = {
 
 enum {
 	OPT_STORE = 256,
+	OPT_STATE_DIR,
 	OPT_ORIGIN,
 	OPT_CACHE_MAX,
 	OPT_TAG,
@@ -250,6 +255,7 @@ enum {
 
 static const struct option long_opts[] = {
 	{ .name = "store",	.has_arg = required_argument,	.val = OPT_STORE },
+	{ .name = "state-dir",	.has_arg = required_argument,	.val = OPT_STATE_DIR },
 	{ .name = "origin",	.has_arg = required_argument,	.val = OPT_ORIGIN },
 	{ .name = "cache-max",	.has_arg = required_argument,	.val = OPT_CACHE_MAX },
 	{ .name = "tag",	.has_arg = required_argument,	.val = OPT_TAG },
@@ -315,8 +321,27 @@ static void add_config(struct ctl_opts *o, const char *kv)
 	}
 }
 
+/* The store when --store does not name it.  A daemon's image store is
+ * STATE_DIR/fs3 unless its image_store says otherwise, so naming the
+ * daemon's state directory (--state-dir, or $DSEC_STATE_DIR as `make run`
+ * prints it) finds the store it reads; $DSEC_FS3_STORE names a store
+ * itself and wins over $DSEC_STATE_DIR, not over --state-dir.  Caller frees. */
+static char *default_store(const char *state_dir)
+{
+	const char *env_store = getenv("DSEC_FS3_STORE");
+
+	if (!state_dir && env_store && *env_store)
+		return xstrdup(env_store);
+	if (!state_dir)
+		state_dir = getenv("DSEC_STATE_DIR");
+	if (!state_dir || !*state_dir)
+		state_dir = DEFAULT_STATE_DIR;
+	return xasprintf("%s/fs3", state_dir);
+}
+
 int main(int argc, char **argv)
 {
+	_cleanup_free_ char *store = NULL;
 	struct ctl_opts o = { 0 };
 	const struct ctl_cmd *cmd = NULL;
 	struct dsec_err err;
@@ -325,9 +350,6 @@ int main(int argc, char **argv)
 
 	dsec_log_set_ident("dsecctl");
 	dsec_log_set_level(DSEC_LOG_WARN);
-	o.conf.store = getenv("DSEC_FS3_STORE");
-	if (!o.conf.store || !*o.conf.store)
-		o.conf.store = DEFAULT_STORE;
 	o.conf.origin = getenv("DSEC_FS3_ORIGIN");
 	bool env_peers = getenv("DSEC_FS3_PEERS") != NULL;
 	if (env_peers)
@@ -336,6 +358,9 @@ int main(int argc, char **argv)
 		switch (c) {
 		case OPT_STORE:
 			o.conf.store = optarg;
+			break;
+		case OPT_STATE_DIR:
+			o.state_dir = optarg;
 			break;
 		case OPT_ORIGIN:
 			o.conf.origin = optarg;
@@ -394,6 +419,10 @@ int main(int argc, char **argv)
 		usage_fail("--tag goes with 'image import' and 'image squash' only");
 	if (cmd->run != cmd_squash && o.max_size)
 		usage_fail("--max-size goes with 'image squash' only");
+	if (o.conf.store && o.state_dir)
+		usage_fail("--store and --state-dir: give one of them");
+	if (!o.conf.store)
+		o.conf.store = store = default_store(o.state_dir);
 	o.conf.peers = (const char *const *)o.peers;
 	dsec_err_clear(&err);
 	if ((r = fs3_open(&fs, &o.conf, &err)) == 0) {
