@@ -100,7 +100,9 @@ LIB_SRC     = $(wildcard lib/*.c)
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
 FS3_SRC     = $(wildcard fs3/*.c)
 FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
-DSECD_SRC   = $(wildcard dsecd/*.c)
+DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/loader.c \
+	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
+	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/%-preload.c backends/be_%.c,$(wildcard backends/*.c)))
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))

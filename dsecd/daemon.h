@@ -4,7 +4,9 @@
  * server, the worker pool, loaded backends and the sandbox table.
  *   loader.c   backends: dlopen, ABI checks, host services
  *   sandbox.c  the sandbox table, ids, TTL and idle TTL timers
- *   ops.c      one handler per protocol op (the table in proto.c)
+ *   ops.c      requests: parsing, dispatch, replies (ops.h); the handlers
+ *              in ops-node.c, ops-sandbox.c, ops-exec.c, ops-file.c,
+ *              ops-image.c and stream.c
  *   image.c    images: fs3 acquire/release on the worker pool
  *   main.c     start-up, signals, shutdown
  */
@@ -180,7 +182,7 @@ void dsecd_warm_forget(struct dsecd *d, struct dsecd_sb *sb);
 void dsecd_warm_pack(struct dsecd *d, struct dsec_pk *p);
 void dsecd_warm_free(struct dsecd *d);
 
-/* ops.c */
+/* ops.c, ops-*.c, stream.c */
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len);
 /* Replies to a destroy waiter once its sandbox is gone. */
 void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r);
