@@ -545,6 +545,7 @@ void dsec_pk_init(struct dsec_pk *p)
 {
 	msgpack_sbuffer_init(&p->sb);
 	msgpack_packer_init(&p->pk, &p->sb, msgpack_sbuffer_write);
+	p->depth = 0;
 }
 
 void dsec_pk_free(struct dsec_pk *p)
@@ -554,101 +555,211 @@ void dsec_pk_free(struct dsec_pk *p)
 
 void *dsec_pk_detach(struct dsec_pk *p, size_t *len)
 {
+	DSEC_ASSERT(p->depth == 0);
 	*len = p->sb.size;
 	void *d = msgpack_sbuffer_release(&p->sb);
 	return d ? d : xmalloc(1);
 }
 
-void dsec_pk_strn(struct dsec_pk *p, const char *s, size_t n)
+/* n objects more in the innermost open counting container, if any. */
+static inline void counted(struct dsec_pk *p, uint32_t n)
+{
+	if (p->depth)
+		p->open[p->depth - 1].n += n;
+}
+
+/* The writers below without counting: the parts of one counted object. */
+static void raw_strn(struct dsec_pk *p, const char *s, size_t n)
 {
 	msgpack_pack_str(&p->pk, n);
 	msgpack_pack_str_body(&p->pk, s, n);
 }
 
-void dsec_pk_str(struct dsec_pk *p, const char *s)
+static void raw_str(struct dsec_pk *p, const char *s)
 {
 	if (!s)
 		msgpack_pack_nil(&p->pk);
 	else
-		dsec_pk_strn(p, s, strlen(s));
+		raw_strn(p, s, strlen(s));
 }
 
-void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n)
+static void raw_bin(struct dsec_pk *p, const void *d, size_t n)
 {
 	msgpack_pack_bin(&p->pk, n);
 	msgpack_pack_bin_body(&p->pk, d, n);
 }
 
-void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v)
+static void raw_bool(struct dsec_pk *p, bool v)
 {
-	dsec_pk_str(p, k);
-	dsec_pk_str(p, v);
-}
-
-void dsec_pk_kv_bin(struct dsec_pk *p, const char *k, const void *d, size_t n)
-{
-	dsec_pk_str(p, k);
-	dsec_pk_bin(p, d, n);
-}
-
-void dsec_pk_kv_u64(struct dsec_pk *p, const char *k, uint64_t v)
-{
-	dsec_pk_str(p, k);
-	msgpack_pack_uint64(&p->pk, v);
-}
-
-void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v)
-{
-	dsec_pk_str(p, k);
-	msgpack_pack_int64(&p->pk, v);
-}
-
-void dsec_pk_kv_double(struct dsec_pk *p, const char *k, double v)
-{
-	dsec_pk_str(p, k);
-	msgpack_pack_double(&p->pk, v);
-}
-
-void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v)
-{
-	dsec_pk_str(p, k);
 	if (v)
 		msgpack_pack_true(&p->pk);
 	else
 		msgpack_pack_false(&p->pk);
 }
 
+void dsec_pk_strn(struct dsec_pk *p, const char *s, size_t n)
+{
+	raw_strn(p, s, n);
+	counted(p, 1);
+}
+
+void dsec_pk_str(struct dsec_pk *p, const char *s)
+{
+	raw_str(p, s);
+	counted(p, 1);
+}
+
+void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n)
+{
+	raw_bin(p, d, n);
+	counted(p, 1);
+}
+
+void dsec_pk_nil(struct dsec_pk *p)
+{
+	msgpack_pack_nil(&p->pk);
+	counted(p, 1);
+}
+
+void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v)
+{
+	raw_str(p, k);
+	raw_str(p, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_bin(struct dsec_pk *p, const char *k, const void *d, size_t n)
+{
+	raw_str(p, k);
+	raw_bin(p, d, n);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_u64(struct dsec_pk *p, const char *k, uint64_t v)
+{
+	raw_str(p, k);
+	msgpack_pack_uint64(&p->pk, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v)
+{
+	raw_str(p, k);
+	msgpack_pack_int64(&p->pk, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_double(struct dsec_pk *p, const char *k, double v)
+{
+	raw_str(p, k);
+	msgpack_pack_double(&p->pk, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v)
+{
+	raw_str(p, k);
+	raw_bool(p, v);
+	counted(p, 2);
+}
+
 void dsec_pk_kv_env(struct dsec_pk *p, const char *k, const char *const *env)
 {
 	size_t n = dsec_strv_len(env);
 
-	dsec_pk_str(p, k);
+	raw_str(p, k);
 	msgpack_pack_map(&p->pk, n);
 	for (size_t i = 0; i < n; i++) {
 		const char *eq = strchr(env[i], '=');
 		if (!eq) {
-			dsec_pk_str(p, env[i]);
-			dsec_pk_str(p, "");
+			raw_str(p, env[i]);
+			raw_str(p, "");
 		} else {
-			dsec_pk_strn(p, env[i], (size_t)(eq - env[i]));
-			dsec_pk_str(p, eq + 1);
+			raw_strn(p, env[i], (size_t)(eq - env[i]));
+			raw_str(p, eq + 1);
 		}
 	}
+	counted(p, 2);
 }
 
 void dsec_pk_kv_strv(struct dsec_pk *p, const char *k, const char *const *v)
 {
 	size_t n = dsec_strv_len(v);
 
-	dsec_pk_str(p, k);
+	raw_str(p, k);
 	msgpack_pack_array(&p->pk, n);
 	for (size_t i = 0; i < n; i++)
-		dsec_pk_str(p, v[i]);
+		raw_str(p, v[i]);
+	counted(p, 2);
+}
+
+/* Bodies up to this size are moved down to a one-byte header at the end. */
+#define PK_SHRINK_MAX 4096
+
+/* A map32 (0xdf) or array32 (0xdd) header with the count left for later. */
+static void pk_open(struct dsec_pk *p, uint8_t type)
+{
+	uint8_t hdr[5] = { type, 0, 0, 0, 0 };
+
+	counted(p, 1);
+	DSEC_ASSERT(p->depth < DSEC_PK_DEPTH);
+	p->open[p->depth].at = p->sb.size;
+	p->open[p->depth].n = 0;
+	p->depth++;
+	msgpack_sbuffer_write(&p->sb, (const char *)hdr, sizeof(hdr));
+}
+
+void dsec_pk_map_begin(struct dsec_pk *p)
+{
+	pk_open(p, 0xdf);
+}
+
+void dsec_pk_array_begin(struct dsec_pk *p)
+{
+	pk_open(p, 0xdd);
+}
+
+/* Why patch and not count first: the count of a reply is what its code
+ * writes, and code that writes it twice (once to count) drifts apart.  The
+ * header was written with 4 bytes for the count; a small container (at
+ * most 15 entries, a body of at most PK_SHRINK_MAX bytes) gets the fixmap
+ * or fixarray byte instead and its body moves down 4 bytes, which costs a
+ * copy of what is small anyway.  Containers opened after it are closed
+ * already, so no open offset points into what moves. */
+void dsec_pk_end(struct dsec_pk *p)
+{
+	DSEC_ASSERT(p->depth > 0);
+	size_t at = p->open[--p->depth].at;
+	uint32_t n = p->open[p->depth].n;
+	uint8_t *h = (uint8_t *)p->sb.data + at;
+	size_t body = p->sb.size - at - 5;
+
+	if (h[0] == 0xdf) {
+		DSEC_ASSERT(n % 2 == 0);
+		n /= 2;
+	}
+	if (n <= 15 && body <= PK_SHRINK_MAX) {
+		h[0] = (uint8_t)((h[0] == 0xdf ? 0x80 : 0x90) | n);
+		memmove(h + 1, h + 5, body);
+		p->sb.size -= 4;
+		return;
+	}
+	h[1] = (uint8_t)(n >> 24);
+	h[2] = (uint8_t)(n >> 16);
+	h[3] = (uint8_t)(n >> 8);
+	h[4] = (uint8_t)n;
 }
 
 void dsec_pk_request(struct dsec_pk *p, const char *op, size_t n_args)
 {
 	msgpack_pack_map(&p->pk, n_args + 2);
+	dsec_pk_kv_u64(p, "v", 1);
+	dsec_pk_kv_str(p, "op", op);
+}
+
+void dsec_pk_request_begin(struct dsec_pk *p, const char *op)
+{
+	dsec_pk_map_begin(p);
 	dsec_pk_kv_u64(p, "v", 1);
 	dsec_pk_kv_str(p, "op", op);
 }
@@ -659,6 +770,14 @@ void dsec_pk_reply_ok(struct dsec_pk *p, size_t n)
 	dsec_pk_kv_bool(p, "ok", true);
 	dsec_pk_str(p, "result");
 	msgpack_pack_map(&p->pk, n);
+}
+
+void dsec_pk_reply_begin(struct dsec_pk *p)
+{
+	msgpack_pack_map(&p->pk, 2);
+	dsec_pk_kv_bool(p, "ok", true);
+	dsec_pk_str(p, "result");
+	dsec_pk_map_begin(p);
 }
 
 void dsec_pk_reply_err(struct dsec_pk *p, const struct dsec_err *err)
