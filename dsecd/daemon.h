@@ -37,6 +37,7 @@ struct dsecd_backend {
 enum dsecd_sb_state { SB_CREATING, SB_READY, SB_DESTROYING, SB_FAILED };
 
 struct dsecd_sb {
+	struct dsecd *d;		/* the daemon whose table it is in */
 	char *id;			/* "NODE:SERIAL" */
 	uint64_t serial;		/* the part after the colon */
 	struct dsecd_backend *be;	/* its backend */

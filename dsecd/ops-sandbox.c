@@ -149,7 +149,7 @@ void gate_add(struct dsecd_sb *sb, struct dsecd_req *r)
 static void switch_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_sb *sb = arg;
-	struct dsecd *d = dsecd_global;
+	struct dsecd *d = sb->d;
 	struct dsecd_req *q = sb->gate, *first = sb->switcher;
 
 	d->ops_inflight--;
