@@ -149,6 +149,15 @@ dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
+# dsecd's C tests (t/5xxx.c) link its objects but main.o and server.o: the
+# test is the server.
+DSECD_TEST_OBJ = $(filter-out build/dsecd/main.o build/dsecd/server.o,$(DSECD_OBJ))
+build/t/5%.o: CPPFLAGS += -Idsecd
+t/c/5%.t: build/t/5%.o $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
+		$(LDLIBS_D) $(FS3_LIBS)
+
 # Backends: one shared object each; only the ops table is exported.
 build/backends/%.o: CFLAGS += -fvisibility=hidden
 $(BE_LIB): $(BE_COMMON)

@@ -15,11 +15,47 @@
 #include "proto.h"
 #include "snap.h"
 
-/* Packs an exec result (and room for `extra` more entries); caps are
- * already applied by the backend. */
-static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res, size_t extra)
+/* The state of create, call, exec, exec_start and net_allow, and what
+ * the session ops share with them. */
+static void cmd_free(struct dsecd_req *r)
 {
-	dsec_pk_reply_ok(p, 9 + extra);
+	dsec_strv_free(r->argv);
+	free(r->code);
+	dsec_strv_free(r->env);
+	free(r->cwd);
+	dsec_exec_res_free(&r->eres);
+	dsec_strv_free(r->cenv);
+	free(r->ccwd);
+	dsec_strv_free(r->allow);
+}
+
+void req_run_free(struct dsecd_req *r)
+{
+	cmd_free(r);
+	free(r->image);
+	free(r->runtime);
+	dsec_strv_free(r->layers);
+	free(r->network);
+	free(r->dns);
+	dsec_strv_free(r->deny);
+	dsec_strv_free(r->ienv);
+	free(r->call_id);
+}
+
+void req_session_free(struct dsecd_req *r)
+{
+	cmd_free(r);
+	free(r->session);
+	free(r->shell);
+	free(r->sname);
+	dsec_exec_res_free(&r->sres.exec);
+	free(r->sres.cwd);
+}
+
+/* Packs an exec result's entries into the open result map; caps are
+ * already applied by the backend. */
+static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
+{
 	dsec_pk_kv_i64(p, "exit_code", res->exit_code);
 	dsec_pk_kv_u64(p, "signal", (uint64_t)(res->signal > 0 ? res->signal : 0));
 	dsec_pk_kv_bool(p, "timed_out", res->timed_out);
@@ -39,20 +75,20 @@ int parse_exec(struct dsecd_req *r, struct dsec_err *err)
 	struct dsec_exec_req *q = &r->ereq;
 	int rc;
 
-	if ((rc = dsec_get_strv(m, "argv", &r->argv, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_strv_opt(m, "argv", &r->argv, err)) < 0)
 		return rc;
-	if ((rc = dsec_get_text(m, "code", d->conf.max_frame, &r->code, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_text_opt(m, "code", d->conf.max_frame, &r->code, err)) < 0)
 		return rc;
 	if (!r->argv == !r->code)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
-				     "%s needs exactly one of 'argv' or 'code'", dsec_ops[r->op].name);
+				     "%s needs exactly one of 'argv' or 'code'", dsecd_ops[r->op].name);
 	if (r->argv && !r->argv[0])
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "field 'argv' is empty");
-	if ((rc = dsec_get_bin(m, "stdin", d->conf.max_frame, &q->stdin_data, &q->stdin_len,
-			       err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_bin_opt(m, "stdin", d->conf.max_frame, &q->stdin_data, &q->stdin_len,
+				   err)) < 0)
 		return rc;
-	if (((rc = dsec_get_env(m, "env", &r->env, err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_str(m, "cwd", &r->cwd, err)) < 0 && rc != -ENOENT))
+	if ((rc = dsec_get_env_opt(m, "env", &r->env, err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "cwd", &r->cwd, err)) < 0)
 		return rc;
 	if ((rc = parse_timeout_cap(r, err)) < 0)
 		return rc;
@@ -73,7 +109,7 @@ int parse_timeout_cap(struct dsecd_req *r, struct dsec_err *err)
 	int rc;
 
 	q->timeout = d->conf.exec_timeout;
-	if ((rc = dsec_get_seconds(m, "timeout", &q->timeout, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_seconds_opt(m, "timeout", &q->timeout, err)) < 0)
 		return rc;
 	if (q->timeout <= 0)
 		q->timeout = d->conf.exec_timeout;
@@ -81,7 +117,7 @@ int parse_timeout_cap(struct dsecd_req *r, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "timeout %.0f s is over this node's max_exec_timeout of %.0f s",
 				     q->timeout, d->conf.max_exec_timeout);
-	if ((rc = dsec_get_u64(m, "output_cap", &cap, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_u64_opt(m, "output_cap", &cap, err)) < 0)
 		return rc;
 	if (cap > max_cap)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
@@ -96,7 +132,7 @@ int parse_timeout_cap(struct dsecd_req *r, struct dsec_err *err)
  * the same shutting_down on every backend; *e holds it.  Other errors are
  * returned as they are. */
 const struct dsec_err *cut_err(struct dsecd *d, int rc, const struct dsec_err *err,
-				      struct dsec_err *e)
+			       struct dsec_err *e)
 {
 	if (!d->shutting_down || (rc != -ECANCELED && err->code != DSEC_E_SHUTTING_DOWN))
 		return err;
@@ -105,24 +141,37 @@ const struct dsec_err *cut_err(struct dsecd *d, int rc, const struct dsec_err *e
 	return e;
 }
 
-static void exec_done(void *arg, int rc, const struct dsec_err *err)
+/* What every command's completion does first (exec, call, session_exec):
+ * the command no longer runs; a failure, or a result from a sandbox lost
+ * meanwhile, is the reply.  True when r has been answered so. */
+static bool cmd_end(struct dsecd_req *r, int rc, const struct dsec_err *err)
 {
-	struct dsecd_req *r = arg;
 	struct dsec_err e;
-	struct dsec_pk p;
 
 	r->d->ops_inflight--;
 	if (r->sb) {
 		r->sb->running--;
 		dsecd_sb_touch(r->d, r->sb);
 	}
-	if (rc < 0)
-		return reply_err(r, cut_err(r->d, rc, err, &e));
-	if (reply_if_lost(r))
+	if (rc < 0) {
+		reply_err(r, cut_err(r->d, rc, err, &e));
+		return true;
+	}
+	return reply_if_lost(r);
+}
+
+static void exec_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	if (cmd_end(r, rc, err))
 		return;
 	dsec_pk_init(&p);
-	pack_exec_res(&p, &r->eres, 0);
-	send_pk(r, &p);
+	dsec_pk_reply_begin(&p);
+	pack_exec_res(&p, &r->eres);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 /* A sandbox from a warm pool: its create's env first, then env (taken
@@ -161,10 +210,6 @@ void op_exec(struct dsecd_req *r)
 	struct dsec_err err;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
-		return reply_err(r, &err);
-	if (!need_running(r))
-		return;
 	if (parse_exec(r, &err) < 0)
 		return reply_err(r, &err);
 	exec_sb_defaults(r);
@@ -257,29 +302,24 @@ void op_call(struct dsecd_req *r)
 
 /* ---- shell sessions ------------------------------------------------------ */
 
-/* Takes a ref on sandbox 'id', checks that its backend has sessions and
- * reads 'session' (required when need_name).  True when r goes on; false
- * when it was answered, or waits for its paused sandbox to resume (it
- * runs again then, from the start). */
+/* Checks that r's sandbox's backend has sessions and reads 'session'
+ * (required when need_name).  True when r goes on; false when it was
+ * answered. */
 static bool session_begin(struct dsecd_req *r, bool need_name)
 {
 	struct dsec_err err;
 	int rc;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
-		goto fail;
 	if (!r->sb->be->ops->session_open) {
 		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' has no shell sessions",
 			      r->sb->be->name);
 		goto fail;
 	}
-	if (!need_running(r))
-		return false;
 	rc = dsec_get_str(r->msg.root, "session", &r->session, &err);
 	if (rc == -ENOENT && need_name)
 		dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'session'",
-			      dsec_ops[r->op].name);
+			      dsecd_ops[r->op].name);
 	else if (rc == 0 || rc == -ENOENT)
 		return true;
 fail:
@@ -298,12 +338,13 @@ static void session_done(void *arg, int rc, const struct dsec_err *err)
 	if (rc < 0)
 		return reply_err(r, err);
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, open ? 2 : 0);
+	dsec_pk_reply_begin(&p);
 	if (open) {
 		dsec_pk_kv_str(&p, "id", r->sb->id);
 		dsec_pk_kv_str(&p, "session", r->sname);
 	}
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 void op_session_open(struct dsecd_req *r)
@@ -316,9 +357,9 @@ void op_session_open(struct dsecd_req *r)
 	if (!session_begin(r, false))
 		return;
 	dsec_err_clear(&err);
-	if (((rc = dsec_get_str(m, "shell", &r->shell, &err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_env(m, "env", &r->cenv, &err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_str(m, "cwd", &r->ccwd, &err)) < 0 && rc != -ENOENT))
+	if ((rc = dsec_get_str_opt(m, "shell", &r->shell, &err)) < 0 ||
+	    (rc = dsec_get_env_opt(m, "env", &r->cenv, &err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "cwd", &r->ccwd, &err)) < 0)
 		return reply_err(r, &err);
 	r->cenv = with_sb_env(r->sb, r->cenv);
 	spec.name = r->session;
@@ -334,22 +375,18 @@ void op_session_open(struct dsecd_req *r)
 static void session_exec_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
-	struct dsec_err e;
 	struct dsec_pk p;
 
-	r->d->ops_inflight--;
-	r->sb->running--;
-	dsecd_sb_touch(r->d, r->sb);
-	if (rc < 0)
-		return reply_err(r, cut_err(r->d, rc, err, &e));
-	if (reply_if_lost(r))
+	if (cmd_end(r, rc, err))
 		return;
 	dsec_pk_init(&p);
-	pack_exec_res(&p, &r->sres.exec, 3);
+	dsec_pk_reply_begin(&p);
+	pack_exec_res(&p, &r->sres.exec);
 	dsec_pk_kv_str(&p, "cwd", r->sres.cwd ? r->sres.cwd : "");
 	dsec_pk_kv_bool(&p, "reset", r->sres.reset);
 	dsec_pk_kv_bool(&p, "ended", r->sres.ended);
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 void op_session_exec(struct dsecd_req *r)

@@ -15,6 +15,13 @@
 #include "proto.h"
 #include "snap.h"
 
+void req_file_free(struct dsecd_req *r)
+{
+	free(r->path);
+	dsec_buf_free(&r->data);
+	dsec_file_res_free(&r->fres);
+}
+
 static void file_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
@@ -24,28 +31,23 @@ static void file_done(void *arg, int rc, const struct dsec_err *err)
 	if (rc < 0)
 		return reply_err(r, err);
 	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
 	if (r->op == DSEC_OP_FILE_READ) {
-		dsec_pk_reply_ok(&p, 2);
 		dsec_pk_kv_bin(&p, "data", r->data.data, r->data.len);
 		dsec_pk_kv_u64(&p, "size", r->data.len);
-	} else {
-		dsec_pk_reply_ok(&p, 0);
 	}
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
-/* Sandbox and 'path', which every file op needs. */
+/* 'path', which every file op needs. */
 static int get_file_target(struct dsecd_req *r, struct dsec_err *err)
 {
 	int rc;
 
-	if (get_sandbox(r, err) < 0)
-		return -EINVAL;
-	free(r->path);	/* parsed before, when the request runs again after a resume */
-	r->path = NULL;
 	if ((rc = dsec_get_str(r->msg.root, "path", &r->path, err)) == -ENOENT)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'path'",
-				     dsec_ops[r->op].name);
+				     dsecd_ops[r->op].name);
 	return rc;
 }
 
@@ -55,7 +57,7 @@ static int get_mode(const msgpack_object *m, uint32_t *out, struct dsec_err *err
 	uint64_t mode = 0;
 	int rc;
 
-	if ((rc = dsec_get_u64(m, "mode", &mode, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_u64_opt(m, "mode", &mode, err)) < 0)
 		return rc;
 	if (mode > 07777)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "mode %llo is not a file mode",
@@ -100,13 +102,11 @@ void op_file(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (get_file_target(r, &err) < 0)
 		return reply_err(r, &err);
-	if (!need_running(r))
-		return;
 	ops = r->sb->be->ops;
 	if (r->op == DSEC_OP_FILE_READ) {
 		uint64_t off = 0, len = 0, max = d->conf.max_frame - REPLY_SLACK;
-		if (((rc = dsec_get_u64(m, "offset", &off, &err)) < 0 && rc != -ENOENT) ||
-		    ((rc = dsec_get_u64(m, "length", &len, &err)) < 0 && rc != -ENOENT))
+		if ((rc = dsec_get_u64_opt(m, "offset", &off, &err)) < 0 ||
+		    (rc = dsec_get_u64_opt(m, "length", &len, &err)) < 0)
 			return reply_err(r, &err);
 		if (len > max) {
 			dsec_err_setc(&err, DSEC_E_TOO_LARGE, E2BIG,
@@ -147,9 +147,9 @@ void op_file(struct dsecd_req *r)
 	d->ops_inflight++;
 }
 
+/* A file's entries, into the map open in p. */
 static void pack_info(struct dsec_pk *p, const struct dsec_file_info *i)
 {
-	msgpack_pack_map(&p->pk, 8);
 	dsec_pk_kv_str(p, "name", i->name);
 	dsec_pk_kv_str(p, "type", dsec_file_type_name(i->type));
 	dsec_pk_kv_u64(p, "mode", i->mode);
@@ -171,40 +171,38 @@ static void fs_done(void *arg, int rc, const struct dsec_err *err)
 	if (rc < 0)
 		return reply_err(r, err);
 	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
 	switch (r->freq.op) {
 	case DSEC_FILE_STAT:
-		msgpack_pack_map(&p.pk, 2);
-		dsec_pk_kv_bool(&p, "ok", true);
-		dsec_pk_str(&p, "result");
 		pack_info(&p, &res->info);
 		break;
 	case DSEC_FILE_LIST:
-		dsec_pk_reply_ok(&p, 2);
 		dsec_pk_str(&p, "entries");
-		msgpack_pack_array(&p.pk, res->nentries);
-		for (size_t i = 0; i < res->nentries; i++)
+		dsec_pk_array_begin(&p);
+		for (size_t i = 0; i < res->nentries; i++) {
+			dsec_pk_map_begin(&p);
 			pack_info(&p, &res->entries[i]);
+			dsec_pk_end(&p);
+		}
+		dsec_pk_end(&p);
 		dsec_pk_kv_bool(&p, "truncated", res->truncated);
 		break;
 	case DSEC_FILE_REMOVE:
-		dsec_pk_reply_ok(&p, 1);
 		dsec_pk_kv_u64(&p, "removed", res->count);
 		break;
 	case DSEC_FILE_UPLOAD:
-		dsec_pk_reply_ok(&p, 1);
 		dsec_pk_kv_u64(&p, "entries", res->count);
 		break;
 	case DSEC_FILE_DOWNLOAD:
-		dsec_pk_reply_ok(&p, 3);
 		dsec_pk_kv_bin(&p, "data", res->data.data, res->data.len);
 		dsec_pk_kv_u64(&p, "size", res->data.len);
 		dsec_pk_kv_u64(&p, "entries", res->count);
 		break;
 	default:
-		dsec_pk_reply_ok(&p, 0);
 		break;
 	}
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 /* Optional 'format' of upload and download: "tar" (default) or "tar.zst". */
@@ -238,8 +236,6 @@ void op_fs(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (get_file_target(r, &err) < 0)
 		return reply_err(r, &err);
-	if (!need_running(r))
-		return;
 	q->path = r->path;
 	q->uid = q->gid = DSEC_OWNER_DEFAULT;
 	q->max_bytes = d->conf.max_frame - REPLY_SLACK;
@@ -249,9 +245,8 @@ void op_fs(struct dsecd_req *r)
 		break;
 	case DSEC_OP_FILE_LIST:
 		q->op = DSEC_FILE_LIST;
-		if ((rc = dsec_get_u64(m, "limit", &limit, &err)) < 0 && rc != -ENOENT)
+		if ((rc = dsec_get_u64_opt(m, "limit", &limit, &err)) < 0)
 			break;
-		rc = 0;
 		if (limit > DSEC_LIST_MAX)
 			rc = dsec_err_setc(&err, DSEC_E_INVALID, EINVAL,
 					   "limit %llu is over %d entries", (unsigned long long)limit,
@@ -260,15 +255,12 @@ void op_fs(struct dsecd_req *r)
 		break;
 	case DSEC_OP_FILE_MKDIR:
 		q->op = DSEC_FILE_MKDIR;
-		if ((rc = get_mode(m, &q->mode, &err)) < 0 || (rc = get_owner(m, q, &err)) < 0 ||
-		    ((rc = dsec_get_bool(m, "parents", &q->parents, &err)) < 0 && rc != -ENOENT))
-			break;
-		rc = 0;
+		if ((rc = get_mode(m, &q->mode, &err)) == 0 && (rc = get_owner(m, q, &err)) == 0)
+			rc = dsec_get_bool_opt(m, "parents", &q->parents, &err);
 		break;
 	case DSEC_OP_FILE_REMOVE:
 		q->op = DSEC_FILE_REMOVE;
-		if ((rc = dsec_get_bool(m, "recursive", &q->recursive, &err)) == -ENOENT)
-			rc = 0;
+		rc = dsec_get_bool_opt(m, "recursive", &q->recursive, &err);
 		break;
 	case DSEC_OP_FILE_UPLOAD:
 		q->op = DSEC_FILE_UPLOAD;

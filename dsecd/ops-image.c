@@ -35,8 +35,10 @@ struct dsecd_snap {
 	double copy_s;			/* seconds of the copy (the sandbox frozen) */
 };
 
-void snap_free(struct dsecd_snap *s)
+void req_snap_free(struct dsecd_req *r)
 {
+	struct dsecd_snap *s = r->snap;
+
 	if (!s)
 		return;
 	free(s->tag);
@@ -106,7 +108,7 @@ static void snap_commit_done(void *arg)
 		 (unsigned long long)s->st.whiteouts, (unsigned long long)s->st.bytes,
 		 (unsigned long long)s->st.size, s->copy_s, s->res.seconds);
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 9);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_str(&p, "image", s->res.digest);
 	dsec_pk_kv_str(&p, "tag", s->tag);
 	dsec_pk_kv_str(&p, "parent", s->parent);
@@ -116,7 +118,8 @@ static void snap_commit_done(void *arg)
 	dsec_pk_kv_u64(&p, "whiteouts", s->st.whiteouts);
 	dsec_pk_kv_double(&p, "frozen", s->copy_s);
 	dsec_pk_kv_double(&p, "duration", (double)(dsec_now_ns() - r->t0) / 1e9);
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 /* The backend let the sandbox go: import the copy (or remove what is left). */
@@ -145,8 +148,6 @@ void op_snapshot(struct dsecd_req *r)
 	int rc;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
-		return reply_err(r, &err);
 	/* After a pause or resume in flight; a paused sandbox stays paused. */
 	if (r->sb->switching)
 		return gate_add(r->sb, r);
@@ -195,6 +196,13 @@ void op_snapshot(struct dsecd_req *r)
  * each other cannot loop, and the serve pool is not the one whose threads
  * may be waiting for that node) and its stored bytes go back as they are. */
 
+void req_chunk_free(struct dsecd_req *r)
+{
+	free(r->okind);
+	free(r->odigest);
+	dsec_buf_free(&r->data);
+}
+
 static void chunk_get_work(void *arg)
 {
 	struct dsecd_req *r = arg;
@@ -213,9 +221,10 @@ static void chunk_get_done(void *arg)
 		return reply_err(r, &r->oerr);
 	}
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 1);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_bin(&p, "data", r->data.data, r->data.len);
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 void op_chunk_get(struct dsecd_req *r)

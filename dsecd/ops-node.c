@@ -15,24 +15,21 @@
 #include "proto.h"
 #include "snap.h"
 
-static void count_session(void *arg, const struct dsec_session_info *i)
-{
-	(*(size_t *)arg)++;
-}
-
 static void pack_session(void *arg, const struct dsec_session_info *i)
 {
 	struct dsec_pk *p = arg;
 
-	msgpack_pack_map(&p->pk, 5);
+	dsec_pk_map_begin(p);
 	dsec_pk_kv_str(p, "name", i->name);
 	dsec_pk_kv_str(p, "shell", i->shell);
 	dsec_pk_kv_str(p, "cwd", i->cwd);
 	dsec_pk_kv_bool(p, "running", i->running);
 	dsec_pk_kv_u64(p, "commands", i->commands);
+	dsec_pk_end(p);
 }
 
-/* A sandbox's map; with_sessions adds "sessions" (info on one sandbox). */
+/* A sandbox's entries, into the map open in p; with_sessions adds
+ * "sessions" (info on one sandbox). */
 static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb,
 			 bool with_sessions)
 {
@@ -40,16 +37,12 @@ static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_
 	void (*list)(void *, void (*)(void *, const struct dsec_session_info *), void *) =
 		sb->handle && sb->state == SB_READY ? sb->be->ops->session_list : NULL;
 
-	msgpack_pack_map(&p->pk, 12 + with_sessions);
 	if (with_sessions) {
-		size_t n = 0;
-
-		if (list)
-			list(sb->handle, count_session, &n);
 		dsec_pk_str(p, "sessions");
-		msgpack_pack_array(&p->pk, n);
+		dsec_pk_array_begin(p);
 		if (list)
 			list(sb->handle, pack_session, p);
+		dsec_pk_end(p);
 	}
 	dsec_pk_kv_str(p, "id", sb->id);
 	dsec_pk_kv_str(p, "backend", sb->be->name);
@@ -71,12 +64,13 @@ void op_ping(struct dsecd_req *r)
 	struct dsec_pk p;
 
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 4);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_bool(&p, "pong", true);
 	dsec_pk_kv_str(&p, "node", r->d->conf.node);
 	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
 	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 struct paused_count {
@@ -100,23 +94,26 @@ static void pack_images(struct dsecd *d, struct dsec_pk *p)
 
 	dsec_pk_str(p, "images");
 	if (!d->images) {
-		msgpack_pack_nil(&p->pk);
+		dsec_pk_nil(p);
 		return;
 	}
 	fs3_get_stats(d->images, &st);
-	msgpack_pack_map(&p->pk, 5);
+	dsec_pk_map_begin(p);
 	dsec_pk_kv_u64(p, "fetched_objects", st.src_objects);
 	dsec_pk_kv_u64(p, "fetched_bytes", st.src_bytes);
 	dsec_pk_kv_u64(p, "served_objects", st.served_objects);
 	dsec_pk_kv_u64(p, "served_bytes", st.served_bytes);
 	dsec_pk_str(p, "sources");
-	msgpack_pack_array(&p->pk, st.nsrc);
+	dsec_pk_array_begin(p);
 	for (size_t i = 0; i < st.nsrc; i++) {
-		msgpack_pack_map(&p->pk, 3);
+		dsec_pk_map_begin(p);
 		dsec_pk_kv_str(p, "name", st.src[i].name);
 		dsec_pk_kv_u64(p, "objects", st.src[i].objects);
 		dsec_pk_kv_u64(p, "bytes", st.src[i].bytes);
+		dsec_pk_end(p);
 	}
+	dsec_pk_end(p);
+	dsec_pk_end(p);
 }
 
 void op_info(struct dsecd_req *r)
@@ -124,7 +121,6 @@ void op_info(struct dsecd_req *r)
 	struct dsecd *d = r->d;
 	struct dsec_err err;
 	struct dsec_pk p;
-	size_t nb = 0;
 
 	dsec_err_clear(&err);
 	if (dsec_has(r->msg.root, "id")) {
@@ -143,16 +139,13 @@ void op_info(struct dsecd_req *r)
 			r->sb = sb;
 		}
 		dsec_pk_init(&p);
-		msgpack_pack_map(&p.pk, 2);
-		dsec_pk_kv_bool(&p, "ok", true);
-		dsec_pk_str(&p, "result");
+		dsec_pk_reply_begin(&p);
 		pack_sandbox(d, &p, r->sb, true);
-		return send_pk(r, &p);
+		dsec_pk_end(&p);
+		return req_complete(r, &p);
 	}
-	for (struct dsecd_backend *b = d->backends; b; b = b->next)
-		nb++;
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 13);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
 	dsec_pk_kv_str(&p, "node", d->conf.node);
 	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
@@ -171,14 +164,14 @@ void op_info(struct dsecd_req *r)
 	dsecd_warm_pack(d, &p);
 	pack_images(d, &p);
 	dsec_pk_str(&p, "backends");
-	msgpack_pack_array(&p.pk, nb);
+	dsec_pk_array_begin(&p);
 	for (struct dsecd_backend *b = d->backends; b; b = b->next) {
 		struct paused_count pc = { b, 0 };
 		struct dsec_be_stats st;
 		memset(&st, 0, sizeof(st));
 		b->ops->stats(b->be, &st);
 		dsecd_sb_foreach(d, count_paused, &pc);
-		msgpack_pack_map(&p.pk, 9);
+		dsec_pk_map_begin(&p);
 		dsec_pk_kv_str(&p, "name", b->name);
 		dsec_pk_kv_str(&p, "description", b->ops->description ? b->ops->description : "");
 		dsec_pk_kv_u64(&p, "sandboxes", b->sandboxes);
@@ -188,31 +181,32 @@ void op_info(struct dsecd_req *r)
 		dsec_pk_kv_u64(&p, "pool_ready", st.pool_ready);
 		dsec_pk_kv_u64(&p, "pool_target", st.pool_target);
 		dsec_pk_kv_u64(&p, "calls", st.calls);
+		dsec_pk_end(&p);
 	}
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 static void list_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 {
-	if (!sb->pooled)
-		pack_sandbox(d, arg, sb, false);
-}
-
-static void count_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
-{
-	*(size_t *)arg += !sb->pooled;
+	if (sb->pooled)
+		return;
+	dsec_pk_map_begin(arg);
+	pack_sandbox(d, arg, sb, false);
+	dsec_pk_end(arg);
 }
 
 void op_list(struct dsecd_req *r)
 {
 	struct dsec_pk p;
-	size_t n = 0;
 
-	dsecd_sb_foreach(r->d, count_one, &n);
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 1);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_str(&p, "sandboxes");
-	msgpack_pack_array(&p.pk, n);
+	dsec_pk_array_begin(&p);
 	dsecd_sb_foreach(r->d, list_one, &p);
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }

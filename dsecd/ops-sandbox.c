@@ -35,21 +35,21 @@ int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 	_cleanup_free_ char *backend = NULL;
 	int rc;
 
-	if ((rc = dsec_get_str(m, "backend", &backend, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_str_opt(m, "backend", &backend, err)) < 0)
 		return rc;
 	r->be = dsecd_backend_find(d, backend ? backend : d->conf.default_backend);
 	if (!r->be)
 		return dsec_err_setc(err, DSEC_E_NO_BACKEND, ENOENT,
 				     "backend '%s' is not loaded on node '%s'",
 				     backend ? backend : d->conf.default_backend, d->conf.node);
-	if (((rc = dsec_get_str(m, "image", &r->image, err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_str(m, "runtime", &r->runtime, err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_env(m, "env", &r->cenv, err)) < 0 && rc != -ENOENT))
+	if ((rc = dsec_get_str_opt(m, "image", &r->image, err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "runtime", &r->runtime, err)) < 0 ||
+	    (rc = dsec_get_env_opt(m, "env", &r->cenv, err)) < 0)
 		return rc;
 	if (r->op == DSEC_OP_CREATE &&
-	    (rc = dsec_get_str(m, "cwd", &r->ccwd, err)) < 0 && rc != -ENOENT)
+	    (rc = dsec_get_str_opt(m, "cwd", &r->ccwd, err)) < 0)
 		return rc;
-	if ((rc = dsec_get_strv(m, "layers", &r->layers, err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_strv_opt(m, "layers", &r->layers, err)) < 0)
 		return rc;
 	if (r->layers && !r->layers[0]) {
 		dsec_strv_free(r->layers);	/* [] = none */
@@ -70,10 +70,10 @@ int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 					     "layers", dsec_strv_len((const char *const *)r->layers),
 					     FS3_STACK_MAX);
 	}
-	if (((rc = dsec_get_str(m, "network", &r->network, err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_strv(m, "allow", &r->allow, err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_str(m, "dns", &r->dns, err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_strv(m, "seccomp_deny", &r->deny, err)) < 0 && rc != -ENOENT))
+	if ((rc = dsec_get_str_opt(m, "network", &r->network, err)) < 0 ||
+	    (rc = dsec_get_strv_opt(m, "allow", &r->allow, err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "dns", &r->dns, err)) < 0 ||
+	    (rc = dsec_get_strv_opt(m, "seccomp_deny", &r->deny, err)) < 0)
 		return rc;
 	if (r->deny && dsec_strv_len((const char *const *)r->deny) > DSECD_MAX_DENY)
 		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
@@ -85,29 +85,29 @@ int parse_spec(struct dsecd_req *r, struct dsec_err *err)
 			return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
 					     "field 'limits' must be a map");
 		struct dsec_be_limits *l = &r->spec.limits;
-		if ((rc = dsec_get_double(lim, "cpus", &l->cpus, err)) < 0 && rc != -ENOENT)
+		if ((rc = dsec_get_double_opt(lim, "cpus", &l->cpus, err)) < 0)
 			return rc;
 		if (l->cpus < 0 || l->cpus > 4096)
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 					     "limits.cpus must be between 0 and 4096");
-		if ((rc = dsec_get_u64(lim, "memory", &l->memory, err)) < 0 && rc != -ENOENT)
+		if ((rc = dsec_get_u64_opt(lim, "memory", &l->memory, err)) < 0)
 			return rc;
-		if ((rc = dsec_get_u64(lim, "disk", &l->disk, err)) < 0 && rc != -ENOENT)
+		if ((rc = dsec_get_u64_opt(lim, "disk", &l->disk, err)) < 0)
 			return rc;
 		v = 0;
-		if ((rc = dsec_get_u64(lim, "pids", &v, err)) < 0 && rc != -ENOENT)
+		if ((rc = dsec_get_u64_opt(lim, "pids", &v, err)) < 0)
 			return rc;
 		if (v > UINT32_MAX)
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "limits.pids is too large");
 		l->pids = (uint32_t)v;
 		v = 0;
-		if ((rc = dsec_get_u64(lim, "nofile", &v, err)) < 0 && rc != -ENOENT)
+		if ((rc = dsec_get_u64_opt(lim, "nofile", &v, err)) < 0)
 			return rc;
 		if (v > UINT32_MAX)
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "limits.nofile is too large");
 		l->nofile = (uint32_t)v;
 		v = 0;
-		if ((rc = dsec_get_u64(lim, "cpu_weight", &v, err)) < 0 && rc != -ENOENT)
+		if ((rc = dsec_get_u64_opt(lim, "cpu_weight", &v, err)) < 0)
 			return rc;
 		if (v > 10000)
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
@@ -198,7 +198,7 @@ static int start_switch(struct dsecd_req *r, bool pause, struct dsec_err *err)
 	return 0;
 }
 
-/* For exec and the file operations, after get_sandbox: true when r can go
+/* For the ops that need a running sandbox, after get_sandbox: true when r can go
  * on now; false when it waits for a pause or resume (started here for a
  * paused sandbox) and will run again, or has been answered. */
 bool need_running(struct dsecd_req *r)
@@ -212,7 +212,7 @@ bool need_running(struct dsecd_req *r)
 	}
 	if (!sb->paused)
 		return true;
-	log_debug("sandbox %s: resuming for %s", sb->id, dsec_ops[r->op].name);
+	log_debug("sandbox %s: resuming for %s", sb->id, dsecd_ops[r->op].name);
 	dsec_err_clear(&err);
 	if (start_switch(r, false, &err) < 0)
 		reply_err(r, &err);
@@ -226,8 +226,6 @@ void op_switch(struct dsecd_req *r)
 	struct dsec_pk p;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
-		return reply_err(r, &err);
 	if (r->sb->switching)
 		return gate_add(r->sb, r);
 	if (r->sb->paused != pause) {
@@ -237,10 +235,11 @@ void op_switch(struct dsecd_req *r)
 	}
 	/* There already (also the second time round, after the switch). */
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 2);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_str(&p, "id", r->sb->id);
 	dsec_pk_kv_str(&p, "state", pause ? "paused" : "running");
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 static int be_create(struct dsecd_req *r, struct dsec_err *err)
@@ -296,13 +295,26 @@ int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err
 	return be_create(r, err);
 }
 
+/* create's reply: {id, node, backend}. */
+static void reply_created(struct dsecd_req *r, const struct dsecd_sb *sb)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "id", sb->id);
+	dsec_pk_kv_str(&p, "node", r->d->conf.node);
+	dsec_pk_kv_str(&p, "backend", r->be->name);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
 static void create_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
 	struct dsecd *d = r->d;
 	struct dsecd_sb *sb = r->sb;
 	struct dsec_err e;
-	struct dsec_pk p;
 
 	d->ops_inflight--;
 	if (rc < 0) {
@@ -320,12 +332,7 @@ static void create_done(void *arg, int rc, const struct dsec_err *err)
 	}
 	dsecd_sb_ready(d, sb);
 	log_debug("sandbox %s ready", sb->id);
-	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 3);
-	dsec_pk_kv_str(&p, "id", sb->id);
-	dsec_pk_kv_str(&p, "node", d->conf.node);
-	dsec_pk_kv_str(&p, "backend", r->be->name);
-	send_pk(r, &p);
+	reply_created(r, sb);
 }
 
 void op_create(struct dsecd_req *r)
@@ -338,8 +345,8 @@ void op_create(struct dsecd_req *r)
 
 	dsec_err_clear(&err);
 	if (parse_spec(r, &err) < 0 ||
-	    ((rc = dsec_get_seconds(m, "ttl", &ttl, &err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_seconds(m, "idle_ttl", &idle, &err)) < 0 && rc != -ENOENT))
+	    (rc = dsec_get_seconds_opt(m, "ttl", &ttl, &err)) < 0 ||
+	    (rc = dsec_get_seconds_opt(m, "idle_ttl", &idle, &err)) < 0)
 		return reply_err(r, &err);
 	if (ttl <= 0)
 		ttl = d->conf.ttl;
@@ -357,8 +364,6 @@ void op_create(struct dsecd_req *r)
 	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk || r->spec.cpu_weight) &&
 	    !r->network && !r->allow && !r->dns && !r->deny && !r->layers &&
 	    (sb = dsecd_warm_take(d, r->be, r->image))) {
-		struct dsec_pk p;
-
 		sb->ttl = ttl;
 		sb->idle_ttl = idle;
 		sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
@@ -370,12 +375,7 @@ void op_create(struct dsecd_req *r)
 		dsecd_sb_ready(d, sb);
 		dsecd_sb_touch(d, sb);
 		log_debug("sandbox %s handed over from a warm pool", sb->id);
-		dsec_pk_init(&p);
-		dsec_pk_reply_ok(&p, 3);
-		dsec_pk_kv_str(&p, "id", sb->id);
-		dsec_pk_kv_str(&p, "node", d->conf.node);
-		dsec_pk_kv_str(&p, "backend", r->be->name);
-		return send_pk(r, &p);
+		return reply_created(r, sb);
 	}
 	if (check_capacity(d, &err) < 0)
 		return reply_err(r, &err);
@@ -397,16 +397,13 @@ void op_create(struct dsecd_req *r)
 static void net_allow_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
-	struct dsec_pk p;
 
 	r->d->ops_inflight--;
 	if (r->sb)
 		dsecd_sb_touch(r->d, r->sb);
 	if (rc < 0)
 		return reply_err(r, err);
-	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 0);
-	send_pk(r, &p);
+	reply_empty(r);
 }
 
 /* Replace a running sandbox's network allowlist. */
@@ -417,8 +414,6 @@ void op_net_allow(struct dsecd_req *r)
 	int rc;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
-		return reply_err(r, &err);
 	if ((rc = dsec_get_strv(r->msg.root, "allow", &r->allow, &err)) < 0) {
 		if (rc == -ENOENT)
 			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
@@ -439,19 +434,10 @@ void op_net_allow(struct dsecd_req *r)
 
 void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r)
 {
-	struct dsec_pk p;
-
-	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 0);
-	send_pk(r, &p);
+	reply_empty(r);
 }
 
 void op_destroy(struct dsecd_req *r)
 {
-	struct dsec_err err;
-
-	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
-		return reply_err(r, &err);
 	dsecd_sb_destroy(r->d, r->sb, "destroy requested", r);
 }

@@ -1,10 +1,14 @@
-/* ops.c - requests: parsing, dispatch, replies.
+/* ops.c - requests: parsing, the op table, routing, dispatch, replies.
  *
- * A request is parsed strictly, checked for version and op, then handed to
- * its handler.  Handlers start backend work and return; the backend's done
- * callback packs the reply.  Every request ends in exactly one reply, ok or
- * error, through reply_ok()/reply_err(), which also free it.  The handlers
- * are in the ops-*.c files, one per family of ops, and stream.c.
+ * A request is parsed strictly, checked for version and op, routed by its
+ * op's row (route(): where the cluster's forwarding plugs in), checked
+ * against the row's rules (a sandbox named, running, the node not shutting
+ * down), then handed to its handler.  Handlers start backend work and
+ * return; the backend's done callback packs the reply.  Every request ends
+ * in exactly one reply, ok or error, through req_complete() (reply_err()
+ * packs an error and calls it), which frees it.
+ * The handlers are in the ops-*.c files, one per family of ops, and
+ * stream.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,43 +30,18 @@ static void req_free(struct dsecd_req *r)
 {
 	if (r->sb)
 		dsecd_sb_unref(r->d, r->sb);
+	if (dsecd_ops[r->op].free)
+		dsecd_ops[r->op].free(r);
 	dsec_msg_free(&r->msg);
-	dsec_strv_free(r->argv);
-	free(r->code);
-	dsec_strv_free(r->env);
-	free(r->cwd);
-	dsec_exec_res_free(&r->eres);
-	free(r->image);
-	free(r->runtime);
-	free(r->ccwd);
-	dsec_strv_free(r->cenv);
-	dsec_strv_free(r->layers);
-	free(r->network);
-	free(r->dns);
-	dsec_strv_free(r->allow);
-	dsec_strv_free(r->deny);
-	dsec_strv_free(r->ienv);
-	free(r->call_id);
-	free(r->path);
-	dsec_buf_free(&r->data);
-	dsec_file_res_free(&r->fres);
-	free(r->session);
-	free(r->shell);
-	free(r->sname);
-	dsec_exec_res_free(&r->sres.exec);
-	free(r->sres.cwd);
-	snap_free(r->snap);
-	free(r->okind);
-	free(r->odigest);
 	free(r);
 }
 
-void send_pk(struct dsecd_req *r, struct dsec_pk *p)
+void req_complete(struct dsecd_req *r, struct dsec_pk *p)
 {
 	size_t len;
 	void *data = dsec_pk_detach(p, &len);
 
-	log_debug("op %s done in %.3f ms", dsec_ops[r->op].name,
+	log_debug("op %s done in %.3f ms", dsecd_ops[r->op].name,
 		  (double)(dsec_now_ns() - r->t0) / 1e6);
 	dsecd_server_reply(r->d->server, r->conn, data, len);
 	req_free(r);
@@ -80,7 +59,17 @@ void reply_err(struct dsecd_req *r, const struct dsec_err *err)
 	}
 	dsec_pk_init(&p);
 	dsec_pk_reply_err(&p, err);
-	send_pk(r, &p);
+	req_complete(r, &p);
+}
+
+void reply_empty(struct dsecd_req *r)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 /* A command's result from a sandbox lost meanwhile is not the command's:
@@ -105,12 +94,12 @@ int get_sandbox(struct dsecd_req *r, struct dsec_err *err)
 
 	if (rc == -ENOENT)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'id'",
-				     dsec_ops[r->op].name);
+				     dsecd_ops[r->op].name);
 	if (rc < 0)
 		return rc;
 	if (!(sb = dsecd_sb_find(r->d, id, err)))
 		return -ENOENT;
-	if (sb->state == SB_FAILED && r->op != DSEC_OP_DESTROY)
+	if (sb->state == SB_FAILED && !(dsecd_ops[r->op].flags & DSECD_OP_LOST_OK))
 		return dsecd_sb_lost_err(sb, err);
 	if (sb->state != SB_READY && sb->state != SB_FAILED)
 		return dsec_err_setc(err, DSEC_E_INVALID, EBUSY, "sandbox '%s' is still being created",
@@ -124,41 +113,148 @@ int get_sandbox(struct dsecd_req *r, struct dsec_err *err)
 int unsupported(struct dsecd_req *r, struct dsec_err *err)
 {
 	return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' cannot %s",
-			     r->sb->be->name, dsec_ops[r->op].summary);
+			     r->sb->be->name, dsecd_ops[r->op].summary);
 }
 
-typedef void (*op_fn)(struct dsecd_req *r);
+#define LOCAL DSECD_ROUTE_LOCAL
+#define OWNER DSECD_ROUTE_OWNER
+#define PLACE DSECD_ROUTE_PLACE
+#define QUICK DSECD_OP_QUICK
+#define ID DSECD_OP_NEEDS_ID
+#define RUNNING DSECD_OP_NEEDS_RUNNING
+#define SHUTDOWN_OK DSECD_OP_SHUTDOWN_OK
+#define LOST_OK DSECD_OP_LOST_OK
 
-static const op_fn handlers[DSEC_OP__COUNT] = {
-	[DSEC_OP_PING] = op_ping,
-	[DSEC_OP_INFO] = op_info,
-	[DSEC_OP_LIST] = op_list,
-	[DSEC_OP_CREATE] = op_create,
-	[DSEC_OP_EXEC] = op_exec,
-	[DSEC_OP_CALL] = op_call,
-	[DSEC_OP_FILE_READ] = op_file,
-	[DSEC_OP_FILE_WRITE] = op_file,
-	[DSEC_OP_DESTROY] = op_destroy,
-	[DSEC_OP_NET_ALLOW] = op_net_allow,
-	[DSEC_OP_PAUSE] = op_switch,
-	[DSEC_OP_RESUME] = op_switch,
-	[DSEC_OP_FILE_STAT] = op_fs,
-	[DSEC_OP_FILE_LIST] = op_fs,
-	[DSEC_OP_FILE_MKDIR] = op_fs,
-	[DSEC_OP_FILE_REMOVE] = op_fs,
-	[DSEC_OP_FILE_UPLOAD] = op_fs,
-	[DSEC_OP_FILE_DOWNLOAD] = op_fs,
-	[DSEC_OP_SESSION_OPEN] = op_session_open,
-	[DSEC_OP_SESSION_EXEC] = op_session_exec,
-	[DSEC_OP_SESSION_CLOSE] = op_session_close,
-	[DSEC_OP_SNAPSHOT] = op_snapshot,
-	[DSEC_OP_CHUNK_GET] = op_chunk_get,
-	[DSEC_OP_EXEC_START] = op_exec_start,
-	[DSEC_OP_EXEC_READ] = op_exec_read,
-	[DSEC_OP_EXEC_WRITE] = op_exec_write,
-	[DSEC_OP_EXEC_SIGNAL] = op_exec_ctl,
-	[DSEC_OP_EXEC_RESIZE] = op_exec_ctl,
+/* The op table: one row per op, the columns in struct dsecd_op (ops.h).
+ * Adding an op is adding a row here and writing its handler. */
+const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
+	[DSEC_OP_PING] = { .name = "ping", .run = op_ping,
+			   .route = LOCAL, .flags = QUICK | SHUTDOWN_OK,
+			   .summary = "check the daemon answers" },
+	[DSEC_OP_INFO] = { .name = "info", .run = op_info,
+			   .route = OWNER, .flags = QUICK | SHUTDOWN_OK,
+			   .summary = "node or sandbox information" },
+	[DSEC_OP_LIST] = { .name = "list", .run = op_list,
+			   .route = LOCAL, .flags = QUICK | SHUTDOWN_OK,
+			   .summary = "list sandboxes" },
+	[DSEC_OP_CREATE] = { .name = "create", .run = op_create,
+			     .free = req_run_free, .route = PLACE, .flags = 0,
+			     .summary = "create a sandbox" },
+	[DSEC_OP_EXEC] = { .name = "exec", .run = op_exec,
+			   .free = req_run_free, .route = OWNER, .flags = ID | RUNNING,
+			   .summary = "run a command in a sandbox" },
+	[DSEC_OP_CALL] = { .name = "call", .run = op_call,
+			   .free = req_run_free, .route = PLACE, .flags = 0,
+			   .summary = "run a command in a fresh one-shot sandbox" },
+	[DSEC_OP_FILE_READ] = { .name = "file_read", .run = op_file,
+				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				.summary = "read a file in a sandbox" },
+	[DSEC_OP_FILE_WRITE] = { .name = "file_write", .run = op_file,
+				 .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				 .summary = "write a file in a sandbox" },
+	[DSEC_OP_DESTROY] = { .name = "destroy", .run = op_destroy,
+			      .route = OWNER, .flags = ID | LOST_OK,
+			      .summary = "destroy a sandbox" },
+	[DSEC_OP_NET_ALLOW] = { .name = "net_allow", .run = op_net_allow,
+				.free = req_run_free, .route = OWNER, .flags = ID,
+				.summary = "change what a sandbox's network may reach" },
+	[DSEC_OP_PAUSE] = { .name = "pause", .run = op_switch,
+			    .route = OWNER, .flags = ID,
+			    .summary = "pause a sandbox" },
+	[DSEC_OP_RESUME] = { .name = "resume", .run = op_switch,
+			     .route = OWNER, .flags = ID,
+			     .summary = "resume a paused sandbox" },
+	[DSEC_OP_FILE_STAT] = { .name = "file_stat", .run = op_fs,
+				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				.summary = "describe a file in a sandbox" },
+	[DSEC_OP_FILE_LIST] = { .name = "file_list", .run = op_fs,
+				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				.summary = "list a directory in a sandbox" },
+	[DSEC_OP_FILE_MKDIR] = { .name = "file_mkdir", .run = op_fs,
+				 .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				 .summary = "make a directory in a sandbox" },
+	[DSEC_OP_FILE_REMOVE] = { .name = "file_remove", .run = op_fs,
+				  .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				  .summary = "remove a file in a sandbox" },
+	[DSEC_OP_FILE_UPLOAD] = { .name = "file_upload", .run = op_fs,
+				  .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				  .summary = "unpack a tar archive in a sandbox" },
+	[DSEC_OP_FILE_DOWNLOAD] = { .name = "file_download", .run = op_fs,
+				    .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				    .summary = "pack a tree of a sandbox as a tar archive" },
+	[DSEC_OP_SESSION_OPEN] = { .name = "session_open", .run = op_session_open,
+				   .free = req_session_free, .route = OWNER, .flags = ID | RUNNING,
+				   .summary = "open a persistent shell session in a sandbox" },
+	[DSEC_OP_SESSION_EXEC] = { .name = "session_exec", .run = op_session_exec,
+				   .free = req_session_free, .route = OWNER, .flags = ID | RUNNING,
+				   .summary = "run a command in a shell session" },
+	[DSEC_OP_SESSION_CLOSE] = { .name = "session_close", .run = op_session_close,
+				    .free = req_session_free, .route = OWNER, .flags = ID | RUNNING,
+				    .summary = "close a shell session" },
+	[DSEC_OP_SNAPSHOT] = { .name = "snapshot", .run = op_snapshot,
+			       .free = req_snap_free, .route = OWNER, .flags = ID,
+			       .summary = "save a sandbox's files as a new image" },
+	[DSEC_OP_CHUNK_GET] = { .name = "chunk_get", .run = op_chunk_get,
+				.free = req_chunk_free, .route = LOCAL, .flags = 0,
+				.summary = "an fs3 object this node holds verified (node to node)" },
+	[DSEC_OP_EXEC_START] = { .name = "exec_start", .run = op_exec_start,
+				 .free = req_run_free, .route = OWNER, .flags = ID | RUNNING,
+				 .summary = "start a command whose output is read as it comes" },
+	[DSEC_OP_EXEC_READ] = { .name = "exec_read", .run = op_exec_read,
+				.route = OWNER, .flags = ID,
+				.summary = "read a started command's output and status" },
+	[DSEC_OP_EXEC_WRITE] = { .name = "exec_write", .run = op_exec_write,
+				 .route = OWNER, .flags = ID | QUICK,
+				 .summary = "write to a started command's stdin" },
+	[DSEC_OP_EXEC_SIGNAL] = { .name = "exec_signal", .run = op_exec_ctl,
+				  .route = OWNER, .flags = ID | QUICK,
+				  .summary = "send a signal to a started command" },
+	[DSEC_OP_EXEC_RESIZE] = { .name = "exec_resize", .run = op_exec_ctl,
+				  .route = OWNER, .flags = ID | QUICK,
+				  .summary = "resize a started command's terminal" },
 };
+
+#undef LOCAL
+#undef OWNER
+#undef PLACE
+#undef QUICK
+#undef ID
+#undef RUNNING
+#undef SHUTDOWN_OK
+#undef LOST_OK
+
+const struct dsecd_op *dsecd_op_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < DSEC_OP__COUNT; i++)
+		if (strlen(dsecd_ops[i].name) == len && !memcmp(dsecd_ops[i].name, name, len))
+			return &dsecd_ops[i];
+	return NULL;
+}
+
+const struct dsecd_op *dsecd_frame_op(const void *frame, size_t len)
+{
+	const char *name;
+	size_t nlen;
+
+	return dsec_frame_op(frame, len, &name, &nlen) ? dsecd_op_find(name, nlen) : NULL;
+}
+
+/* The rules of r's row that hold for every op, then its handler: the
+ * sandbox it names found and held, and running. */
+static void run(struct dsecd_req *r)
+{
+	const struct dsecd_op *op = &dsecd_ops[r->op];
+	struct dsec_err err;
+
+	if (op->flags & DSECD_OP_NEEDS_ID) {
+		dsec_err_clear(&err);
+		if (get_sandbox(r, &err) < 0)
+			return reply_err(r, &err);
+		if ((op->flags & DSECD_OP_NEEDS_RUNNING) && !need_running(r))
+			return;
+	}
+	op->run(r);
+}
 
 /* A request that waited for a pause or resume runs again from the start:
  * the sandbox may have changed state, or be gone. */
@@ -175,7 +271,29 @@ void rerun(struct dsecd_req *r)
 			      r->d->conf.node);
 		return reply_err(r, &err);
 	}
-	handlers[r->op](r);
+	run(r);
+}
+
+/* Where r is served, decided by its row's route before any handler runs.
+ * The hook the cluster's forwarding plugs into: today every route resolves
+ * to this node and route() returns false (serve here).  With a cluster,
+ * DSECD_ROUTE_OWNER sends a request whose 'id' names another node to that
+ * node (the node is the id's part before the colon: no lookup), and
+ * DSECD_ROUTE_PLACE sends a create or call to the node placement picks
+ * (possibly this one); the frame goes as it came, through libdsec's
+ * asynchronous client, and the answer comes back as an event on the loop
+ * and leaves through req_complete() like a local reply (so the reply hook
+ * sees it).  Returns true when r has been taken over (forwarded, or
+ * answered with an error) and the caller must not touch it. */
+static bool route(struct dsecd_req *r)
+{
+	switch (dsecd_ops[r->op].route) {
+	case DSECD_ROUTE_LOCAL:
+	case DSECD_ROUTE_OWNER:
+	case DSECD_ROUTE_PLACE:
+		break;
+	}
+	return false;
 }
 
 /* Frame in; exactly one reply out, now or when the backend completes. */
@@ -183,7 +301,7 @@ void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t 
 {
 	struct dsecd *d = arg;
 	struct dsecd_req *r = xcalloc(1, sizeof(*r));
-	const struct dsec_op_desc *desc;
+	const struct dsecd_op *desc;
 	const msgpack_object *v, *op;
 	struct dsec_err err;
 
@@ -214,17 +332,18 @@ void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t 
 		dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "field 'op' must be a string");
 		return reply_err(r, &err);
 	}
-	if (!(desc = dsec_op_lookup(op->via.str.ptr, op->via.str.size))) {
+	if (!(desc = dsecd_op_find(op->via.str.ptr, op->via.str.size))) {
 		dsec_err_setc(&err, DSEC_E_UNKNOWN_OP, EINVAL, "unknown op '%.*s'",
 			      op->via.str.size > 64 ? 64 : (int)op->via.str.size, op->via.str.ptr);
 		return reply_err(r, &err);
 	}
-	r->op = desc->op;
-	if (d->shutting_down && r->op != DSEC_OP_PING && r->op != DSEC_OP_INFO &&
-	    r->op != DSEC_OP_LIST) {
+	r->op = (enum dsec_op)(desc - dsecd_ops);
+	if (d->shutting_down && !(desc->flags & DSECD_OP_SHUTDOWN_OK)) {
 		dsec_err_setc(&err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
 			      d->conf.node);
 		return reply_err(r, &err);
 	}
-	handlers[r->op](r);
+	if (route(r))
+		return;
+	run(r);
 }

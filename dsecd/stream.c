@@ -143,7 +143,7 @@ static void xs_answer(struct dsecd_xs *x)
 		return xs_free(x);
 	}
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 9);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_bin(&p, "stdout", x->buf[1].data, x->buf[1].len);
 	dsec_pk_kv_bin(&p, "stderr", x->buf[2].data, x->buf[2].len);
 	dsec_pk_kv_bool(&p, "done", done);
@@ -153,7 +153,8 @@ static void xs_answer(struct dsecd_xs *x)
 	dsec_pk_kv_bool(&p, "oom_killed", done && x->res.oom_killed);
 	dsec_pk_kv_double(&p, "duration", done ? x->res.duration : 0);
 	dsec_pk_kv_bool(&p, "exited", x->exited);
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 	dsec_buf_free(&x->buf[1]);
 	dsec_buf_free(&x->buf[2]);
 	if (done)
@@ -300,19 +301,16 @@ void dsecd_streams_drop(struct dsecd *d, struct dsecd_sb *sb)
 	}
 }
 
-/* The stream named by the request's 'exec' in sandbox 'id' (r->sb gets a
- * ref); NULL with *err. */
+/* The stream named by the request's 'exec' in its sandbox; NULL with *err. */
 static struct dsecd_xs *xs_find(struct dsecd_req *r, struct dsec_err *err)
 {
 	_cleanup_free_ char *name = NULL;
 	int rc;
 
-	if (get_sandbox(r, err) < 0)
-		return NULL;
 	if ((rc = dsec_get_str(r->msg.root, "exec", &name, err)) < 0) {
 		if (rc == -ENOENT)
 			dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL, "%s needs field 'exec'",
-				      dsec_ops[r->op].name);
+				      dsecd_ops[r->op].name);
 		return NULL;
 	}
 	for (struct dsecd_xs *x = r->sb->streams; x; x = x->next)
@@ -342,15 +340,11 @@ void op_exec_start(struct dsecd_req *r)
 	int rc;
 
 	dsec_err_clear(&err);
-	if (get_sandbox(r, &err) < 0)
-		return reply_err(r, &err);
-	if (!need_running(r))
-		return;
 	if (parse_exec(r, &err) < 0 ||
-	    ((rc = dsec_get_bool(m, "pty", &o.pty, &err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_u64(m, "rows", &rows, &err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_u64(m, "cols", &cols, &err)) < 0 && rc != -ENOENT) ||
-	    ((rc = dsec_get_bool(m, "stdin_open", &keep_open, &err)) < 0 && rc != -ENOENT))
+	    (rc = dsec_get_bool_opt(m, "pty", &o.pty, &err)) < 0 ||
+	    (rc = dsec_get_u64_opt(m, "rows", &rows, &err)) < 0 ||
+	    (rc = dsec_get_u64_opt(m, "cols", &cols, &err)) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "stdin_open", &keep_open, &err)) < 0)
 		return reply_err(r, &err);
 	if (rows > UINT16_MAX || cols > UINT16_MAX) {
 		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "rows and cols must be at most %u",
@@ -406,10 +400,11 @@ void op_exec_start(struct dsecd_req *r)
 	r->sb->execs++;
 	d->ops_inflight++;
 	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 2);
+	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_str(&p, "id", r->sb->id);
 	dsec_pk_kv_str(&p, "exec", x->id);
-	send_pk(r, &p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 void op_exec_read(struct dsecd_req *r)
@@ -422,7 +417,7 @@ void op_exec_read(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (!(x = xs_find(r, &err)))
 		return reply_err(r, &err);
-	if ((rc = dsec_get_seconds(r->msg.root, "wait", &wait, &err)) < 0 && rc != -ENOENT)
+	if ((rc = dsec_get_seconds_opt(r->msg.root, "wait", &wait, &err)) < 0)
 		return reply_err(r, &err);
 	if (wait > XS_WAIT_MAX) {
 		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "wait %.0f s is over %.0f s", wait,
@@ -442,15 +437,6 @@ void op_exec_read(struct dsecd_req *r)
 	ev_timer_start(r->d->loop, &x->wait);
 }
 
-static void reply_empty(struct dsecd_req *r)
-{
-	struct dsec_pk p;
-
-	dsec_pk_init(&p);
-	dsec_pk_reply_ok(&p, 0);
-	send_pk(r, &p);
-}
-
 void op_exec_write(struct dsecd_req *r)
 {
 	const msgpack_object *m = r->msg.root;
@@ -464,9 +450,8 @@ void op_exec_write(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (!(x = xs_find(r, &err)))
 		return reply_err(r, &err);
-	if (((rc = dsec_get_bin(m, "data", r->d->conf.max_frame, &data, &len, &err)) < 0 &&
-	     rc != -ENOENT) ||
-	    ((rc = dsec_get_bool(m, "eof", &eof, &err)) < 0 && rc != -ENOENT))
+	if ((rc = dsec_get_bin_opt(m, "data", r->d->conf.max_frame, &data, &len, &err)) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "eof", &eof, &err)) < 0)
 		return reply_err(r, &err);
 	if (x->fds[0] < 0 || x->in_eof || x->exited) {
 		dsec_err_setc(&err, DSEC_E_INVALID, EPIPE, "the stdin of exec '%s' is closed%s",

@@ -1,61 +1,10 @@
-/* proto.c - op table, strict frame parsing, typed field access, packing. */
+/* proto.c - strict frame parsing, typed field access, packing. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto.h"
-
-const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
-	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers", true },
-	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information", true },
-	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes", true },
-	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox", false },
-	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox", false },
-	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call",
-			   "run a command in a fresh one-shot sandbox", false },
-	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read",
-				"read a file in a sandbox", false },
-	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write",
-				 "write a file in a sandbox", false },
-	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox", false },
-	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
-				"change what a sandbox's network may reach", false },
-	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox", false },
-	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox", false },
-	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat",
-				"describe a file in a sandbox", false },
-	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list",
-				"list a directory in a sandbox", false },
-	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir",
-				 "make a directory in a sandbox", false },
-	[DSEC_OP_FILE_REMOVE] = { DSEC_OP_FILE_REMOVE, "file_remove",
-				  "remove a file in a sandbox", false },
-	[DSEC_OP_FILE_UPLOAD] = { DSEC_OP_FILE_UPLOAD, "file_upload",
-				  "unpack a tar archive in a sandbox", false },
-	[DSEC_OP_FILE_DOWNLOAD] = { DSEC_OP_FILE_DOWNLOAD, "file_download",
-				    "pack a tree of a sandbox as a tar archive", false },
-	[DSEC_OP_SESSION_OPEN] = { DSEC_OP_SESSION_OPEN, "session_open",
-				   "open a persistent shell session in a sandbox", false },
-	[DSEC_OP_SESSION_EXEC] = { DSEC_OP_SESSION_EXEC, "session_exec",
-				   "run a command in a shell session", false },
-	[DSEC_OP_SESSION_CLOSE] = { DSEC_OP_SESSION_CLOSE, "session_close",
-				    "close a shell session", false },
-	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
-			       "save a sandbox's files as a new image", false },
-	[DSEC_OP_CHUNK_GET] = { DSEC_OP_CHUNK_GET, "chunk_get",
-				"an fs3 object this node holds verified (node to node)", false },
-	[DSEC_OP_EXEC_START] = { DSEC_OP_EXEC_START, "exec_start",
-				 "start a command whose output is read as it comes", false },
-	[DSEC_OP_EXEC_READ] = { DSEC_OP_EXEC_READ, "exec_read",
-				"read a started command's output and status", false },
-	[DSEC_OP_EXEC_WRITE] = { DSEC_OP_EXEC_WRITE, "exec_write",
-				 "write to a started command's stdin", true },
-	[DSEC_OP_EXEC_SIGNAL] = { DSEC_OP_EXEC_SIGNAL, "exec_signal",
-				  "send a signal to a started command", true },
-	[DSEC_OP_EXEC_RESIZE] = { DSEC_OP_EXEC_RESIZE, "exec_resize",
-				  "resize a started command's terminal", true },
-};
 
 static const char *const file_types[] = {
 	[DSEC_FT_FILE] = "file", [DSEC_FT_DIR] = "dir", [DSEC_FT_SYMLINK] = "symlink",
@@ -78,14 +27,6 @@ int dsec_file_format_lookup(const char *name)
 		if (!strcmp(file_formats[i], name))
 			return (int)i;
 	return -1;
-}
-
-const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
-{
-	for (size_t i = 0; i < DSEC_OP__COUNT; i++)
-		if (strlen(dsec_ops[i].name) == len && !memcmp(dsec_ops[i].name, name, len))
-			return &dsec_ops[i];
-	return NULL;
 }
 
 /* Containers msgpack-c keeps open at once (MSGPACK_EMBED_STACK_SIZE in
@@ -251,7 +192,7 @@ static bool str_at(const uint8_t *p, size_t len, const char **s, size_t *n)
 	return true;
 }
 
-const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
+bool dsec_frame_op(const void *data, size_t len, const char **name, size_t *nlen)
 {
 	const uint8_t *p = data;
 	size_t off, used, klen;
@@ -259,7 +200,7 @@ const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
 	const char *k;
 
 	if (len == 0)
-		return NULL;
+		return false;
 	if (p[0] >= 0x80 && p[0] <= 0x8f)
 		n = p[0] & 0x0f, off = 1;
 	else if (p[0] == 0xde && len >= 3)
@@ -267,20 +208,20 @@ const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
 	else if (p[0] == 0xdf && len >= 5)
 		n = be_uint(p + 1, 4), off = 5;
 	else
-		return NULL;
+		return false;
 	for (; n > 0; n--) {
 		bool is_op = str_at(p + off, len - off, &k, &klen) && klen == 2 && !memcmp(k, "op", 2);
 
 		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
-			return NULL;
+			return false;
 		off += used;
 		if (is_op)
-			return str_at(p + off, len - off, &k, &klen) ? dsec_op_lookup(k, klen) : NULL;
+			return str_at(p + off, len - off, name, nlen);
 		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
-			return NULL;
+			return false;
 		off += used;
 	}
-	return NULL;
+	return false;
 }
 
 bool dsec_msgpack_bounded(const void *p, size_t len)

@@ -4,7 +4,7 @@
  * Replies: {ok: true, result: {...}} or
  *          {ok: false, error: {code: "stable_name", message: "text"}}.
  * The ops, their fields and the error codes are documented in
- * dsec-protocol(7); adding an op is adding a row to dsec_ops[].
+ * dsec-protocol(7); the op table is dsecd's (dsecd/ops.h).
  */
 #ifndef DSEC_PROTO_H
 #define DSEC_PROTO_H
@@ -39,56 +39,13 @@
 const char *dsec_file_type_name(enum dsec_file_type t);
 int dsec_file_format_lookup(const char *name);
 
-enum dsec_op {
-	DSEC_OP_PING,
-	DSEC_OP_INFO,
-	DSEC_OP_LIST,
-	DSEC_OP_CREATE,
-	DSEC_OP_EXEC,
-	DSEC_OP_CALL,
-	DSEC_OP_FILE_READ,
-	DSEC_OP_FILE_WRITE,
-	DSEC_OP_DESTROY,
-	DSEC_OP_NET_ALLOW,
-	DSEC_OP_PAUSE,
-	DSEC_OP_RESUME,
-	DSEC_OP_FILE_STAT,
-	DSEC_OP_FILE_LIST,
-	DSEC_OP_FILE_MKDIR,
-	DSEC_OP_FILE_REMOVE,
-	DSEC_OP_FILE_UPLOAD,
-	DSEC_OP_FILE_DOWNLOAD,
-	DSEC_OP_SESSION_OPEN,
-	DSEC_OP_SESSION_EXEC,
-	DSEC_OP_SESSION_CLOSE,
-	DSEC_OP_SNAPSHOT,
-	DSEC_OP_CHUNK_GET,
-	DSEC_OP_EXEC_START,
-	DSEC_OP_EXEC_READ,
-	DSEC_OP_EXEC_WRITE,
-	DSEC_OP_EXEC_SIGNAL,
-	DSEC_OP_EXEC_RESIZE,
-	DSEC_OP__COUNT
-};
-
-struct dsec_op_desc {
-	enum dsec_op op;		/* enum value */
-	const char *name;		/* name on the wire */
-	const char *summary;		/* one line, for docs and errors */
-	bool quick;			/* answered at once on the loop, never waiting on a
-					 * backend or a timer: dsecd serves it beyond
-					 * max_inflight (a health check must not wait
-					 * behind long commands) */
-};
-
-extern const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT];
-/* NULL if name is not an op. */
-const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len);
-/* The op a frame names, found without decoding it (the value of the
- * first str key "op" of the top-level map, as dsec_map_get would find
- * it); NULL when the frame is not a map, has no such key or names no op.
- * Costs a look at the headers of the entries before "op". */
-const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len);
+/* The op a frame names, found without decoding it: the value of the first
+ * str key "op" of the top-level map, as dsec_map_get would find it.  True
+ * with (*name)[0..*nlen) pointing into data when that value is a str; false
+ * when the frame is not a map, has no such key or its value is not a str.
+ * Costs a look at the headers of the entries before "op".  (The ops
+ * themselves are dsecd's table, dsecd/ops.h.) */
+bool dsec_frame_op(const void *data, size_t len, const char **name, size_t *nlen);
 
 /* A parsed frame.  The root object points into zone memory owned by msg. */
 struct dsec_msg {
