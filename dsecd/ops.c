@@ -6,7 +6,7 @@
  * down), then handed to its handler.  Handlers start backend work and
  * return; the backend's done callback packs the reply.  Every request ends
  * in exactly one reply, ok or error, through req_complete() (reply_err()
- * packs an error and calls it), which frees it.
+ * packs an error and calls it), which runs the reply hook and frees it.
  * The handlers are in the ops-*.c files, one per family of ops, and
  * stream.c.
  */
@@ -36,15 +36,57 @@ static void req_free(struct dsecd_req *r)
 	free(r);
 }
 
+void dsecd_reply_hook_set(struct dsecd *d, dsecd_reply_hook_fn fn, void *arg)
+{
+	d->reply_hook = fn;
+	d->reply_hook_arg = arg;
+}
+
+/* Why one exit for every reply: whatever must happen before a client
+ * learns the outcome (the trajectory log's durable entry; later, the
+ * reply of a forwarded request) happens in one place, for every op and
+ * every error.  Without a hook this costs one test. */
 void req_complete(struct dsecd_req *r, struct dsec_pk *p)
 {
-	size_t len;
-	void *data = dsec_pk_detach(p, &len);
+	struct dsecd *d = r->d;
 
+	DSEC_ASSERT(!r->reply);
+	r->reply = dsec_pk_detach(p, &r->reply_len);
+	if (d->reply_hook && d->reply_hook(d->reply_hook_arg, r)) {
+		d->replies_held++;
+		r->held = true;
+		return;
+	}
+	dsecd_req_release(r);
+}
+
+void dsecd_req_release(struct dsecd_req *r)
+{
+	if (r->held) {
+		r->held = false;
+		r->d->replies_held--;
+	}
 	log_debug("op %s done in %.3f ms", dsecd_ops[r->op].name,
 		  (double)(dsec_now_ns() - r->t0) / 1e6);
-	dsecd_server_reply(r->d->server, r->conn, data, len);
+	dsecd_server_reply(r->d->server, r->conn, r->reply, r->reply_len);
+	r->reply = NULL;
 	req_free(r);
+}
+
+const char *dsecd_req_op(const struct dsecd_req *r)
+{
+	return dsecd_ops[r->op].name;
+}
+
+struct dsecd_sb *dsecd_req_sandbox(const struct dsecd_req *r)
+{
+	return r->sb;
+}
+
+const void *dsecd_req_reply(const struct dsecd_req *r, size_t *len)
+{
+	*len = r->reply_len;
+	return r->reply;
 }
 
 void reply_err(struct dsecd_req *r, const struct dsec_err *err)

@@ -103,6 +103,9 @@ struct dsecd_req {
 	struct dsecd_sb *sb;		/* sandbox it holds a ref on, or NULL */
 	uint64_t t0;			/* receive time, ns */
 	struct dsecd_req *gnext;	/* sb->gate link */
+	void *reply;			/* its reply, packed, once req_complete ran */
+	size_t reply_len;		/* its bytes */
+	bool held;			/* the reply hook holds it */
 	union {
 		/* create, call, exec, exec_start, net_allow, the session ops */
 		struct {
@@ -161,7 +164,8 @@ struct dsecd_req {
 };
 
 /* ops.c: replies (each frees r) and what every op on a sandbox does first. */
-/* The one way a reply leaves: sends p's bytes and frees r. */
+/* The one way a reply leaves: takes p's bytes, lets the reply hook hold
+ * them (dsecd_reply_hook_set), sends them and frees r unless it does. */
 void req_complete(struct dsecd_req *r, struct dsec_pk *p);
 /* Completes r with {ok: true, result: {}}. */
 void reply_empty(struct dsecd_req *r);
