@@ -23,9 +23,10 @@ static bool same(struct dsec_pk *a, struct dsec_pk *b, bool *same_bytes)
 	msgpack_unpacked ua, ub;
 	char *da, *db;
 	size_t la, lb;
-	bool ok = decode(a, &ua, &da, &la) & decode(b, &ub, &db, &lb);
+	bool da_ok = decode(a, &ua, &da, &la);	/* both, whatever the first gives */
+	bool db_ok = decode(b, &ub, &db, &lb);
+	bool ok = da_ok && db_ok && msgpack_object_equal(ua.data, ub.data);
 
-	ok = ok && msgpack_object_equal(ua.data, ub.data);
 	*same_bytes = la == lb && !memcmp(da, db, la);
 	msgpack_unpacked_destroy(&ua);
 	msgpack_unpacked_destroy(&ub);
