@@ -114,7 +114,9 @@ LIB_SRC     = $(wildcard lib/*.c)
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
 FS3_SRC     = $(wildcard fs3/*.c)
 FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
-DSECD_SRC   = $(wildcard dsecd/*.c)
+DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/loader.c \
+	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
+	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/%-preload.c backends/be_%.c,$(wildcard backends/*.c)))
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
@@ -197,6 +199,15 @@ build/DSEC-CFLAGS build/DSEC-PREFIX: FORCE
 dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
+
+# dsecd's C tests (t/5xxx.c) link its objects but main.o and server.o: the
+# test is the server.
+DSECD_TEST_OBJ = $(filter-out build/dsecd/main.o build/dsecd/server.o,$(DSECD_OBJ))
+build/t/5%.o: CPPFLAGS += -Idsecd
+t/c/5%.t: build/t/5%.o $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
+		$(LDLIBS_D) $(FS3_LIBS)
 
 # Backends: one shared object each; only the ops table is exported.
 build/backends/%.o: ALL_CFLAGS += -fvisibility=hidden

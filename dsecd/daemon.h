@@ -4,7 +4,9 @@
  * server, the worker pool, loaded backends and the sandbox table.
  *   loader.c   backends: dlopen, ABI checks, host services
  *   sandbox.c  the sandbox table, ids, TTL and idle TTL timers
- *   ops.c      one handler per protocol op (the table in proto.c)
+ *   ops.c      requests: parsing, dispatch, replies (ops.h); the handlers
+ *              in ops-node.c, ops-sandbox.c, ops-exec.c, ops-file.c,
+ *              ops-image.c and stream.c
  *   image.c    images: fs3 acquire/release on the worker pool
  *   main.c     start-up, signals, shutdown
  */
@@ -35,6 +37,7 @@ struct dsecd_backend {
 enum dsecd_sb_state { SB_CREATING, SB_READY, SB_DESTROYING, SB_FAILED };
 
 struct dsecd_sb {
+	struct dsecd *d;		/* the daemon whose table it is in */
 	char *id;			/* "NODE:SERIAL" */
 	uint64_t serial;		/* the part after the colon */
 	struct dsecd_backend *be;	/* its backend */
@@ -100,6 +103,9 @@ struct dsecd {
 	ev_prepare reaper;		/* frees sandboxes outside callbacks */
 	struct dsecd_sb *dead;		/* sandboxes to free at the next prepare */
 	struct dsecd_sb *all;		/* every sandbox not yet freed, in the table or not */
+	bool (*reply_hook)(void *, struct dsecd_req *);	/* before-reply hook, or NULL */
+	void *reply_hook_arg;		/* its argument */
+	unsigned replies_held;		/* replies it holds now (shutdown waits for them) */
 };
 
 extern struct dsecd *dsecd_global;
@@ -180,8 +186,29 @@ void dsecd_warm_forget(struct dsecd *d, struct dsecd_sb *sb);
 void dsecd_warm_pack(struct dsecd *d, struct dsec_pk *p);
 void dsecd_warm_free(struct dsecd *d);
 
-/* ops.c */
+/* ops.c, ops-*.c, stream.c */
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len);
+/* The before-reply hook.  Every reply, ok or error, of every op goes out
+ * through one function (req_complete in ops.c), which packs it and then
+ * calls fn(arg, r) on the loop, r's reply packed (dsecd_req_reply) and r's
+ * sandbox still held.  fn returns false to let it go at once, or true to
+ * hold it: r then waits, its client unanswered and its request counted in
+ * flight, until fn's owner calls dsecd_req_release(r) on the loop, which
+ * sends the reply and frees r.  This is where the trajectory log makes its
+ * entry durable before the client sees the result: it appends each held
+ * reply's entry to a batch, writes and fsyncs the batch on the pool once
+ * per loop iteration (an ev_prepare, as redis flushes its AOF from
+ * beforeSleep), then releases the batch's replies in order.  Shutdown waits
+ * for held replies (replies_held) as for backend operations; whoever holds
+ * one must release it.  One hook per daemon; NULL fn removes it. */
+typedef bool (*dsecd_reply_hook_fn)(void *arg, struct dsecd_req *r);
+void dsecd_reply_hook_set(struct dsecd *d, dsecd_reply_hook_fn fn, void *arg);
+void dsecd_req_release(struct dsecd_req *r);
+/* What a hook may look at: r's op (its name on the wire), the sandbox it
+ * works on (or NULL) and its packed reply. */
+const char *dsecd_req_op(const struct dsecd_req *r);
+struct dsecd_sb *dsecd_req_sandbox(const struct dsecd_req *r);
+const void *dsecd_req_reply(const struct dsecd_req *r, size_t *len);
 /* Replies to a destroy waiter once its sandbox is gone. */
 void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r);
 /* sb is being destroyed: frees its exec_start streams that have exited

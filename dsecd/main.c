@@ -33,7 +33,7 @@ static void shutdown_check(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct dsecd *d = dsec_container_of(w, struct dsecd, shutdown_timer);
 
-	if ((d->ops_inflight == 0 && dsecd_pool_pending(d->pool) == 0 &&
+	if ((d->ops_inflight == 0 && d->replies_held == 0 && dsecd_pool_pending(d->pool) == 0 &&
 	     dsecd_pool_pending(d->serve_pool) == 0) ||
 	    ev_now(loop) >= d->shutdown_deadline) {
 		if (d->ops_inflight)

@@ -119,7 +119,7 @@ static void ttl_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct dsecd_sb *sb = dsec_container_of(w, struct dsecd_sb, ttl_timer);
 
-	dsecd_sb_destroy(dsecd_global, sb, "ttl expired", NULL);
+	dsecd_sb_destroy(sb->d, sb, "ttl expired", NULL);
 }
 
 static void idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -132,14 +132,14 @@ static void idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		ev_timer_again(loop, w);
 		return;
 	}
-	dsecd_sb_destroy(dsecd_global, sb, "idle ttl expired", NULL);
+	dsecd_sb_destroy(sb->d, sb, "idle ttl expired", NULL);
 }
 
 static void lost_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct dsecd_sb *sb = dsec_container_of(w, struct dsecd_sb, ttl_timer);
 
-	dsecd_sb_destroy(dsecd_global, sb, sb->pooled ? "lost in its warm pool" :
+	dsecd_sb_destroy(sb->d, sb, sb->pooled ? "lost in its warm pool" :
 			 "lost, its grace is over", NULL);
 }
 
@@ -173,6 +173,7 @@ struct dsecd_sb *dsecd_sb_new(struct dsecd *d, struct dsecd_backend *be)
 {
 	struct dsecd_sb *sb = xcalloc(1, sizeof(*sb));
 
+	sb->d = d;
 	sb->serial = d->next_serial++;
 	sb->id = xasprintf("%s:%016" PRIx64, d->conf.node, sb->serial);
 	sb->be = be;
@@ -278,7 +279,7 @@ void dsecd_sb_unref(struct dsecd *d, struct dsecd_sb *sb)
 static void destroyed(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_sb *sb = arg;
-	struct dsecd *d = dsecd_global;
+	struct dsecd *d = sb->d;
 
 	d->ops_inflight--;
 	if (rc < 0)

@@ -8,8 +8,9 @@
  * Why more contexts than max_inflight: a context is held from its request
  * to its reply, so with max_inflight of them busy with long commands a
  * ping would wait in nng until one ended.  The loop instead looks at each
- * frame's op as it comes (dsec_frame_op): a quick one (ping, info, list,
- * exec_write, exec_signal, exec_resize: answered at once) is served
+ * frame's op as it comes (dsecd_frame_op): a quick one (DSECD_OP_QUICK in
+ * its row: ping, info, list, exec_write, exec_signal, exec_resize,
+ * answered at once) is served
  * whatever is in flight; any other is served when fewer than max_inflight
  * of those are, and waits in a queue (holding its context) otherwise.
  * Contexts are opened as needed so that CONN_SPARE always wait for the
@@ -28,6 +29,7 @@
 
 #include "server.h"
 #include "log.h"
+#include "ops.h"
 #include "proto.h"
 
 /* Contexts kept receiving beyond those holding requests. */
@@ -265,11 +267,11 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 	while (list) {
 		struct dsecd_conn *c = list;
 		size_t len = nng_msg_len(c->msg);
-		const struct dsec_op_desc *op = dsec_frame_op(nng_msg_body(c->msg), len);
+		const struct dsecd_op *op = dsecd_frame_op(nng_msg_body(c->msg), len);
 
 		list = c->next;
 		/* No op known: the handler refuses the frame at once. */
-		c->quick = !op || op->quick;
+		c->quick = !op || (op->flags & DSECD_OP_QUICK);
 		if (c->quick) {
 			hand_over(s, c);
 		} else if (s->nparked >= PARK_MAX || s->parked_bytes + len > s->park_bytes_max) {

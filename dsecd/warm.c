@@ -299,21 +299,19 @@ void dsecd_warm_forget(struct dsecd *d, struct dsecd_sb *sb)
 
 void dsecd_warm_pack(struct dsecd *d, struct dsec_pk *p)
 {
-	unsigned n = 0;
-
-	for (struct dsecd_warm *w = d->warm; w; w = w->next)
-		n++;
 	dsec_pk_str(p, "pools");
-	msgpack_pack_array(&p->pk, n);
+	dsec_pk_array_begin(p);
 	for (struct dsecd_warm *w = d->warm; w; w = w->next) {
-		msgpack_pack_map(&p->pk, 6);
+		dsec_pk_map_begin(p);
 		dsec_pk_kv_str(p, "backend", w->be->name);
 		dsec_pk_kv_str(p, "image", w->image ? w->image : "");
 		dsec_pk_kv_u64(p, "target", w->target);
 		dsec_pk_kv_u64(p, "ready", w->nready);
 		dsec_pk_kv_u64(p, "creating", w->creating);
 		dsec_pk_kv_u64(p, "taken", w->taken);
+		dsec_pk_end(p);
 	}
+	dsec_pk_end(p);
 }
 
 void dsecd_warm_free(struct dsecd *d)

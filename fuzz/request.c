@@ -13,7 +13,7 @@
  *   - dsec_msg_parse agrees with msgpack-c: it takes the frame when
  *     msgpack-c decodes it to a map of at most DSEC_OBJ_MAX objects in
  *     as many bytes, and only then;
- *   - dsec_frame_op names the op dsec_map_get finds.
+ *   - dsec_frame_op names the op dsec_map_get finds (the same bytes).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -398,11 +398,12 @@ static void differential(const uint8_t *data, size_t size)
 	}
 	if (ours) {
 		const msgpack_object *op = dsec_map_get(m.root, "op");
-		const struct dsec_op_desc *want =
-			op && op->type == MSGPACK_OBJECT_STR ? dsec_op_lookup(op->via.str.ptr,
-									       op->via.str.size)
-							     : NULL;
-		if (dsec_frame_op(data, size) != want)
+		bool want = op && op->type == MSGPACK_OBJECT_STR;
+		const char *name;
+		size_t nlen;
+
+		if (dsec_frame_op(data, size, &name, &nlen) != want ||
+		    (want && (nlen != op->via.str.size || memcmp(name, op->via.str.ptr, nlen))))
 			DSEC_BUG("dsec_frame_op disagrees with dsec_map_get");
 	}
 	msgpack_unpacked_destroy(&up);

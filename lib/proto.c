@@ -1,61 +1,10 @@
-/* proto.c - op table, strict frame parsing, typed field access, packing. */
+/* proto.c - strict frame parsing, typed field access, packing. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "proto.h"
-
-const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT] = {
-	[DSEC_OP_PING] = { DSEC_OP_PING, "ping", "check the daemon answers", true },
-	[DSEC_OP_INFO] = { DSEC_OP_INFO, "info", "node or sandbox information", true },
-	[DSEC_OP_LIST] = { DSEC_OP_LIST, "list", "list sandboxes", true },
-	[DSEC_OP_CREATE] = { DSEC_OP_CREATE, "create", "create a sandbox", false },
-	[DSEC_OP_EXEC] = { DSEC_OP_EXEC, "exec", "run a command in a sandbox", false },
-	[DSEC_OP_CALL] = { DSEC_OP_CALL, "call",
-			   "run a command in a fresh one-shot sandbox", false },
-	[DSEC_OP_FILE_READ] = { DSEC_OP_FILE_READ, "file_read",
-				"read a file in a sandbox", false },
-	[DSEC_OP_FILE_WRITE] = { DSEC_OP_FILE_WRITE, "file_write",
-				 "write a file in a sandbox", false },
-	[DSEC_OP_DESTROY] = { DSEC_OP_DESTROY, "destroy", "destroy a sandbox", false },
-	[DSEC_OP_NET_ALLOW] = { DSEC_OP_NET_ALLOW, "net_allow",
-				"change what a sandbox's network may reach", false },
-	[DSEC_OP_PAUSE] = { DSEC_OP_PAUSE, "pause", "pause a sandbox", false },
-	[DSEC_OP_RESUME] = { DSEC_OP_RESUME, "resume", "resume a paused sandbox", false },
-	[DSEC_OP_FILE_STAT] = { DSEC_OP_FILE_STAT, "file_stat",
-				"describe a file in a sandbox", false },
-	[DSEC_OP_FILE_LIST] = { DSEC_OP_FILE_LIST, "file_list",
-				"list a directory in a sandbox", false },
-	[DSEC_OP_FILE_MKDIR] = { DSEC_OP_FILE_MKDIR, "file_mkdir",
-				 "make a directory in a sandbox", false },
-	[DSEC_OP_FILE_REMOVE] = { DSEC_OP_FILE_REMOVE, "file_remove",
-				  "remove a file in a sandbox", false },
-	[DSEC_OP_FILE_UPLOAD] = { DSEC_OP_FILE_UPLOAD, "file_upload",
-				  "unpack a tar archive in a sandbox", false },
-	[DSEC_OP_FILE_DOWNLOAD] = { DSEC_OP_FILE_DOWNLOAD, "file_download",
-				    "pack a tree of a sandbox as a tar archive", false },
-	[DSEC_OP_SESSION_OPEN] = { DSEC_OP_SESSION_OPEN, "session_open",
-				   "open a persistent shell session in a sandbox", false },
-	[DSEC_OP_SESSION_EXEC] = { DSEC_OP_SESSION_EXEC, "session_exec",
-				   "run a command in a shell session", false },
-	[DSEC_OP_SESSION_CLOSE] = { DSEC_OP_SESSION_CLOSE, "session_close",
-				    "close a shell session", false },
-	[DSEC_OP_SNAPSHOT] = { DSEC_OP_SNAPSHOT, "snapshot",
-			       "save a sandbox's files as a new image", false },
-	[DSEC_OP_CHUNK_GET] = { DSEC_OP_CHUNK_GET, "chunk_get",
-				"an fs3 object this node holds verified (node to node)", false },
-	[DSEC_OP_EXEC_START] = { DSEC_OP_EXEC_START, "exec_start",
-				 "start a command whose output is read as it comes", false },
-	[DSEC_OP_EXEC_READ] = { DSEC_OP_EXEC_READ, "exec_read",
-				"read a started command's output and status", false },
-	[DSEC_OP_EXEC_WRITE] = { DSEC_OP_EXEC_WRITE, "exec_write",
-				 "write to a started command's stdin", true },
-	[DSEC_OP_EXEC_SIGNAL] = { DSEC_OP_EXEC_SIGNAL, "exec_signal",
-				  "send a signal to a started command", true },
-	[DSEC_OP_EXEC_RESIZE] = { DSEC_OP_EXEC_RESIZE, "exec_resize",
-				  "resize a started command's terminal", true },
-};
 
 static const char *const file_types[] = {
 	[DSEC_FT_FILE] = "file", [DSEC_FT_DIR] = "dir", [DSEC_FT_SYMLINK] = "symlink",
@@ -78,14 +27,6 @@ int dsec_file_format_lookup(const char *name)
 		if (!strcmp(file_formats[i], name))
 			return (int)i;
 	return -1;
-}
-
-const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len)
-{
-	for (size_t i = 0; i < DSEC_OP__COUNT; i++)
-		if (strlen(dsec_ops[i].name) == len && !memcmp(dsec_ops[i].name, name, len))
-			return &dsec_ops[i];
-	return NULL;
 }
 
 /* Containers msgpack-c keeps open at once (MSGPACK_EMBED_STACK_SIZE in
@@ -251,7 +192,7 @@ static bool str_at(const uint8_t *p, size_t len, const char **s, size_t *n)
 	return true;
 }
 
-const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
+bool dsec_frame_op(const void *data, size_t len, const char **name, size_t *nlen)
 {
 	const uint8_t *p = data;
 	size_t off, used, klen;
@@ -259,7 +200,7 @@ const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
 	const char *k;
 
 	if (len == 0)
-		return NULL;
+		return false;
 	if (p[0] >= 0x80 && p[0] <= 0x8f)
 		n = p[0] & 0x0f, off = 1;
 	else if (p[0] == 0xde && len >= 3)
@@ -267,20 +208,20 @@ const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len)
 	else if (p[0] == 0xdf && len >= 5)
 		n = be_uint(p + 1, 4), off = 5;
 	else
-		return NULL;
+		return false;
 	for (; n > 0; n--) {
 		bool is_op = str_at(p + off, len - off, &k, &klen) && klen == 2 && !memcmp(k, "op", 2);
 
 		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
-			return NULL;
+			return false;
 		off += used;
 		if (is_op)
-			return str_at(p + off, len - off, &k, &klen) ? dsec_op_lookup(k, klen) : NULL;
+			return str_at(p + off, len - off, name, nlen);
 		if (msgpack_walk(p + off, len - off, SIZE_MAX, &used, NULL) < 0)
-			return NULL;
+			return false;
 		off += used;
 	}
-	return NULL;
+	return false;
 }
 
 bool dsec_msgpack_bounded(const void *p, size_t len)
@@ -545,6 +486,7 @@ void dsec_pk_init(struct dsec_pk *p)
 {
 	msgpack_sbuffer_init(&p->sb);
 	msgpack_packer_init(&p->pk, &p->sb, msgpack_sbuffer_write);
+	p->depth = 0;
 }
 
 void dsec_pk_free(struct dsec_pk *p)
@@ -554,101 +496,211 @@ void dsec_pk_free(struct dsec_pk *p)
 
 void *dsec_pk_detach(struct dsec_pk *p, size_t *len)
 {
+	DSEC_ASSERT(p->depth == 0);
 	*len = p->sb.size;
 	void *d = msgpack_sbuffer_release(&p->sb);
 	return d ? d : xmalloc(1);
 }
 
-void dsec_pk_strn(struct dsec_pk *p, const char *s, size_t n)
+/* n objects more in the innermost open counting container, if any. */
+static inline void counted(struct dsec_pk *p, uint32_t n)
+{
+	if (p->depth)
+		p->open[p->depth - 1].n += n;
+}
+
+/* The writers below without counting: the parts of one counted object. */
+static void raw_strn(struct dsec_pk *p, const char *s, size_t n)
 {
 	msgpack_pack_str(&p->pk, n);
 	msgpack_pack_str_body(&p->pk, s, n);
 }
 
-void dsec_pk_str(struct dsec_pk *p, const char *s)
+static void raw_str(struct dsec_pk *p, const char *s)
 {
 	if (!s)
 		msgpack_pack_nil(&p->pk);
 	else
-		dsec_pk_strn(p, s, strlen(s));
+		raw_strn(p, s, strlen(s));
 }
 
-void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n)
+static void raw_bin(struct dsec_pk *p, const void *d, size_t n)
 {
 	msgpack_pack_bin(&p->pk, n);
 	msgpack_pack_bin_body(&p->pk, d, n);
 }
 
-void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v)
+static void raw_bool(struct dsec_pk *p, bool v)
 {
-	dsec_pk_str(p, k);
-	dsec_pk_str(p, v);
-}
-
-void dsec_pk_kv_bin(struct dsec_pk *p, const char *k, const void *d, size_t n)
-{
-	dsec_pk_str(p, k);
-	dsec_pk_bin(p, d, n);
-}
-
-void dsec_pk_kv_u64(struct dsec_pk *p, const char *k, uint64_t v)
-{
-	dsec_pk_str(p, k);
-	msgpack_pack_uint64(&p->pk, v);
-}
-
-void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v)
-{
-	dsec_pk_str(p, k);
-	msgpack_pack_int64(&p->pk, v);
-}
-
-void dsec_pk_kv_double(struct dsec_pk *p, const char *k, double v)
-{
-	dsec_pk_str(p, k);
-	msgpack_pack_double(&p->pk, v);
-}
-
-void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v)
-{
-	dsec_pk_str(p, k);
 	if (v)
 		msgpack_pack_true(&p->pk);
 	else
 		msgpack_pack_false(&p->pk);
 }
 
+void dsec_pk_strn(struct dsec_pk *p, const char *s, size_t n)
+{
+	raw_strn(p, s, n);
+	counted(p, 1);
+}
+
+void dsec_pk_str(struct dsec_pk *p, const char *s)
+{
+	raw_str(p, s);
+	counted(p, 1);
+}
+
+void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n)
+{
+	raw_bin(p, d, n);
+	counted(p, 1);
+}
+
+void dsec_pk_nil(struct dsec_pk *p)
+{
+	msgpack_pack_nil(&p->pk);
+	counted(p, 1);
+}
+
+void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v)
+{
+	raw_str(p, k);
+	raw_str(p, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_bin(struct dsec_pk *p, const char *k, const void *d, size_t n)
+{
+	raw_str(p, k);
+	raw_bin(p, d, n);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_u64(struct dsec_pk *p, const char *k, uint64_t v)
+{
+	raw_str(p, k);
+	msgpack_pack_uint64(&p->pk, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v)
+{
+	raw_str(p, k);
+	msgpack_pack_int64(&p->pk, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_double(struct dsec_pk *p, const char *k, double v)
+{
+	raw_str(p, k);
+	msgpack_pack_double(&p->pk, v);
+	counted(p, 2);
+}
+
+void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v)
+{
+	raw_str(p, k);
+	raw_bool(p, v);
+	counted(p, 2);
+}
+
 void dsec_pk_kv_env(struct dsec_pk *p, const char *k, const char *const *env)
 {
 	size_t n = dsec_strv_len(env);
 
-	dsec_pk_str(p, k);
+	raw_str(p, k);
 	msgpack_pack_map(&p->pk, n);
 	for (size_t i = 0; i < n; i++) {
 		const char *eq = strchr(env[i], '=');
 		if (!eq) {
-			dsec_pk_str(p, env[i]);
-			dsec_pk_str(p, "");
+			raw_str(p, env[i]);
+			raw_str(p, "");
 		} else {
-			dsec_pk_strn(p, env[i], (size_t)(eq - env[i]));
-			dsec_pk_str(p, eq + 1);
+			raw_strn(p, env[i], (size_t)(eq - env[i]));
+			raw_str(p, eq + 1);
 		}
 	}
+	counted(p, 2);
 }
 
 void dsec_pk_kv_strv(struct dsec_pk *p, const char *k, const char *const *v)
 {
 	size_t n = dsec_strv_len(v);
 
-	dsec_pk_str(p, k);
+	raw_str(p, k);
 	msgpack_pack_array(&p->pk, n);
 	for (size_t i = 0; i < n; i++)
-		dsec_pk_str(p, v[i]);
+		raw_str(p, v[i]);
+	counted(p, 2);
+}
+
+/* Bodies up to this size are moved down to a one-byte header at the end. */
+#define PK_SHRINK_MAX 4096
+
+/* A map32 (0xdf) or array32 (0xdd) header with the count left for later. */
+static void pk_open(struct dsec_pk *p, uint8_t type)
+{
+	uint8_t hdr[5] = { type, 0, 0, 0, 0 };
+
+	counted(p, 1);
+	DSEC_ASSERT(p->depth < DSEC_PK_DEPTH);
+	p->open[p->depth].at = p->sb.size;
+	p->open[p->depth].n = 0;
+	p->depth++;
+	msgpack_sbuffer_write(&p->sb, (const char *)hdr, sizeof(hdr));
+}
+
+void dsec_pk_map_begin(struct dsec_pk *p)
+{
+	pk_open(p, 0xdf);
+}
+
+void dsec_pk_array_begin(struct dsec_pk *p)
+{
+	pk_open(p, 0xdd);
+}
+
+/* Why patch and not count first: the count of a reply is what its code
+ * writes, and code that writes it twice (once to count) drifts apart.  The
+ * header was written with 4 bytes for the count; a small container (at
+ * most 15 entries, a body of at most PK_SHRINK_MAX bytes) gets the fixmap
+ * or fixarray byte instead and its body moves down 4 bytes, which costs a
+ * copy of what is small anyway.  Containers opened after it are closed
+ * already, so no open offset points into what moves. */
+void dsec_pk_end(struct dsec_pk *p)
+{
+	DSEC_ASSERT(p->depth > 0);
+	size_t at = p->open[--p->depth].at;
+	uint32_t n = p->open[p->depth].n;
+	uint8_t *h = (uint8_t *)p->sb.data + at;
+	size_t body = p->sb.size - at - 5;
+
+	if (h[0] == 0xdf) {
+		DSEC_ASSERT(n % 2 == 0);
+		n /= 2;
+	}
+	if (n <= 15 && body <= PK_SHRINK_MAX) {
+		h[0] = (uint8_t)((h[0] == 0xdf ? 0x80 : 0x90) | n);
+		memmove(h + 1, h + 5, body);
+		p->sb.size -= 4;
+		return;
+	}
+	h[1] = (uint8_t)(n >> 24);
+	h[2] = (uint8_t)(n >> 16);
+	h[3] = (uint8_t)(n >> 8);
+	h[4] = (uint8_t)n;
 }
 
 void dsec_pk_request(struct dsec_pk *p, const char *op, size_t n_args)
 {
 	msgpack_pack_map(&p->pk, n_args + 2);
+	dsec_pk_kv_u64(p, "v", 1);
+	dsec_pk_kv_str(p, "op", op);
+}
+
+void dsec_pk_request_begin(struct dsec_pk *p, const char *op)
+{
+	dsec_pk_map_begin(p);
 	dsec_pk_kv_u64(p, "v", 1);
 	dsec_pk_kv_str(p, "op", op);
 }
@@ -659,6 +711,14 @@ void dsec_pk_reply_ok(struct dsec_pk *p, size_t n)
 	dsec_pk_kv_bool(p, "ok", true);
 	dsec_pk_str(p, "result");
 	msgpack_pack_map(&p->pk, n);
+}
+
+void dsec_pk_reply_begin(struct dsec_pk *p)
+{
+	msgpack_pack_map(&p->pk, 2);
+	dsec_pk_kv_bool(p, "ok", true);
+	dsec_pk_str(p, "result");
+	dsec_pk_map_begin(p);
 }
 
 void dsec_pk_reply_err(struct dsec_pk *p, const struct dsec_err *err)

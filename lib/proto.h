@@ -4,11 +4,12 @@
  * Replies: {ok: true, result: {...}} or
  *          {ok: false, error: {code: "stable_name", message: "text"}}.
  * The ops, their fields and the error codes are documented in
- * dsec-protocol(7); adding an op is adding a row to dsec_ops[].
+ * dsec-protocol(7); the op table is dsecd's (dsecd/ops.h).
  */
 #ifndef DSEC_PROTO_H
 #define DSEC_PROTO_H
 
+#include <errno.h>
 #include <msgpack.h>
 #include "util.h"
 #include "err.h"
@@ -38,56 +39,13 @@
 const char *dsec_file_type_name(enum dsec_file_type t);
 int dsec_file_format_lookup(const char *name);
 
-enum dsec_op {
-	DSEC_OP_PING,
-	DSEC_OP_INFO,
-	DSEC_OP_LIST,
-	DSEC_OP_CREATE,
-	DSEC_OP_EXEC,
-	DSEC_OP_CALL,
-	DSEC_OP_FILE_READ,
-	DSEC_OP_FILE_WRITE,
-	DSEC_OP_DESTROY,
-	DSEC_OP_NET_ALLOW,
-	DSEC_OP_PAUSE,
-	DSEC_OP_RESUME,
-	DSEC_OP_FILE_STAT,
-	DSEC_OP_FILE_LIST,
-	DSEC_OP_FILE_MKDIR,
-	DSEC_OP_FILE_REMOVE,
-	DSEC_OP_FILE_UPLOAD,
-	DSEC_OP_FILE_DOWNLOAD,
-	DSEC_OP_SESSION_OPEN,
-	DSEC_OP_SESSION_EXEC,
-	DSEC_OP_SESSION_CLOSE,
-	DSEC_OP_SNAPSHOT,
-	DSEC_OP_CHUNK_GET,
-	DSEC_OP_EXEC_START,
-	DSEC_OP_EXEC_READ,
-	DSEC_OP_EXEC_WRITE,
-	DSEC_OP_EXEC_SIGNAL,
-	DSEC_OP_EXEC_RESIZE,
-	DSEC_OP__COUNT
-};
-
-struct dsec_op_desc {
-	enum dsec_op op;		/* enum value */
-	const char *name;		/* name on the wire */
-	const char *summary;		/* one line, for docs and errors */
-	bool quick;			/* answered at once on the loop, never waiting on a
-					 * backend or a timer: dsecd serves it beyond
-					 * max_inflight (a health check must not wait
-					 * behind long commands) */
-};
-
-extern const struct dsec_op_desc dsec_ops[DSEC_OP__COUNT];
-/* NULL if name is not an op. */
-const struct dsec_op_desc *dsec_op_lookup(const char *name, size_t len);
-/* The op a frame names, found without decoding it (the value of the
- * first str key "op" of the top-level map, as dsec_map_get would find
- * it); NULL when the frame is not a map, has no such key or names no op.
- * Costs a look at the headers of the entries before "op". */
-const struct dsec_op_desc *dsec_frame_op(const void *data, size_t len);
+/* The op a frame names, found without decoding it: the value of the first
+ * str key "op" of the top-level map, as dsec_map_get would find it.  True
+ * with (*name)[0..*nlen) pointing into data when that value is a str; false
+ * when the frame is not a map, has no such key or its value is not a str.
+ * Costs a look at the headers of the entries before "op".  (The ops
+ * themselves are dsecd's table, dsecd/ops.h.) */
+bool dsec_frame_op(const void *data, size_t len, const char **name, size_t *nlen);
 
 /* A parsed frame.  The root object points into zone memory owned by msg. */
 struct dsec_msg {
@@ -137,10 +95,90 @@ int dsec_get_strv(const msgpack_object *map, const char *key, char ***out, struc
  * be empty or contain '='. */
 int dsec_get_env(const msgpack_object *map, const char *key, char ***out, struct dsec_err *err);
 
-/* Writing: an sbuffer with a packer on it. */
+/* The same for an optional field: 0 when it is absent too (out untouched),
+ * so that reading one is one test, not `rc < 0 && rc != -ENOENT`. */
+static inline int dsec_opt_(int rc)
+{
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static inline int dsec_get_str_opt(const msgpack_object *map, const char *key, char **out,
+				   struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_str(map, key, out, err));
+}
+
+static inline int dsec_get_text_opt(const msgpack_object *map, const char *key, size_t max,
+				    char **out, struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_text(map, key, max, out, err));
+}
+
+static inline int dsec_get_bin_opt(const msgpack_object *map, const char *key, size_t max,
+				   const void **data, size_t *len, struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_bin(map, key, max, data, len, err));
+}
+
+static inline int dsec_get_u64_opt(const msgpack_object *map, const char *key, uint64_t *out,
+				   struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_u64(map, key, out, err));
+}
+
+static inline int dsec_get_seconds_opt(const msgpack_object *map, const char *key, double *out,
+				       struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_seconds(map, key, out, err));
+}
+
+static inline int dsec_get_double_opt(const msgpack_object *map, const char *key, double *out,
+				      struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_double(map, key, out, err));
+}
+
+static inline int dsec_get_bool_opt(const msgpack_object *map, const char *key, bool *out,
+				    struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_bool(map, key, out, err));
+}
+
+static inline int dsec_get_strv_opt(const msgpack_object *map, const char *key, char ***out,
+				    struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_strv(map, key, out, err));
+}
+
+static inline int dsec_get_env_opt(const msgpack_object *map, const char *key, char ***out,
+				   struct dsec_err *err)
+{
+	return dsec_opt_(dsec_get_env(map, key, out, err));
+}
+
+/* Writing: an sbuffer with a packer on it.
+ *
+ * Maps and arrays opened with dsec_pk_map_begin()/dsec_pk_array_begin()
+ * count their own entries: their header is written as a map32/array32 with
+ * room for the count, every dsec_pk_* call below adds what it writes to the
+ * innermost open one (a dsec_pk_kv_* an entry, a value or a container half
+ * of one in a map, one element in an array), and dsec_pk_end() writes the
+ * count in.  A container whose count and body are small is then moved down
+ * to the one-byte header msgpack-c would have written, so small replies are
+ * the bytes they always were.  Inside such a container write only through
+ * dsec_pk_* (msgpack_pack_* calls are not counted); containers opened with
+ * msgpack_pack_map()/dsec_pk_reply_ok() take a count first, as before.
+ * No allocation beyond the sbuffer's. */
+#define DSEC_PK_DEPTH 8			/* containers open at once, at most */
+
 struct dsec_pk {
 	msgpack_sbuffer sb;		/* the bytes */
 	msgpack_packer pk;		/* writes into sb */
+	unsigned depth;			/* containers open (dsec_pk_*_begin) */
+	struct {
+		size_t at;		/* offset of its header in sb */
+		uint32_t n;		/* objects written in it (a map entry is two) */
+	} open[DSEC_PK_DEPTH];		/* the open containers, innermost last */
 };
 
 void dsec_pk_init(struct dsec_pk *p);
@@ -159,11 +197,23 @@ void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v);
 /* Packs "K=V" strings as a map {K: V}. */
 void dsec_pk_kv_env(struct dsec_pk *p, const char *k, const char *const *env);
 void dsec_pk_kv_strv(struct dsec_pk *p, const char *k, const char *const *v);
+void dsec_pk_nil(struct dsec_pk *p);
+/* Opens a map or an array that counts what goes in (see struct dsec_pk);
+ * in a map, a key (dsec_pk_str) goes before it. */
+void dsec_pk_map_begin(struct dsec_pk *p);
+void dsec_pk_array_begin(struct dsec_pk *p);
+/* Closes the innermost open map or array: writes its count. */
+void dsec_pk_end(struct dsec_pk *p);
 
 /* Request header: starts the map with n_args + 2 entries and packs v, op. */
 void dsec_pk_request(struct dsec_pk *p, const char *op, size_t n_args);
+/* The same with a map that counts its entries: close it with dsec_pk_end(). */
+void dsec_pk_request_begin(struct dsec_pk *p, const char *op);
 /* Reply header for success: {ok: true, result: <map of n entries follows>}. */
 void dsec_pk_reply_ok(struct dsec_pk *p, size_t n);
+/* The same with a result map that counts its entries: close it with
+ * dsec_pk_end(). */
+void dsec_pk_reply_begin(struct dsec_pk *p);
 /* A whole error reply. */
 void dsec_pk_reply_err(struct dsec_pk *p, const struct dsec_err *err);
 

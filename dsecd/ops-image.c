@@ -1,0 +1,254 @@
+/* ops-image.c - images: snapshot, and chunk_get for fs3's peers. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "fs3.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "snap.h"
+
+/* ---- snapshot ----------------------------------------------------------------
+ *
+ * The backend holds the sandbox still and lets us read its upper dir on a
+ * pool thread (snap_read: a copy to STATE_DIR/snapshots/snap-XXXXXX/tree
+ * with ids shifted back, fs3_diff_copy); the sandbox then runs on while
+ * another pool job imports the copy over the sandbox's image (fs3_import
+ * with base: mkfs.erofs, chunks, manifest, tag) and removes it. */
+
+struct dsecd_snap {
+	struct dsecd *d;		/* the daemon */
+	char *tag;			/* tag of the new image */
+	char parent[FS3_REF_LEN];	/* digest of the image the sandbox runs */
+	char *dir;			/* staging directory, NULL until made */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	struct fs3_diff_stats st;	/* what the copy found */
+	struct fs3_import_res res;	/* what the import made */
+	double copy_s;			/* seconds of the copy (the sandbox frozen) */
+};
+
+void req_snap_free(struct dsecd_req *r)
+{
+	struct dsecd_snap *s = r->snap;
+
+	if (!s)
+		return;
+	free(s->tag);
+	free(s->dir);
+	free(s);
+}
+
+/* On a pool thread, the sandbox frozen. */
+static int snap_read(void *arg, const struct dsec_be_upper *up, struct dsec_err *err)
+{
+	struct dsecd_snap *s = arg;
+	_cleanup_free_ char *top = xasprintf("%s/snapshots", s->d->conf.state_dir);
+	_cleanup_free_ char *tree = NULL;
+	double t0 = dsec_now();
+	int r;
+
+	if ((r = dsec_mkdir_p(top, 0700)) < 0)
+		return dsec_err_set(err, -r, "cannot create '%s': %s", top, strerror(-r));
+	s->dir = xasprintf("%s/snap-XXXXXX", top);
+	if (!mkdtemp(s->dir)) {
+		r = dsec_err_set(err, errno, "cannot create a directory in '%s': %s", top,
+				 strerror(errno));
+		free(s->dir);
+		s->dir = NULL;
+		return r;
+	}
+	tree = xasprintf("%s/tree", s->dir);
+	/* The upper dir's file system is the sandbox's disk (a tmpfs of its
+	 * size): the copy takes no more than it can hold. */
+	struct statfs sf;
+	uint64_t limit = statfs(up->path, &sf) == 0 ? (uint64_t)sf.f_blocks * sf.f_bsize : 0;
+	r = fs3_diff_copy(up->path, tree, up->id_base, up->id_count,
+			  up->userxattr ? FS3_DIFF_USERXATTR : 0, limit, &s->st, err);
+	s->copy_s = dsec_now() - t0;
+	return r;
+}
+
+static void snap_commit_work(void *arg)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd_snap *s = r->snap;
+
+	if (s->rc == 0) {
+		_cleanup_free_ char *tree = xasprintf("%s/tree", s->dir);
+		struct fs3_import_opts o = { .tag = s->tag, .base = s->parent };
+
+		s->rc = fs3_import(s->d->images, tree, &o, &s->res, &s->err);
+	}
+	if (s->dir)
+		dsec_rm_rf(s->dir);
+}
+
+static void snap_commit_done(void *arg)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd_snap *s = r->snap;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (s->rc < 0) {
+		dsec_err_prefix(&s->err, "cannot snapshot sandbox '%s'", r->sb->id);
+		return reply_err(r, &s->err);
+	}
+	log_info("sandbox %s snapshotted as %s (%s): %llu files, %llu whiteouts, %llu bytes of "
+		 "data in %llu of sizes, copied in %.3f s, image in %.3f s", r->sb->id,
+		 s->res.digest, s->tag, (unsigned long long)s->st.files,
+		 (unsigned long long)s->st.whiteouts, (unsigned long long)s->st.bytes,
+		 (unsigned long long)s->st.size, s->copy_s, s->res.seconds);
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "image", s->res.digest);
+	dsec_pk_kv_str(&p, "tag", s->tag);
+	dsec_pk_kv_str(&p, "parent", s->parent);
+	dsec_pk_kv_u64(&p, "layers", s->res.nlayers);
+	dsec_pk_kv_u64(&p, "size", s->res.logical);
+	dsec_pk_kv_u64(&p, "files", s->st.files);
+	dsec_pk_kv_u64(&p, "whiteouts", s->st.whiteouts);
+	dsec_pk_kv_double(&p, "frozen", s->copy_s);
+	dsec_pk_kv_double(&p, "duration", (double)(dsec_now_ns() - r->t0) / 1e9);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
+/* The backend let the sandbox go: import the copy (or remove what is left). */
+static void snap_copied(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd_snap *s = r->snap;
+
+	if (rc < 0) {
+		s->rc = rc;
+		s->err = *err;
+	}
+	if (dsecd_pool_submit(r->d->pool, snap_commit_work, snap_commit_done, r) < 0) {
+		snap_commit_work(r);	/* no pool left (teardown): do it here */
+		snap_commit_done(r);
+	}
+}
+
+void op_snapshot(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	const struct dsec_be_ops *ops;
+	struct dsecd_snap *s;
+	struct dsec_err err;
+	char *tag = NULL;
+	int rc;
+
+	dsec_err_clear(&err);
+	/* After a pause or resume in flight; a paused sandbox stays paused. */
+	if (r->sb->switching)
+		return gate_add(r->sb, r);
+	if ((rc = dsec_get_str(r->msg.root, "tag", &tag, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "snapshot needs field 'tag'");
+		return reply_err(r, &err);
+	}
+	s = r->snap = xcalloc(1, sizeof(*s));
+	s->d = d;
+	s->tag = tag;
+	ops = r->sb->be->ops;
+	if (!fs3_tag_valid(tag)) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "tag '%s' is not a valid name[:tag]",
+			      tag);
+		return reply_err(r, &err);
+	}
+	if (!ops->snapshot || !d->images) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' cannot snapshot "
+			      "sandboxes%s", r->sb->be->name, d->images ? "" : " (no image store)");
+		return reply_err(r, &err);
+	}
+	if (!r->sb->img) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "sandbox '%s' was not made from "
+			      "an image: only those can be snapshotted", r->sb->id);
+		return reply_err(r, &err);
+	}
+	/* Its diff would be imported over the base image alone, without the
+	 * extras its files were made over. */
+	if (r->sb->img->extras[0]) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "sandbox '%s' runs extra layers "
+			      "over its image: only a sandbox of one image can be snapshotted",
+			      r->sb->id);
+		return reply_err(r, &err);
+	}
+	snprintf(s->parent, sizeof(s->parent), "%s", r->sb->img->digest);
+	if (ops->snapshot(r->sb->handle, snap_read, s, snap_copied, r, &err) < 0)
+		return reply_err(r, &err);
+	d->ops_inflight++;
+}
+
+/* ---- chunk_get: the peer tier of fs3 ----------------------------------------
+ *
+ * Another node asks for an object of our cache: it is read and verified on
+ * a thread of the serve pool (fs3_serve never asks a source, so nodes asking
+ * each other cannot loop, and the serve pool is not the one whose threads
+ * may be waiting for that node) and its stored bytes go back as they are. */
+
+void req_chunk_free(struct dsecd_req *r)
+{
+	free(r->okind);
+	free(r->odigest);
+	dsec_buf_free(&r->data);
+}
+
+static void chunk_get_work(void *arg)
+{
+	struct dsecd_req *r = arg;
+
+	r->orc = fs3_serve(r->d->images, r->okind, r->odigest, &r->data, &r->oerr);
+}
+
+static void chunk_get_done(void *arg)
+{
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (r->orc < 0) {
+		log_debug("chunk_get %s %s: %s", r->okind, r->odigest, r->oerr.msg);
+		return reply_err(r, &r->oerr);
+	}
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_bin(&p, "data", r->data.data, r->data.len);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
+void op_chunk_get(struct dsecd_req *r)
+{
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	dsec_err_clear(&r->oerr);
+	if (!r->d->images) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "node '%s' has no image store",
+			      r->d->conf.node);
+		return reply_err(r, &err);
+	}
+	if ((rc = dsec_get_str(r->msg.root, "kind", &r->okind, &err)) < 0 ||
+	    (rc = dsec_get_str(r->msg.root, "digest", &r->odigest, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
+				      "chunk_get needs fields 'kind' and 'digest'");
+		return reply_err(r, &err);
+	}
+	if ((rc = dsecd_pool_submit(r->d->serve_pool, chunk_get_work, chunk_get_done, r)) < 0) {
+		dsec_err_set(&err, -rc, "cannot queue chunk_get: %s", strerror(-rc));
+		return reply_err(r, &err);
+	}
+	r->d->ops_inflight++;
+}

@@ -1,0 +1,212 @@
+/* ops-node.c - the ops on the node itself: ping, info, list. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "fs3.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "snap.h"
+
+static void pack_session(void *arg, const struct dsec_session_info *i)
+{
+	struct dsec_pk *p = arg;
+
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_str(p, "name", i->name);
+	dsec_pk_kv_str(p, "shell", i->shell);
+	dsec_pk_kv_str(p, "cwd", i->cwd);
+	dsec_pk_kv_bool(p, "running", i->running);
+	dsec_pk_kv_u64(p, "commands", i->commands);
+	dsec_pk_end(p);
+}
+
+/* A sandbox's entries, into the map open in p; with_sessions adds
+ * "sessions" (info on one sandbox). */
+static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_sb *sb,
+			 bool with_sessions)
+{
+	static const char *const states[] = { "creating", "running", "destroying", "failed" };
+	void (*list)(void *, void (*)(void *, const struct dsec_session_info *), void *) =
+		sb->handle && sb->state == SB_READY ? sb->be->ops->session_list : NULL;
+
+	if (with_sessions) {
+		dsec_pk_str(p, "sessions");
+		dsec_pk_array_begin(p);
+		if (list)
+			list(sb->handle, pack_session, p);
+		dsec_pk_end(p);
+	}
+	dsec_pk_kv_str(p, "id", sb->id);
+	dsec_pk_kv_str(p, "backend", sb->be->name);
+	dsec_pk_kv_str(p, "runtime", sb->runtime ? sb->runtime : "");
+	dsec_pk_kv_str(p, "image", sb->image ? sb->image : "");
+	dsec_pk_kv_str(p, "state", sb->state == SB_READY && sb->paused ? "paused" :
+		       states[sb->state]);
+	dsec_pk_kv_double(p, "created", sb->created);
+	dsec_pk_kv_double(p, "ttl", sb->ttl);
+	dsec_pk_kv_double(p, "idle_ttl", sb->idle_ttl);
+	dsec_pk_kv_double(p, "idle", ev_now(d->loop) - sb->last_used);
+	dsec_pk_kv_u64(p, "execs", sb->execs);
+	dsec_pk_kv_u64(p, "running", sb->running);
+	dsec_pk_kv_u64(p, "streams", sb->nstreams);
+}
+
+void op_ping(struct dsecd_req *r)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_bool(&p, "pong", true);
+	dsec_pk_kv_str(&p, "node", r->d->conf.node);
+	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
+	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
+struct paused_count {
+	const struct dsecd_backend *be;	/* count this backend's, NULL = all */
+	uint64_t n;			/* paused sandboxes */
+};
+
+static void count_paused(struct dsecd *d, struct dsecd_sb *sb, void *arg)
+{
+	struct paused_count *c = arg;
+
+	if (!sb->pooled && sb->state == SB_READY && sb->paused && (!c->be || sb->be == c->be))
+		c->n++;
+}
+
+/* "images": what the node's fs3 store fetched (from where) and served to
+ * peers; nil without a store. */
+static void pack_images(struct dsecd *d, struct dsec_pk *p)
+{
+	struct fs3_stats st;
+
+	dsec_pk_str(p, "images");
+	if (!d->images) {
+		dsec_pk_nil(p);
+		return;
+	}
+	fs3_get_stats(d->images, &st);
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_u64(p, "fetched_objects", st.src_objects);
+	dsec_pk_kv_u64(p, "fetched_bytes", st.src_bytes);
+	dsec_pk_kv_u64(p, "served_objects", st.served_objects);
+	dsec_pk_kv_u64(p, "served_bytes", st.served_bytes);
+	dsec_pk_str(p, "sources");
+	dsec_pk_array_begin(p);
+	for (size_t i = 0; i < st.nsrc; i++) {
+		dsec_pk_map_begin(p);
+		dsec_pk_kv_str(p, "name", st.src[i].name);
+		dsec_pk_kv_u64(p, "objects", st.src[i].objects);
+		dsec_pk_kv_u64(p, "bytes", st.src[i].bytes);
+		dsec_pk_end(p);
+	}
+	dsec_pk_end(p);
+	dsec_pk_end(p);
+}
+
+void op_info(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (dsec_has(r->msg.root, "id")) {
+		if (get_sandbox(r, &err) < 0 && err.code != DSEC_E_INVALID &&
+		    err.code != DSEC_E_SANDBOX_LOST)
+			return reply_err(r, &err);
+		if (!r->sb) {
+			/* A sandbox being created, or lost, is still worth
+			 * describing. */
+			_cleanup_free_ char *id = NULL;
+			dsec_get_str(r->msg.root, "id", &id, NULL);
+			struct dsecd_sb *sb = id ? dsecd_sb_find(d, id, &err) : NULL;
+			if (!sb)
+				return reply_err(r, &err);
+			dsecd_sb_ref(sb);
+			r->sb = sb;
+		}
+		dsec_pk_init(&p);
+		dsec_pk_reply_begin(&p);
+		pack_sandbox(d, &p, r->sb, true);
+		dsec_pk_end(&p);
+		return req_complete(r, &p);
+	}
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
+	dsec_pk_kv_str(&p, "node", d->conf.node);
+	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
+	dsec_pk_kv_u64(&p, "pid", (uint64_t)getpid());
+	dsec_pk_kv_double(&p, "uptime", ev_now(d->loop) - d->started);
+	dsec_pk_kv_u64(&p, "sandboxes", d->nsandboxes);
+	{
+		struct paused_count all = { NULL, 0 };
+
+		dsecd_sb_foreach(d, count_paused, &all);
+		dsec_pk_kv_u64(&p, "paused", all.n);
+	}
+	dsec_pk_kv_u64(&p, "max_sandboxes", d->conf.max_sandboxes);
+	dsec_pk_kv_u64(&p, "inflight", dsecd_server_inflight(d->server));
+	dsec_pk_kv_strv(&p, "listen", (const char *const *)d->conf.listen);
+	dsecd_warm_pack(d, &p);
+	pack_images(d, &p);
+	dsec_pk_str(&p, "backends");
+	dsec_pk_array_begin(&p);
+	for (struct dsecd_backend *b = d->backends; b; b = b->next) {
+		struct paused_count pc = { b, 0 };
+		struct dsec_be_stats st;
+		memset(&st, 0, sizeof(st));
+		b->ops->stats(b->be, &st);
+		dsecd_sb_foreach(d, count_paused, &pc);
+		dsec_pk_map_begin(&p);
+		dsec_pk_kv_str(&p, "name", b->name);
+		dsec_pk_kv_str(&p, "description", b->ops->description ? b->ops->description : "");
+		dsec_pk_kv_u64(&p, "sandboxes", b->sandboxes);
+		dsec_pk_kv_u64(&p, "paused", pc.n);
+		dsec_pk_kv_u64(&p, "capacity", st.capacity);
+		dsec_pk_kv_u64(&p, "running", st.running);
+		dsec_pk_kv_u64(&p, "pool_ready", st.pool_ready);
+		dsec_pk_kv_u64(&p, "pool_target", st.pool_target);
+		dsec_pk_kv_u64(&p, "calls", st.calls);
+		dsec_pk_end(&p);
+	}
+	dsec_pk_end(&p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
+static void list_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
+{
+	if (sb->pooled)
+		return;
+	dsec_pk_map_begin(arg);
+	pack_sandbox(d, arg, sb, false);
+	dsec_pk_end(arg);
+}
+
+void op_list(struct dsecd_req *r)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_str(&p, "sandboxes");
+	dsec_pk_array_begin(&p);
+	dsecd_sb_foreach(r->d, list_one, &p);
+	dsec_pk_end(&p);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}

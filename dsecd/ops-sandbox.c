@@ -1,0 +1,443 @@
+/* ops-sandbox.c - a sandbox's lifecycle: create, pause and resume, net_allow, destroy. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "fs3.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "snap.h"
+
+/* Fails the request if the node cannot take another sandbox. */
+int check_capacity(struct dsecd *d, struct dsec_err *err)
+{
+	/* Sandboxes being created are in the table already; one-shot calls
+	 * hold a sandbox for their duration too. */
+	if (d->nsandboxes + d->calls >= d->conf.max_sandboxes)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
+				     "node '%s' is at its limit of %llu sandboxes", d->conf.node,
+				     (unsigned long long)d->conf.max_sandboxes);
+	return 0;
+}
+
+/* Reads backend, image, runtime, env, cwd and limits (create and call). */
+int parse_spec(struct dsecd_req *r, struct dsec_err *err)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root, *lim;
+	_cleanup_free_ char *backend = NULL;
+	int rc;
+
+	if ((rc = dsec_get_str_opt(m, "backend", &backend, err)) < 0)
+		return rc;
+	r->be = dsecd_backend_find(d, backend ? backend : d->conf.default_backend);
+	if (!r->be)
+		return dsec_err_setc(err, DSEC_E_NO_BACKEND, ENOENT,
+				     "backend '%s' is not loaded on node '%s'",
+				     backend ? backend : d->conf.default_backend, d->conf.node);
+	if ((rc = dsec_get_str_opt(m, "image", &r->image, err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "runtime", &r->runtime, err)) < 0 ||
+	    (rc = dsec_get_env_opt(m, "env", &r->cenv, err)) < 0)
+		return rc;
+	if (r->op == DSEC_OP_CREATE &&
+	    (rc = dsec_get_str_opt(m, "cwd", &r->ccwd, err)) < 0)
+		return rc;
+	if ((rc = dsec_get_strv_opt(m, "layers", &r->layers, err)) < 0)
+		return rc;
+	if (r->layers && !r->layers[0]) {
+		dsec_strv_free(r->layers);	/* [] = none */
+		r->layers = NULL;
+	}
+	if (r->layers) {
+		if (!r->image || !*r->image)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "field 'layers' needs an image to stack them on");
+		if (!(r->be->ops->caps & DSEC_BE_CAP_LAYERS))
+			return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+					     "backend '%s' does not run images from layers",
+					     r->be->name);
+		/* Each image has a layer at least (fs3 counts them exactly). */
+		if (dsec_strv_len((const char *const *)r->layers) >= FS3_STACK_MAX)
+			return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+					     "field 'layers' has %zu images: a stack takes at most %d "
+					     "layers", dsec_strv_len((const char *const *)r->layers),
+					     FS3_STACK_MAX);
+	}
+	if ((rc = dsec_get_str_opt(m, "network", &r->network, err)) < 0 ||
+	    (rc = dsec_get_strv_opt(m, "allow", &r->allow, err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "dns", &r->dns, err)) < 0 ||
+	    (rc = dsec_get_strv_opt(m, "seccomp_deny", &r->deny, err)) < 0)
+		return rc;
+	if (r->deny && dsec_strv_len((const char *const *)r->deny) > DSECD_MAX_DENY)
+		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG,
+				     "seccomp_deny lists more than %d system calls", DSECD_MAX_DENY);
+	lim = dsec_map_get(m, "limits");
+	if (lim && lim->type != MSGPACK_OBJECT_NIL) {
+		uint64_t v;
+		if (lim->type != MSGPACK_OBJECT_MAP)
+			return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
+					     "field 'limits' must be a map");
+		struct dsec_be_limits *l = &r->spec.limits;
+		if ((rc = dsec_get_double_opt(lim, "cpus", &l->cpus, err)) < 0)
+			return rc;
+		if (l->cpus < 0 || l->cpus > 4096)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "limits.cpus must be between 0 and 4096");
+		if ((rc = dsec_get_u64_opt(lim, "memory", &l->memory, err)) < 0)
+			return rc;
+		if ((rc = dsec_get_u64_opt(lim, "disk", &l->disk, err)) < 0)
+			return rc;
+		v = 0;
+		if ((rc = dsec_get_u64_opt(lim, "pids", &v, err)) < 0)
+			return rc;
+		if (v > UINT32_MAX)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "limits.pids is too large");
+		l->pids = (uint32_t)v;
+		v = 0;
+		if ((rc = dsec_get_u64_opt(lim, "nofile", &v, err)) < 0)
+			return rc;
+		if (v > UINT32_MAX)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "limits.nofile is too large");
+		l->nofile = (uint32_t)v;
+		v = 0;
+		if ((rc = dsec_get_u64_opt(lim, "cpu_weight", &v, err)) < 0)
+			return rc;
+		if (v > 10000)
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+					     "limits.cpu_weight must be between 1 and 10000");
+		r->spec.cpu_weight = (uint32_t)v;
+	}
+	r->spec.image = r->image;
+	r->spec.runtime = r->runtime;
+	r->spec.env = (const char *const *)r->cenv;
+	r->spec.cwd = r->ccwd;
+	r->spec.network = r->network;
+	r->spec.allow = (const char *const *)r->allow;
+	r->spec.dns = r->dns;
+	r->spec.seccomp_deny = (const char *const *)r->deny;
+	return 0;
+}
+
+/* ---- pause and resume ------------------------------------------------------
+ *
+ * One backend pause or resume at a time per sandbox.  While one is in
+ * flight, every request that depends on the outcome (pause, resume, exec,
+ * file_read, file_write) waits in sb->gate; when the backend answers they
+ * all run again from the start, in order, so each sees the new state.
+ * The request that started the switch gets the backend's error if it
+ * failed (the others run again and may try for themselves).  exec and the
+ * file operations on a paused sandbox start a resume first and wait for
+ * it: paused sandboxes resume on the next request, transparently.
+ */
+
+void gate_add(struct dsecd_sb *sb, struct dsecd_req *r)
+{
+	if (!sb->gate)
+		sb->gate_tail = &sb->gate;
+	r->gnext = NULL;
+	*sb->gate_tail = r;
+	sb->gate_tail = &r->gnext;
+}
+
+static void switch_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_sb *sb = arg;
+	struct dsecd *d = sb->d;
+	struct dsecd_req *q = sb->gate, *first = sb->switcher;
+
+	d->ops_inflight--;
+	sb->switching = false;
+	sb->switcher = NULL;
+	sb->gate = NULL;
+	if (rc == 0) {
+		sb->paused = !sb->paused;
+		log_debug("sandbox %s %s", sb->id, sb->paused ? "paused" : "resumed");
+		if (sb->state == SB_READY)
+			dsecd_sb_touch(d, sb);
+	}
+	while (q) {
+		struct dsecd_req *r = q;
+
+		q = q->gnext;
+		r->gnext = NULL;
+		if (r == first && rc < 0)
+			reply_err(r, err);
+		else
+			rerun(r);
+	}
+	dsecd_sb_unref(d, sb);
+}
+
+/* Asks the backend to pause (or resume) r->sb; r waits for the answer in
+ * the gate.  Returns 0, or -errno with *err when it could not start. */
+static int start_switch(struct dsecd_req *r, bool pause, struct dsec_err *err)
+{
+	struct dsecd_sb *sb = r->sb;
+	const struct dsec_be_ops *ops = sb->be->ops;
+	int (*fn)(void *, dsec_be_done_fn, void *, struct dsec_err *) =
+		pause ? ops->pause : ops->resume;
+	int rc;
+
+	if (!fn)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "backend '%s' cannot pause or resume sandboxes", sb->be->name);
+	if ((rc = fn(sb->handle, switch_done, sb, err)) < 0)
+		return rc;
+	r->d->ops_inflight++;
+	dsecd_sb_ref(sb);
+	sb->switching = true;
+	sb->switcher = r;
+	gate_add(sb, r);
+	return 0;
+}
+
+/* For the ops that need a running sandbox, after get_sandbox: true when r can go
+ * on now; false when it waits for a pause or resume (started here for a
+ * paused sandbox) and will run again, or has been answered. */
+bool need_running(struct dsecd_req *r)
+{
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err err;
+
+	if (sb->switching) {
+		gate_add(sb, r);
+		return false;
+	}
+	if (!sb->paused)
+		return true;
+	log_debug("sandbox %s: resuming for %s", sb->id, dsecd_ops[r->op].name);
+	dsec_err_clear(&err);
+	if (start_switch(r, false, &err) < 0)
+		reply_err(r, &err);
+	return false;
+}
+
+void op_switch(struct dsecd_req *r)
+{
+	bool pause = r->op == DSEC_OP_PAUSE;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (r->sb->switching)
+		return gate_add(r->sb, r);
+	if (r->sb->paused != pause) {
+		if (start_switch(r, pause, &err) < 0)
+			return reply_err(r, &err);
+		return;
+	}
+	/* There already (also the second time round, after the switch). */
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "id", r->sb->id);
+	dsec_pk_kv_str(&p, "state", pause ? "paused" : "running");
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
+static int be_create(struct dsecd_req *r, struct dsec_err *err)
+{
+	if (dsecd_backend_spec_check(r->be, &r->spec, err) < 0)
+		return -1;
+	if (r->be->ops->create(r->be->be, &r->spec, &r->sb->handle, r->create_cb, r, err) < 0) {
+		r->sb->handle = NULL;
+		return -1;
+	}
+	r->d->ops_inflight++;
+	return 0;
+}
+
+/* The image's layers are mounted: the backend gets them, the image's env
+ * under the request's, and its cwd and user unless the request says. */
+static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd *d = r->d;
+	struct dsec_err e;
+
+	dsec_err_clear(&e);
+	if (rc < 0) {
+		e = *err;
+	} else {
+		r->sb->img = a;	/* released when the sandbox is gone */
+		if (d->shutting_down) {
+			rc = dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
+					   "node '%s' is shutting down", d->conf.node);
+		} else {
+			r->ienv = dsecd_image_spec(&r->spec, a, r->cenv);
+			if (be_create(r, &e) == 0)
+				return;
+			rc = e.errnum ? -e.errnum : -EIO;
+		}
+	}
+	/* Fail the way the backend's own failure would: the create callback
+	 * destroys the sandbox and replies. */
+	d->ops_inflight++;
+	r->create_cb(r, rc, &e);
+}
+
+/* Starts the backend's create of r->sb, done = create's completion; a
+ * backend that runs images from layers gets the image acquired first.
+ * Returns 0, or -1 with *err (the caller destroys r->sb and replies). */
+int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err)
+{
+	r->create_cb = done;
+	if (r->image && *r->image && (r->be->ops->caps & DSEC_BE_CAP_LAYERS))
+		return dsecd_image_acquire(r->d, r->image, r->layers, image_acquired, r, err) < 0
+			       ? -1 : 0;
+	return be_create(r, err);
+}
+
+/* create's reply: {id, node, backend}. */
+static void reply_created(struct dsecd_req *r, const struct dsecd_sb *sb)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "id", sb->id);
+	dsec_pk_kv_str(&p, "node", r->d->conf.node);
+	dsec_pk_kv_str(&p, "backend", r->be->name);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
+static void create_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd *d = r->d;
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err e;
+
+	d->ops_inflight--;
+	if (rc < 0) {
+		e = *err;
+		dsec_err_prefix(&e, "cannot create %s sandbox", r->be->name);
+		sb->handle = NULL;
+		dsecd_sb_destroy(d, sb, "create failed", NULL);
+		return reply_err(r, &e);
+	}
+	if (d->shutting_down) {
+		dsecd_sb_destroy(d, sb, "daemon shutting down", NULL);
+		dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
+			      d->conf.node);
+		return reply_err(r, &e);
+	}
+	dsecd_sb_ready(d, sb);
+	log_debug("sandbox %s ready", sb->id);
+	reply_created(r, sb);
+}
+
+void op_create(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *m = r->msg.root;
+	struct dsec_err err;
+	double ttl = d->conf.ttl, idle = d->conf.idle_ttl;
+	int rc;
+
+	dsec_err_clear(&err);
+	if (parse_spec(r, &err) < 0 ||
+	    (rc = dsec_get_seconds_opt(m, "ttl", &ttl, &err)) < 0 ||
+	    (rc = dsec_get_seconds_opt(m, "idle_ttl", &idle, &err)) < 0)
+		return reply_err(r, &err);
+	if (ttl <= 0)
+		ttl = d->conf.ttl;
+	if (idle <= 0)
+		idle = d->conf.idle_ttl;
+	if (ttl > d->conf.max_ttl) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "ttl %.0f s is over max_ttl of %.0f s",
+			      ttl, d->conf.max_ttl);
+		return reply_err(r, &err);
+	}
+	struct dsecd_sb *sb;
+	const struct dsec_be_limits *l = &r->spec.limits;
+
+	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
+	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk || r->spec.cpu_weight) &&
+	    !r->network && !r->allow && !r->dns && !r->deny && !r->layers &&
+	    (sb = dsecd_warm_take(d, r->be, r->image))) {
+		sb->ttl = ttl;
+		sb->idle_ttl = idle;
+		sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
+		sb->env = r->cenv;
+		r->cenv = NULL;
+		sb->cwd = r->ccwd;
+		r->ccwd = NULL;
+		sb->created = ev_now(d->loop) - d->started + d->started_wall;
+		dsecd_sb_ready(d, sb);
+		dsecd_sb_touch(d, sb);
+		log_debug("sandbox %s handed over from a warm pool", sb->id);
+		return reply_created(r, sb);
+	}
+	if (check_capacity(d, &err) < 0)
+		return reply_err(r, &err);
+	sb = dsecd_sb_new(d, r->be);
+	sb->ttl = ttl;
+	sb->idle_ttl = idle;
+	sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
+	sb->image = r->image ? xstrdup(r->image) : NULL;
+	dsecd_sb_ref(sb);
+	r->sb = sb;
+	r->spec.id = sb->id;
+	if (start_create(r, create_done, &err) < 0) {
+		dsecd_sb_destroy(d, sb, "create failed", NULL);
+		dsec_err_prefix(&err, "cannot create %s sandbox", r->be->name);
+		return reply_err(r, &err);
+	}
+}
+
+static void net_allow_done(void *arg, int rc, const struct dsec_err *err)
+{
+	struct dsecd_req *r = arg;
+
+	r->d->ops_inflight--;
+	if (r->sb)
+		dsecd_sb_touch(r->d, r->sb);
+	if (rc < 0)
+		return reply_err(r, err);
+	reply_empty(r);
+}
+
+/* Replace a running sandbox's network allowlist. */
+void op_net_allow(struct dsecd_req *r)
+{
+	const struct dsec_be_ops *ops;
+	struct dsec_err err;
+	int rc;
+
+	dsec_err_clear(&err);
+	if ((rc = dsec_get_strv(r->msg.root, "allow", &r->allow, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
+				      "net_allow needs field 'allow' (an array, [] for nothing)");
+		return reply_err(r, &err);
+	}
+	ops = r->sb->be->ops;
+	if (!ops->net_allow) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
+			      "backend '%s' has no network allowlists", r->sb->be->name);
+		return reply_err(r, &err);
+	}
+	if (ops->net_allow(r->sb->handle, (const char *const *)r->allow, net_allow_done, r,
+			   &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+}
+
+void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r)
+{
+	reply_empty(r);
+}
+
+void op_destroy(struct dsecd_req *r)
+{
+	dsecd_sb_destroy(r->d, r->sb, "destroy requested", r);
+}
