@@ -1,15 +1,19 @@
 /* dsec.h - libdsec, the C client of dsec.
  *
  * Talks to any dsecd over nng REQ/REP with msgpack frames (dsec-protocol(7)).
- * One struct dsec_client is one connection; calls on it are synchronous and
- * a client must not be used from two threads at once (open one per thread).
- * Every call that can fail returns 0 or -errno and fills *err with a stable
- * code (dsec_code_name) and a message; errors the daemon sent come back with
- * the daemon's code and message (made valid UTF-8).  A reply that breaks the
- * protocol (an error whose code is missing, "ok" or unknown; a reply that
- * would decode to far more memory than its size) is "internal".  Values the
- * daemon would refuse (a negative ttl or timeout) are "invalid" before
- * anything is sent: only 0 means the default.
+ * One struct dsec_client is one connection.  The typed calls below are
+ * synchronous and a client must not be used from two threads at once (open
+ * one per thread); dsec_call_async sends raw frames without waiting and
+ * posts their replies to a completion queue whose descriptor an event loop
+ * watches.  Every call that can fail returns 0 or -errno and fills *err
+ * with a stable code (dsec_code_name) and a message; errors the daemon
+ * sent come back with the daemon's code and message (made valid UTF-8).  A
+ * reply that breaks the protocol (an error whose code is missing, "ok" or
+ * unknown; a result without a field it always has, or with a field of the
+ * wrong type; a reply that would decode to far more memory than its size)
+ * is "internal".  Values the daemon would refuse (a negative ttl or
+ * timeout) are "invalid" before anything is sent: only 0 means the
+ * default.
  */
 #ifndef DSEC_H
 #define DSEC_H
@@ -28,9 +32,24 @@
 struct dsec_client;
 
 /* Connect to url (nng form: ipc:///path, tcp://host:port).  NULL means
- * $DSEC_HOST, then DSEC_DEFAULT_URL.  Does not wait for the daemon: the
- * first request fails with "unavailable" if nobody answers in time. */
+ * $DSEC_HOST, then DSEC_DEFAULT_URL.  Fails at once with "unavailable"
+ * when nobody listens there (see dsec_connect_opts to wait); once
+ * connected, a broken connection is remade in the background and a
+ * request made meanwhile waits for it up to the client's timeout. */
 int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err);
+/* How dsec_connect_opts connects; zero = as dsec_connect. */
+struct dsec_connect_opts {
+	double wait;			/* seconds to keep dialing a daemon that does
+					 * not listen yet (starting, restarting) */
+	bool lazy;			/* do not dial now: connect in the background,
+					 * failing only for an address nng cannot use;
+					 * requests wait for the daemon up to the
+					 * client's timeout (peers that come and go) */
+};
+int dsec_connect_opts(struct dsec_client **out, const char *url,
+		      const struct dsec_connect_opts *o, struct dsec_err *err);
+/* Closes the client: asynchronous calls still in flight end with
+ * "unavailable" on their queues before it returns. */
 void dsec_close(struct dsec_client *c);
 /* Extra seconds a request may wait beyond its own timeout (default 30). */
 void dsec_set_timeout(struct dsec_client *c, double seconds);
@@ -247,5 +266,58 @@ int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, un
  * tests and tools that speak the protocol directly. */
 int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,
 	     size_t *reply_len, struct dsec_err *err);
+
+/* ---- asynchronous calls: raw frames, replies on a completion queue ---- */
+
+/* A completion queue: calls that ended wait in it, oldest first, until
+ * dsec_cq_next takes them.  Its descriptor is readable exactly while one
+ * waits (an eventfd: watch it with ev_io, poll or asyncio's add_reader,
+ * never read it).  nng's threads only queue completions: no user code
+ * runs on them.  One queue may serve several clients; take from it on
+ * one thread at a time. */
+struct dsec_cq;
+/* One asynchronous call, valid until its completion is freed. */
+struct dsec_call;
+
+/* An ended call as dsec_cq_next hands it out. */
+struct dsec_completion {
+	void *tag;			/* the tag given to dsec_call_async */
+	int rc;				/* 0: the daemon replied (reply); -errno: no reply */
+	const struct dsec_err *err;	/* why, when rc < 0 ("unavailable": not sent,
+					 * no reply in time, cancelled, client closed) */
+	const void *reply;		/* the reply frame (a msgpack map), or NULL; an
+					 * error reply is rc 0 too: see dsec_reply_check */
+	size_t reply_len;		/* its length */
+	struct dsec_call *call;		/* the call; freed with the completion */
+};
+
+int dsec_cq_new(struct dsec_cq **out, struct dsec_err *err);
+int dsec_cq_fd(const struct dsec_cq *q);
+/* Takes the oldest completion into *out (free it with
+ * dsec_completion_free): 0, or -EAGAIN when none waits. */
+int dsec_cq_next(struct dsec_cq *q, struct dsec_completion *out);
+void dsec_completion_free(struct dsec_completion *cmp);
+/* Frees q and the completions still in it; every call sent to it must
+ * have ended (close its clients first). */
+void dsec_cq_free(struct dsec_cq *q);
+/* Sends the request frame req (len bytes, copied: a msgpack map as in
+ * dsec-protocol(7)) on c without waiting; exactly one completion with tag
+ * comes to q, however the call ends.  It may wait the client's timeout
+ * for the daemon to take it and wait seconds more for the reply (what the
+ * request itself may take, as for the typed calls).  *call (call may be
+ * NULL) is for dsec_call_cancel.  Fails only for a bad wait ("invalid")
+ * or when nng cannot open one more context ("internal").
+ * Calls on one client run at the same time, each on a REQ context of its
+ * own, and end in any order. */
+int dsec_call_async(struct dsec_client *c, struct dsec_cq *q, const void *req, size_t len,
+		    double wait, void *tag, struct dsec_call **call, struct dsec_err *err);
+/* Gives up on call: it ends soon with "unavailable" (cancelled) unless it
+ * ended already; a late reply is dropped. */
+void dsec_call_cancel(struct dsec_call *call);
+/* What the typed calls check of every reply: 0 for {ok: true, result:
+ * {...}}, the daemon's error as *err for an error reply, "internal" for a
+ * reply that breaks the protocol. */
+int dsec_reply_check(const struct dsec_client *c, const void *reply, size_t len,
+		     struct dsec_err *err);
 
 #endif
