@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dsec.h"
+#include "util.h"
 
 static int fails;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dsec.h"
+#include "util.h"
 
 static int failed;
 
