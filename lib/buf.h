@@ -23,8 +23,10 @@ struct dsec_buf {
 };
 
 /* An empty buffer (as a zeroed one is). */
-DSEC_API void dsec_buf_init(struct dsec_buf *b);
+DSEC_API
+void dsec_buf_init(struct dsec_buf *b);
 /* Frees the bytes; b is empty after and may be used again. */
-DSEC_API void dsec_buf_free(struct dsec_buf *b);
+DSEC_API
+void dsec_buf_free(struct dsec_buf *b);
 
 #endif

@@ -786,7 +786,7 @@ static int check_timeout(double timeout, struct dsec_err *err)
 	return 0;
 }
 
-static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l, uint32_t weight)
+static void pack_limits(struct dsec_pk *p, const struct dsec_limits *l, uint32_t weight)
 {
 	size_t n = (l->cpus > 0) + !!l->memory + !!l->pids + !!l->nofile + !!l->disk + !!weight;
 
@@ -858,13 +858,13 @@ int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **
 }
 
 /* Exec fields: argv or code, stdin, env, cwd, timeout, output_cap. */
-static size_t count_exec(const struct dsec_exec_req *q)
+static size_t count_exec(const struct dsec_cmd *q)
 {
 	return !!q->argv + !!q->code + !!q->stdin_len + !!q->env + !!q->cwd + (q->timeout > 0) +
 	       !!q->output_cap;
 }
 
-static void pack_exec(struct dsec_pk *p, const struct dsec_exec_req *q)
+static void pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
 {
 	if (q->argv)
 		dsec_pk_kv_strv(p, "argv", q->argv);
@@ -884,7 +884,7 @@ static void pack_exec(struct dsec_pk *p, const struct dsec_exec_req *q)
 
 /* A command's result (exec, call, exec_read, session_exec): exit_code is
  * always there; on failure res holds nothing to free. */
-static int unpack_exec(struct reply *r, const char *op, struct dsec_exec_res *res,
+static int unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
 		       struct dsec_err *err)
 {
 	const msgpack_object *m = r->result, *ec = dsec_map_get(m, "exit_code");
@@ -911,12 +911,12 @@ static int unpack_exec(struct reply *r, const char *op, struct dsec_exec_res *re
 		dsec_buf_add(&res->err, d, n);
 	mark_bad(r, rc, "stderr");
 	if ((rc = reply_done(r, op, 0, err)) < 0)
-		dsec_exec_res_free(res);
+		dsec_cmd_res_free(res);
 	return rc;
 }
 
-int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
-	      struct dsec_exec_res *res, struct dsec_err *err)
+int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+	      struct dsec_cmd_res *res, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -936,9 +936,9 @@ int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req 
 }
 
 int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
-	      const struct dsec_exec_req *req, struct dsec_exec_res *res, struct dsec_err *err)
+	      const struct dsec_cmd *req, struct dsec_cmd_res *res, struct dsec_err *err)
 {
-	struct dsec_exec_req q = *req;
+	struct dsec_cmd q = *req;
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
@@ -961,14 +961,14 @@ int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	return rc;
 }
 
-void dsec_exec_res_free(struct dsec_exec_res *res)
+void dsec_cmd_res_free(struct dsec_cmd_res *res)
 {
 	dsec_buf_free(&res->out);
 	dsec_buf_free(&res->err);
 }
 
 /* Starts a file request: header, id and path, then n_extra fields. */
-int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
+int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
 		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err)
 {
 	static const struct dsec_exec_start_opts none = { 0 };
@@ -1019,7 +1019,7 @@ static void pk_exec_op(struct dsec_pk *p, const char *op, const char *id, const 
 }
 
 int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, double wait,
-		   struct dsec_exec_res *res, bool *done, struct dsec_err *err)
+		   struct dsec_cmd_res *res, bool *done, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -1033,7 +1033,7 @@ int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, doub
 	if (rc == 0 && (rc = unpack_exec(&r, "exec_read", res, err)) == 0) {
 		get_bool_or(&r, r.result, "done", done);
 		if ((rc = reply_done(&r, "exec_read", 0, err)) < 0)
-			dsec_exec_res_free(res);
+			dsec_cmd_res_free(res);
 	}
 	reply_free(&r);
 	return rc;
@@ -1113,10 +1113,10 @@ static int file_call(struct dsec_client *c, struct dsec_pk *p, struct dsec_err *
 	return rc;
 }
 
-int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_spec *o,
+int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_opts *o,
 		      char **name, struct dsec_err *err)
 {
-	static const struct dsec_session_spec none;
+	static const struct dsec_session_opts none;
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
@@ -1143,7 +1143,7 @@ int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_s
 
 int dsec_session_exec(struct dsec_client *c, const char *id, const char *session,
 		      const char *cmd, double timeout, size_t output_cap,
-		      struct dsec_session_res *res, struct dsec_err *err)
+		      struct dsec_session_cmd_res *res, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -1168,7 +1168,7 @@ int dsec_session_exec(struct dsec_client *c, const char *id, const char *session
 		get_bool_or(&r, r.result, "reset", &res->reset);
 		get_bool_or(&r, r.result, "ended", &res->ended);
 		if ((rc = reply_done(&r, "session_exec", 0, err)) < 0)
-			dsec_session_res_free(res);
+			dsec_session_cmd_res_free(res);
 	}
 	reply_free(&r);
 	return rc;
@@ -1190,9 +1190,9 @@ int dsec_session_close(struct dsec_client *c, const char *id, const char *sessio
 	return rc;
 }
 
-void dsec_session_res_free(struct dsec_session_res *res)
+void dsec_session_cmd_res_free(struct dsec_session_cmd_res *res)
 {
-	dsec_exec_res_free(&res->exec);
+	dsec_cmd_res_free(&res->exec);
 	free(res->cwd);
 	res->cwd = NULL;
 }
@@ -1221,7 +1221,7 @@ int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
 /* A file's description (file_stat, each entry of file_list): name and
  * type are always there, and the type is one dsec knows. */
 static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
-		       struct dsec_file_info *i, struct dsec_err *err)
+		       struct dsec_file_desc *i, struct dsec_err *err)
 {
 	static const char *const types[] = { "file", "dir", "symlink", "fifo", "socket", "char",
 					     "block" };
@@ -1238,7 +1238,7 @@ static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
 				     "bad reply from '%s': unknown file type '%.64s' in the %s reply",
 				     r->url, type, op);
-	i->type = (enum dsec_file_type)t;
+	i->type = (enum dsec_file_kind)t;
 	if (dsec_get_text(m, "name", CLIENT_RECV_MAX, &i->name, NULL) < 0)
 		return no_field(r, op, "name", err);
 	if ((rc = dsec_get_text(m, "target", CLIENT_RECV_MAX, &i->target, NULL)) < 0)
@@ -1253,7 +1253,7 @@ static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
 }
 
 int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
-		   struct dsec_file_info *out, struct dsec_err *err)
+		   struct dsec_file_desc *out, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -1264,13 +1264,13 @@ int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
 	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0 &&
 	    (rc = reply_done(&r, "file_stat", unpack_info(&r, "file_stat", r.result, out, err),
 			     err)) < 0)
-		dsec_file_info_free(out);
+		dsec_file_desc_free(out);
 	reply_free(&r);
 	return rc;
 }
 
 int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size_t limit,
-		   struct dsec_file_info **out, size_t *n, bool *truncated, struct dsec_err *err)
+		   struct dsec_file_desc **out, size_t *n, bool *truncated, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -1367,26 +1367,18 @@ int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 	return rc;
 }
 
-void dsec_file_info_free(struct dsec_file_info *info)
+void dsec_file_desc_free(struct dsec_file_desc *info)
 {
 	free(info->name);
 	free(info->target);
 	memset(info, 0, sizeof(*info));
 }
 
-void dsec_file_list_free(struct dsec_file_info *arr, size_t n)
+void dsec_file_list_free(struct dsec_file_desc *arr, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dsec_file_info_free(&arr[i]);
+		dsec_file_desc_free(&arr[i]);
 	free(arr);
-}
-
-void dsec_file_res_free(struct dsec_file_res *res)
-{
-	dsec_file_info_free(&res->info);
-	dsec_file_list_free(res->entries, res->nentries);
-	dsec_buf_free(&res->data);
-	memset(res, 0, sizeof(*res));
 }
 
 int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint64_t offset,
@@ -1604,7 +1596,7 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 			out->sessions = xcalloc(out->nsessions, sizeof(*out->sessions));
 			for (size_t i = 0; i < out->nsessions; i++) {
 				const msgpack_object *e = &a[i];
-				struct dsec_session_info *si = &out->sessions[i];
+				struct dsec_session_desc *si = &out->sessions[i];
 				char *name = NULL;
 
 				if (dsec_get_text(e, "name", CLIENT_RECV_MAX, &name, NULL) < 0) {

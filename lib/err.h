@@ -49,7 +49,8 @@ struct dsec_err {
 
 /* Name on the wire ("bad_request") and back; unknown names map to
  * DSEC_E_INTERNAL so a newer daemon's codes still read as failures. */
-DSEC_API const char *dsec_code_name(enum dsec_code code);
+DSEC_API
+const char *dsec_code_name(enum dsec_code code);
 enum dsec_code dsec_code_from_name(const char *name, size_t len);
 
 /* The code an errno maps to when no better one is given. */

@@ -111,8 +111,8 @@ int main(void)
 	struct dsec_err err;
 	struct dsec_sandbox_info *list;
 	struct dsec_node_info info;
-	struct dsec_file_info *files;
-	struct dsec_exec_res res;
+	struct dsec_file_desc *files;
+	struct dsec_cmd_res res;
 	long long base, grew;
 	size_t n;
 	bool trunc;
@@ -238,7 +238,7 @@ int main(void)
 	/* 7. Arguments the daemon would refuse never become defaults. */
 	{
 		struct dsec_create_opts o = { .ttl = -5 };
-		struct dsec_exec_req q = { .code = "true", .timeout = -1 };
+		struct dsec_cmd q = { .code = "true", .timeout = -1 };
 		unsigned before = seen();
 
 		rc = dsec_create(c, &o, &id, &err);
@@ -266,7 +266,7 @@ int main(void)
 	 * exec_start dereferenced a NULL default). */
 	{
 		struct dsec_pk p;
-		struct dsec_exec_req q = { .code = "true" };
+		struct dsec_cmd q = { .code = "true" };
 		char *x = NULL;
 
 		dsec_pk_init(&p);
@@ -280,7 +280,7 @@ int main(void)
 	/* 9. A good exec reply still reads. */
 	{
 		struct dsec_pk p;
-		struct dsec_exec_req q = { .code = "echo hi" };
+		struct dsec_cmd q = { .code = "echo hi" };
 
 		dsec_pk_init(&p);
 		dsec_pk_reply_ok(&p, 3);
@@ -291,7 +291,7 @@ int main(void)
 		rc = dsec_exec(c, "n:1", &q, &res, &err);
 		ok(rc == 0 && res.exit_code == 3 && res.out.len == 3, "a normal exec reply reads");
 		if (rc == 0)
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 	}
 
 	dsec_close(c);

@@ -45,12 +45,12 @@ static bool bad_reply(int rc, const struct dsec_err *err, const char *what)
 
 int main(void)
 {
-	static const struct dsec_exec_req q = { .code = "true" };
+	static const struct dsec_cmd q = { .code = "true" };
 	struct dsec_client *c;
 	struct dsec_err err;
-	struct dsec_exec_res res;
-	struct dsec_session_res sres;
-	struct dsec_file_info fi, *files;
+	struct dsec_cmd_res res;
+	struct dsec_session_cmd_res sres;
+	struct dsec_file_desc fi, *files;
 	struct dsec_sandbox_info si, *list;
 	struct dsec_node_info info;
 	struct dsec_buf buf;
@@ -246,10 +246,10 @@ int main(void)
 		dsec_pk_kv_str(&p, "target", "/etc");
 		answer(&p);
 		rc = dsec_file_stat(c, "n:1", "/l", &fi, &err);
-		ok(rc == 0 && fi.type == DSEC_FT_SYMLINK && !strcmp(fi.target, "/etc"),
+		ok(rc == 0 && fi.type == DSEC_KIND_SYMLINK && !strcmp(fi.target, "/etc"),
 		   "a stat result with name and type reads");
 		if (rc == 0)
-			dsec_file_info_free(&fi);
+			dsec_file_desc_free(&fi);
 		dsec_pk_init(&p);
 		dsec_pk_reply_ok(&p, 1);
 		dsec_pk_kv_u64(&p, "removed", 3);
