@@ -145,7 +145,9 @@ fs3/libfs3.a: $(FS3_OBJ)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-# nng is linked in and not exported (a program may load another libnng).
+# nng is linked in and not exported (a program may load another libnng);
+# of libdsec's own functions only those marked DSEC_API are (t/0009).
+build/lib/%.o: CFLAGS += -fvisibility=hidden
 lib/libdsec.so: $(LIB_OBJ) $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $(LIB_OBJ) -Wl,--exclude-libs,libnng.a \

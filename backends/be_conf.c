@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "be_conf.h"
+#include "util.h"
 
 static int set(const char *backend, const struct be_conf_key *k, void *conf, const char *v,
 	       struct dsec_err *err)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <stddef.h>
 
+#include "backend.h"
 #include "config.h"
 #include "dsec.h"
 

@@ -28,12 +28,13 @@ struct fs3_peer {
 
 int fs3_peer_new(struct fs3_peer **out, const char *url, double timeout, struct dsec_err *err)
 {
+	static const struct dsec_connect_opts lazy = { .lazy = true };
 	struct dsec_client *c;
 	struct fs3_peer *p;
 	int r;
 
 	/* Connecting does not wait for the peer; it checks the address. */
-	if ((r = dsec_connect(&c, url, err)) < 0) {
+	if ((r = dsec_connect_opts(&c, url, &lazy, err)) < 0) {
 		dsec_err_prefix(err, "cannot use peer '%s'", url);
 		return r;
 	}

@@ -87,13 +87,13 @@ static void call(unsigned which)
 	static const char *const argv[] = { "true", NULL };
 	static const char *const allow[] = { "10.0.0.0/8", NULL };
 	struct dsec_client *c = client;
-	struct dsec_exec_req q = { .argv = argv };
+	struct dsec_cmd q = { .argv = argv };
 	struct dsec_create_opts o = { .backend = "container" };
 	struct dsec_exec_start_opts so = { .pty = true };
-	struct dsec_session_spec ss = { .name = "s1" };
-	struct dsec_exec_res res;
-	struct dsec_session_res sres;
-	struct dsec_file_info info, *files = NULL;
+	struct dsec_session_opts ss = { .name = "s1" };
+	struct dsec_cmd_res res;
+	struct dsec_session_cmd_res sres;
+	struct dsec_file_desc info, *files = NULL;
 	struct dsec_sandbox_info sb, *sbs = NULL;
 	struct dsec_node_info node;
 	struct dsec_buf buf;
@@ -138,11 +138,11 @@ static void call(unsigned which)
 		break;
 	case 5:
 		if ((rc = dsec_exec(c, SID, &q, &res, &err)) == 0)
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 		break;
 	case 6:
 		if ((rc = dsec_call(c, &o, &q, &res, &err)) == 0)
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 		break;
 	case 7: rc = dsec_file_read(c, SID, "/etc/hostname", 0, 0, &buf, &err); break;
 	case 8: rc = dsec_file_write(c, SID, "/tmp/x", "data", 4, 0644, &err); break;
@@ -153,7 +153,7 @@ static void call(unsigned which)
 	case 13:
 		if ((rc = dsec_file_stat(c, SID, "/", &info, &err)) == 0)
 			need(info.name != NULL, "a name");
-		dsec_file_info_free(&info);
+		dsec_file_desc_free(&info);
 		break;
 	case 14:
 		if ((rc = dsec_file_list(c, SID, "/", 0, &files, &n, &flag, &err)) == 0) {
@@ -174,7 +174,7 @@ static void call(unsigned which)
 	case 20:
 		if ((rc = dsec_session_exec(c, SID, "s1", "pwd", 5, 0, &sres, &err)) == 0) {
 			need(sres.cwd != NULL, "a cwd");
-			dsec_session_res_free(&sres);
+			dsec_session_cmd_res_free(&sres);
 		}
 		break;
 	case 21: rc = dsec_session_close(c, SID, "s1", &err); break;
@@ -189,7 +189,7 @@ static void call(unsigned which)
 		break;
 	case 25:
 		if ((rc = dsec_exec_read(c, SID, "x1", 1, &res, &flag, &err)) == 0)
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 		break;
 	case 26: rc = dsec_exec_write(c, SID, "x1", "in", 2, true, &err); break;
 	case 27: rc = dsec_exec_signal(c, SID, "x1", 15, &err); break;

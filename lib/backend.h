@@ -142,6 +142,8 @@ struct dsec_exec_res {
 					 * command (its memory limit was hit) (ABI 1,
 					 * appended; zeroed by the daemon) */
 };
+/* Frees the buffers of res (libdsec, lib/backend.c). */
+void dsec_exec_res_free(struct dsec_exec_res *res);
 
 /* Capacity and occupancy, for info, placement and dsec-top. */
 struct dsec_be_stats {
@@ -224,6 +226,8 @@ struct dsec_file_res {
 	uint64_t count;			/* REMOVE: removed; UPLOAD: extracted; DOWNLOAD: packed */
 	struct dsec_buf data;		/* DOWNLOAD: the archive */
 };
+/* Frees what res holds and zeroes it (libdsec, lib/backend.c). */
+void dsec_file_res_free(struct dsec_file_res *res);
 /* A sandbox's writable layer as a snapshot reads it (ABI 1, appended). */
 struct dsec_be_upper {
 	/* Host path of the overlay's upper dir, in overlayfs form: a deleted

@@ -1,8 +1,18 @@
-/* client.c - libdsec: the C client over nng REQ/REP. */
+/* client.c - libdsec: the C client over nng REQ/REP.
+ *
+ * Every request is a call (struct dsec_call): a REQ context of its own and
+ * an aio whose callback sends the request, then receives its reply.  An
+ * asynchronous call posts itself to a completion queue when it ends; the
+ * synchronous API runs the same steps on a call the client keeps, waiting
+ * on its aio, then decodes the reply on the caller's thread. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
@@ -11,6 +21,8 @@
 
 /* Replies may carry a whole file or captured output; allow generously. */
 #define CLIENT_RECV_MAX (256u << 20)
+/* Pause between two dials while dsec_connect_wait waits for a daemon. */
+#define CONNECT_RETRY_NS (20 * 1000 * 1000)
 
 /* nng's message with a lowercase first letter, as our messages are. */
 static const char *nng_why(int rc, char *buf, size_t len)
@@ -21,18 +33,236 @@ static const char *nng_why(int rc, char *buf, size_t len)
 	return buf;
 }
 
-struct dsec_client {
-	nng_socket sock;	/* REQ socket, dialed to url */
-	char *url;		/* address in nng form */
-	double timeout;		/* seconds added to a request's own timeout */
+/* One request on the wire and, once it ended, its outcome. */
+struct dsec_call {
+	char *url;			/* the client's address, for messages (not owned) */
+	nng_ctx ctx;			/* REQ context: this call's request and reply */
+	nng_aio *aio;			/* drives the send, then the receive */
+	pthread_mutex_t mu;		/* orders a cancel against the callback's
+					 * move from send to receive */
+	bool receiving;			/* the aio is on the receive (mu) */
+	bool cancelled;			/* dsec_call_cancel was called (mu) */
+	nng_duration recv_ms;		/* how long the reply may take */
+	nng_msg *reply;			/* the reply once received, or NULL */
+	int rc;				/* 0 or -errno once ended */
+	struct dsec_err err;		/* why, when rc < 0 */
+	/* Asynchronous calls only (NULL q for the synchronous slot): */
+	struct dsec_client *c;		/* its client until it ends (c->mu) */
+	struct dsec_cq *q;		/* where it goes when it ends */
+	void *tag;			/* the caller's */
+	struct dsec_call *next;		/* q's list, once ended */
 };
 
-int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err)
+/* Completions ready to be taken; fd is readable while there are any. */
+struct dsec_cq {
+	pthread_mutex_t mu;		/* guards everything below */
+	int fd;				/* eventfd: nonzero iff head != NULL */
+	struct dsec_call *head, *tail;	/* ended calls, oldest first */
+	size_t pending;			/* calls sent to it not ended yet */
+};
+
+struct dsec_client {
+	nng_socket sock;		/* REQ socket, dialed to url */
+	char *url;			/* address in nng form */
+	double timeout;			/* seconds added to a request's own timeout */
+	struct dsec_call sync;		/* the synchronous calls' slot */
+	pthread_mutex_t mu;		/* guards ncalls, closing */
+	pthread_cond_t cv;		/* ncalls reached 0 (dsec_close) */
+	size_t ncalls;			/* asynchronous calls in flight */
+	bool closing;			/* dsec_close has begun */
+};
+
+static void call_cb(void *arg);
+
+/* A call on c; cb drives its aio (NULL: the caller waits on it). */
+static int call_init(struct dsec_call *k, struct dsec_client *c, void (*cb)(void *),
+		     struct dsec_err *err)
 {
+	char why[128];
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	k->url = c->url;
+	if ((rc = nng_ctx_open(&k->ctx, c->sock)) != 0 ||
+	    (rc = nng_aio_alloc(&k->aio, cb, k)) != 0) {
+		if (k->ctx.id)
+			nng_ctx_close(k->ctx);
+		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot open a request to '%s': %s",
+				     c->url, nng_why(rc, why, sizeof(why)));
+	}
+	pthread_mutex_init(&k->mu, NULL);
+	return 0;
+}
+
+/* Frees what call_init made; after the call has ended (or never ran).
+ * nng_aio_free waits for a callback still returning. */
+static void call_fini(struct dsec_call *k)
+{
+	nng_aio_free(k->aio);
+	nng_ctx_close(k->ctx);		/* ECLOSED once its socket is closed: nothing left */
+	if (k->reply)
+		nng_msg_free(k->reply);
+	pthread_mutex_destroy(&k->mu);
+}
+
+/* Starts the call on req (len bytes, copied): the send may wait send_s
+ * seconds for the daemon to take it, the reply recv_s more. */
+static int call_start(struct dsec_call *k, const void *req, size_t len, double send_s,
+		      double recv_s, struct dsec_err *err)
+{
+	nng_msg *msg = NULL;
+	char why[128];
+	int rc;
+
+	if ((rc = nng_msg_alloc(&msg, 0)) != 0 || (rc = nng_msg_append(msg, req, len)) != 0) {
+		if (rc && msg)
+			nng_msg_free(msg);
+		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot build request: %s",
+				     nng_why(rc, why, sizeof(why)));
+	}
+	if (k->reply)
+		nng_msg_free(k->reply);
+	k->reply = NULL;
+	k->rc = 0;
+	k->receiving = k->cancelled = false;
+	k->recv_ms = recv_s > 2e6 ? NNG_DURATION_INFINITE : (nng_duration)(recv_s * 1000);
+	nng_aio_set_msg(k->aio, msg);
+	nng_aio_set_timeout(k->aio, send_s > 2e6 ? NNG_DURATION_INFINITE
+						 : (nng_duration)(send_s * 1000));
+	nng_ctx_send(k->ctx, k->aio);
+	return 0;
+}
+
+/* An asynchronous call ended: onto its queue.  The client's lock is held
+ * while posting, so dsec_close returns only once no callback can touch the
+ * client or the queue any more. */
+static void call_post(struct dsec_call *k)
+{
+	struct dsec_client *c = k->c;
+	struct dsec_cq *q = k->q;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&c->mu);
+	k->c = NULL;
+	pthread_mutex_lock(&q->mu);
+	if (!q->head && write(q->fd, &one, sizeof(one)) != sizeof(one))
+		DSEC_BUG("cannot signal a completion queue: %s", strerror(errno));
+	if (q->tail)
+		q->tail->next = k;
+	else
+		q->head = k;
+	q->tail = k;
+	q->pending--;
+	pthread_mutex_unlock(&q->mu);
+	if (--c->ncalls == 0)
+		pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* Why a call failed, in the words of the synchronous API.  Closing the
+ * client ends its calls with ECLOSED, or ECONNRESET when their pipe goes
+ * first. */
+static void call_fail(struct dsec_call *k, int rc)
+{
+	bool closing = rc == NNG_ECLOSED;
+	char why[128];
+
+	if (k->c) {
+		pthread_mutex_lock(&k->c->mu);
+		closing |= k->c->closing;
+		pthread_mutex_unlock(&k->c->mu);
+	}
+	if (rc == NNG_ECANCELED && k->cancelled)
+		dsec_err_setc(&k->err, DSEC_E_UNAVAILABLE, ECANCELED,
+			      "request to '%s' cancelled", k->url);
+	else if (closing)
+		dsec_err_setc(&k->err, DSEC_E_UNAVAILABLE, ECONNABORTED,
+			      "request to '%s' abandoned: the client was closed", k->url);
+	else if (!k->receiving)
+		dsec_err_setc(&k->err, DSEC_E_UNAVAILABLE, ECONNREFUSED,
+			      "cannot send request to '%s': %s", k->url, nng_why(rc, why, sizeof(why)));
+	else
+		dsec_err_setc(&k->err, DSEC_E_UNAVAILABLE,
+			      rc == NNG_ETIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
+			      "no reply from '%s': %s", k->url, nng_why(rc, why, sizeof(why)));
+	k->rc = -k->err.errnum;
+}
+
+/* The aio's operation ended: the request was sent (start the receive:
+ * returns true), or the reply came, or either failed (the call ended:
+ * false).  Run by the callback of an asynchronous call, on an nng thread,
+ * and by the thread waiting on a synchronous one. */
+static bool call_step(struct dsec_call *k)
+{
+	int rc = nng_aio_result(k->aio);
+
+	pthread_mutex_lock(&k->mu);
+	if (!k->receiving) {
+		if (rc != 0) {
+			nng_msg_free(nng_aio_get_msg(k->aio));	/* not sent: still ours */
+			nng_aio_set_msg(k->aio, NULL);
+		} else if (k->cancelled) {
+			rc = NNG_ECANCELED;
+		} else {
+			k->receiving = true;
+			nng_aio_set_timeout(k->aio, k->recv_ms);
+			nng_ctx_recv(k->ctx, k->aio);
+			pthread_mutex_unlock(&k->mu);
+			return true;
+		}
+	}
+	if (rc != 0)
+		call_fail(k, rc);
+	else
+		k->reply = nng_aio_get_msg(k->aio);
+	pthread_mutex_unlock(&k->mu);
+	return false;
+}
+
+static void call_cb(void *arg)
+{
+	struct dsec_call *k = arg;
+
+	if (!call_step(k))
+		call_post(k);
+}
+
+/* Dials url on c's socket; with wait > 0 a daemon not listening yet is
+ * dialed again until it is or wait seconds have passed. */
+static int dial(struct dsec_client *c, double wait, struct dsec_err *err)
+{
+	double until = dsec_now() + wait;
+	char why[128];
+	int rc;
+
+	for (;;) {
+		rc = nng_dial(c->sock, c->url, NULL, 0);
+		if (rc == 0)
+			return 0;
+		if (rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP || rc == NNG_EINVAL ||
+		    dsec_now() >= until)
+			break;
+		nanosleep(&(struct timespec){ 0, CONNECT_RETRY_NS }, NULL);
+	}
+	return dsec_err_setc(err, rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP || rc == NNG_EINVAL
+					  ? DSEC_E_INVALID : DSEC_E_UNAVAILABLE,
+			     rc == NNG_ENOENT ? ENOENT : ECONNREFUSED, "cannot connect to '%s': %s",
+			     c->url, nng_why(rc, why, sizeof(why)));
+}
+
+int dsec_connect_opts(struct dsec_client **out, const char *url,
+		      const struct dsec_connect_opts *o, struct dsec_err *err)
+{
+	static const struct dsec_connect_opts none;
 	struct dsec_client *c;
 	char why[128];
 	int rc;
 
+	if (!o)
+		o = &none;
+	if (!(o->wait >= 0 && o->wait <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "connect wait %g must be seconds between 0 and 1e9", o->wait);
 	if (!url || !*url)
 		url = getenv("DSEC_HOST");
 	if (!url || !*url)
@@ -49,14 +279,22 @@ int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err
 	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX);
 	nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 20);
 	nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 500);
-	/* Non-blocking dial: the daemon may come up later; requests wait. */
-	if ((rc = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK)) != 0) {
+	if (o->lazy)
+		rc = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK);
+	if (o->lazy && rc != 0) {
 		dsec_err_setc(err, rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP ? DSEC_E_INVALID
 									: DSEC_E_UNAVAILABLE,
 			      EINVAL, "cannot connect to '%s': %s", url, nng_why(rc, why, sizeof(why)));
+		rc = -EINVAL;
+	} else if (!o->lazy) {
+		rc = dial(c, o->wait, err);
+	}
+	if (rc < 0 || call_init(&c->sync, c, NULL, err) < 0) {
 		nng_close(c->sock);
 		goto fail;
 	}
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
 	*out = c;
 	return 0;
 fail:
@@ -65,11 +303,29 @@ fail:
 	return -EINVAL;
 }
 
+int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err)
+{
+	return dsec_connect_opts(out, url, NULL, err);
+}
+
+/* Closing the socket ends every call in flight (with ECLOSED): the
+ * asynchronous ones post themselves, and once none is left nothing
+ * refers to c. */
 void dsec_close(struct dsec_client *c)
 {
 	if (!c)
 		return;
+	pthread_mutex_lock(&c->mu);
+	c->closing = true;
+	pthread_mutex_unlock(&c->mu);
 	nng_close(c->sock);
+	pthread_mutex_lock(&c->mu);
+	while (c->ncalls)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	call_fini(&c->sync);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->mu);
 	free(c->url);
 	free(c);
 }
@@ -84,31 +340,148 @@ const char *dsec_client_url(const struct dsec_client *c)
 	return c->url;
 }
 
-/* Sends req and waits for the reply message (caller frees it with
- * nng_msg_free): the reply is decoded in place, never copied. */
-static int raw_timeout(struct dsec_client *c, const void *req, size_t len, double extra,
-		       nng_msg **reply, struct dsec_err *err)
-{
-	nng_msg *msg;
-	char why[128];
-	int rc;
-	double t = c->timeout + extra;
+/* ---- completion queues and asynchronous calls ---- */
 
-	nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, (nng_duration)(c->timeout * 1000));
-	nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, t > 2e6 ? NNG_DURATION_INFINITE
-							       : (nng_duration)(t * 1000));
-	if ((rc = nng_msg_alloc(&msg, 0)) != 0 || (rc = nng_msg_append(msg, req, len)) != 0)
-		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot build request: %s",
-				     nng_why(rc, why, sizeof(why)));
-	if ((rc = nng_sendmsg(c->sock, msg, 0)) != 0) {
-		nng_msg_free(msg);
-		return dsec_err_setc(err, DSEC_E_UNAVAILABLE, ECONNREFUSED,
-				     "cannot send request to '%s': %s", c->url, nng_why(rc, why, sizeof(why)));
+int dsec_cq_new(struct dsec_cq **out, struct dsec_err *err)
+{
+	struct dsec_cq *q;
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	if (fd < 0)
+		return dsec_err_set(err, errno, "cannot make a completion queue: %s", strerror(errno));
+	q = xcalloc(1, sizeof(*q));
+	q->fd = fd;
+	pthread_mutex_init(&q->mu, NULL);
+	*out = q;
+	return 0;
+}
+
+int dsec_cq_fd(const struct dsec_cq *q)
+{
+	return q->fd;
+}
+
+int dsec_cq_next(struct dsec_cq *q, struct dsec_completion *out)
+{
+	struct dsec_call *k;
+	uint64_t n;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&q->mu);
+	if (!(k = q->head)) {
+		pthread_mutex_unlock(&q->mu);
+		return -EAGAIN;
 	}
-	if ((rc = nng_recvmsg(c->sock, reply, 0)) != 0)
-		return dsec_err_setc(err, DSEC_E_UNAVAILABLE,
-				     rc == NNG_ETIMEDOUT ? ETIMEDOUT : ECONNREFUSED,
-				     "no reply from '%s': %s", c->url, nng_why(rc, why, sizeof(why)));
+	if (!(q->head = k->next))
+		q->tail = NULL;
+	k->next = NULL;
+	if (!q->head && read(q->fd, &n, sizeof(n)) != sizeof(n))
+		DSEC_BUG("cannot drain a completion queue: %s", strerror(errno));
+	pthread_mutex_unlock(&q->mu);
+	out->tag = k->tag;
+	out->rc = k->rc;
+	out->err = &k->err;
+	if (k->reply) {
+		out->reply = nng_msg_body(k->reply);
+		out->reply_len = nng_msg_len(k->reply);
+	}
+	out->call = k;
+	return 0;
+}
+
+void dsec_completion_free(struct dsec_completion *cmp)
+{
+	if (!cmp->call)
+		return;
+	call_fini(cmp->call);
+	free(cmp->call);
+	memset(cmp, 0, sizeof(*cmp));
+}
+
+void dsec_cq_free(struct dsec_cq *q)
+{
+	struct dsec_completion cmp;
+
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	if (q->pending)
+		DSEC_BUG("completion queue freed with %zu calls in flight", q->pending);
+	pthread_mutex_unlock(&q->mu);
+	while (dsec_cq_next(q, &cmp) == 0)
+		dsec_completion_free(&cmp);
+	close(q->fd);
+	pthread_mutex_destroy(&q->mu);
+	free(q);
+}
+
+int dsec_call_async(struct dsec_client *c, struct dsec_cq *q, const void *req, size_t len,
+		    double wait, void *tag, struct dsec_call **call, struct dsec_err *err)
+{
+	struct dsec_call *k;
+	int rc;
+
+	if (call)
+		*call = NULL;
+	if (!(wait >= 0 && wait <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "wait %g must be seconds between 0 and 1e9", wait);
+	k = xmalloc(sizeof(*k));
+	if ((rc = call_init(k, c, call_cb, err)) < 0) {
+		free(k);
+		return rc;
+	}
+	k->c = c;
+	k->q = q;
+	k->tag = tag;
+	pthread_mutex_lock(&c->mu);
+	c->ncalls++;
+	pthread_mutex_lock(&q->mu);
+	q->pending++;
+	pthread_mutex_unlock(&q->mu);
+	pthread_mutex_unlock(&c->mu);
+	if (call)
+		*call = k;
+	/* Cannot fail now: a failure to build the message ends the call. */
+	if (call_start(k, req, len, c->timeout, c->timeout + wait, &k->err) < 0) {
+		k->rc = -k->err.errnum;
+		call_post(k);
+	}
+	return 0;
+}
+
+void dsec_call_cancel(struct dsec_call *k)
+{
+	pthread_mutex_lock(&k->mu);
+	k->cancelled = true;
+	nng_aio_cancel(k->aio);
+	pthread_mutex_unlock(&k->mu);
+}
+
+/* ---- the synchronous API: the client's slot, waited for ---- */
+
+/* Sends req and waits for the reply message (caller frees it with
+ * nng_msg_free): the reply is decoded in place, never copied.  The
+ * client's own call has no callback: this thread drives it through the
+ * same steps, as nng_sendmsg and nng_recvmsg would (no hop to an nng
+ * thread and back). */
+static int call_sync(struct dsec_client *c, const void *req, size_t len, double extra,
+		     nng_msg **reply, struct dsec_err *err)
+{
+	struct dsec_call *k = &c->sync;
+	int rc;
+
+	if ((rc = call_start(k, req, len, c->timeout, c->timeout + extra, err)) < 0)
+		return rc;
+	do
+		nng_aio_wait(k->aio);
+	while (call_step(k));
+	if (k->rc < 0) {
+		*err = k->err;
+		return k->rc;
+	}
+	*reply = k->reply;
+	k->reply = NULL;
 	return 0;
 }
 
@@ -116,7 +489,7 @@ int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,
 	     size_t *reply_len, struct dsec_err *err)
 {
 	nng_msg *msg;
-	int rc = raw_timeout(c, req, len, 0, &msg, err);
+	int rc = call_sync(c, req, len, 0, &msg, err);
 
 	if (rc < 0)
 		return rc;
@@ -128,10 +501,12 @@ int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,
 
 /* A reply being read: the parsed frame and its result map. */
 struct reply {
+	const char *url;		/* the client's address, for messages */
 	struct dsec_msg msg;		/* owns the decoded objects */
 	nng_msg *raw;			/* the frame bytes, or NULL */
 	size_t len;			/* their length */
 	const msgpack_object *result;	/* the result map (ok replies) */
+	const char *bad;		/* the first result field of the wrong type, or NULL */
 };
 
 static void reply_free(struct reply *r)
@@ -156,7 +531,7 @@ static size_t reply_objs_max(int shape, size_t len)
 
 /* The daemon's error reply as *err: its code and message; a reply that
  * says it failed without a code that is an error is a protocol error. */
-static int reply_error(struct dsec_client *c, const msgpack_object *root, struct dsec_err *err)
+static int reply_error(const char *url, const msgpack_object *root, struct dsec_err *err)
 {
 	const msgpack_object *e = dsec_map_get(root, "error");
 	const msgpack_object *code = dsec_map_get(e, "code");
@@ -169,57 +544,80 @@ static int reply_error(struct dsec_client *c, const msgpack_object *root, struct
 		mlen = DSEC_ERR_MSG_MAX;
 	if (!code || code->type != MSGPACK_OBJECT_STR)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
-				     "bad reply from '%s': an error without a code: %.*s", c->url,
+				     "bad reply from '%s': an error without a code: %.*s", url,
 				     mlen, mtext);
 	cd = dsec_code_from_name(code->via.str.ptr, code->via.str.size);
 	if (cd == DSEC_E_OK)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
-				     "bad reply from '%s': an error whose code is 'ok': %.*s", c->url,
+				     "bad reply from '%s': an error whose code is 'ok': %.*s", url,
 				     mlen, mtext);
 	if (cd == DSEC_E_INTERNAL && (code->via.str.size != 8 ||
 				      memcmp(code->via.str.ptr, "internal", 8)))
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
-				     "bad reply from '%s': unknown error code '%.*s': %.*s", c->url,
+				     "bad reply from '%s': unknown error code '%.*s': %.*s", url,
 				     code->via.str.size > 64 ? 64 : (int)code->via.str.size,
 				     code->via.str.ptr, mlen, mtext);
 	return dsec_err_setc(err, cd, EIO, "%.*s", mlen, mtext);
 }
 
+/* Decodes the reply frame data (len bytes) into r, of the shape given
+ * (OBJS_FIXED or OBJS_LIST).  A daemon error becomes *err with the
+ * daemon's code; rc < 0. */
+static int reply_decode(struct reply *r, const void *data, size_t len, int shape,
+			struct dsec_err *err)
+{
+	bool ok = false;
+
+	r->len = len;
+	if (dsec_msg_parse_n(&r->msg, data, len, CLIENT_RECV_MAX, reply_objs_max(shape, len),
+			     err) < 0) {
+		dsec_err_prefix(err, "bad reply from '%s'", r->url);
+		err->code = DSEC_E_INTERNAL;
+		return -EPROTO;
+	}
+	if (dsec_get_bool(r->msg.root, "ok", &ok, err) < 0)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': no 'ok' field", r->url);
+	if (!ok)
+		return reply_error(r->url, r->msg.root, err);
+	r->result = dsec_map_get(r->msg.root, "result");
+	if (!r->result || r->result->type != MSGPACK_OBJECT_MAP)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': no result map", r->url);
+	return 0;
+}
+
+int dsec_reply_check(const struct dsec_client *c, const void *reply, size_t len,
+		     struct dsec_err *err)
+{
+	struct reply r;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	r.url = c->url;
+	msgpack_unpacked_init(&r.msg.up);
+	rc = reply_decode(&r, reply, len, OBJS_LIST, err);
+	reply_free(&r);
+	return rc;
+}
+
 /* Sends the packed request p (consumed) and decodes the reply, of the
- * shape given (OBJS_FIXED or OBJS_LIST).  A daemon error becomes *err with
- * the daemon's code; rc < 0.  extra = seconds the request itself may take. */
+ * shape given.  extra = seconds the request itself may take. */
 static int roundtrip_n(struct dsec_client *c, struct dsec_pk *p, double extra, int shape,
 		       struct reply *r, struct dsec_err *err)
 {
-	size_t len, rlen;
+	size_t len;
 	void *req = dsec_pk_detach(p, &len);
 	int rc;
 
 	memset(r, 0, sizeof(*r));
+	r->url = c->url;
 	msgpack_unpacked_init(&r->msg.up);
-	rc = raw_timeout(c, req, len, extra, &r->raw, err);
+	rc = call_sync(c, req, len, extra, &r->raw, err);
 	free(req);
 	if (rc < 0)
 		return rc;
-	dsec_msg_free(&r->msg);
-	rlen = r->len = nng_msg_len(r->raw);
-	if (dsec_msg_parse_n(&r->msg, nng_msg_body(r->raw), rlen, CLIENT_RECV_MAX,
-			     reply_objs_max(shape, rlen), err) < 0) {
-		dsec_err_prefix(err, "bad reply from '%s'", c->url);
-		err->code = DSEC_E_INTERNAL;
-		return -EPROTO;
-	}
-	bool ok = false;
-	if (dsec_get_bool(r->msg.root, "ok", &ok, err) < 0)
-		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
-				     "bad reply from '%s': no 'ok' field", c->url);
-	if (!ok)
-		return reply_error(c, r->msg.root, err);
-	r->result = dsec_map_get(r->msg.root, "result");
-	if (!r->result || r->result->type != MSGPACK_OBJECT_MAP)
-		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
-				     "bad reply from '%s': no result map", c->url);
-	return 0;
+	return reply_decode(r, nng_msg_body(r->raw), nng_msg_len(r->raw), shape, err);
 }
 
 static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
@@ -228,54 +626,125 @@ static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, str
 	return roundtrip_n(c, p, extra, OBJS_FIXED, r, err);
 }
 
-/* The entries of the list at key in the result, *n of them (0 when it
- * is absent).  Each entry becomes a struct with strings of its own, so
- * a list with more entries than the reply could carry at min_bytes each
- * (less than what the daemon's entries take: their field names alone)
- * is a protocol error: a hostile reply of empty entries cannot make us
- * allocate many times its size. */
-static int get_list(struct dsec_client *c, const struct reply *r, const msgpack_object *map,
-		    const char *key, size_t min_bytes, const msgpack_object **entries, size_t *n,
+/* The protocol error of a result without field key (or with it of the
+ * wrong type, or nil) where op's result always has it. */
+static int no_field(const struct reply *r, const char *op, const char *key, struct dsec_err *err)
+{
+	return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "bad reply from '%s': %s reply has no '%s'",
+			     r->url, op, key);
+}
+
+/* rc, or when it is 0 the protocol error of the first field the decoding
+ * found of the wrong type (read as absent meanwhile). */
+static int reply_done(const struct reply *r, const char *op, int rc, struct dsec_err *err)
+{
+	if (rc == 0 && r->bad)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': field '%s' of the %s reply has the wrong type",
+				     r->url, r->bad, op);
+	return rc;
+}
+
+/* Getters of result fields that may be absent: absent gives the default;
+ * of the wrong type it gives the default too and marks the reply bad (the
+ * call then fails with reply_done). */
+static void mark_bad(struct reply *r, int rc, const char *key)
+{
+	if (rc < 0 && rc != -ENOENT && !r->bad)
+		r->bad = key;
+}
+
+static char *get_str_or(struct reply *r, const msgpack_object *map, const char *key,
+			const char *dflt)
+{
+	char *s = NULL;
+	int rc = dsec_get_text(map, key, CLIENT_RECV_MAX, &s, NULL);
+
+	mark_bad(r, rc, key);
+	return rc < 0 ? xstrdup(dflt) : s;
+}
+
+static double get_double_or(struct reply *r, const msgpack_object *map, const char *key,
+			    double dflt)
+{
+	double v = dflt;
+
+	mark_bad(r, dsec_get_double(map, key, &v, NULL), key);
+	return v;
+}
+
+static uint64_t get_u64_or(struct reply *r, const msgpack_object *map, const char *key,
+			   uint64_t dflt)
+{
+	uint64_t v = dflt;
+
+	mark_bad(r, dsec_get_u64(map, key, &v, NULL), key);
+	return v;
+}
+
+static void get_bool_or(struct reply *r, const msgpack_object *map, const char *key, bool *out)
+{
+	mark_bad(r, dsec_get_bool(map, key, out, NULL), key);
+}
+
+/* A string field the op's result always has: *out (caller frees), or the
+ * protocol error. */
+static int get_str_need(struct reply *r, const char *op, const char *key, char **out,
+			struct dsec_err *err)
+{
+	*out = NULL;
+	if (dsec_get_text(r->result, key, CLIENT_RECV_MAX, out, NULL) < 0)
+		return no_field(r, op, key, err);
+	return 0;
+}
+
+/* The same for bytes, added to out. */
+static int get_bin_need(struct reply *r, const char *op, const char *key, struct dsec_buf *out,
+			struct dsec_err *err)
+{
+	const void *d;
+	size_t n;
+
+	if (dsec_get_bin(r->result, key, SIZE_MAX, &d, &n, NULL) < 0)
+		return no_field(r, op, key, err);
+	dsec_buf_add(out, d, n);
+	return 0;
+}
+
+/* The entries of the list at key in map, *n of them; absent is 0 entries
+ * unless need.  Each entry must be a map and becomes a struct with
+ * strings of its own, so a list with more entries than the reply could
+ * carry at min_bytes each (less than what the daemon's entries take: their
+ * field names alone) is a protocol error: a hostile reply of empty
+ * entries cannot make us allocate many times its size. */
+static int get_list(struct reply *r, const char *op, const msgpack_object *map, const char *key,
+		    bool need, size_t min_bytes, const msgpack_object **entries, size_t *n,
 		    struct dsec_err *err)
 {
 	const msgpack_object *a = dsec_map_get(map, key);
 
 	*entries = NULL;
 	*n = 0;
-	if (!a || a->type != MSGPACK_OBJECT_ARRAY || !a->via.array.size)
+	if (!a || a->type == MSGPACK_OBJECT_NIL)
+		return need ? no_field(r, op, key, err) : 0;
+	if (a->type != MSGPACK_OBJECT_ARRAY)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': '%s' of the %s reply is not a list", r->url,
+				     key, op);
+	if (!a->via.array.size)
 		return 0;
 	if (a->via.array.size > r->len / min_bytes)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
 				     "bad reply from '%s': %u entries in '%s' cannot fit in %zu bytes",
-				     c->url, a->via.array.size, key, r->len);
+				     r->url, a->via.array.size, key, r->len);
+	for (uint32_t i = 0; i < a->via.array.size; i++)
+		if (a->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
+			return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+					     "bad reply from '%s': entry %u of '%s' of the %s reply "
+					     "is not a map", r->url, i, key, op);
 	*entries = a->via.array.ptr;
 	*n = a->via.array.size;
 	return 0;
-}
-
-static char *get_str_or(const msgpack_object *map, const char *key, const char *dflt)
-{
-	char *s = NULL;
-
-	if (dsec_get_str(map, key, &s, NULL) < 0)
-		return xstrdup(dflt);
-	return s;
-}
-
-static double get_double_or(const msgpack_object *map, const char *key, double dflt)
-{
-	double v = dflt;
-
-	dsec_get_double(map, key, &v, NULL);
-	return v;
-}
-
-static uint64_t get_u64_or(const msgpack_object *map, const char *key, uint64_t dflt)
-{
-	uint64_t v = dflt;
-
-	dsec_get_u64(map, key, &v, NULL);
-	return v;
 }
 
 /* Entries create and call share: backend, image, runtime, ttl, env, cwd,
@@ -317,7 +786,7 @@ static int check_timeout(double timeout, struct dsec_err *err)
 	return 0;
 }
 
-static void pack_limits(struct dsec_pk *p, const struct dsec_be_limits *l, uint32_t weight)
+static void pack_limits(struct dsec_pk *p, const struct dsec_limits *l, uint32_t weight)
 {
 	size_t n = (l->cpus > 0) + !!l->memory + !!l->pids + !!l->nofile + !!l->disk + !!weight;
 
@@ -382,20 +851,20 @@ int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **
 	pack_create(&p, o, false);
 	/* Creating may take long (a VM boots): wait beyond the client timeout. */
 	rc = roundtrip(c, &p, 300, &r, err);
-	if (rc == 0 && dsec_get_str(r.result, "id", id, err) < 0)
-		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "create reply has no id");
+	if (rc == 0)
+		rc = get_str_need(&r, "create", "id", id, err);
 	reply_free(&r);
 	return rc;
 }
 
 /* Exec fields: argv or code, stdin, env, cwd, timeout, output_cap. */
-static size_t count_exec(const struct dsec_exec_req *q)
+static size_t count_exec(const struct dsec_cmd *q)
 {
 	return !!q->argv + !!q->code + !!q->stdin_len + !!q->env + !!q->cwd + (q->timeout > 0) +
 	       !!q->output_cap;
 }
 
-static void pack_exec(struct dsec_pk *p, const struct dsec_exec_req *q)
+static void pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
 {
 	if (q->argv)
 		dsec_pk_kv_strv(p, "argv", q->argv);
@@ -413,32 +882,41 @@ static void pack_exec(struct dsec_pk *p, const struct dsec_exec_req *q)
 		dsec_pk_kv_u64(p, "output_cap", q->output_cap);
 }
 
-static int unpack_exec(const msgpack_object *m, struct dsec_exec_res *res, struct dsec_err *err)
+/* A command's result (exec, call, exec_read, session_exec): exit_code is
+ * always there; on failure res holds nothing to free. */
+static int unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
+		       struct dsec_err *err)
 {
+	const msgpack_object *m = r->result, *ec = dsec_map_get(m, "exit_code");
 	const void *d;
 	size_t n;
-	const msgpack_object *ec = dsec_map_get(m, "exit_code");
+	int rc;
 
 	memset(res, 0, sizeof(*res));
-	if (!ec)
-		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "exec reply has no exit_code");
+	if (!ec || (ec->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
+		    ec->type != MSGPACK_OBJECT_POSITIVE_INTEGER))
+		return no_field(r, op, "exit_code", err);
 	res->exit_code = ec->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (int)ec->via.i64
 								      : (int)ec->via.u64;
-	res->signal = (int)get_u64_or(m, "signal", 0);
-	dsec_get_bool(m, "timed_out", &res->timed_out, NULL);
-	dsec_get_bool(m, "stdout_truncated", &res->out_truncated, NULL);
-	dsec_get_bool(m, "stderr_truncated", &res->err_truncated, NULL);
-	res->duration = get_double_or(m, "duration", 0);
-	dsec_get_bool(m, "oom_killed", &res->oom_killed, NULL);
-	if (dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL) == 0)
+	res->signal = (int)get_u64_or(r, m, "signal", 0);
+	get_bool_or(r, m, "timed_out", &res->timed_out);
+	get_bool_or(r, m, "stdout_truncated", &res->out_truncated);
+	get_bool_or(r, m, "stderr_truncated", &res->err_truncated);
+	res->duration = get_double_or(r, m, "duration", 0);
+	get_bool_or(r, m, "oom_killed", &res->oom_killed);
+	if ((rc = dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL)) == 0)
 		dsec_buf_add(&res->out, d, n);
-	if (dsec_get_bin(m, "stderr", SIZE_MAX, &d, &n, NULL) == 0)
+	mark_bad(r, rc, "stdout");
+	if ((rc = dsec_get_bin(m, "stderr", SIZE_MAX, &d, &n, NULL)) == 0)
 		dsec_buf_add(&res->err, d, n);
-	return 0;
+	mark_bad(r, rc, "stderr");
+	if ((rc = reply_done(r, op, 0, err)) < 0)
+		dsec_cmd_res_free(res);
+	return rc;
 }
 
-int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
-	      struct dsec_exec_res *res, struct dsec_err *err)
+int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+	      struct dsec_cmd_res *res, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -452,15 +930,15 @@ int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req 
 	pack_exec(&p, req);
 	rc = roundtrip(c, &p, 300 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
 	if (rc == 0)
-		rc = unpack_exec(r.result, res, err);
+		rc = unpack_exec(&r, "exec", res, err);
 	reply_free(&r);
 	return rc;
 }
 
 int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
-	      const struct dsec_exec_req *req, struct dsec_exec_res *res, struct dsec_err *err)
+	      const struct dsec_cmd *req, struct dsec_cmd_res *res, struct dsec_err *err)
 {
-	struct dsec_exec_req q = *req;
+	struct dsec_cmd q = *req;
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
@@ -478,19 +956,19 @@ int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	pack_exec(&p, &q);
 	rc = roundtrip(c, &p, 300 + (q.timeout > 0 ? q.timeout : 3600), &r, err);
 	if (rc == 0)
-		rc = unpack_exec(r.result, res, err);
+		rc = unpack_exec(&r, "call", res, err);
 	reply_free(&r);
 	return rc;
 }
 
-void dsec_exec_res_free(struct dsec_exec_res *res)
+void dsec_cmd_res_free(struct dsec_cmd_res *res)
 {
 	dsec_buf_free(&res->out);
 	dsec_buf_free(&res->err);
 }
 
 /* Starts a file request: header, id and path, then n_extra fields. */
-int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
+int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
 		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err)
 {
 	static const struct dsec_exec_start_opts none = { 0 };
@@ -517,8 +995,8 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exe
 	if (o->stdin_open)
 		dsec_pk_kv_bool(&p, "stdin_open", true);
 	rc = roundtrip(c, &p, 60, &r, err);
-	if (rc == 0 && dsec_get_str(r.result, "exec", exec, NULL) < 0)
-		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "exec_start reply has no 'exec'");
+	if (rc == 0)
+		rc = get_str_need(&r, "exec_start", "exec", exec, err);
 	reply_free(&r);
 	return rc;
 }
@@ -541,7 +1019,7 @@ static void pk_exec_op(struct dsec_pk *p, const char *op, const char *id, const 
 }
 
 int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, double wait,
-		   struct dsec_exec_res *res, bool *done, struct dsec_err *err)
+		   struct dsec_cmd_res *res, bool *done, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -552,8 +1030,11 @@ int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, doub
 	pk_exec_op(&p, "exec_read", id, exec, 1);
 	dsec_pk_kv_double(&p, "wait", wait);
 	rc = roundtrip(c, &p, wait, &r, err);
-	if (rc == 0 && (rc = unpack_exec(r.result, res, err)) == 0)
-		dsec_get_bool(r.result, "done", done, NULL);
+	if (rc == 0 && (rc = unpack_exec(&r, "exec_read", res, err)) == 0) {
+		get_bool_or(&r, r.result, "done", done);
+		if ((rc = reply_done(&r, "exec_read", 0, err)) < 0)
+			dsec_cmd_res_free(res);
+	}
 	reply_free(&r);
 	return rc;
 }
@@ -632,10 +1113,10 @@ static int file_call(struct dsec_client *c, struct dsec_pk *p, struct dsec_err *
 	return rc;
 }
 
-int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_spec *o,
+int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_opts *o,
 		      char **name, struct dsec_err *err)
 {
-	static const struct dsec_session_spec none;
+	static const struct dsec_session_opts none;
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
@@ -654,15 +1135,15 @@ int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_s
 	if (o->cwd)
 		dsec_pk_kv_str(&p, "cwd", o->cwd);
 	rc = roundtrip(c, &p, 60, &r, err);
-	if (rc == 0 && dsec_get_str(r.result, "session", name, err) < 0)
-		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "session_open reply has no session");
+	if (rc == 0)
+		rc = get_str_need(&r, "session_open", "session", name, err);
 	reply_free(&r);
 	return rc;
 }
 
 int dsec_session_exec(struct dsec_client *c, const char *id, const char *session,
 		      const char *cmd, double timeout, size_t output_cap,
-		      struct dsec_session_res *res, struct dsec_err *err)
+		      struct dsec_session_cmd_res *res, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -682,10 +1163,12 @@ int dsec_session_exec(struct dsec_client *c, const char *id, const char *session
 		dsec_pk_kv_u64(&p, "output_cap", output_cap);
 	/* A reset adds a grace and a shell start to the timeout. */
 	rc = roundtrip(c, &p, 300 + (timeout > 0 ? timeout : 3600), &r, err);
-	if (rc == 0 && (rc = unpack_exec(r.result, &res->exec, err)) == 0) {
-		res->cwd = get_str_or(r.result, "cwd", "");
-		dsec_get_bool(r.result, "reset", &res->reset, NULL);
-		dsec_get_bool(r.result, "ended", &res->ended, NULL);
+	if (rc == 0 && (rc = unpack_exec(&r, "session_exec", &res->exec, err)) == 0) {
+		res->cwd = get_str_or(&r, r.result, "cwd", "");
+		get_bool_or(&r, r.result, "reset", &res->reset);
+		get_bool_or(&r, r.result, "ended", &res->ended);
+		if ((rc = reply_done(&r, "session_exec", 0, err)) < 0)
+			dsec_session_cmd_res_free(res);
 	}
 	reply_free(&r);
 	return rc;
@@ -707,9 +1190,9 @@ int dsec_session_close(struct dsec_client *c, const char *id, const char *sessio
 	return rc;
 }
 
-void dsec_session_res_free(struct dsec_session_res *res)
+void dsec_session_cmd_res_free(struct dsec_session_cmd_res *res)
 {
-	dsec_exec_res_free(&res->exec);
+	dsec_cmd_res_free(&res->exec);
 	free(res->cwd);
 	res->cwd = NULL;
 }
@@ -735,28 +1218,42 @@ int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
 	return file_call(c, &p, err);
 }
 
-static void unpack_info(const msgpack_object *m, struct dsec_file_info *i)
+/* A file's description (file_stat, each entry of file_list): name and
+ * type are always there, and the type is one dsec knows. */
+static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
+		       struct dsec_file_desc *i, struct dsec_err *err)
 {
-	_cleanup_free_ char *type = get_str_or(m, "type", "");
 	static const char *const types[] = { "file", "dir", "symlink", "fifo", "socket", "char",
 					     "block" };
+	_cleanup_free_ char *type = NULL;
+	size_t t;
+	int rc;
 
 	memset(i, 0, sizeof(*i));
-	i->name = get_str_or(m, "name", "");
-	if (dsec_get_str(m, "target", &i->target, NULL) < 0)
+	if (dsec_get_text(m, "type", CLIENT_RECV_MAX, &type, NULL) < 0)
+		return no_field(r, op, "type", err);
+	for (t = 0; t < DSEC_ARRAY_LEN(types) && strcmp(type, types[t]); t++)
+		;
+	if (t == DSEC_ARRAY_LEN(types))
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': unknown file type '%.64s' in the %s reply",
+				     r->url, type, op);
+	i->type = (enum dsec_file_kind)t;
+	if (dsec_get_text(m, "name", CLIENT_RECV_MAX, &i->name, NULL) < 0)
+		return no_field(r, op, "name", err);
+	if ((rc = dsec_get_text(m, "target", CLIENT_RECV_MAX, &i->target, NULL)) < 0)
 		i->target = NULL;
-	for (size_t t = 0; t < DSEC_ARRAY_LEN(types); t++)
-		if (!strcmp(type, types[t]))
-			i->type = (enum dsec_file_type)t;
-	i->mode = (uint32_t)get_u64_or(m, "mode", 0);
-	i->size = get_u64_or(m, "size", 0);
-	i->uid = (uint32_t)get_u64_or(m, "uid", 0);
-	i->gid = (uint32_t)get_u64_or(m, "gid", 0);
-	i->mtime = get_double_or(m, "mtime", 0);
+	mark_bad(r, rc, "target");
+	i->mode = (uint32_t)get_u64_or(r, m, "mode", 0);
+	i->size = get_u64_or(r, m, "size", 0);
+	i->uid = (uint32_t)get_u64_or(r, m, "uid", 0);
+	i->gid = (uint32_t)get_u64_or(r, m, "gid", 0);
+	i->mtime = get_double_or(r, m, "mtime", 0);
+	return 0;
 }
 
 int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
-		   struct dsec_file_info *out, struct dsec_err *err)
+		   struct dsec_file_desc *out, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -764,14 +1261,16 @@ int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
 
 	memset(out, 0, sizeof(*out));
 	pk_file(&p, "file_stat", id, path, 0);
-	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0)
-		unpack_info(r.result, out);
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0 &&
+	    (rc = reply_done(&r, "file_stat", unpack_info(&r, "file_stat", r.result, out, err),
+			     err)) < 0)
+		dsec_file_desc_free(out);
 	reply_free(&r);
 	return rc;
 }
 
 int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size_t limit,
-		   struct dsec_file_info **out, size_t *n, bool *truncated, struct dsec_err *err)
+		   struct dsec_file_desc **out, size_t *n, bool *truncated, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -786,11 +1285,18 @@ int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size
 	if ((rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err)) == 0) {
 		const msgpack_object *a;
 
-		dsec_get_bool(r.result, "truncated", truncated, NULL);
-		if ((rc = get_list(c, &r, r.result, "entries", 32, &a, n, err)) == 0) {
+		get_bool_or(&r, r.result, "truncated", truncated);
+		if ((rc = get_list(&r, "file_list", r.result, "entries", true, 32, &a, n,
+				   err)) == 0) {
 			*out = xcalloc(*n ? *n : 1, sizeof(**out));
-			for (size_t i = 0; i < *n; i++)
-				unpack_info(&a[i], &(*out)[i]);
+			for (size_t i = 0; i < *n && rc == 0; i++)
+				rc = unpack_info(&r, "file_list", &a[i], &(*out)[i], err);
+		}
+		if ((rc = reply_done(&r, "file_list", rc, err)) < 0) {
+			dsec_file_list_free(*out, *n);	/* the caller frees only what succeeded */
+			*out = NULL;
+			*n = 0;
+			*truncated = false;
 		}
 	}
 	reply_free(&r);
@@ -816,14 +1322,17 @@ int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bo
 {
 	struct dsec_pk p;
 	struct reply r;
+	uint64_t n = 0;
 	int rc;
 
 	pk_file(&p, "file_remove", id, path, recursive);
 	if (recursive)
 		dsec_pk_kv_bool(&p, "recursive", true);
 	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && (rc = dsec_get_u64(r.result, "removed", &n, NULL)) < 0)
+		rc = no_field(&r, "file_remove", "removed", err);
 	if (rc == 0 && removed)
-		*removed = get_u64_or(r.result, "removed", 0);
+		*removed = n;
 	reply_free(&r);
 	return rc;
 }
@@ -847,44 +1356,29 @@ int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 {
 	struct dsec_pk p;
 	struct reply r;
-	const void *d;
-	size_t n;
 	int rc;
 
 	pk_file(&p, "file_download", id, path, !!format);
 	if (format)
 		dsec_pk_kv_str(&p, "format", format);
-	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0) {
-		if (dsec_get_bin(r.result, "data", SIZE_MAX, &d, &n, err) < 0)
-			rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
-					   "file_download reply has no data");
-		else
-			dsec_buf_add(out, d, n);
-	}
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0)
+		rc = get_bin_need(&r, "file_download", "data", out, err);
 	reply_free(&r);
 	return rc;
 }
 
-void dsec_file_info_free(struct dsec_file_info *info)
+void dsec_file_desc_free(struct dsec_file_desc *info)
 {
 	free(info->name);
 	free(info->target);
 	memset(info, 0, sizeof(*info));
 }
 
-void dsec_file_list_free(struct dsec_file_info *arr, size_t n)
+void dsec_file_list_free(struct dsec_file_desc *arr, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		dsec_file_info_free(&arr[i]);
+		dsec_file_desc_free(&arr[i]);
 	free(arr);
-}
-
-void dsec_file_res_free(struct dsec_file_res *res)
-{
-	dsec_file_info_free(&res->info);
-	dsec_file_list_free(res->entries, res->nentries);
-	dsec_buf_free(&res->data);
-	memset(res, 0, sizeof(*res));
 }
 
 int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint64_t offset,
@@ -892,8 +1386,6 @@ int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint
 {
 	struct dsec_pk p;
 	struct reply r;
-	const void *d;
-	size_t n;
 	int rc;
 
 	pk_file(&p, "file_read", id, path, !!offset + !!len);
@@ -902,12 +1394,8 @@ int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint
 	if (len)
 		dsec_pk_kv_u64(&p, "length", len);
 	rc = roundtrip(c, &p, 0, &r, err);
-	if (rc == 0) {
-		if (dsec_get_bin(r.result, "data", SIZE_MAX, &d, &n, err) < 0)
-			rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "file_read reply has no data");
-		else
-			dsec_buf_add(out, d, n);
-	}
+	if (rc == 0)
+		rc = get_bin_need(&r, "file_read", "data", out, err);
 	reply_free(&r);
 	return rc;
 }
@@ -986,8 +1474,8 @@ int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char *
 	dsec_pk_kv_str(&p, "tag", tag);
 	/* Copying and packing a large sandbox takes a while. */
 	rc = roundtrip(c, &p, 600, &r, err);
-	if (rc == 0 && dsec_get_str(r.result, "image", image, err) < 0)
-		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "snapshot reply has no image");
+	if (rc == 0)
+		rc = get_str_need(&r, "snapshot", "image", image, err);
 	reply_free(&r);
 	return rc;
 }
@@ -997,8 +1485,6 @@ int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
 {
 	struct dsec_pk p;
 	struct reply r;
-	const void *data;
-	size_t len;
 	int rc;
 
 	dsec_buf_reset(out);
@@ -1007,27 +1493,32 @@ int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
 	dsec_pk_kv_str(&p, "kind", kind);
 	dsec_pk_kv_str(&p, "digest", digest);
 	rc = roundtrip(c, &p, 0, &r, err);
-	if (rc == 0 && dsec_get_bin(r.result, "data", SIZE_MAX, &data, &len, err) < 0)
-		rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "chunk_get reply has no data");
 	if (rc == 0)
-		dsec_buf_add(out, data, len);
+		rc = get_bin_need(&r, "chunk_get", "data", out, err);
 	reply_free(&r);
 	return rc;
 }
 
-static void unpack_sandbox(const msgpack_object *m, struct dsec_sandbox_info *s)
+/* A sandbox as info and list describe it: id, backend and state are
+ * always there. */
+static int unpack_sandbox(struct reply *r, const char *op, const msgpack_object *m,
+			  struct dsec_sandbox_info *s, struct dsec_err *err)
 {
-	s->id = get_str_or(m, "id", "");
-	s->backend = get_str_or(m, "backend", "");
-	s->runtime = get_str_or(m, "runtime", "");
-	s->image = get_str_or(m, "image", "");
-	s->state = get_str_or(m, "state", "");
-	s->created = get_double_or(m, "created", 0);
-	s->ttl = get_double_or(m, "ttl", 0);
-	s->idle_ttl = get_double_or(m, "idle_ttl", 0);
-	s->idle = get_double_or(m, "idle", 0);
-	s->execs = get_u64_or(m, "execs", 0);
-	s->running = (uint32_t)get_u64_or(m, "running", 0);
+	if (dsec_get_text(m, "id", CLIENT_RECV_MAX, &s->id, NULL) < 0)
+		return no_field(r, op, "id", err);
+	if (dsec_get_text(m, "backend", CLIENT_RECV_MAX, &s->backend, NULL) < 0)
+		return no_field(r, op, "backend", err);
+	if (dsec_get_text(m, "state", CLIENT_RECV_MAX, &s->state, NULL) < 0)
+		return no_field(r, op, "state", err);
+	s->runtime = get_str_or(r, m, "runtime", "");
+	s->image = get_str_or(r, m, "image", "");
+	s->created = get_double_or(r, m, "created", 0);
+	s->ttl = get_double_or(r, m, "ttl", 0);
+	s->idle_ttl = get_double_or(r, m, "idle_ttl", 0);
+	s->idle = get_double_or(r, m, "idle", 0);
+	s->execs = get_u64_or(r, m, "execs", 0);
+	s->running = (uint32_t)get_u64_or(r, m, "running", 0);
+	return 0;
 }
 
 int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err *err)
@@ -1043,30 +1534,39 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 	if (rc == 0) {
 		const msgpack_object *m = r.result, *b;
 		size_t nb;
-		out->version = get_str_or(m, "version", "");
-		out->node = get_str_or(m, "node", "");
-		out->proto = (uint32_t)get_u64_or(m, "proto", 0);
-		out->pid = (int32_t)get_u64_or(m, "pid", 0);
-		out->uptime = get_double_or(m, "uptime", 0);
-		out->sandboxes = (uint32_t)get_u64_or(m, "sandboxes", 0);
-		out->inflight = (uint32_t)get_u64_or(m, "inflight", 0);
-		if ((rc = get_list(c, &r, m, "backends", 32, &b, &nb, err)) == 0 && nb) {
+
+		/* The list's bound first: a reply of empty entries costs nothing. */
+		if ((rc = get_list(&r, "info", m, "backends", false, 32, &b, &nb, err)) < 0 ||
+		    (rc = get_str_need(&r, "info", "version", &out->version, err)) < 0 ||
+		    (rc = get_str_need(&r, "info", "node", &out->node, err)) < 0)
+			goto done;
+		out->proto = (uint32_t)get_u64_or(&r, m, "proto", 0);
+		out->pid = (int32_t)get_u64_or(&r, m, "pid", 0);
+		out->uptime = get_double_or(&r, m, "uptime", 0);
+		out->sandboxes = (uint32_t)get_u64_or(&r, m, "sandboxes", 0);
+		out->inflight = (uint32_t)get_u64_or(&r, m, "inflight", 0);
+		if (nb) {
 			out->nbackends = nb;
 			out->backends = xcalloc(out->nbackends, sizeof(*out->backends));
-			for (size_t i = 0; i < out->nbackends; i++) {
+			for (size_t i = 0; i < out->nbackends && rc == 0; i++) {
 				const msgpack_object *e = &b[i];
 				struct dsec_backend_info *bi = &out->backends[i];
-				bi->name = get_str_or(e, "name", "");
-				bi->description = get_str_or(e, "description", "");
-				bi->stats.sandboxes = (uint32_t)get_u64_or(e, "sandboxes", 0);
-				bi->stats.capacity = (uint32_t)get_u64_or(e, "capacity", 0);
-				bi->stats.running = (uint32_t)get_u64_or(e, "running", 0);
-				bi->stats.pool_ready = (uint32_t)get_u64_or(e, "pool_ready", 0);
-				bi->stats.pool_target = (uint32_t)get_u64_or(e, "pool_target", 0);
-				bi->stats.calls = get_u64_or(e, "calls", 0);
+
+				if (dsec_get_text(e, "name", CLIENT_RECV_MAX, &bi->name, NULL) < 0) {
+					rc = no_field(&r, "info", "name", err);
+					break;
+				}
+				bi->description = get_str_or(&r, e, "description", "");
+				bi->stats.sandboxes = (uint32_t)get_u64_or(&r, e, "sandboxes", 0);
+				bi->stats.capacity = (uint32_t)get_u64_or(&r, e, "capacity", 0);
+				bi->stats.running = (uint32_t)get_u64_or(&r, e, "running", 0);
+				bi->stats.pool_ready = (uint32_t)get_u64_or(&r, e, "pool_ready", 0);
+				bi->stats.pool_target = (uint32_t)get_u64_or(&r, e, "pool_target", 0);
+				bi->stats.calls = get_u64_or(&r, e, "calls", 0);
 			}
 		}
-		if (rc < 0)
+done:
+		if ((rc = reply_done(&r, "info", rc, err)) < 0)
 			dsec_node_info_free(out);	/* the caller frees only what succeeded */
 	}
 	reply_free(&r);
@@ -1089,22 +1589,28 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 		const msgpack_object *a;
 		size_t ns;
 
-		unpack_sandbox(r.result, out);
-		if ((rc = get_list(c, &r, r.result, "sessions", 16, &a, &ns, err)) == 0 && ns) {
+		if ((rc = unpack_sandbox(&r, "info", r.result, out, err)) == 0 &&
+		    (rc = get_list(&r, "info", r.result, "sessions", false, 16, &a, &ns, err)) == 0 &&
+		    ns) {
 			out->nsessions = ns;
 			out->sessions = xcalloc(out->nsessions, sizeof(*out->sessions));
 			for (size_t i = 0; i < out->nsessions; i++) {
 				const msgpack_object *e = &a[i];
-				struct dsec_session_info *si = &out->sessions[i];
+				struct dsec_session_desc *si = &out->sessions[i];
+				char *name = NULL;
 
-				si->name = get_str_or(e, "name", "");
-				si->shell = get_str_or(e, "shell", "");
-				si->cwd = get_str_or(e, "cwd", "");
-				dsec_get_bool(e, "running", &si->running, NULL);
-				si->commands = get_u64_or(e, "commands", 0);
+				if (dsec_get_text(e, "name", CLIENT_RECV_MAX, &name, NULL) < 0) {
+					rc = no_field(&r, "info", "name", err);
+					break;
+				}
+				si->name = name;
+				si->shell = get_str_or(&r, e, "shell", "");
+				si->cwd = get_str_or(&r, e, "cwd", "");
+				get_bool_or(&r, e, "running", &si->running);
+				si->commands = get_u64_or(&r, e, "commands", 0);
 			}
 		}
-		if (rc < 0)
+		if ((rc = reply_done(&r, "info", rc, err)) < 0)
 			dsec_sandbox_info_free(out);
 	}
 	reply_free(&r);
@@ -1126,10 +1632,15 @@ int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 	if (rc == 0) {
 		const msgpack_object *a;
 
-		if ((rc = get_list(c, &r, r.result, "sandboxes", 64, &a, n, err)) == 0) {
+		if ((rc = get_list(&r, "list", r.result, "sandboxes", true, 64, &a, n, err)) == 0) {
 			*out = xcalloc(*n ? *n : 1, sizeof(**out));
-			for (size_t i = 0; i < *n; i++)
-				unpack_sandbox(&a[i], &(*out)[i]);
+			for (size_t i = 0; i < *n && rc == 0; i++)
+				rc = unpack_sandbox(&r, "list", &a[i], &(*out)[i], err);
+		}
+		if ((rc = reply_done(&r, "list", rc, err)) < 0) {
+			dsec_sandbox_list_free(*out, *n);	/* the caller frees only what succeeded */
+			*out = NULL;
+			*n = 0;
 		}
 	}
 	reply_free(&r);

@@ -1,15 +1,19 @@
 /* dsec.h - libdsec, the C client of dsec.
  *
  * Talks to any dsecd over nng REQ/REP with msgpack frames (dsec-protocol(7)).
- * One struct dsec_client is one connection; calls on it are synchronous and
- * a client must not be used from two threads at once (open one per thread).
- * Every call that can fail returns 0 or -errno and fills *err with a stable
- * code (dsec_code_name) and a message; errors the daemon sent come back with
- * the daemon's code and message (made valid UTF-8).  A reply that breaks the
- * protocol (an error whose code is missing, "ok" or unknown; a reply that
- * would decode to far more memory than its size) is "internal".  Values the
- * daemon would refuse (a negative ttl or timeout) are "invalid" before
- * anything is sent: only 0 means the default.
+ * One struct dsec_client is one connection.  The typed calls below are
+ * synchronous and a client must not be used from two threads at once (open
+ * one per thread); dsec_call_async sends raw frames without waiting and
+ * posts their replies to a completion queue whose descriptor an event loop
+ * watches.  Every call that can fail returns 0 or -errno and fills *err
+ * with a stable code (dsec_code_name) and a message; errors the daemon
+ * sent come back with the daemon's code and message (made valid UTF-8).  A
+ * reply that breaks the protocol (an error whose code is missing, "ok" or
+ * unknown; a result without a field it always has, or with a field of the
+ * wrong type; a reply that would decode to far more memory than its size)
+ * is "internal".  Values the daemon would refuse (a negative ttl or
+ * timeout) are "invalid" before anything is sent: only 0 means the
+ * default.
  */
 #ifndef DSEC_H
 #define DSEC_H
@@ -18,7 +22,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "err.h"
-#include "backend.h"
 
 #define DSEC_VERSION "0.1.0"
 #define DSEC_PROTO_VERSION 1
@@ -27,14 +30,136 @@
 
 struct dsec_client;
 
+/* ---- the client's own types (the backend ABI has its own: backend.h) ---- */
+
+/* Resource limits of a sandbox; 0 means the backend's configured default. */
+struct dsec_limits {
+	double cpus;			/* CPU quota in cores (0.5 = half a core) */
+	uint64_t memory;		/* bytes of memory, hard limit */
+	uint32_t pids;			/* max processes/threads */
+	uint32_t nofile;		/* max open files per process */
+	uint64_t disk;			/* bytes of writable scratch */
+};
+
+/* One command, as dsec_exec, dsec_call and dsec_exec_start run it.
+ * Strings and buffers are the caller's, read during the call only. */
+struct dsec_cmd {
+	const char *const *argv;	/* argv, NULL-terminated; or NULL when code is set */
+	const char *code;		/* runtime snippet (sh: "sh -c code"; python3: source) */
+	const char *const *env;		/* extra "K=V" strings, NULL-terminated, or NULL */
+	const char *cwd;		/* working directory, NULL = the sandbox's */
+	const void *stdin_data;		/* bytes fed to stdin, then EOF */
+	size_t stdin_len;		/* length of stdin_data */
+	double timeout;			/* seconds, 0 = the daemon's default; the whole
+					 * process tree dies at expiry */
+	size_t output_cap;		/* bytes kept of stdout and of stderr, each; 0 =
+					 * the daemon's default */
+};
+
+/* What a command gave back; free its buffers with dsec_cmd_res_free. */
+struct dsec_cmd_res {
+	int exit_code;			/* exit status, or -1 if killed by a signal */
+	int signal;			/* signal that killed it, 0 if it exited */
+	bool timed_out;			/* killed because timeout expired */
+	bool out_truncated;		/* stdout was longer than output_cap */
+	bool err_truncated;		/* stderr was longer than output_cap */
+	struct dsec_buf out;		/* stdout */
+	struct dsec_buf err;		/* stderr */
+	double duration;		/* seconds from start to exit */
+	bool oom_killed;		/* the OOM killer killed a process of it */
+};
+
+/* Kinds of file, as dsec_file_stat and dsec_file_list report them. */
+enum dsec_file_kind {
+	DSEC_KIND_FILE,			/* "file" */
+	DSEC_KIND_DIR,			/* "dir" */
+	DSEC_KIND_SYMLINK,		/* "symlink" */
+	DSEC_KIND_FIFO,			/* "fifo" */
+	DSEC_KIND_SOCKET,		/* "socket" */
+	DSEC_KIND_CHAR,			/* "char" (character device) */
+	DSEC_KIND_BLOCK,		/* "block" (block device) */
+};
+
+/* An owner (uid, gid) meaning "the uid/gid commands run as". */
+#ifndef DSEC_OWNER_DEFAULT
+#define DSEC_OWNER_DEFAULT (-1)
+#endif
+
+/* A file as dsec_file_stat describes it and dsec_file_list each entry;
+ * the strings are owned here (dsec_file_desc_free). */
+struct dsec_file_desc {
+	char *name;			/* list: entry name; stat: last component */
+	char *target;			/* symlink target, NULL for other kinds */
+	enum dsec_file_kind type;	/* kind of file */
+	uint32_t mode;			/* permission bits (07777) */
+	uint64_t size;			/* bytes */
+	uint32_t uid, gid;		/* owner */
+	double mtime;			/* modification time, unix seconds */
+};
+
+/* How dsec_session_open opens a shell session; zero = defaults. */
+struct dsec_session_opts {
+	const char *name;		/* session name, NULL = the daemon picks one */
+	const char *shell;		/* shell program inside, NULL = "/bin/sh" */
+	const char *const *env;		/* extra "K=V" strings, NULL-terminated, or NULL */
+	const char *cwd;		/* starting directory, NULL = the sandbox's */
+};
+
+/* What one session command gave back (dsec_session_cmd_res_free). */
+struct dsec_session_cmd_res {
+	struct dsec_cmd_res exec;	/* exit code, output, truncation, timed_out, duration */
+	char *cwd;			/* the shell's directory afterwards */
+	bool reset;			/* the shell was stuck after a timeout and was restarted */
+	bool ended;			/* the shell exited: the session is closed */
+};
+
+/* One open session, as dsec_sandbox_info reports it. */
+struct dsec_session_desc {
+	char *name;			/* session name */
+	char *shell;			/* shell program */
+	char *cwd;			/* last known working directory */
+	bool running;			/* a command is running */
+	uint64_t commands;		/* commands run */
+};
+
+/* A backend's occupancy and capacity, as dsec_info reports them. */
+struct dsec_backend_stats {
+	uint32_t sandboxes;		/* sandboxes alive */
+	uint32_t capacity;		/* how many more it can take now */
+	uint32_t running;		/* commands in flight */
+	uint32_t pool_ready;		/* warm units ready to hand out */
+	uint32_t pool_target;		/* warm units it tries to keep ready */
+	uint64_t calls;			/* commands completed since start */
+};
+
 /* Connect to url (nng form: ipc:///path, tcp://host:port).  NULL means
- * $DSEC_HOST, then DSEC_DEFAULT_URL.  Does not wait for the daemon: the
- * first request fails with "unavailable" if nobody answers in time. */
+ * $DSEC_HOST, then DSEC_DEFAULT_URL.  Fails at once with "unavailable"
+ * when nobody listens there (see dsec_connect_opts to wait); once
+ * connected, a broken connection is remade in the background and a
+ * request made meanwhile waits for it up to the client's timeout. */
+DSEC_API
 int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err);
+/* How dsec_connect_opts connects; zero = as dsec_connect. */
+struct dsec_connect_opts {
+	double wait;			/* seconds to keep dialing a daemon that does
+					 * not listen yet (starting, restarting) */
+	bool lazy;			/* do not dial now: connect in the background,
+					 * failing only for an address nng cannot use;
+					 * requests wait for the daemon up to the
+					 * client's timeout (peers that come and go) */
+};
+DSEC_API
+int dsec_connect_opts(struct dsec_client **out, const char *url,
+		      const struct dsec_connect_opts *o, struct dsec_err *err);
+/* Closes the client: asynchronous calls still in flight end with
+ * "unavailable" on their queues before it returns. */
+DSEC_API
 void dsec_close(struct dsec_client *c);
 /* Extra seconds a request may wait beyond its own timeout (default 30). */
+DSEC_API
 void dsec_set_timeout(struct dsec_client *c, double seconds);
 /* The URL actually used. */
+DSEC_API
 const char *dsec_client_url(const struct dsec_client *c);
 
 /* What create is asked for; zero means default everywhere. */
@@ -46,7 +171,7 @@ struct dsec_create_opts {
 	double idle_ttl;		/* seconds without requests before destroy; 0 = default */
 	const char *const *env;		/* "K=V" strings, NULL-terminated, or NULL */
 	const char *cwd;		/* working directory inside, or NULL */
-	struct dsec_be_limits limits;	/* resource limits, 0 = default */
+	struct dsec_limits limits;	/* resource limits, 0 = default */
 	const char *network;		/* "none" or "allowlist"; NULL = backend default */
 	const char *const *allow;	/* allowlist entries (dsec-protocol(7)), or NULL */
 	const char *dns;		/* with "allowlist": the resolver, or NULL */
@@ -58,77 +183,95 @@ struct dsec_create_opts {
 };
 
 /* Creates a sandbox; *id (caller frees) names it and its owner node. */
+DSEC_API
 int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **id,
 		struct dsec_err *err);
 /* Runs a command in sandbox id; res is filled (free its buffers with
- * dsec_exec_res_free).  A non-zero exit is not an error. */
-int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
-	      struct dsec_exec_res *res, struct dsec_err *err);
+ * dsec_cmd_res_free).  A non-zero exit is not an error. */
+DSEC_API
+int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+	      struct dsec_cmd_res *res, struct dsec_err *err);
 /* One-shot: a fresh sandbox of backend/runtime runs req and is gone after. */
+DSEC_API
 int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
-	      const struct dsec_exec_req *req, struct dsec_exec_res *res,
+	      const struct dsec_cmd *req, struct dsec_cmd_res *res,
 	      struct dsec_err *err);
+DSEC_API
 int dsec_file_write(struct dsec_client *c, const char *id, const char *path,
 		    const void *data, size_t len, uint32_t mode, struct dsec_err *err);
 /* Reads len bytes at offset (len 0 = whole file, up to the frame cap). */
+DSEC_API
 int dsec_file_read(struct dsec_client *c, const char *id, const char *path,
 		   uint64_t offset, uint64_t len, struct dsec_buf *out, struct dsec_err *err);
+DSEC_API
 int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err);
 /* Replace what an "allowlist" sandbox may reach (NULL or {NULL} = nothing). */
+DSEC_API
 int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *allow,
 		   struct dsec_err *err);
-void dsec_exec_res_free(struct dsec_exec_res *res);
+DSEC_API
+void dsec_cmd_res_free(struct dsec_cmd_res *res);
 /* Freezes sandbox id: nothing in it runs until dsec_resume, or until the
  * next dsec_exec, dsec_file_read or dsec_file_write, which resume it
  * first.  Pausing a paused sandbox succeeds; a backend that cannot pause
  * fails with "unsupported". */
+DSEC_API
 int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err);
 /* Thaws a paused sandbox; resuming a running one succeeds. */
+DSEC_API
 int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err);
 
 /* The rest of the file API (dsec-protocol(7)).  Paths resolve inside the
  * sandbox; an escape fails with "permission". */
 /* file_write with an owner: uid, gid DSEC_OWNER_DEFAULT = the uid/gid
  * commands run as; mode 0 = 0644. */
+DSEC_API
 int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
 		       const void *data, size_t len, uint32_t mode, int64_t uid, int64_t gid,
 		       struct dsec_err *err);
 /* Describes path without following a final symlink; free *out with
- * dsec_file_info_free. */
+ * dsec_file_desc_free. */
+DSEC_API
 int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
-		   struct dsec_file_info *out, struct dsec_err *err);
+		   struct dsec_file_desc *out, struct dsec_err *err);
 /* Lists directory path: *out is an array of *n entries sorted by name
  * (free with dsec_file_list_free); *truncated when there were more than
  * limit (0 = the daemon's default) or than a reply can carry. */
+DSEC_API
 int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size_t limit,
-		   struct dsec_file_info **out, size_t *n, bool *truncated, struct dsec_err *err);
+		   struct dsec_file_desc **out, size_t *n, bool *truncated, struct dsec_err *err);
 /* Makes directory path (mode 0 = 0755); parents: make missing parents and
  * accept an existing directory.  uid, gid as for dsec_file_write_as. */
+DSEC_API
 int dsec_file_mkdir(struct dsec_client *c, const char *id, const char *path, uint32_t mode,
 		    bool parents, int64_t uid, int64_t gid, struct dsec_err *err);
 /* Removes a file, a symlink (never its target) or an empty directory;
  * recursive: a directory and everything below it, never leaving it
  * through a symlink or a mount.  *removed (may be NULL) counts entries. */
+DSEC_API
 int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bool recursive,
 		     uint64_t *removed, struct dsec_err *err);
 /* Unpacks a tar archive (format "tar" or "tar.zst"; NULL = "tar") into
  * directory path, made if missing.  uid, gid: owner of everything made. */
+DSEC_API
 int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
 		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
 		     struct dsec_err *err);
 /* Packs path (a directory as its contents, a file by its name) as a tar
  * archive appended to *out. */
+DSEC_API
 int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 		       const char *format, struct dsec_buf *out, struct dsec_err *err);
-void dsec_file_info_free(struct dsec_file_info *info);
-void dsec_file_list_free(struct dsec_file_info *arr, size_t n);
-/* Frees what a backend put in res (daemon and backends). */
-void dsec_file_res_free(struct dsec_file_res *res);
+DSEC_API
+void dsec_file_desc_free(struct dsec_file_desc *info);
+DSEC_API
+void dsec_file_list_free(struct dsec_file_desc *arr, size_t n);
 /* Saves sandbox id's files as a new image tagged tag ("name[:tag]"): its
  * image's layers plus one layer of what the sandbox changed.  *image
  * (caller frees) gets the new image's "sha256:" digest; create sandboxes
  * from tag or digest on any node sharing the store's origin.  The sandbox
  * is frozen while its files are copied and runs on afterwards. */
+DSEC_API
 int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,
 		  struct dsec_err *err);
 
@@ -146,14 +289,14 @@ struct dsec_sandbox_info {
 	uint64_t execs;			/* commands run */
 	uint32_t running;		/* commands running now */
 	size_t nsessions;		/* entries in sessions (dsec_sandbox_info only) */
-	struct dsec_session_info *sessions;	/* open shell sessions; the strings are
+	struct dsec_session_desc *sessions;	/* open shell sessions; the strings are
 						 * owned here (dsec_sandbox_info_free) */
 };
 
 struct dsec_backend_info {
 	char *name;			/* backend name */
 	char *description;		/* one line */
-	struct dsec_be_stats stats;	/* occupancy and capacity */
+	struct dsec_backend_stats stats;	/* occupancy and capacity */
 };
 
 struct dsec_node_info {
@@ -168,17 +311,24 @@ struct dsec_node_info {
 	struct dsec_backend_info *backends;	/* loaded backends */
 };
 
+DSEC_API
 int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err *err);
 /* The cheapest request: 0 if the daemon answers (a health check, and the
  * floor under every other request's latency). */
+DSEC_API
 int dsec_ping(struct dsec_client *c, struct dsec_err *err);
+DSEC_API
 int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox_info *out,
 		      struct dsec_err *err);
 /* *out is an array of *n entries; free with dsec_sandbox_list_free. */
+DSEC_API
 int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 	      struct dsec_err *err);
+DSEC_API
 void dsec_node_info_free(struct dsec_node_info *info);
+DSEC_API
 void dsec_sandbox_info_free(struct dsec_sandbox_info *info);
+DSEC_API
 void dsec_sandbox_list_free(struct dsec_sandbox_info *arr, size_t n);
 
 /* Shell sessions: a named, persistent shell in sandbox id (container
@@ -186,28 +336,33 @@ void dsec_sandbox_list_free(struct dsec_sandbox_info *arr, size_t n);
  * shell state.  Opens one as o says (NULL: defaults); *name (caller frees)
  * is its name, o->name or one the daemon picked.  "exists" if o->name is
  * open already. */
-int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_spec *o,
+DSEC_API
+int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_opts *o,
 		      char **name, struct dsec_err *err);
 /* Runs the shell command line cmd in the session; timeout in seconds and
  * output_cap in bytes, 0 = the daemon's default.  res is filled (free
- * with dsec_session_res_free): a non-zero exit, a timeout (the session
+ * with dsec_session_cmd_res_free): a non-zero exit, a timeout (the session
  * stays usable; res->reset if its shell had to be restarted) and the
  * shell's exit (res->ended: the session is closed) are not errors.
  * "busy" while another command runs in the session, "not_found" for a
  * session that is not open. */
+DSEC_API
 int dsec_session_exec(struct dsec_client *c, const char *id, const char *session,
 		      const char *cmd, double timeout, size_t output_cap,
-		      struct dsec_session_res *res, struct dsec_err *err);
+		      struct dsec_session_cmd_res *res, struct dsec_err *err);
 /* Closes the session: its shell and everything it started are killed. */
+DSEC_API
 int dsec_session_close(struct dsec_client *c, const char *id, const char *session,
 		       struct dsec_err *err);
-void dsec_session_res_free(struct dsec_session_res *res);
+DSEC_API
+void dsec_session_cmd_res_free(struct dsec_session_cmd_res *res);
 
 /* Node to node (fs3's peer tier): the stored, zstd-compressed bytes of the
  * fs3 object kind ("chunk", "index", "manifest") named digest
  * ("sha256:<hex>") that the daemon holds verified, into out (reset first).
  * "not_found" when it has no good copy.  The caller verifies the bytes
  * again: a peer is not trusted.  Waits the client's timeout at most. */
+DSEC_API
 int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
 		   struct dsec_buf *out, struct dsec_err *err);
 /* ---- streaming exec: output as it comes, stdin, signals, a terminal ---- */
@@ -224,28 +379,95 @@ struct dsec_exec_start_opts {
  * buffers per output); *exec (caller frees) names it for the calls
  * below.  The command runs on until it ends, times out or its sandbox
  * goes; read it to its end (dsec_exec_read until *done). */
-int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_exec_req *req,
+DSEC_API
+int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
 		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err);
 /* Waits up to wait seconds (0 = just look, at most 60) for output or the
  * end; res->out and res->err get what came (caller frees with
- * dsec_exec_res_free); *done once the command has ended and this was the
+ * dsec_cmd_res_free); *done once the command has ended and this was the
  * last of its output: res then has its status, and exec is gone. */
+DSEC_API
 int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, double wait,
-		   struct dsec_exec_res *res, bool *done, struct dsec_err *err);
+		   struct dsec_cmd_res *res, bool *done, struct dsec_err *err);
 /* Queues len bytes for its stdin; eof closes stdin after them (a pty gets
  * ^D).  "busy" while an earlier write is still unread by the command. */
+DSEC_API
 int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, const void *data,
 		    size_t len, bool eof, struct dsec_err *err);
 /* Sends signal sig to the command's process group. */
+DSEC_API
 int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, int sig,
 		     struct dsec_err *err);
 /* Resizes the command's terminal (pty only). */
+DSEC_API
 int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, unsigned rows,
 		     unsigned cols, struct dsec_err *err);
 
 /* Sends a raw frame and returns the raw reply frame (caller frees).  For
  * tests and tools that speak the protocol directly. */
+DSEC_API
 int dsec_raw(struct dsec_client *c, const void *req, size_t len, void **reply,
 	     size_t *reply_len, struct dsec_err *err);
+
+/* ---- asynchronous calls: raw frames, replies on a completion queue ---- */
+
+/* A completion queue: calls that ended wait in it, oldest first, until
+ * dsec_cq_next takes them.  Its descriptor is readable exactly while one
+ * waits (an eventfd: watch it with ev_io, poll or asyncio's add_reader,
+ * never read it).  nng's threads only queue completions: no user code
+ * runs on them.  One queue may serve several clients; take from it on
+ * one thread at a time. */
+struct dsec_cq;
+/* One asynchronous call, valid until its completion is freed. */
+struct dsec_call;
+
+/* An ended call as dsec_cq_next hands it out. */
+struct dsec_completion {
+	void *tag;			/* the tag given to dsec_call_async */
+	int rc;				/* 0: the daemon replied (reply); -errno: no reply */
+	const struct dsec_err *err;	/* why, when rc < 0 ("unavailable": not sent,
+					 * no reply in time, cancelled, client closed) */
+	const void *reply;		/* the reply frame (a msgpack map), or NULL; an
+					 * error reply is rc 0 too: see dsec_reply_check */
+	size_t reply_len;		/* its length */
+	struct dsec_call *call;		/* the call; freed with the completion */
+};
+
+DSEC_API
+int dsec_cq_new(struct dsec_cq **out, struct dsec_err *err);
+DSEC_API
+int dsec_cq_fd(const struct dsec_cq *q);
+/* Takes the oldest completion into *out (free it with
+ * dsec_completion_free): 0, or -EAGAIN when none waits. */
+DSEC_API
+int dsec_cq_next(struct dsec_cq *q, struct dsec_completion *out);
+DSEC_API
+void dsec_completion_free(struct dsec_completion *cmp);
+/* Frees q and the completions still in it; every call sent to it must
+ * have ended (close its clients first). */
+DSEC_API
+void dsec_cq_free(struct dsec_cq *q);
+/* Sends the request frame req (len bytes, copied: a msgpack map as in
+ * dsec-protocol(7)) on c without waiting; exactly one completion with tag
+ * comes to q, however the call ends.  It may wait the client's timeout
+ * for the daemon to take it and wait seconds more for the reply (what the
+ * request itself may take, as for the typed calls).  *call (call may be
+ * NULL) is for dsec_call_cancel.  Fails only for a bad wait ("invalid")
+ * or when nng cannot open one more context ("internal").
+ * Calls on one client run at the same time, each on a REQ context of its
+ * own, and end in any order. */
+DSEC_API
+int dsec_call_async(struct dsec_client *c, struct dsec_cq *q, const void *req, size_t len,
+		    double wait, void *tag, struct dsec_call **call, struct dsec_err *err);
+/* Gives up on call: it ends soon with "unavailable" (cancelled) unless it
+ * ended already; a late reply is dropped. */
+DSEC_API
+void dsec_call_cancel(struct dsec_call *call);
+/* What the typed calls check of every reply: 0 for {ok: true, result:
+ * {...}}, the daemon's error as *err for an error reply, "internal" for a
+ * reply that breaks the protocol. */
+DSEC_API
+int dsec_reply_check(const struct dsec_client *c, const void *reply, size_t len,
+		     struct dsec_err *err);
 
 #endif

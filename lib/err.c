@@ -1,5 +1,6 @@
 /* err.c - stable error codes and struct dsec_err. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 

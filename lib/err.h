@@ -11,7 +11,7 @@
 #ifndef DSEC_ERR_H
 #define DSEC_ERR_H
 
-#include "util.h"
+#include "buf.h"
 
 /* Stable error codes.  Append only; the names are the wire contract. */
 enum dsec_code {
@@ -49,6 +49,7 @@ struct dsec_err {
 
 /* Name on the wire ("bad_request") and back; unknown names map to
  * DSEC_E_INTERNAL so a newer daemon's codes still read as failures. */
+DSEC_API
 const char *dsec_code_name(enum dsec_code code);
 enum dsec_code dsec_code_from_name(const char *name, size_t len);
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdarg.h>
 #include <unistd.h>
+#include "buf.h"
 
 #define DSEC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -21,8 +22,6 @@
 #define DSEC_ASSERT(cond) \
 	do { if (!(cond)) dsec_bug(__FILE__, __LINE__, "assertion failed: %s", #cond); } while (0)
 #define DSEC_BUG(...) dsec_bug(__FILE__, __LINE__, __VA_ARGS__)
-
-#define DSEC_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
 _Noreturn void dsec_bug(const char *file, int line, const char *fmt, ...) DSEC_PRINTF(3, 4);
 
@@ -55,20 +54,11 @@ static inline int dsec_steal_fd(int *fdp)
 	return fd;
 }
 
-/* A growable byte buffer.  data is always NUL-terminated past len so it can
- * be printed as a string; the terminator is not counted in len. */
-struct dsec_buf {
-	char *data;		/* bytes, NULL while empty and never grown */
-	size_t len;		/* bytes used */
-	size_t cap;		/* bytes allocated */
-};
-
-void dsec_buf_init(struct dsec_buf *b);
+/* More of struct dsec_buf (buf.h). */
 void dsec_buf_grow(struct dsec_buf *b, size_t extra);
 void dsec_buf_add(struct dsec_buf *b, const void *p, size_t n);
 void dsec_buf_addf(struct dsec_buf *b, const char *fmt, ...) DSEC_PRINTF(2, 3);
 void dsec_buf_reset(struct dsec_buf *b);
-void dsec_buf_free(struct dsec_buf *b);
 /* Takes the bytes out; the caller frees the result; b is empty after. */
 char *dsec_buf_detach(struct dsec_buf *b, size_t *len);
 

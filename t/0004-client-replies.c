@@ -5,59 +5,16 @@
  * reply whose code is not an error is a protocol error, and arguments the
  * daemon would refuse are refused before anything is sent. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
 
 #include "tap.h"
 #include "dsec.h"
-#include "proto.h"
+#include "fake-rep.h"
 
 #define URL "inproc://t0004"
 #define FRAME (16u << 20)
-
-static nng_socket rep;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static void *reply;		/* what the next request gets */
-static size_t reply_len;
-static unsigned requests;	/* requests the fake daemon has seen */
-
-static void *serve(void *arg)
-{
-	for (;;) {
-		nng_msg *m;
-
-		if (nng_recvmsg(rep, &m, 0) != 0)
-			return NULL;
-		pthread_mutex_lock(&mu);
-		requests++;
-		nng_msg_clear(m);	/* keeps the REP header */
-		nng_msg_append(m, reply, reply_len);
-		pthread_mutex_unlock(&mu);
-		if (nng_sendmsg(rep, m, 0) != 0)
-			nng_msg_free(m);
-	}
-}
-
-/* The next reply: takes ownership of p's bytes. */
-static void answer(struct dsec_pk *p)
-{
-	pthread_mutex_lock(&mu);
-	free(reply);
-	reply = dsec_pk_detach(p, &reply_len);
-	pthread_mutex_unlock(&mu);
-}
-
-static unsigned seen(void)
-{
-	pthread_mutex_lock(&mu);
-	unsigned n = requests;
-	pthread_mutex_unlock(&mu);
-	return n;
-}
 
 /* VmHWM or VmPeak of this process in bytes. */
 static long long status_kb(const char *key)
@@ -154,9 +111,8 @@ int main(void)
 	struct dsec_err err;
 	struct dsec_sandbox_info *list;
 	struct dsec_node_info info;
-	struct dsec_file_info *files;
-	struct dsec_exec_res res;
-	pthread_t th;
+	struct dsec_file_desc *files;
+	struct dsec_cmd_res res;
 	long long base, grew;
 	size_t n;
 	bool trunc;
@@ -164,12 +120,10 @@ int main(void)
 	int rc;
 
 	plan(27);
-	if (nng_rep0_open(&rep) != 0 || nng_listen(rep, URL, NULL, 0) != 0) {
+	if (!fake_start(URL)) {
 		printf("Bail out! cannot listen on " URL "\n");
 		return 1;
 	}
-	nng_socket_set_size(rep, NNG_OPT_RECVMAXSZ, 0);
-	pthread_create(&th, NULL, serve, NULL);
 	dsec_err_clear(&err);
 	ok(dsec_connect(&c, URL, &err) == 0, "connect to the fake daemon");
 
@@ -284,7 +238,7 @@ int main(void)
 	/* 7. Arguments the daemon would refuse never become defaults. */
 	{
 		struct dsec_create_opts o = { .ttl = -5 };
-		struct dsec_exec_req q = { .code = "true", .timeout = -1 };
+		struct dsec_cmd q = { .code = "true", .timeout = -1 };
 		unsigned before = seen();
 
 		rc = dsec_create(c, &o, &id, &err);
@@ -312,7 +266,7 @@ int main(void)
 	 * exec_start dereferenced a NULL default). */
 	{
 		struct dsec_pk p;
-		struct dsec_exec_req q = { .code = "true" };
+		struct dsec_cmd q = { .code = "true" };
 		char *x = NULL;
 
 		dsec_pk_init(&p);
@@ -326,7 +280,7 @@ int main(void)
 	/* 9. A good exec reply still reads. */
 	{
 		struct dsec_pk p;
-		struct dsec_exec_req q = { .code = "echo hi" };
+		struct dsec_cmd q = { .code = "echo hi" };
 
 		dsec_pk_init(&p);
 		dsec_pk_reply_ok(&p, 3);
@@ -337,13 +291,11 @@ int main(void)
 		rc = dsec_exec(c, "n:1", &q, &res, &err);
 		ok(rc == 0 && res.exit_code == 3 && res.out.len == 3, "a normal exec reply reads");
 		if (rc == 0)
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 	}
 
 	dsec_close(c);
-	nng_close(rep);
-	pthread_join(th, NULL);
-	free(reply);
+	fake_stop();
 	free(id);
 	return done_testing();
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "util.h"
 
 struct tb;
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dsec.h"
+#include "util.h"
 
 static int fails;
 
@@ -27,7 +28,7 @@ int main(int argc, char **argv)
 {
 	struct dsec_client *c;
 	struct dsec_err err;
-	struct dsec_file_info info, *ents = NULL;
+	struct dsec_file_desc info, *ents = NULL;
 	struct dsec_buf tar, data;
 	size_t n = 0;
 	bool trunc = false;
@@ -55,16 +56,16 @@ int main(int argc, char **argv)
 	rc = dsec_file_write_as(c, id, f, "abc", 3, 0600, 1001, 1002, &err);
 	step("write_as", rc, true, &err);
 	rc = dsec_file_stat(c, id, f, &info, &err);
-	step("stat", rc, rc == 0 && info.type == DSEC_FT_FILE && info.size == 3 &&
+	step("stat", rc, rc == 0 && info.type == DSEC_KIND_FILE && info.size == 3 &&
 	     info.mode == 0600 && info.uid == 1001 && info.gid == 1002 && !info.target &&
 	     !strcmp(info.name, "f") && info.mtime > 1e9, &err);
-	dsec_file_info_free(&info);
+	dsec_file_desc_free(&info);
 	rc = dsec_file_stat(c, id, sub, &info, &err);
-	step("stat dir", rc, rc == 0 && info.type == DSEC_FT_DIR && info.mode == 0750, &err);
-	dsec_file_info_free(&info);
+	step("stat dir", rc, rc == 0 && info.type == DSEC_KIND_DIR && info.mode == 0750, &err);
+	dsec_file_desc_free(&info);
 	rc = dsec_file_list(c, id, dir, 0, &ents, &n, &trunc, &err);
 	step("list", rc, rc == 0 && n == 1 && !trunc && !strcmp(ents[0].name, "sub") &&
-	     ents[0].type == DSEC_FT_DIR && ents[0].uid == 1001, &err);
+	     ents[0].type == DSEC_KIND_DIR && ents[0].uid == 1001, &err);
 	dsec_file_list_free(ents, n);
 	rc = dsec_file_download(c, id, dir, "tar.zst", &tar, &err);
 	step("download", rc, rc == 0 && tar.len > 0, &err);
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
 	step("remove recursive", rc, removed == 3, &err);
 	rc = dsec_file_stat(c, id, f, &info, &err);
 	step("stat removed", rc == 0, err.code == DSEC_E_NOT_FOUND, &err);
-	dsec_file_info_free(&info);
+	dsec_file_desc_free(&info);
 	rc = dsec_file_upload(c, id, copy, "junk", 4, "zip", DSEC_OWNER_DEFAULT,
 			      DSEC_OWNER_DEFAULT, &err);
 	step("bad format", rc == 0, err.code == DSEC_E_INVALID, &err);

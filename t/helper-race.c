@@ -81,7 +81,7 @@ static void *spam(void *arg)
 int main(int argc, char **argv)
 {
 	const char *argv_true[] = { "true", NULL };
-	struct dsec_exec_req req = { .argv = argv_true };
+	struct dsec_cmd req = { .argv = argv_true };
 	struct dsec_client *c;
 	struct dsec_err err;
 	pthread_t th[2];
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 		snprintf(cur, sizeof(cur), "%s", x);
 		pthread_mutex_unlock(&mu);
 		for (int k = 0; k < 100; k++) {
-			struct dsec_exec_res res;
+			struct dsec_cmd_res res;
 			bool end = false;
 
 			if (dsec_exec_read(c, id, x, 5, &res, &end, &err) < 0) {
@@ -124,7 +124,7 @@ int main(int argc, char **argv)
 				failed = 1;
 				break;
 			}
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 			if (end) {
 				done++;
 				break;

@@ -23,7 +23,7 @@ static void step(const char *what, int rc, const struct dsec_err *err)
 	}
 }
 
-static void show(const char *what, const struct dsec_session_res *r)
+static void show(const char *what, const struct dsec_session_cmd_res *r)
 {
 	printf("%s: exit=%d timed_out=%d reset=%d ended=%d cwd=%s out=%.*s", what,
 	       r->exec.exit_code, r->exec.timed_out, r->reset, r->ended, r->cwd,
@@ -35,9 +35,9 @@ static void show(const char *what, const struct dsec_session_res *r)
 int main(int argc, char **argv)
 {
 	const char *env[] = { "A=1", NULL };
-	struct dsec_session_spec o = { .name = "lib", .env = env, .cwd = "/tmp" };
+	struct dsec_session_opts o = { .name = "lib", .env = env, .cwd = "/tmp" };
 	struct dsec_sandbox_info info;
-	struct dsec_session_res r;
+	struct dsec_session_cmd_res r;
 	struct dsec_client *c;
 	struct dsec_err err;
 	char *name = NULL;
@@ -56,11 +56,11 @@ int main(int argc, char **argv)
 	printf("open: %s\n", name ? name : "(none)");
 	step("exec", dsec_session_exec(c, argv[2], "lib", "cd /root; export B=2", 0, 0, &r, &err),
 	     &err);
-	dsec_session_res_free(&r);
+	dsec_session_cmd_res_free(&r);
 	rc = dsec_session_exec(c, argv[2], "lib", "echo $A $B; pwd", 0, 0, &r, &err);
 	step("exec", rc, &err);
 	show("state", &r);
-	dsec_session_res_free(&r);
+	dsec_session_cmd_res_free(&r);
 	rc = dsec_sandbox_info(c, argv[2], &info, &err);
 	step("info", rc, &err);
 	printf("info: %zu session(s), first %s in %s\n", info.nsessions,
@@ -70,13 +70,13 @@ int main(int argc, char **argv)
 	rc = dsec_session_exec(c, argv[2], "lib", "sleep 50", 1, 0, &r, &err);
 	step("timeout", rc, &err);
 	show("timeout", &r);
-	dsec_session_res_free(&r);
+	dsec_session_cmd_res_free(&r);
 	step("close", dsec_session_close(c, argv[2], "lib", &err), &err);
 	rc = dsec_session_exec(c, argv[2], "lib", "true", 0, 0, &r, &err);
 	printf("after close: %s\n", rc < 0 ? dsec_code_name(err.code) : "ran");
 	if (rc == 0) {
 		failed = 1;
-		dsec_session_res_free(&r);
+		dsec_session_cmd_res_free(&r);
 	}
 	free(name);
 	dsec_close(c);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dsec.h"
+#include "util.h"
 
 static int failed;
 
@@ -26,7 +27,7 @@ static void fail(const char *what, const struct dsec_err *err)
 /* Reads exec until its stdout so far has want (want NULL: until done);
  * *all gets the stdout, *res the last reply.  False on an error. */
 static bool read_until(struct dsec_client *c, const char *id, const char *x, const char *want,
-		       struct dsec_buf *all, struct dsec_exec_res *res)
+		       struct dsec_buf *all, struct dsec_cmd_res *res)
 {
 	struct dsec_err err;
 
@@ -40,7 +41,7 @@ static bool read_until(struct dsec_client *c, const char *id, const char *x, con
 		dsec_buf_add(all, res->out.data, res->out.len);
 		if (done || (want && all->data && strstr(all->data, want)))
 			return true;
-		dsec_exec_res_free(res);
+		dsec_cmd_res_free(res);
 	}
 	fail("exec_read: no end", NULL);
 	return false;
@@ -49,9 +50,9 @@ static bool read_until(struct dsec_client *c, const char *id, const char *x, con
 int main(int argc, char **argv)
 {
 	const char *cat[] = { "cat", NULL };
-	struct dsec_exec_req req = { .argv = cat };
+	struct dsec_cmd req = { .argv = cat };
 	struct dsec_exec_start_opts o = { .stdin_open = true };
-	struct dsec_exec_res res;
+	struct dsec_cmd_res res;
 	struct dsec_client *c;
 	struct dsec_buf all;
 	struct dsec_err err;
@@ -77,14 +78,14 @@ int main(int argc, char **argv)
 	else if (dsec_exec_write(c, id, x, "ping\n", 5, false, &err) < 0)
 		fail("exec_write", &err);
 	else if (read_until(c, id, x, "ping", &all, &res)) {
-		dsec_exec_res_free(&res);
+		dsec_cmd_res_free(&res);
 		if (dsec_exec_write(c, id, x, "pong\n", 5, true, &err) < 0)
 			fail("exec_write eof", &err);
 		else if (read_until(c, id, x, NULL, &all, &res)) {
 			printf("cat: exit=%d bytes=%zu\n", res.exit_code, all.len);
 			if (res.exit_code != 0 || strcmp(all.data, "ping\npong\n"))
 				fail("cat", NULL);
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 		}
 	}
 	free(x);
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
 	if (dsec_exec_start(c, id, &req, &o, &x, &err) < 0)
 		fail("exec_start pty", &err);
 	else if (read_until(c, id, x, "10 40", &all, &res)) {
-		dsec_exec_res_free(&res);
+		dsec_cmd_res_free(&res);
 		if (dsec_exec_resize(c, id, x, 20, 60, &err) < 0 ||
 		    dsec_exec_write(c, id, x, "\r", 1, false, &err) < 0)
 			fail("exec_resize", &err);
@@ -105,7 +106,7 @@ int main(int argc, char **argv)
 			printf("pty: exit=%d resized=%d\n", res.exit_code, !!strstr(all.data, "20 60"));
 			if (res.exit_code != 0 || !strstr(all.data, "20 60"))
 				fail("pty", NULL);
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 		}
 	}
 	free(x);
@@ -117,14 +118,14 @@ int main(int argc, char **argv)
 	if (dsec_exec_start(c, id, &req, &o, &x, &err) < 0)
 		fail("exec_start sleep", &err);
 	else if (read_until(c, id, x, "up", &all, &res)) {
-		dsec_exec_res_free(&res);
+		dsec_cmd_res_free(&res);
 		if (dsec_exec_signal(c, id, x, SIGTERM, &err) < 0)
 			fail("exec_signal", &err);
 		else if (read_until(c, id, x, NULL, &all, &res)) {
 			printf("signal: exit=%d signal=%d\n", res.exit_code, res.signal);
 			if (res.signal != SIGTERM)
 				fail("signal", NULL);
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 		}
 	}
 	if (x && dsec_exec_read(c, id, x, 0, &res, &(bool){ false }, &err) == 0)

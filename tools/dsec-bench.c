@@ -363,7 +363,7 @@ static void fill_create_opts(struct dsec_create_opts *co)
 
 /* The command of one request: env holds "X=<value>", sh_argv runs --cmd
  * through sh when the runtime is not sh. */
-static void fill_req(struct dsec_exec_req *req, const char *const env[2],
+static void fill_req(struct dsec_cmd *req, const char *const env[2],
 		     const char *const sh_argv[4])
 {
 	memset(req, 0, sizeof(*req));
@@ -403,7 +403,7 @@ static void excerpt(char *out, size_t size, const struct dsec_buf *b)
 }
 
 /* Check one reply; returns true when it is right. */
-static bool check_reply(struct worker *w, const struct dsec_exec_res *res, const char *x)
+static bool check_reply(struct worker *w, const struct dsec_cmd_res *res, const char *x)
 {
 	size_t xlen = strlen(x);
 	char text[256];
@@ -428,8 +428,8 @@ static bool check_reply(struct worker *w, const struct dsec_exec_res *res, const
 /* --mode local: what the request runs, spawned here with posix_spawn (the
  * cheapest standard way), its stdout read through a pipe: the baseline a
  * sandbox's call or exec is measured against.  0 and *res, or -1. */
-static int run_local(struct worker *w, const struct dsec_exec_req *req, const char *envx,
-		     struct dsec_exec_res *res)
+static int run_local(struct worker *w, const struct dsec_cmd *req, const char *envx,
+		     struct dsec_cmd_res *res)
 {
 	/* --cmd always goes through sh (req->argv), a snippet through the
 	 * runtime. */
@@ -478,8 +478,8 @@ static int run_local(struct worker *w, const struct dsec_exec_req *req, const ch
 static int one_request(struct worker *w, double *lat)
 {
 	struct dsec_create_opts co;
-	struct dsec_exec_req req;
-	struct dsec_exec_res res = { 0 };
+	struct dsec_cmd req;
+	struct dsec_cmd_res res = { 0 };
 	struct dsec_err err;
 	char x[64], envx[80];
 	const char *env[2] = { envx, NULL };
@@ -504,12 +504,12 @@ static int one_request(struct worker *w, double *lat)
 		break;
 	case MODE_LOCAL:
 		if (run_local(w, &req, envx, &res) < 0) {
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 			return -1;
 		}
 		*lat = dsec_now() - t0;
 		ret = check_reply(w, &res, x) ? 0 : 1;
-		dsec_exec_res_free(&res);
+		dsec_cmd_res_free(&res);
 		return ret;
 	case MODE_PING:
 		rc = dsec_ping(w->client, &err);
@@ -545,11 +545,11 @@ static int one_request(struct worker *w, double *lat)
 		if (rc < 0) {
 			note_error(w, "request %s failed: %s (%s)", x, err.msg,
 				   dsec_code_name(err.code));
-			dsec_exec_res_free(&res);
+			dsec_cmd_res_free(&res);
 			return -1;
 		}
 		ret = check_reply(w, &res, x) ? 0 : 1;
-		dsec_exec_res_free(&res);
+		dsec_cmd_res_free(&res);
 		return ret;
 	case MODE_PAUSE:
 		rc = dsec_pause(w->client, w->sandbox, &err);
@@ -572,7 +572,7 @@ static int one_request(struct worker *w, double *lat)
 		return -1;
 	}
 	ret = check_reply(w, &res, x) ? 0 : 1;
-	dsec_exec_res_free(&res);
+	dsec_cmd_res_free(&res);
 	return ret;
 }
 

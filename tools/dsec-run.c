@@ -340,7 +340,7 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 }
 
 /* Write what the command printed, then map its status to ours. */
-static int report(const struct dsec_exec_res *res)
+static int report(const struct dsec_cmd_res *res)
 {
 	int rc;
 
@@ -397,7 +397,7 @@ struct stream {
 	double client_timeout;		/* --client-timeout, 0 = libdsec's */
 	const char *id;			/* sandbox */
 	char *exec;			/* the command */
-	struct dsec_exec_res res;	/* its status once done */
+	struct dsec_cmd_res res;	/* its status once done */
 	struct dsec_err err;		/* the reader's failure */
 	int rc;				/* 0, or -errno with err */
 	int done_fd;			/* written to when the reader ends */
@@ -432,7 +432,7 @@ static void *reader_main(void *arg)
 		if (s->client_timeout > 0)
 			dsec_set_timeout(c, s->client_timeout);
 		while (!done) {
-			struct dsec_exec_res r;
+			struct dsec_cmd_res r;
 
 			if ((s->rc = dsec_exec_read(c, s->id, s->exec, STREAM_WAIT, &r, &done,
 						    &s->err)) < 0)
@@ -451,7 +451,7 @@ static void *reader_main(void *arg)
 				dsec_buf_free(&r.out);
 				dsec_buf_free(&r.err);
 			} else {
-				dsec_exec_res_free(&r);
+				dsec_cmd_res_free(&r);
 			}
 		}
 		dsec_close(c);
@@ -491,7 +491,7 @@ static void term_size(uint16_t *rows, uint16_t *cols)
 }
 
 static int run_stream(struct dsec_client *c, const struct run_opts *o, const char *id,
-		      const struct dsec_exec_req *req)
+		      const struct dsec_cmd *req)
 {
 	struct dsec_exec_start_opts so = { .pty = o->tty };
 	struct stream s = { .url = dsec_client_url(c), .client_timeout = o->client_timeout,
@@ -572,8 +572,8 @@ static int run_stream(struct dsec_client *c, const struct run_opts *o, const cha
 int main(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
-	struct dsec_exec_req req = { 0 };
-	struct dsec_exec_res res = { 0 };
+	struct dsec_cmd req = { 0 };
+	struct dsec_cmd_res res = { 0 };
 	struct dsec_err err;
 	struct dsec_client *c = NULL;
 	struct dsec_buf in;
@@ -640,7 +640,7 @@ int main(int argc, char **argv)
 	if (rc < 0)
 		die_dsec(&err);
 	status = report(&res);
-	dsec_exec_res_free(&res);
+	dsec_cmd_res_free(&res);
 snap:
 	if (o.snapshot) {
 		char *image = NULL;
