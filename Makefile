@@ -448,7 +448,7 @@ run: deps
 # What `make install` puts where; `make uninstall` removes the same files.
 INST_SBIN    = dsecd/dsecd tools/dsecctl
 INST_BIN     = $(filter-out $(INST_SBIN),$(TOOLS))
-INST_HEADERS = lib/dsec.h lib/err.h lib/backend.h lib/util.h
+INST_HEADERS = lib/dsec.h lib/err.h lib/buf.h lib/backend.h
 INST_LIBEXEC = $(HELPERS) $(HELPER_FILES) $(PRELOADS)
 # The directories that are dsec's own, removed by uninstall once empty.
 INST_DIRS    = $(INCLUDEDIR)/dsec $(BACKENDDIR) $(LIBDIR)/dsec $(LIBEXECDIR)

@@ -25,6 +25,15 @@
 
 _Noreturn void dsec_bug(const char *file, int line, const char *fmt, ...) DSEC_PRINTF(3, 4);
 
+/* The names the tree uses; the symbols carry libdsec's prefix, so a program
+ * with an xmalloc of its own links against libdsec.a (t/0009). */
+#define xmalloc dsec_xmalloc
+#define xcalloc dsec_xcalloc
+#define xrealloc dsec_xrealloc
+#define xstrdup dsec_xstrdup
+#define xstrndup dsec_xstrndup
+#define xmemdup dsec_xmemdup
+#define xasprintf dsec_xasprintf
 void *xmalloc(size_t n);
 void *xcalloc(size_t nmemb, size_t n);
 void *xrealloc(void *p, size_t n);
