@@ -79,8 +79,11 @@ like "$OUT" '"exit_code":0,.*"stdout":"0 70000\\n"' \
 # command, with nothing of the last one left in it.
 run dsec-run --id "$id" -c 'setsid sleep 9884 & grep memory /proc/self/cgroup'
 g1=$OUT
-sleep 0.3
-run dsec-run --id "$id" -c 'pgrep -c sleep; grep memory /proc/self/cgroup'
+for i in $(seq 50); do
+	run dsec-run --id "$id" -c 'pgrep -c sleep; grep memory /proc/self/cgroup'
+	[ "$(echo $OUT)" = "0 $g1" ] && break
+	sleep 0.1
+done
 is "$(echo $OUT)" "0 $g1" "what a command leaves is killed when it ends; its emptied cgroup serves the next"
 run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=python3' 'argv[]=-c' 'argv[]=b = b"x" * (300 << 20)'
 like "$OUT" '"oom_killed":true' "a command killed by the OOM killer says so"
@@ -128,10 +131,16 @@ like "$OUT" '"code":"invalid".*cpu_weight must be between 1 and 10000' "a cpu_we
 # Timeout kills the command's tree, not the sandbox.
 run dsec-run --id "$id" --timeout 1 -c 'setsid sleep 9881 & (setsid sh -c "sleep 9882 &" &); sleep 9883'
 is "$RC" 124 "timeout: dsec-run exits 124"
-sleep 0.5
+# The kill is asynchronous to the reply: bounded waits, not a fixed one a
+# loaded machine outlasts (the sandbox's init reaps what was killed).
+for i in $(seq 100); do pgrep -f 'sleep 988[123]' >/dev/null || break; sleep 0.1; done
 run pgrep -f 'sleep 988[123]'
 is "$RC" 1 "no process of the timed-out command is left"
-run dsec-run --id "$id" -c 'cat /root/f; cat /proc/[0-9]*/comm | grep -cvx dsec-shell'
+for i in $(seq 50); do
+	run dsec-run --id "$id" -c 'cat /root/f; cat /proc/[0-9]*/comm | grep -cvx dsec-shell'
+	[ "$(echo $OUT)" = "kept 4" ] && break
+	sleep 0.1
+done
 is "$(echo $OUT)" "kept 4" "the sandbox lives on after a timeout (init, sh, cat, grep; no warm shell counted)"
 
 # Limits (container.memory=128M, container.pids=64).
