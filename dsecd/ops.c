@@ -18,7 +18,6 @@
 #include "fs3.h"
 #include "log.h"
 #include "proto.h"
-#include "snap.h"
 
 #define REPLY_SLACK DSECD_REPLY_SLACK
 #define DSECD_MAX_DENY 256		/* seccomp_deny entries in one create */

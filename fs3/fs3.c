@@ -34,7 +34,6 @@
 #include "layer.h"
 #include "log.h"
 #include "peer.h"
-#include "snap.h"
 #include "store.h"
 
 #define FS3_CACHE_DEFAULT (10ull << 30)
