@@ -27,7 +27,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
-#include "fs3.h"
+#include "fs3_int.h"
 #include "ondemand.h"
 #include "image.h"
 #include "import.h"
@@ -41,61 +41,6 @@
 #define FS3_CHUNK_MIN (64u << 10)
 #define FS3_CHUNK_MAX (4u << 20)
 #define FS3_READAHEAD_DEFAULT 4
-#define FS3_MOUNT_FLAGS (MS_RDONLY | MS_NODEV | MS_NOSUID)
-
-/* Where a layer of the table is. */
-enum ml_state {
-	ML_MOUNTING,		/* one acquire assembles and mounts it; others wait */
-	ML_READY,		/* mounted */
-	ML_FAILED,		/* could not be mounted: err says why; goes with its last ref */
-};
-
-/* A layer this handle mounts, shared by every acquire that includes it. */
-struct mlayer {
-	struct fs3_digest d;	/* digest of the layer image */
-	unsigned refs;		/* acquires holding it (or waiting for it) */
-	enum ml_state state;	/* see above */
-	char *mnt;		/* its mount point */
-	struct dsec_err err;	/* why it failed, for every waiter */
-	bool local;		/* mounted from its local file (STORE/layers) */
-	double idle;		/* with refs 0 (lingering): when the last went */
-};
-
-/* An image this handle holds for acquires. */
-struct held {
-	struct fs3_digest d;		/* manifest digest */
-	unsigned refs;			/* acquires not yet released */
-	struct fs3_digest *layers;	/* its layers, bottom first */
-	size_t n;			/* entries in layers */
-};
-
-/* Threads: mu guards the tables, nshared and the flock; it is never held
- * across the slow part of an acquire (assembling, mounting), so acquires of
- * other images go on meanwhile.  gc holds it throughout. */
-struct fs3 {
-	pthread_mutex_t mu;	/* guards everything below that changes */
-	pthread_cond_t cv;	/* a layer left ML_MOUNTING, or nshared dropped to 0 */
-	char *dir;		/* the store directory, symlinks resolved */
-	struct fs3_store st;	/* the tiers */
-	uint32_t chunk_size;	/* average chunk size for imports */
-	unsigned flags;		/* FS3_MOUNTER */
-	int lockfd;		/* STORE/lock */
-	unsigned nshared;	/* calls in this process holding STORE/lock shared */
-	int mntlockfd;		/* STORE/mnt.lock while we are the mounter, else -1 */
-	struct fs3_fuse *fuse;	/* on-demand layers at STORE/fuse once started (mu), or NULL */
-	int od_state;		/* on demand: 1 = yes (FUSE started at first need), 0 = off
-				 * (full_fetch, or FUSE would not start); under mu */
-	unsigned readahead;	/* chunks of on-demand read-ahead */
-	double linger;		/* conf.linger */
-	struct mlayer **ml;	/* the layer table */
-	size_t nml, capml;	/* used, allocated */
-	struct held **hi;	/* held images */
-	size_t nhi, caphi;	/* used, allocated */
-	struct fs3_peer *peers[FS3_PEERS_MAX];	/* sources before the origin */
-	int npeers;		/* entries in peers */
-	uint64_t served_objects; /* objects fs3_serve gave out (atomic) */
-	uint64_t served_bytes;	/* their stored bytes (atomic) */
-};
 
 /* ---- digest sets ------------------------------------------------------- */
 
@@ -145,7 +90,7 @@ static int do_flock(struct fs3 *fs, int op, struct dsec_err *err)
 
 /* The flock is one per process (one open file): the first shared user
  * takes it, the last lets it go. */
-static int lock_shared(struct fs3 *fs, struct dsec_err *err)
+int fs3_lock_shared(struct fs3 *fs, struct dsec_err *err)
 {
 	int r = 0;
 
@@ -158,7 +103,7 @@ static int lock_shared(struct fs3 *fs, struct dsec_err *err)
 	return r;
 }
 
-static void unlock_shared(struct fs3 *fs)
+void fs3_unlock_shared(struct fs3 *fs)
 {
 	pthread_mutex_lock(&fs->mu);
 	DSEC_ASSERT(fs->nshared > 0);
@@ -171,7 +116,7 @@ static void unlock_shared(struct fs3 *fs)
 
 /* Returns with mu held and the flock exclusive, once no call of ours
  * holds it shared. */
-static int lock_excl(struct fs3 *fs, struct dsec_err *err)
+int fs3_lock_excl(struct fs3 *fs, struct dsec_err *err)
 {
 	int r;
 
@@ -183,7 +128,7 @@ static int lock_excl(struct fs3 *fs, struct dsec_err *err)
 	return r;
 }
 
-static void unlock_excl(struct fs3 *fs)
+void fs3_unlock_excl(struct fs3 *fs)
 {
 	flock(fs->lockfd, LOCK_UN);
 	pthread_mutex_unlock(&fs->mu);
@@ -191,7 +136,7 @@ static void unlock_excl(struct fs3 *fs)
 
 /* ---- tags, manifests ----------------------------------------------------- */
 
-static char *tags_dir(struct fs3 *fs)
+char *fs3_tags_dir(struct fs3 *fs)
 {
 	return xasprintf("%s/tags", fs->st.origin);
 }
@@ -213,10 +158,10 @@ static int read_tag(const char *path, struct fs3_digest *d)
 
 /* Calls fn(ctx, "name:tag", digest) for every tag.  A broken tag file is
  * skipped with a warning, or with strict is -EBADMSG (gc must not guess). */
-static int walk_tags(struct fs3 *fs, bool strict,
-		     int (*fn)(void *ctx, const char *tag, const struct fs3_digest *d), void *ctx)
+int fs3_walk_tags(struct fs3 *fs, bool strict,
+		  int (*fn)(void *ctx, const char *tag, const struct fs3_digest *d), void *ctx)
 {
-	_cleanup_free_ char *dir = tags_dir(fs);
+	_cleanup_free_ char *dir = fs3_tags_dir(fs);
 	DIR *dh = opendir(dir);
 	struct dirent *e;
 	int r = 0;
@@ -264,7 +209,8 @@ static int prefix_match(void *ctx, const struct fs3_digest *d, const char *path,
 	return 0;
 }
 
-static int resolve(struct fs3 *fs, const char *ref, struct fs3_digest *d, struct dsec_err *err)
+int fs3_resolve_digest(struct fs3 *fs, const char *ref, struct fs3_digest *d,
+		       struct dsec_err *err)
 {
 	if (!strncmp(ref, "sha256:", 7)) {
 		struct prefix_find f = { .hex = ref + 7, .len = strlen(ref + 7) };
@@ -287,7 +233,7 @@ static int resolve(struct fs3 *fs, const char *ref, struct fs3_digest *d, struct
 	if (!file)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "cannot resolve '%s': not a valid name[:tag] or sha256: digest", ref);
-	_cleanup_free_ char *dir = tags_dir(fs);
+	_cleanup_free_ char *dir = fs3_tags_dir(fs);
 	_cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
 	int r = read_tag(p, d);
 	if (r == -ENOENT)
@@ -299,8 +245,8 @@ static int resolve(struct fs3 *fs, const char *ref, struct fs3_digest *d, struct
 	return 0;
 }
 
-static int load_manifest(struct fs3 *fs, const struct fs3_digest *d, struct fs3_manifest *m,
-			 struct dsec_err *err)
+int fs3_load_manifest(struct fs3 *fs, const struct fs3_digest *d, struct fs3_manifest *m,
+		      struct dsec_err *err)
 {
 	char ref[FS3_REF_LEN];
 	struct dsec_buf b;
@@ -325,7 +271,7 @@ static int mark_image(struct fs3 *fs, const struct fs3_digest *d, struct dset *s
 	struct fs3_index ix;
 	int r;
 
-	if ((r = load_manifest(fs, d, &m, err)) < 0)
+	if ((r = fs3_load_manifest(fs, d, &m, err)) < 0)
 		return r;
 	dset_add(s, d);
 	for (size_t i = 0; i < m.n && r == 0; i++) {
@@ -362,7 +308,7 @@ static int mark_acquired(struct fs3 *fs, struct dset *s, struct dsec_err *err)
 }
 
 /* Keeps the cache under its cap without touching chunks of acquired images. */
-static void evict(struct fs3 *fs)
+void fs3_evict(struct fs3 *fs)
 {
 	struct dset pins = { 0 };
 	struct dsec_err err;
@@ -382,7 +328,7 @@ static void evict(struct fs3 *fs)
 
 /* ---- open, close --------------------------------------------------------- */
 
-static bool is_mount_root(const char *path)
+bool fs3_is_mount_root(const char *path)
 {
 	struct statx stx;
 
@@ -393,9 +339,9 @@ static bool is_mount_root(const char *path)
 }
 
 /* Unmounts path (lazily when busy) and removes the mount point. */
-static void unmount_layer(const char *path)
+void fs3_unmount_layer(const char *path)
 {
-	while (is_mount_root(path)) {
+	while (fs3_is_mount_root(path)) {
 		if (umount2(path, UMOUNT_NOFOLLOW) == 0)
 			continue;
 		if (errno == EBUSY)
@@ -411,7 +357,7 @@ static void unmount_layer(const char *path)
 }
 
 /* Calls fn(path) for each entry of STORE/sub. */
-static void each_entry(struct fs3 *fs, const char *sub, void (*fn)(const char *path))
+void fs3_each_entry(struct fs3 *fs, const char *sub, void (*fn)(const char *path))
 {
 	_cleanup_free_ char *dir = xasprintf("%s/%s", fs->dir, sub);
 	DIR *dh = opendir(dir);
@@ -433,7 +379,7 @@ static void unlink_path(const char *path)
 	unlink(path);
 }
 
-static void rm_path(const char *path)
+void fs3_rm_path(const char *path)
 {
 	dsec_rm_rf(path);
 }
@@ -441,8 +387,8 @@ static void rm_path(const char *path)
 /* Our predecessor was killed: its mounts and acquire records are stale. */
 static void clean_stale(struct fs3 *fs)
 {
-	each_entry(fs, "mnt", unmount_layer);
-	each_entry(fs, "acquired", unlink_path);
+	fs3_each_entry(fs, "mnt", fs3_unmount_layer);
+	fs3_each_entry(fs, "acquired", unlink_path);
 }
 
 int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err)
@@ -487,7 +433,7 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 				 origin, strerror(-r));
 		goto fail;
 	}
-	tags = tags_dir(fs);
+	tags = fs3_tags_dir(fs);
 	lk = xasprintf("%s/lock", fs->dir);
 	if ((r = dsec_mkdir_p(tags, 0755)) < 0 ||
 	    (fs->lockfd = open(lk, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
@@ -499,7 +445,7 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 	 * other process adds to the store (they hold the lock shared), and
 	 * never waited for. */
 	if (flock(fs->lockfd, LOCK_EX | LOCK_NB) == 0) {
-		each_entry(fs, "tmp", rm_path);
+		fs3_each_entry(fs, "tmp", fs3_rm_path);
 		flock(fs->lockfd, LOCK_UN);
 	}
 	if (fs->flags & FS3_MOUNTER) {
@@ -555,7 +501,7 @@ static struct mlayer *find_layer(struct fs3 *fs, const struct fs3_digest *d)
 static void drop_layer(struct fs3 *fs, struct mlayer *l)
 {
 	if (l->state == ML_READY)
-		unmount_layer(l->mnt);
+		fs3_unmount_layer(l->mnt);
 	for (size_t i = 0; i < fs->nml; i++)
 		if (fs->ml[i] == l)
 			fs->ml[i] = fs->ml[--fs->nml];
@@ -579,7 +525,7 @@ static void put_layer(struct fs3 *fs, struct mlayer *l)
 }
 
 /* Unmounts the lingering layers idle for conf.linger, or all (mu held). */
-static void reap_layers(struct fs3 *fs, bool all)
+void fs3_reap_layers(struct fs3 *fs, bool all)
 {
 	double now = dsec_now();
 
@@ -590,7 +536,7 @@ static void reap_layers(struct fs3 *fs, bool all)
 	}
 }
 
-static char *acquired_path(struct fs3 *fs, const struct fs3_digest *d)
+char *fs3_acquired_path(struct fs3 *fs, const struct fs3_digest *d)
 {
 	char hex[FS3_HEX_LEN + 1];
 
@@ -604,13 +550,13 @@ void fs3_close(struct fs3 *fs)
 		return;
 	for (size_t i = 0; i < fs->nml; i++) {
 		if (fs->ml[i]->state == ML_READY)
-			unmount_layer(fs->ml[i]->mnt);
+			fs3_unmount_layer(fs->ml[i]->mnt);
 		free(fs->ml[i]->mnt);
 		free(fs->ml[i]);
 	}
 	fs3_fuse_stop(fs->fuse);	/* after the EROFS mounts on its files */
 	for (size_t i = 0; i < fs->nhi; i++) {
-		_cleanup_free_ char *p = acquired_path(fs, &fs->hi[i]->d);
+		_cleanup_free_ char *p = fs3_acquired_path(fs, &fs->hi[i]->d);
 		unlink(p);
 		free(fs->hi[i]->layers);
 		free(fs->hi[i]);
@@ -632,8 +578,8 @@ void fs3_close(struct fs3 *fs)
 
 /* ---- import -------------------------------------------------------------- */
 
-static int write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d,
-		     struct dsec_err *err)
+int fs3_write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d,
+		  struct dsec_err *err)
 {
 	_cleanup_free_ char *file = fs3_tag_file(tag);
 	char ref[FS3_REF_LEN];
@@ -642,7 +588,7 @@ static int write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d
 	if (!file)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "cannot tag '%s': not a valid name[:tag]", tag);
-	_cleanup_free_ char *dir = tags_dir(fs);
+	_cleanup_free_ char *dir = fs3_tags_dir(fs);
 	_cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
 	_cleanup_free_ char *line = (fs3_digest_ref(d, ref), xasprintf("%s\n", ref));
 	if ((r = fs3_write_atomic(p, line, strlen(line), true)) < 0)
@@ -651,8 +597,8 @@ static int write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d
 }
 
 /* Turns one layer tree into an EROFS image and stores it. */
-static int import_layer(struct fs3 *fs, const char *staging, const char *root, size_t i,
-			struct fs3_layer_ref *out, struct fs3_layer_stats *stats, struct dsec_err *err)
+int fs3_import_layer(struct fs3 *fs, const char *staging, const char *root, size_t i,
+		     struct fs3_layer_ref *out, struct fs3_layer_stats *stats, struct dsec_err *err)
 {
 	_cleanup_free_ char *img = xasprintf("%s/layer%zu.erofs", staging, i);
 	int r;
@@ -688,13 +634,13 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 	m.layers = xcalloc(m.n, sizeof(*m.layers));
 	for (size_t i = 0; i < m.n && r == 0; i++) {
 		if (is.dir) {
-			r = import_layer(fs, tmpl, is.dir, i, &m.layers[i], &stats, err);
+			r = fs3_import_layer(fs, tmpl, is.dir, i, &m.layers[i], &stats, err);
 			continue;
 		}
 		/* One layer tree on disk at a time. */
 		_cleanup_free_ char *root = xasprintf("%s/l%zu", tmpl, i);
 		if ((r = fs3_extract_layer(is.tars[i], root, err)) == 0)
-			r = import_layer(fs, tmpl, root, i, &m.layers[i], &stats, err);
+			r = fs3_import_layer(fs, tmpl, root, i, &m.layers[i], &stats, err);
 		dsec_rm_rf(root);
 	}
 	if (r < 0)
@@ -705,8 +651,8 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 		struct fs3_image_config cfg = { 0 };
 		struct fs3_digest bd;
 
-		if ((r = resolve(fs, opts->base, &bd, err)) < 0 ||
-		    (r = load_manifest(fs, &bd, &bm, err)) < 0)
+		if ((r = fs3_resolve_digest(fs, opts->base, &bd, err)) < 0 ||
+		    (r = fs3_load_manifest(fs, &bd, &bm, err)) < 0)
 			goto out;
 		bm.layers = xrealloc(bm.layers, (bm.n + m.n) * sizeof(*bm.layers));
 		memcpy(bm.layers + bm.n, m.layers, m.n * sizeof(*m.layers));
@@ -732,7 +678,7 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 		goto out;
 	}
 	stats.stored += stored;
-	if (opts->tag && (r = write_tag(fs, opts->tag, &md, err)) < 0)
+	if (opts->tag && (r = fs3_write_tag(fs, opts->tag, &md, err)) < 0)
 		goto out;
 	fs3_digest_ref(&md, res->digest);
 	snprintf(res->format, sizeof(res->format), "%s", is.format);
@@ -748,15 +694,15 @@ out:
 	return r;
 }
 
-/* Ends an addition (import, squash) begun with lock_shared: a success
+/* Ends an addition (import, squash) begun with fs3_lock_shared: a success
  * trims the cache. */
-static void end_add(struct fs3 *fs, int r)
+void fs3_end_add(struct fs3 *fs, int r)
 {
 	pthread_mutex_lock(&fs->mu);
 	if (r == 0)
-		evict(fs);
+		fs3_evict(fs);
 	pthread_mutex_unlock(&fs->mu);
-	unlock_shared(fs);
+	fs3_unlock_shared(fs);
 }
 
 int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
@@ -776,10 +722,10 @@ int fs3_import(struct fs3 *fs, const char *src, const struct fs3_import_opts *op
 	if (opts->tag && !tagfile)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot tag '%s': not a valid "
 				     "name[:tag]", opts->tag);
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
 	r = import_locked(fs, src, opts, res, err);
-	end_add(fs, r);
+	fs3_end_add(fs, r);
 	res->seconds = dsec_now() - t0;
 	return r;
 }
@@ -833,7 +779,8 @@ static int squash_locked(struct fs3 *fs, const char *ref, uint64_t max_size, con
 	uint64_t stored = 0;
 	int r;
 
-	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = load_manifest(fs, &d, &m, err)) < 0)
+	if ((r = fs3_resolve_digest(fs, ref, &d, err)) < 0 ||
+	    (r = fs3_load_manifest(fs, &d, &m, err)) < 0)
 		return r;
 	if (!mkdtemp(tmpl)) {
 		r = dsec_err_set(err, errno, "cannot create a staging directory in '%s/tmp': %s",
@@ -854,7 +801,7 @@ static int squash_locked(struct fs3 *fs, const char *ref, uint64_t max_size, con
 		for (size_t k = i; k < j && r == 0; k++)
 			r = squash_layer(fs, tmpl, &m.layers[k], root, k == i, i > 0, err);
 		if (r == 0)
-			r = import_layer(fs, tmpl, root, i, &out.layers[out.n++], &stats, err);
+			r = fs3_import_layer(fs, tmpl, root, i, &out.layers[out.n++], &stats, err);
 		dsec_rm_rf(root);
 		if (r < 0)
 			goto done;
@@ -880,7 +827,7 @@ static int squash_locked(struct fs3 *fs, const char *ref, uint64_t max_size, con
 	}
 	res->stored = stats.stored + stored;
 	if (tag)
-		r = write_tag(fs, tag, &md, err);
+		r = fs3_write_tag(fs, tag, &md, err);
 done:
 	dsec_rm_rf(tmpl);
 	fs3_manifest_free(&out);
@@ -901,10 +848,10 @@ int fs3_squash(struct fs3 *fs, const char *ref, uint64_t max_size, const char *t
 	if (tag && !fs3_tag_valid(tag))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot tag '%s': not a valid "
 				     "name[:tag]", tag);
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
 	r = squash_locked(fs, ref, max_size, tag, res, err);
-	end_add(fs, r);
+	fs3_end_add(fs, r);
 	res->seconds = dsec_now() - t0;
 	return r;
 }
@@ -916,7 +863,7 @@ int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struc
 	struct fs3_digest d;
 	int r;
 
-	r = resolve(fs, ref, &d, err);
+	r = fs3_resolve_digest(fs, ref, &d, err);
 	if (r == 0)
 		fs3_digest_ref(&d, digest);
 	return r;
@@ -928,13 +875,14 @@ int fs3_tag(struct fs3 *fs, const char *ref, const char *tag, struct dsec_err *e
 	struct fs3_digest d;
 	int r;
 
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
-	if ((r = resolve(fs, ref, &d, err)) == 0 && (r = load_manifest(fs, &d, &m, err)) == 0) {
+	if ((r = fs3_resolve_digest(fs, ref, &d, err)) == 0 &&
+	    (r = fs3_load_manifest(fs, &d, &m, err)) == 0) {
 		fs3_manifest_free(&m);
-		r = write_tag(fs, tag, &d, err);
+		r = fs3_write_tag(fs, tag, &d, err);
 	}
-	unlock_shared(fs);
+	fs3_unlock_shared(fs);
 	return r;
 }
 
@@ -952,7 +900,7 @@ static int untag_one(void *ctx, const char *tag, const struct fs3_digest *d)
 	if (memcmp(d->b, u->d->b, FS3_DIGEST_LEN))
 		return 0;
 	_cleanup_free_ char *file = fs3_tag_file(tag);
-	_cleanup_free_ char *dir = tags_dir(u->fs);
+	_cleanup_free_ char *dir = fs3_tags_dir(u->fs);
 	_cleanup_free_ char *p = xasprintf("%s/%s", dir, file);
 	if (unlink(p) < 0)
 		return -errno;
@@ -965,15 +913,16 @@ int fs3_untag(struct fs3 *fs, const char *ref, struct dsec_err *err)
 	struct fs3_digest d;
 	int r;
 
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
 	if (!strncmp(ref, "sha256:", 7)) {
 		struct untag u = { fs, &d, 0 };
-		if ((r = resolve(fs, ref, &d, err)) == 0 && (r = walk_tags(fs, false, untag_one, &u)) < 0)
+		if ((r = fs3_resolve_digest(fs, ref, &d, err)) == 0 &&
+		    (r = fs3_walk_tags(fs, false, untag_one, &u)) < 0)
 			r = dsec_err_set(err, -r, "cannot remove the tags of '%s': %s", ref, strerror(-r));
 	} else {
 		_cleanup_free_ char *file = fs3_tag_file(ref);
-		_cleanup_free_ char *dir = tags_dir(fs);
+		_cleanup_free_ char *dir = fs3_tags_dir(fs);
 		_cleanup_free_ char *p = file ? xasprintf("%s/%s", dir, file) : NULL;
 		if (!p)
 			r = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
@@ -986,11 +935,11 @@ int fs3_untag(struct fs3 *fs, const char *ref, struct dsec_err *err)
 		else
 			fs3_sync_parent(p);
 	}
-	unlock_shared(fs);
+	fs3_unlock_shared(fs);
 	return r;
 }
 
-static char *mnt_path(struct fs3 *fs, const struct fs3_digest *d)
+char *fs3_mnt_path(struct fs3 *fs, const struct fs3_digest *d)
 {
 	char hex[FS3_HEX_LEN + 1];
 
@@ -1009,7 +958,7 @@ static int image_info(struct fs3 *fs, const struct fs3_digest *d, char **tags, b
 	memset(out, 0, sizeof(*out));
 	out->tags = tags;
 	fs3_digest_ref(d, out->digest);
-	if ((r = load_manifest(fs, d, &m, err)) < 0)
+	if ((r = fs3_load_manifest(fs, d, &m, err)) < 0)
 		return r;
 	out->config = m.config;
 	memset(&m.config, 0, sizeof(m.config));
@@ -1023,8 +972,8 @@ static int image_info(struct fs3 *fs, const struct fs3_digest *d, char **tags, b
 		out->size += l->size;
 		if (!deep)
 			continue;
-		_cleanup_free_ char *mnt = mnt_path(fs, &m.layers[i].digest);
-		l->mounted = is_mount_root(mnt);
+		_cleanup_free_ char *mnt = fs3_mnt_path(fs, &m.layers[i].digest);
+		l->mounted = fs3_is_mount_root(mnt);
 		if ((r = fs3_layer_index(&fs->st, &m.layers[i], &ix, err)) == 0) {
 			l->chunks = ix.n;
 			fs3_index_free(&ix);
@@ -1089,9 +1038,9 @@ int fs3_image_list(struct fs3 *fs, struct fs3_image_info **out, size_t *n, struc
 	size_t k = 0;
 	int r;
 
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
-	if ((r = walk_tags(fs, false, collect_tag, &l)) < 0) {
+	if ((r = fs3_walk_tags(fs, false, collect_tag, &l)) < 0) {
 		r = dsec_err_set(err, -r, "cannot list the tags of '%s': %s", fs->st.origin,
 				 strerror(-r));
 		goto out;
@@ -1113,7 +1062,7 @@ int fs3_image_list(struct fs3 *fs, struct fs3_image_info **out, size_t *n, struc
 	*n = k;
 out:
 	tag_list_free(&l);
-	unlock_shared(fs);
+	fs3_unlock_shared(fs);
 	return r;
 }
 
@@ -1125,9 +1074,10 @@ int fs3_image_inspect(struct fs3 *fs, const char *ref, struct fs3_image_info *ou
 	int r;
 
 	memset(out, 0, sizeof(*out));
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
-	if ((r = resolve(fs, ref, &d, err)) == 0 && (r = walk_tags(fs, false, collect_tag, &l)) < 0)
+	if ((r = fs3_resolve_digest(fs, ref, &d, err)) == 0 &&
+	    (r = fs3_walk_tags(fs, false, collect_tag, &l)) < 0)
 		r = dsec_err_set(err, -r, "cannot list the tags of '%s': %s", fs->st.origin,
 				 strerror(-r));
 	if (r == 0) {
@@ -1136,7 +1086,7 @@ int fs3_image_inspect(struct fs3 *fs, const char *ref, struct fs3_image_info *ou
 			fs3_image_info_clear(out);
 	}
 	tag_list_free(&l);
-	unlock_shared(fs);
+	fs3_unlock_shared(fs);
 	return r;
 }
 
@@ -1210,7 +1160,7 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 		} else if ((r = fs3_layer_materialize(&fs->st, l, img, err)) < 0)
 			return r;
 	}
-	unmount_layer(mnt);	/* a mount there is not ours: stale */
+	fs3_unmount_layer(mnt);	/* a mount there is not ours: stale */
 	if (mkdir(mnt, 0755) < 0 && errno != EEXIST)
 		return dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
 	if (mount(img, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) < 0) {
@@ -1241,7 +1191,7 @@ static void put_held(struct fs3 *fs, const struct fs3_digest *d, struct mlayer *
 		put_layer(fs, layers ? layers[i] : find_layer(fs, &h->layers[i]));
 	if (--h->refs > 0)
 		return;
-	_cleanup_free_ char *rec = acquired_path(fs, d);
+	_cleanup_free_ char *rec = fs3_acquired_path(fs, d);
 	unlink(rec);
 	for (size_t i = 0; i < fs->nhi; i++)
 		if (fs->hi[i] == h)
@@ -1265,7 +1215,7 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 	pthread_mutex_lock(&fs->mu);
 	if (!(h = find_held(fs, d))) {
 		/* The record first: from here gc and eviction keep the image. */
-		_cleanup_free_ char *rec = acquired_path(fs, d);
+		_cleanup_free_ char *rec = fs3_acquired_path(fs, d);
 		if ((r = fs3_write_atomic(rec, "", 0, false)) < 0) {
 			pthread_mutex_unlock(&fs->mu);
 			return dsec_err_set(err, -r, "cannot record the acquire in '%s': %s", rec,
@@ -1291,7 +1241,7 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 			mine[i] = fs->ml[fs->nml++] = xcalloc(1, sizeof(**mine));
 			mine[i]->d = m->layers[i].digest;
 			mine[i]->state = ML_MOUNTING;
-			mine[i]->mnt = mnt_path(fs, &m->layers[i].digest);
+			mine[i]->mnt = fs3_mnt_path(fs, &m->layers[i].digest);
 			todo[i] = true;
 		}
 		mine[i]->refs++;
@@ -1367,13 +1317,13 @@ int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *
 	if (!(fs->flags & FS3_MOUNTER))
 		return dsec_err_set(err, EPERM, "cannot acquire image '%s': store '%s' was not opened "
 				    "to mount layers", ref, fs->dir);
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
 	/* Every ref resolved and every manifest read before anything is held. */
 	for (; loaded < nimg; loaded++) {
 		const char *name = loaded ? extras[loaded - 1] : ref;
-		if ((r = resolve(fs, name, &d[loaded], err)) < 0 ||
-		    (r = load_manifest(fs, &d[loaded], &m[loaded], err)) < 0)
+		if ((r = fs3_resolve_digest(fs, name, &d[loaded], err)) < 0 ||
+		    (r = fs3_load_manifest(fs, &d[loaded], &m[loaded], err)) < 0)
 			goto out;
 	}
 	nl = stack_layers(m, nimg, &stack);
@@ -1392,7 +1342,7 @@ int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *
 	a->layers = xcalloc(nl + 1, sizeof(*a->layers));
 	dsec_buf_init(&low);
 	for (size_t i = 0; i < nl; i++) {
-		a->layers[i] = mnt_path(fs, stack[i]);
+		a->layers[i] = fs3_mnt_path(fs, stack[i]);
 		dsec_buf_addf(&low, "%s%s", i ? ":" : "", a->layers[i]);
 	}
 	a->lowerdir = dsec_buf_detach(&low, NULL);
@@ -1405,8 +1355,8 @@ int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *
 	memset(&m[0].config, 0, sizeof(m[0].config));
 	*out = a;
 	pthread_mutex_lock(&fs->mu);
-	reap_layers(fs, false);
-	evict(fs);
+	fs3_reap_layers(fs, false);
+	fs3_evict(fs);
 	pthread_mutex_unlock(&fs->mu);
 out:
 	if (r < 0 && held) {
@@ -1417,7 +1367,7 @@ out:
 	}
 	for (size_t i = 0; i < loaded; i++)
 		fs3_manifest_free(&m[i]);
-	unlock_shared(fs);
+	fs3_unlock_shared(fs);
 	return r;
 }
 
@@ -1440,7 +1390,7 @@ void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 		DSEC_ASSERT(fs3_digest_parse(a->extras[i], &d) == 0);
 		put_held(fs, &d, NULL);
 	}
-	reap_layers(fs, false);
+	fs3_reap_layers(fs, false);
 	pthread_mutex_unlock(&fs->mu);
 	fs3_acquired_free(a);
 }
@@ -1513,7 +1463,7 @@ static int pull_list(struct fs3 *fs, const struct fs3_digest *d, struct pull_ite
 	size_t cnt = 0, cap = 0, w = 0;
 	int r;
 
-	if ((r = load_manifest(fs, d, &m, err)) < 0)
+	if ((r = fs3_load_manifest(fs, d, &m, err)) < 0)
 		return r;
 	for (size_t i = 0; i < m.n && r == 0; i++) {
 		if ((r = fs3_layer_index(&fs->st, &m.layers[i], &ix, err)) < 0)
@@ -1561,9 +1511,10 @@ int fs3_pull(struct fs3 *fs, const char *ref, struct fs3_pull_res *res, struct d
 	res->nsrc = (size_t)fs->st.nsrc;
 	for (int i = 0; i < fs->st.nsrc; i++)
 		snprintf(res->src[i].name, sizeof(res->src[i].name), "%s", fs->st.src[i].name);
-	if ((r = lock_shared(fs, err)) < 0)
+	if ((r = fs3_lock_shared(fs, err)) < 0)
 		return r;
-	if ((r = resolve(fs, ref, &d, err)) < 0 || (r = pull_list(fs, &d, &v, &n, err)) < 0)
+	if ((r = fs3_resolve_digest(fs, ref, &d, err)) < 0 ||
+	    (r = pull_list(fs, &d, &v, &n, err)) < 0)
 		goto out;
 	fs3_digest_ref(&d, res->digest);
 	res->chunks = n;
@@ -1592,10 +1543,10 @@ int fs3_pull(struct fs3 *fs, const char *ref, struct fs3_pull_res *res, struct d
 	if (r < 0)
 		dsec_err_prefix(err, "cannot pull '%s'", ref);
 	pthread_mutex_lock(&fs->mu);
-	evict(fs);	/* the least recently used go first: not these */
+	fs3_evict(fs);	/* the least recently used go first: not these */
 	pthread_mutex_unlock(&fs->mu);
 out:
-	unlock_shared(fs);
+	fs3_unlock_shared(fs);
 	free(v);
 	res->seconds = dsec_now() - t0;
 	return r;
@@ -1711,8 +1662,8 @@ static int sweep_layers(struct fs3 *fs, const struct dset *live, struct fs3_gc_r
 		bool tmp = strstr(e->d_name, ".tmp.") != NULL;	/* a killed assembly */
 		if (fs3_digest_parse(hex, &d) < 0 || (!tmp && dset_has(live, &d)))
 			continue;
-		_cleanup_free_ char *mnt = mnt_path(fs, &d);
-		if (!tmp && is_mount_root(mnt))
+		_cleanup_free_ char *mnt = fs3_mnt_path(fs, &d);
+		if (!tmp && fs3_is_mount_root(mnt))
 			continue;
 		if (unlink(p) == 0)
 			res->layers_removed++;
@@ -1733,11 +1684,11 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 	memset(res, 0, sizeof(*res));
 	if (err)
 		dsec_err_clear(err);
-	if ((r = lock_excl(fs, err)) < 0)
+	if ((r = fs3_lock_excl(fs, err)) < 0)
 		return r;
-	reap_layers(fs, true);	/* lingering layers: their files may go */
+	fs3_reap_layers(fs, true);	/* lingering layers: their files may go */
 	/* Anything unreadable aborts before the first removal. */
-	if ((r = walk_tags(fs, true, mark_tagged, &mc)) < 0 ||
+	if ((r = fs3_walk_tags(fs, true, mark_tagged, &mc)) < 0 ||
 	    (r = mark_acquired(fs, &live, err)) < 0) {
 		if (r == -EBADMSG && err && !err->msg[0])
 			dsec_err_set(err, EBADMSG, "a tag file in '%s/tags' is broken", fs->st.origin);
@@ -1754,9 +1705,9 @@ int fs3_gc(struct fs3 *fs, struct fs3_gc_res *res, struct dsec_err *err)
 	}
 	sweep_layers(fs, &live, res);
 	/* No import runs while we hold the lock exclusively: staging is debris. */
-	each_entry(fs, "tmp", rm_path);
+	fs3_each_entry(fs, "tmp", fs3_rm_path);
 out:
 	free(live.v);
-	unlock_excl(fs);
+	fs3_unlock_excl(fs);
 	return r;
 }
