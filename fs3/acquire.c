@@ -35,6 +35,7 @@ static void drop_layer(struct fs3 *fs, struct mlayer *l)
 		if (fs->ml[i] == l)
 			fs->ml[i] = fs->ml[--fs->nml];
 	free(l->mnt);
+	free(l->file);
 	free(l);
 }
 
@@ -108,11 +109,12 @@ static struct fs3_fuse *od_fuse(struct fs3 *fs)
 }
 
 /* Mounts layer l at mnt: from its local file if there, else from its FUSE
- * file (on demand), else after assembling it into STORE/layers.  Runs
- * without mu (the mount reads through FUSE, whose threads never take it):
- * one thread per layer (the one that made its entry). */
+ * file (on demand), else after assembling it into STORE/layers; *file gets
+ * the file it mounted (caller frees).  Runs without mu (the mount reads
+ * through FUSE, whose threads never take it): one thread per layer (the one
+ * that made its entry). */
 static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char *mnt,
-		       bool *local, struct dsec_err *err)
+		       bool *local, char **file, struct dsec_err *err)
 {
 	char hex[FS3_HEX_LEN + 1], ref[FS3_REF_LEN];
 	struct stat sb;
@@ -144,6 +146,8 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 		rmdir(mnt);
 		return r;
 	}
+	*file = img;
+	img = NULL;	/* the caller's now */
 	return 0;
 }
 
@@ -229,10 +233,12 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 		struct dsec_err e;
 		dsec_err_clear(&e);
 		bool local = false;
-		int lr = mount_layer(fs, &m->layers[i], mine[i]->mnt, &local, &e);
+		char *file = NULL;
+		int lr = mount_layer(fs, &m->layers[i], mine[i]->mnt, &local, &file, &e);
 		pthread_mutex_lock(&fs->mu);
 		mine[i]->state = lr < 0 ? ML_FAILED : ML_READY;
 		mine[i]->local = local;
+		mine[i]->file = file;
 		mine[i]->err = e;
 		pthread_cond_broadcast(&fs->cv);
 		pthread_mutex_unlock(&fs->mu);
@@ -321,6 +327,7 @@ int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *
 		dsec_buf_addf(&low, "%s%s", i ? ":" : "", a->layers[i]);
 	}
 	a->lowerdir = dsec_buf_detach(&low, NULL);
+	a->files = xcalloc(nl + 1, sizeof(*a->files));
 	a->extras = xcalloc(nimg, sizeof(*a->extras));
 	for (size_t i = 1; i < nimg; i++) {
 		a->extras[i - 1] = xmalloc(FS3_REF_LEN);
@@ -330,6 +337,11 @@ int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *
 	memset(&m[0].config, 0, sizeof(m[0].config));
 	*out = a;
 	pthread_mutex_lock(&fs->mu);
+	for (size_t i = 0; i < nl; i++) {
+		struct mlayer *l = find_layer(fs, stack[i]);	/* held: ML_READY */
+		DSEC_ASSERT(l && l->file);
+		a->files[i] = xstrdup(l->file);
+	}
 	fs3_reap_layers(fs, false);
 	fs3_evict(fs);
 	pthread_mutex_unlock(&fs->mu);
@@ -375,6 +387,7 @@ void fs3_acquired_free(struct fs3_acquired *a)
 	if (!a)
 		return;
 	dsec_strv_free(a->layers);
+	dsec_strv_free(a->files);
 	dsec_strv_free(a->extras);
 	free(a->lowerdir);
 	fs3_image_config_free(&a->config);

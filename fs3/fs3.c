@@ -270,6 +270,7 @@ void fs3_close(struct fs3 *fs)
 		if (fs->ml[i]->state == ML_READY)
 			fs3_unmount_layer(fs->ml[i]->mnt);
 		free(fs->ml[i]->mnt);
+		free(fs->ml[i]->file);
 		free(fs->ml[i]);
 	}
 	fs3_fuse_stop(fs->fuse);	/* after the EROFS mounts on its files */

@@ -107,6 +107,13 @@ struct fs3_acquired {
 	char **extras;			/* "sha256:" digests of the images stacked over
 					 * it (fs3_image_acquire_stack), bottom first,
 					 * NULL-terminated, never NULL */
+	char **files;			/* the layers' EROFS image files, as layers (top
+					 * first, NULL-terminated): what each is mounted
+					 * from, STORE/layers/<hex>.erofs when local, else
+					 * its FUSE file STORE/fuse/<hex>.erofs (reads
+					 * fetch chunks); read-only, there until release:
+					 * for a backend that hands each layer to a VM as
+					 * a disk rather than a directory */
 };
 
 /* The most layers one acquire stacks: the container backend passes each

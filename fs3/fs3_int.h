@@ -43,6 +43,8 @@ struct mlayer {
 	unsigned refs;		/* acquires holding it (or waiting for it) */
 	enum ml_state state;	/* see above */
 	char *mnt;		/* its mount point */
+	char *file;		/* with ML_READY: the EROFS image file it is mounted from,
+				 * STORE/layers/HEX.erofs or its FUSE file */
 	struct dsec_err err;	/* why it failed, for every waiter */
 	bool local;		/* mounted from its local file (STORE/layers) */
 	double idle;		/* with refs 0 (lingering): when the last went */
