@@ -86,25 +86,32 @@ struct fs3 {
 	uint64_t served_bytes;	/* their stored bytes (atomic) */
 };
 
-/* fs3.c: the store lock (see fs3_lock_shared) and the files of the store. */
+/* fs3.c: the store lock and the files of the store. */
+/* STORE/lock shared (mu not held), for a call that adds or reads. */
 int fs3_lock_shared(struct fs3 *fs, struct dsec_err *err);
 void fs3_unlock_shared(struct fs3 *fs);
+/* STORE/lock exclusive, returning with mu held: gc's. */
 int fs3_lock_excl(struct fs3 *fs, struct dsec_err *err);
 void fs3_unlock_excl(struct fs3 *fs);
 /* Is path the root of a mount? */
 bool fs3_is_mount_root(const char *path);
+/* Unmounts path (lazily when busy) and removes the mount point. */
 void fs3_unmount_layer(const char *path);
+/* Calls fn(path) for each entry of STORE/sub. */
 void fs3_each_entry(struct fs3 *fs, const char *sub, void (*fn)(const char *path));
 /* dsec_rm_rf(path), for fs3_each_entry. */
 void fs3_rm_path(const char *path);
-/* import: squash stores its merged layers as import stores layers. */
+/* Turns the layer tree at root into an EROFS image and stores it: import's,
+ * and squash's for its merged layers. */
 int fs3_import_layer(struct fs3 *fs, const char *staging, const char *root, size_t i,
 		     struct fs3_layer_ref *out, struct fs3_layer_stats *stats, struct dsec_err *err);
+/* Ends an addition begun with fs3_lock_shared (a success trims the cache). */
 void fs3_end_add(struct fs3 *fs, int r);
 
 /* tags.c */
 /* ORIGIN/tags; caller frees. */
 char *fs3_tags_dir(struct fs3 *fs);
+/* Calls fn for every tag (see tags.c); strict: a broken tag file fails it. */
 int fs3_walk_tags(struct fs3 *fs, bool strict,
 		  int (*fn)(void *ctx, const char *tag, const struct fs3_digest *d), void *ctx);
 /* fs3_resolve, to a digest. */
@@ -118,6 +125,7 @@ int fs3_write_tag(struct fs3 *fs, const char *tag, const struct fs3_digest *d,
 		  struct dsec_err *err);
 
 /* acquire.c */
+/* Unmounts the lingering layers idle for conf.linger, or all (mu held). */
 void fs3_reap_layers(struct fs3 *fs, bool all);
 /* STORE/mnt/HEX, where layer d is mounted; caller frees. */
 char *fs3_mnt_path(struct fs3 *fs, const struct fs3_digest *d);
