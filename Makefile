@@ -112,7 +112,9 @@ endif
 
 LIB_SRC     = $(wildcard lib/*.c)
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
-FS3_SRC     = $(wildcard fs3/*.c)
+FS3_SRC     = fs3/fs3.c fs3/tags.c fs3/acquire.c fs3/squash.c fs3/pull.c fs3/gc.c \
+	fs3/image.c fs3/import.c fs3/layer.c fs3/oci.c fs3/ondemand.c fs3/peer.c \
+	fs3/snap.c fs3/store.c
 FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/loader.c \
 	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \

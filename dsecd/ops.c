@@ -24,7 +24,6 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
-#include "snap.h"
 
 static void req_free(struct dsecd_req *r)
 {

@@ -704,7 +704,7 @@ int fs3_fuse_add(struct fs3_fuse *fu, const struct fs3_layer_ref *lr, char **fil
 			free(l->off), free(l->state), free(l->partial), free(l->local), free(l);
 			return r;
 		}
-		/* Only the mounter's thread that owns the layer's entry (fs3.c)
+		/* Only the mounter's thread that owns the layer's entry (acquire.c)
 		 * adds it: no other add of d races this one. */
 		pthread_mutex_lock(&fu->mu);
 		if (fu->nl == fu->capl) {

@@ -1,5 +1,5 @@
 /* snap.c - pack_diff: copying a sandbox's overlay upper dir to a layer tree
- * with its ids shifted back (see snap.h).
+ * with its ids shifted back (see fs3_diff_copy in fs3.h).
  *
  * Why a copy and not mkfs.erofs on the upper dir itself: erofs-utils 1.5
  * can only force every id to one value (--force-uid), not shift a range,
@@ -24,8 +24,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "fs3.h"
 #include "image.h"
-#include "snap.h"
 #include "store.h"
 #include "util.h"
 

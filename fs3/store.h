@@ -18,7 +18,7 @@
  * The cache has a size cap.  Chunks are its LRU entries: a hit touches the
  * file's mtime; fs3_store_evict() removes the oldest chunks that are not in
  * the pinned set until the cache is under its cap.  Nothing here locks: the
- * caller (fs3.c) serialises threads and processes.
+ * caller (the handle, fs3_int.h) serialises threads and processes.
  */
 #ifndef FS3_STORE_H
 #define FS3_STORE_H

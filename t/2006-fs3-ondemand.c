@@ -33,29 +33,6 @@ static struct fs3 *open_node(unsigned flags, int ra)
 	return fs;
 }
 
-/* The source (field 10 of mountinfo) and type of what is mounted at path,
- * NULL if nothing; caller frees. */
-static char *mount_source(const char *path, char type[64])
-{
-	FILE *f = fopen("/proc/self/mountinfo", "r");
-	char line[4096], mp[4096], fst[64], source[4096];
-	char *found = NULL;
-
-	while (f && fgets(line, sizeof(line), f)) {
-		char *dash = strstr(line, " - ");
-		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 && !strcmp(mp, path) && dash &&
-		    sscanf(dash + 3, "%63s %4095s", fst, source) == 2) {
-			free(found);
-			found = xstrdup(source);
-			if (type)
-				snprintf(type, 64, "%s", fst);
-		}
-	}
-	if (f)
-		fclose(f);
-	return found;
-}
-
 /* Mounts whose mount point is below dir. */
 static int mounts_below(const char *dir)
 {

@@ -10,7 +10,6 @@
 
 #include "fs3.h"
 #include "fs3-test.h"
-#include "snap.h"
 
 #define BASE 1000000000u
 

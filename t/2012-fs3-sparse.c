@@ -11,7 +11,6 @@
 
 #include "fs3-test.h"
 #include "fs3.h"
-#include "snap.h"
 
 #define MIB (1ull << 20)
 #define BIG (512 * MIB)	/* the sparse file's size */

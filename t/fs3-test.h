@@ -1,5 +1,5 @@
 /* fs3-test.h - helpers shared by the fs3 C tests (t/2xxx): trees of files,
- * a private scratch directory, shell commands. */
+ * a private scratch directory, shell commands, mounts. */
 #ifndef DSEC_FS3_TEST_H
 #define DSEC_FS3_TEST_H
 
@@ -121,6 +121,29 @@ DSEC_PRINTF(1, 2) static inline int sh(const char *fmt, ...)
 static inline bool same_file(const char *a, const char *b)
 {
 	return sh("cmp -s '%s' '%s'", a, b) == 0;
+}
+
+/* The source (field 10 of mountinfo) of what is mounted at path, NULL if
+ * nothing; caller frees.  type, if not NULL, gets its file system type. */
+static inline char *mount_source(const char *path, char type[64])
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[4096], mp[4096], fst[64], source[4096];
+	char *found = NULL;
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *dash = strstr(line, " - ");
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) == 1 && !strcmp(mp, path) && dash &&
+		    sscanf(dash + 3, "%63s %4095s", fst, source) == 2) {
+			free(found);
+			found = xstrdup(source);
+			if (type)
+				snprintf(type, 64, "%s", fst);
+		}
+	}
+	if (f)
+		fclose(f);
+	return found;
 }
 
 /* Imports the tree $T/rel over image base (NULL = none) as tag, its env
