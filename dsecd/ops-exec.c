@@ -13,7 +13,6 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
-#include "snap.h"
 
 /* The state of create, call, exec, exec_start and net_allow, and what
  * the session ops share with them. */

@@ -13,7 +13,6 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
-#include "snap.h"
 
 void req_file_free(struct dsecd_req *r)
 {

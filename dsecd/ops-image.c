@@ -13,7 +13,6 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
-#include "snap.h"
 
 /* ---- snapshot ----------------------------------------------------------------
  *

@@ -13,7 +13,6 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
-#include "snap.h"
 
 static void pack_session(void *arg, const struct dsec_session_info *i)
 {

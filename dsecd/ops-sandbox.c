@@ -13,7 +13,6 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
-#include "snap.h"
 
 /* Fails the request if the node cannot take another sandbox. */
 int check_capacity(struct dsecd *d, struct dsec_err *err)
