@@ -41,7 +41,9 @@ cpu_ns() {
 	echo $s
 }
 
-# A busy loop in an exec in flight, with a 4 s timeout.
+# A busy loop in an exec in flight, with a 4 s timeout.  "Runs" is more
+# than 5 ms of CPU in 0.5 s: a frozen one gets none, and a loaded machine
+# may give a busy one far less than its share.
 id=$(new_sb)
 ok $? "create a container sandbox"
 dsec-run --id "$id" --timeout 4 -c 'while :; do :; done' >"$T/busy.out" 2>&1 &
@@ -50,7 +52,7 @@ t0=$(date +%s%N)
 sleep 1
 pids=$(sb_pids)
 a=$(cpu_ns $pids); sleep 0.5; b=$(cpu_ns $pids)
-ok $([ -n "$pids" ] && [ $((b - a)) -gt 100000000 ]; echo $?) \
+ok $([ -n "$pids" ] && [ $((b - a)) -gt 5000000 ]; echo $?) \
 	"before the pause the busy loop runs ($(( (b - a) / 1000000 )) ms of CPU in 0.5 s)"
 
 run req pause id="$id"
@@ -87,7 +89,7 @@ cpu_delta() {
 	echo $s
 }
 d=$(cpu_delta 0.5 $pids)
-ok $([ "$d" -gt 100000000 ]; echo $?) "resumed: the busy loop runs again ($(( d / 1000000 )) ms of CPU in 0.5 s)"
+ok $([ "$d" -gt 5000000 ]; echo $?) "resumed: the busy loop runs again ($(( d / 1000000 )) ms of CPU in 0.5 s)"
 run req resume id="$id"
 like "$OUT" '"ok":true.*"state":"running"' "resuming a running sandbox is a success"
 wait $busy
