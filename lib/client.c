@@ -607,9 +607,14 @@ static int roundtrip_n(struct dsec_client *c, struct dsec_pk *p, double extra, i
 		       struct reply *r, struct dsec_err *err)
 {
 	size_t len;
-	void *req = dsec_pk_detach(p, &len);
+	void *req;
 	int rc;
 
+	/* Every request's map counts its own entries (dsec_pk_request_begin):
+	 * it is closed here, where it is sent. */
+	while (p->depth)
+		dsec_pk_end(p);
+	req = dsec_pk_detach(p, &len);
 	memset(r, 0, sizeof(*r));
 	r->url = c->url;
 	msgpack_unpacked_init(&r->msg.up);
@@ -747,17 +752,6 @@ static int get_list(struct reply *r, const char *op, const msgpack_object *map, 
 	return 0;
 }
 
-/* Entries create and call share: backend, image, runtime, ttl, env, cwd,
- * limits.  A call carries env and cwd once, in the exec part. */
-static size_t count_create(const struct dsec_create_opts *o, bool call)
-{
-	if (!o)
-		return 0;
-	return !!o->backend + !!o->image + !!o->runtime + (o->ttl > 0) + (o->idle_ttl > 0) +
-	       (!call && o->env) + (!call && o->cwd) + !!o->network + !!o->allow + !!o->dns +
-	       !!o->seccomp_deny + !!o->layers + 1;
-}
-
 /* What the daemon would refuse anyway, refused before anything is sent:
  * a negative (or not finite) ttl or idle_ttl must not quietly become the
  * default, as the "0 = default" packing would make it. */
@@ -788,10 +782,8 @@ static int check_timeout(double timeout, struct dsec_err *err)
 
 static void pack_limits(struct dsec_pk *p, const struct dsec_limits *l, uint32_t weight)
 {
-	size_t n = (l->cpus > 0) + !!l->memory + !!l->pids + !!l->nofile + !!l->disk + !!weight;
-
 	dsec_pk_str(p, "limits");
-	msgpack_pack_map(&p->pk, n);
+	dsec_pk_map_begin(p);
 	if (l->cpus > 0)
 		dsec_pk_kv_double(p, "cpus", l->cpus);
 	if (l->memory)
@@ -804,6 +796,7 @@ static void pack_limits(struct dsec_pk *p, const struct dsec_limits *l, uint32_t
 		dsec_pk_kv_u64(p, "disk", l->disk);
 	if (weight)
 		dsec_pk_kv_u64(p, "cpu_weight", weight);
+	dsec_pk_end(p);
 }
 
 static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, bool call)
@@ -847,7 +840,7 @@ int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **
 	if ((rc = check_create(o, err)) < 0)
 		return rc;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "create", count_create(o, false));
+	dsec_pk_request_begin(&p, "create");
 	pack_create(&p, o, false);
 	/* Creating may take long (a VM boots): wait beyond the client timeout. */
 	rc = roundtrip(c, &p, 300, &r, err);
@@ -855,13 +848,6 @@ int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **
 		rc = get_str_need(&r, "create", "id", id, err);
 	reply_free(&r);
 	return rc;
-}
-
-/* Exec fields: argv or code, stdin, env, cwd, timeout, output_cap. */
-static size_t count_exec(const struct dsec_cmd *q)
-{
-	return !!q->argv + !!q->code + !!q->stdin_len + !!q->env + !!q->cwd + (q->timeout > 0) +
-	       !!q->output_cap;
 }
 
 static void pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
@@ -925,7 +911,7 @@ int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
 	if ((rc = check_timeout(req->timeout, err)) < 0)
 		return rc;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "exec", 1 + count_exec(req));
+	dsec_pk_request_begin(&p, "exec");
 	dsec_pk_kv_str(&p, "id", id);
 	pack_exec(&p, req);
 	rc = roundtrip(c, &p, 300 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
@@ -951,7 +937,7 @@ int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	if (o && !q.cwd)
 		q.cwd = o->cwd;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "call", count_create(o, true) + count_exec(&q));
+	dsec_pk_request_begin(&p, "call");
 	pack_create(&p, o, true);
 	pack_exec(&p, &q);
 	rc = roundtrip(c, &p, 300 + (q.timeout > 0 ? q.timeout : 3600), &r, err);
@@ -967,7 +953,6 @@ void dsec_cmd_res_free(struct dsec_cmd_res *res)
 	dsec_buf_free(&res->err);
 }
 
-/* Starts a file request: header, id and path, then n_extra fields. */
 int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
 		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err)
 {
@@ -982,8 +967,7 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd
 	if ((rc = check_timeout(req->timeout, err)) < 0)
 		return rc;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "exec_start", 1 + count_exec(req) + o->pty + !!o->rows + !!o->cols +
-			o->stdin_open);
+	dsec_pk_request_begin(&p, "exec_start");
 	dsec_pk_kv_str(&p, "id", id);
 	pack_exec(&p, req);
 	if (o->pty)
@@ -1001,21 +985,20 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd
 	return rc;
 }
 
-/* Starts a request on sandbox id with key: val and n more arguments
- * (file ops: path; streaming exec: exec). */
+/* Starts a request on sandbox id with key: val, more arguments to follow
+ * (file ops: path; streaming exec: exec); its map counts them. */
 static void pk_id_key(struct dsec_pk *p, const char *op, const char *id, const char *key,
-		      const char *val, size_t n)
+		      const char *val)
 {
 	dsec_pk_init(p);
-	dsec_pk_request(p, op, 2 + n);
+	dsec_pk_request_begin(p, op);
 	dsec_pk_kv_str(p, "id", id);
 	dsec_pk_kv_str(p, key, val);
 }
 
-static void pk_exec_op(struct dsec_pk *p, const char *op, const char *id, const char *exec,
-		       size_t n)
+static void pk_exec_op(struct dsec_pk *p, const char *op, const char *id, const char *exec)
 {
-	pk_id_key(p, op, id, "exec", exec, n);
+	pk_id_key(p, op, id, "exec", exec);
 }
 
 int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, double wait,
@@ -1027,7 +1010,7 @@ int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, doub
 
 	memset(res, 0, sizeof(*res));
 	*done = false;
-	pk_exec_op(&p, "exec_read", id, exec, 1);
+	pk_exec_op(&p, "exec_read", id, exec);
 	dsec_pk_kv_double(&p, "wait", wait);
 	rc = roundtrip(c, &p, wait, &r, err);
 	if (rc == 0 && (rc = unpack_exec(&r, "exec_read", res, err)) == 0) {
@@ -1046,7 +1029,7 @@ int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, con
 	struct reply r;
 	int rc;
 
-	pk_exec_op(&p, "exec_write", id, exec, 2);
+	pk_exec_op(&p, "exec_write", id, exec);
 	dsec_pk_kv_bin(&p, "data", data, len);
 	dsec_pk_kv_bool(&p, "eof", eof);
 	rc = roundtrip(c, &p, 0, &r, err);
@@ -1061,7 +1044,7 @@ int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, in
 	struct reply r;
 	int rc;
 
-	pk_exec_op(&p, "exec_signal", id, exec, 1);
+	pk_exec_op(&p, "exec_signal", id, exec);
 	dsec_pk_kv_u64(&p, "signal", (uint64_t)(sig > 0 ? sig : 0));
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
@@ -1075,7 +1058,7 @@ int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, un
 	struct reply r;
 	int rc;
 
-	pk_exec_op(&p, "exec_resize", id, exec, 2);
+	pk_exec_op(&p, "exec_resize", id, exec);
 	dsec_pk_kv_u64(&p, "rows", rows);
 	dsec_pk_kv_u64(&p, "cols", cols);
 	rc = roundtrip(c, &p, 0, &r, err);
@@ -1083,10 +1066,9 @@ int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, un
 	return rc;
 }
 
-static void pk_file(struct dsec_pk *p, const char *op, const char *id, const char *path,
-		    size_t n_extra)
+static void pk_file(struct dsec_pk *p, const char *op, const char *id, const char *path)
 {
-	pk_id_key(p, op, id, "path", path, n_extra);
+	pk_id_key(p, op, id, "path", path);
 }
 
 /* Packs uid and gid that are not DSEC_OWNER_DEFAULT. */
@@ -1096,11 +1078,6 @@ static void pk_owner(struct dsec_pk *p, int64_t uid, int64_t gid)
 		dsec_pk_kv_u64(p, "uid", (uint64_t)uid);
 	if (gid != DSEC_OWNER_DEFAULT)
 		dsec_pk_kv_u64(p, "gid", (uint64_t)gid);
-}
-
-static size_t n_owner(int64_t uid, int64_t gid)
-{
-	return (uid != DSEC_OWNER_DEFAULT) + (gid != DSEC_OWNER_DEFAULT);
 }
 
 /* Sends p and drops the result: for requests that return nothing needed. */
@@ -1124,7 +1101,7 @@ int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_s
 	if (!o)
 		o = &none;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "session_open", 1 + !!o->name + !!o->shell + !!o->env + !!o->cwd);
+	dsec_pk_request_begin(&p, "session_open");
 	dsec_pk_kv_str(&p, "id", id);
 	if (o->name)
 		dsec_pk_kv_str(&p, "session", o->name);
@@ -1153,7 +1130,7 @@ int dsec_session_exec(struct dsec_client *c, const char *id, const char *session
 	if ((rc = check_timeout(timeout, err)) < 0)
 		return rc;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "session_exec", 3 + (timeout > 0) + !!output_cap);
+	dsec_pk_request_begin(&p, "session_exec");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_str(&p, "session", session);
 	dsec_pk_kv_str(&p, "cmd", cmd);
@@ -1182,7 +1159,7 @@ int dsec_session_close(struct dsec_client *c, const char *id, const char *sessio
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "session_close", 2);
+	dsec_pk_request_begin(&p, "session_close");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_str(&p, "session", session);
 	rc = roundtrip(c, &p, 60, &r, err);
@@ -1210,7 +1187,7 @@ int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
 {
 	struct dsec_pk p;
 
-	pk_file(&p, "file_write", id, path, 1 + !!mode + n_owner(uid, gid));
+	pk_file(&p, "file_write", id, path);
 	dsec_pk_kv_bin(&p, "data", data, len);
 	if (mode)
 		dsec_pk_kv_u64(&p, "mode", mode);
@@ -1260,7 +1237,7 @@ int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	pk_file(&p, "file_stat", id, path, 0);
+	pk_file(&p, "file_stat", id, path);
 	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0 &&
 	    (rc = reply_done(&r, "file_stat", unpack_info(&r, "file_stat", r.result, out, err),
 			     err)) < 0)
@@ -1279,7 +1256,7 @@ int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size
 	*out = NULL;
 	*n = 0;
 	*truncated = false;
-	pk_file(&p, "file_list", id, path, !!limit);
+	pk_file(&p, "file_list", id, path);
 	if (limit)
 		dsec_pk_kv_u64(&p, "limit", limit);
 	if ((rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err)) == 0) {
@@ -1308,7 +1285,7 @@ int dsec_file_mkdir(struct dsec_client *c, const char *id, const char *path, uin
 {
 	struct dsec_pk p;
 
-	pk_file(&p, "file_mkdir", id, path, !!mode + parents + n_owner(uid, gid));
+	pk_file(&p, "file_mkdir", id, path);
 	if (mode)
 		dsec_pk_kv_u64(&p, "mode", mode);
 	if (parents)
@@ -1325,7 +1302,7 @@ int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bo
 	uint64_t n = 0;
 	int rc;
 
-	pk_file(&p, "file_remove", id, path, recursive);
+	pk_file(&p, "file_remove", id, path);
 	if (recursive)
 		dsec_pk_kv_bool(&p, "recursive", true);
 	rc = roundtrip(c, &p, 0, &r, err);
@@ -1343,7 +1320,7 @@ int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
 {
 	struct dsec_pk p;
 
-	pk_file(&p, "file_upload", id, path, 1 + !!format + n_owner(uid, gid));
+	pk_file(&p, "file_upload", id, path);
 	dsec_pk_kv_bin(&p, "data", data, len);
 	if (format)
 		dsec_pk_kv_str(&p, "format", format);
@@ -1358,7 +1335,7 @@ int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 	struct reply r;
 	int rc;
 
-	pk_file(&p, "file_download", id, path, !!format);
+	pk_file(&p, "file_download", id, path);
 	if (format)
 		dsec_pk_kv_str(&p, "format", format);
 	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0)
@@ -1388,7 +1365,7 @@ int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint
 	struct reply r;
 	int rc;
 
-	pk_file(&p, "file_read", id, path, !!offset + !!len);
+	pk_file(&p, "file_read", id, path);
 	if (offset)
 		dsec_pk_kv_u64(&p, "offset", offset);
 	if (len)
@@ -1409,7 +1386,7 @@ static int id_op(struct dsec_client *c, const char *op, const char *id, struct d
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, op, 1);
+	dsec_pk_request_begin(&p, op);
 	dsec_pk_kv_str(&p, "id", id);
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
@@ -1425,7 +1402,7 @@ int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *all
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "net_allow", 2);
+	dsec_pk_request_begin(&p, "net_allow");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_strv(&p, "allow", allow ? allow : none);
 	rc = roundtrip(c, &p, 0, &r, err);
@@ -1440,7 +1417,7 @@ int dsec_ping(struct dsec_client *c, struct dsec_err *err)
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "ping", 0);
+	dsec_pk_request_begin(&p, "ping");
 	rc = roundtrip(c, &p, 0, &r, err);
 	reply_free(&r);
 	return rc;
@@ -1469,7 +1446,7 @@ int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char *
 	int rc;
 
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "snapshot", 2);
+	dsec_pk_request_begin(&p, "snapshot");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_str(&p, "tag", tag);
 	/* Copying and packing a large sandbox takes a while. */
@@ -1489,7 +1466,7 @@ int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
 
 	dsec_buf_reset(out);
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "chunk_get", 2);
+	dsec_pk_request_begin(&p, "chunk_get");
 	dsec_pk_kv_str(&p, "kind", kind);
 	dsec_pk_kv_str(&p, "digest", digest);
 	rc = roundtrip(c, &p, 0, &r, err);
@@ -1529,7 +1506,7 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 
 	memset(out, 0, sizeof(*out));
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "info", 0);
+	dsec_pk_request_begin(&p, "info");
 	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
 	if (rc == 0) {
 		const msgpack_object *m = r.result, *b;
@@ -1582,7 +1559,7 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 
 	memset(out, 0, sizeof(*out));
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "info", 1);
+	dsec_pk_request_begin(&p, "info");
 	dsec_pk_kv_str(&p, "id", id);
 	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
 	if (rc == 0) {
@@ -1627,7 +1604,7 @@ int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 	*out = NULL;
 	*n = 0;
 	dsec_pk_init(&p);
-	dsec_pk_request(&p, "list", 0);
+	dsec_pk_request_begin(&p, "list");
 	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
 	if (rc == 0) {
 		const msgpack_object *a;
