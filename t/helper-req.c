@@ -252,6 +252,7 @@ int main(int argc, char **argv)
 	dsec_err_clear(&err);
 	if (dsec_connect(&c, url, &err) < 0) {
 		fprintf(stderr, "helper-req: %s\n", err.msg);
+		free(req);
 		return 2;
 	}
 	dsec_set_timeout(c, getenv("HELPER_REQ_TIMEOUT") ? atof(getenv("HELPER_REQ_TIMEOUT")) : 5);
