@@ -467,7 +467,7 @@ int main(int argc, char **argv)
 	snprintf(top, sizeof(top), "%s", self);
 	for (int i = 0; i < 3; i++)
 		*strrchr(top, '/') = '\0';
-	snprintf(helpers, sizeof(helpers), "%s/backends", top);
+	snprintf(helpers, sizeof(helpers), "%s/build/libexec", top);
 	snprintf(path, sizeof(path), "%s/backends/fncall.so", top);
 	if (access(path, F_OK) < 0) {
 		printf("1..0 # SKIP needs backends/fncall.so (make)\n");

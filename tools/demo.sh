@@ -72,7 +72,7 @@ trap stop INT TERM EXIT
 
 say "starting dsecd (backends: $backends; log: run-state/dsecd.log)"
 "$DSECD" --foreground --state-dir "$STATE" --listen "$SOCK" --listen "$TCP" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" \
 	--set "backends=$backends" 2>>"$LOG" &
 DSECD_PID=$!
 

@@ -3,7 +3,7 @@
  *
  * create: a pool thread makes the sandbox's cgroup (below
  * dsec-container.<pid>) and its limits; the loop then clones + execs
- * backends/container-init in new mount, pid, net (loopback only), uts and
+ * container-init (helper_dir) in new mount, pid, net (loopback only), uts and
  * ipc namespaces.  It joins the cgroup, builds the root (overlay over
  * container.rootfs, or over a skeleton with the host's /usr, /bin, /lib*
  * bound read-only; the upper dir on a tmpfs of container.disk bytes),

@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "be_session.h"
-#include "ct_exec.h"
+#include "../container/ct_exec.h"	/* ct_start_code: the init's status lines */
 #include "be_io.h"
 #include "util.h"
 

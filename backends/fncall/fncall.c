@@ -1,6 +1,6 @@
 /* fncall.c - the FnCall backend: stateless calls into a pre-warmed pool.
  *
- * One zygote per runtime (backends/fncall-zygote, started here with fork +
+ * One zygote per runtime (fncall-zygote in helper_dir, started here with fork +
  * exec and nothing else in between, since the daemon has threads) keeps
  * pool_size units ready, each already inside its own pid, mount, network
  * and IPC namespaces (uts is the zygote's), under the zygote's seccomp

@@ -1,4 +1,4 @@
-/* container-init-helper.c - backends/container-init: the container
+/* container-init-helper.c - container-init: the container
  * backend's helper, started by container.so with fork + exec (dsecd has
  * threads, so nothing but exec runs after its fork).  Two modes:
  *
