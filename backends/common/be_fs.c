@@ -24,7 +24,6 @@
 #define FS_MAX_DEPTH 256		/* directory levels a walk goes down */
 #define FS_ENTRY_COST 96		/* bytes a list entry takes besides its strings */
 #define FS_CHUNK (64 * 1024)		/* copy buffer */
-#define FS_OPEN_TRIES 128		/* openat2 attempts when it says EAGAIN */
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -69,25 +68,6 @@ static int fs_err(struct dsec_err *err, int e, const char *what, const char *pat
 
 /* ---- resolving -------------------------------------------------------------- */
 
-/* openat2(); -EAGAIN (a rename or mount anywhere on the machine raced a
- * ".." step, and the kernel could not prove it stayed inside) is retried,
- * as openat2(2) advises: a busy node sees it often. */
-static int openat2_fd(int dir, const char *path, int flags, mode_t mode, uint64_t resolve)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = resolve,
-	};
-	long fd = -1;
-
-	for (int i = 0; i < FS_OPEN_TRIES; i++)
-		if ((fd = syscall(SYS_openat2, dir, path, &how, sizeof(how))) >= 0 ||
-		    (errno != EAGAIN && errno != EINTR))
-			break;
-	return fd < 0 ? -errno : (int)fd;
-}
-
 /* Opens rel (clean, relative, "." for the root) from the root: symlinks on
  * the way resolve inside the sandbox. */
 static int root_open(const struct be_fs_root *r, const char *rel, int flags)
@@ -95,14 +75,14 @@ static int root_open(const struct be_fs_root *r, const char *rel, int flags)
 	uint64_t res = r->in_root ? RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS
 				  : RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
 
-	return openat2_fd(r->fd, rel, flags, 0, res);
+	return be_openat2(r->fd, rel, flags, 0, res);
 }
 
 /* Opens one name (or a clean relative path) below dir: never through a
  * symlink, never into another mount (-EXDEV), never out of dir. */
 static int below_open(int dir, const char *name, int flags, mode_t mode)
 {
-	return openat2_fd(dir, name, flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+	return be_openat2(dir, name, flags, mode, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 			  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
 }
 

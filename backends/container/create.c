@@ -222,7 +222,7 @@ static void net_setup_work(void *arg)
 	if (sb->dns) {
 		struct in_addr a = { .s_addr = htonl(sb->dns) };
 		char line[64], ip[INET_ADDRSTRLEN];
-		int fd = open_in_root(sb->rootfd, "/etc/resolv.conf",
+		int fd = be_open_in_root(sb->rootfd, "/etc/resolv.conf",
 				      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
 
 		snprintf(line, sizeof(line), "nameserver %s\n",

@@ -327,7 +327,6 @@ int ct_exec_resize(void *vsb, void *handle, uint16_t rows, uint16_t cols,
 
 /* ---- files.c ---- */
 
-int open_in_root(int rootfd, const char *path, int flags, mode_t mode);
 void files_stop(struct ct_sb *sb);
 void files_fini(struct ct_be *be, bool drained);
 void file_next(struct ct_sb *sb);

@@ -44,20 +44,6 @@ struct ct_fsd {
 	ev_child cw;			/* its end */
 };
 
-/* Resolve inside the sandbox's root: ".." stops at the root, absolute
- * symlinks are relative to it, /proc magic links are refused. */
-int open_in_root(int rootfd, const char *path, int flags, mode_t mode)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.mode = (flags & O_CREAT) ? mode : 0,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-	};
-	long fd = syscall(SYS_openat2, rootfd, *path ? path : ".", &how, sizeof(how));
-
-	return fd < 0 ? -errno : (int)fd;
-}
-
 static void fsd_free(struct ct_fsd *f)
 {
 	for (struct ct_fsd **pp = &f->be->fsds; *pp; pp = &(*pp)->next)

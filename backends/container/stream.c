@@ -47,7 +47,7 @@ static int open_pty(struct ct_sb *sb, const struct dsec_exec_stream_opts *o, int
 
 	/* Looked at before it is opened: the path is the sandbox's, and an
 	 * open of some other device node may do something. */
-	m = open_in_root(sb->rootfd, "dev/pts/ptmx", O_PATH | O_NOFOLLOW, 0);
+	m = be_open_in_root(sb->rootfd, "dev/pts/ptmx", O_PATH | O_NOFOLLOW, 0);
 	if (m < 0)
 		return dsec_err_set(err, -m, "cannot open the terminal multiplexer of sandbox "
 				    "'%s': %s", sb->id, strerror(-m));
