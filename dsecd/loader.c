@@ -8,22 +8,29 @@
 #include "daemon.h"
 #include "log.h"
 
-static const char *host_conf_get(const char *key)
+/* The host callbacks: host->ctx is the daemon that loaded the backend. */
+static const char *host_conf_get(const struct dsec_be_host *host, const char *key)
 {
-	return dsecd_conf_backend(&dsecd_global->conf, key);
+	struct dsecd *d = host->ctx;
+
+	return dsecd_conf_backend(&d->conf, key);
 }
 
-static const char *const *host_conf_keys(void)
+static const char *const *host_conf_keys(const struct dsec_be_host *host)
 {
 	static const char *const none[] = { NULL };
-	char **k = dsecd_global->conf.be_keys;
+	struct dsecd *d = host->ctx;
+	char **k = d->conf.be_keys;
 
 	return k ? (const char *const *)k : none;
 }
 
-static int host_submit(void (*work)(void *), void (*done)(void *), void *arg)
+static int host_submit(const struct dsec_be_host *host, void (*work)(void *),
+		       void (*done)(void *), void *arg)
 {
-	return dsecd_pool_submit(dsecd_global->pool, work, done, arg);
+	struct dsecd *d = host->ctx;
+
+	return dsecd_pool_submit(d->pool, work, done, arg);
 }
 
 static void host_log(int level, const char *fmt, ...)
@@ -39,10 +46,11 @@ static void host_log(int level, const char *fmt, ...)
 static void host_sandbox_lost(const struct dsec_be_host *host, const char *id,
 			      const struct dsec_err *why)
 {
-	struct dsecd_sb *sb = dsecd_sb_lookup(dsecd_global, id);
+	struct dsecd *d = host->ctx;
+	struct dsecd_sb *sb = dsecd_sb_lookup(d, id);
 
 	if (sb && &sb->be->host == host)
-		dsecd_sb_lost(dsecd_global, sb, why && why->msg[0] ? why->msg : "its init died");
+		dsecd_sb_lost(d, sb, why && why->msg[0] ? why->msg : "its init died");
 }
 
 static bool valid_name(const char *s, size_t n)
@@ -132,6 +140,7 @@ static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err
 		.submit = host_submit,
 		.log = host_log,
 		.sandbox_lost = host_sandbox_lost,
+		.ctx = d,
 	};
 	if ((rc = ops->init(&b->host, &b->be, err)) < 0) {
 		dsec_err_prefix(err, "cannot start backend '%s'", b->name);

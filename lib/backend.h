@@ -7,6 +7,13 @@
  * refuses it otherwise with a clear message.  Fields are only ever appended;
  * each is marked with the ABI version it appeared in.
  *
+ * ABI 2 (this header) differs from ABI 1 in what a backend built for one
+ * would get wrong with the other, so dsecd refuses an ABI 1 backend
+ * (naming both versions): the host's callbacks take the host as their
+ * first argument (a daemon keeps no process globals for them, so several
+ * can run in one process).  Everything else ABI 1 had is as it was; its
+ * fields keep their "(ABI 1)" marks.
+ *
  * Threading: every operation is called on the daemon's event loop thread
  * and must not block it.  Slow work goes to host->submit() (a worker pool)
  * or is driven by watchers on host->loop.
@@ -31,14 +38,15 @@
 #include <sys/types.h>
 #include "err.h"
 
-#define DSEC_BE_ABI 1
+#define DSEC_BE_ABI 2
 #define DSEC_BE_SYMBOL "dsec_backend"
 
 struct ev_loop;
 
 typedef void (*dsec_be_done_fn)(void *arg, int rc, const struct dsec_err *err);
 
-/* Services the daemon offers a backend; valid from init to fini. */
+/* Services the daemon offers a backend; valid from init to fini.  Each
+ * callback but log takes this struct (the one init got) first. */
 struct dsec_be_host {
 	uint32_t abi_version;		/* DSEC_BE_ABI of the daemon (ABI 1) */
 	uint32_t struct_size;		/* sizeof(struct dsec_be_host) (ABI 1) */
@@ -46,16 +54,21 @@ struct dsec_be_host {
 	const char *state_dir;		/* a directory of the backend's own, created (ABI 1) */
 	const char *helper_dir;		/* where dsec's helper programs live (ABI 1) */
 	/* Value of config key "NAME.key" (e.g. "fncall.pool_size") or NULL.
-	 * The backend rejects keys or values it does not know in init(). (ABI 1) */
-	const char *(*conf_get)(const char *key);
+	 * The backend rejects keys or values it does not know in init().
+	 * (ABI 1; takes the host since ABI 2) */
+	const char *(*conf_get)(const struct dsec_be_host *host, const char *key);
 	/* Every backend-scoped key ("BACKEND.key", any backend) the config
 	 * sets, NULL-terminated; pick yours by the "NAME." prefix.  The array
-	 * is the daemon's. (ABI 1) */
-	const char *const *(*conf_keys)(void);
+	 * is the daemon's. (ABI 1; takes the host since ABI 2) */
+	const char *const *(*conf_keys)(const struct dsec_be_host *host);
 	/* Run work(arg) on a pool thread, then done(arg) on the loop.  work must
-	 * not touch loop state.  Returns 0 or -errno. (ABI 1) */
-	int (*submit)(void (*work)(void *arg), void (*done)(void *arg), void *arg);
-	void (*log)(int level, const char *fmt, ...);	/* dsec_log levels (ABI 1) */
+	 * not touch loop state.  Returns 0 or -errno. (ABI 1; takes the host
+	 * since ABI 2) */
+	int (*submit)(const struct dsec_be_host *host, void (*work)(void *arg),
+		      void (*done)(void *arg), void *arg);
+	/* A line for the daemon's log, dsec_log levels; it needs no host: the
+	 * log is the process's. (ABI 1) */
+	void (*log)(int level, const char *fmt, ...);
 	/* Sandbox id (spec->id of its create) died on its own, its init gone
 	 * (killed from outside, crashed): every later op on it fails with
 	 * DSEC_E_SANDBOX_LOST, it shows as "failed", and dsecd destroys it
@@ -69,6 +82,9 @@ struct dsec_be_host {
 	 * (ABI 1, appended) */
 	void (*sandbox_lost)(const struct dsec_be_host *host, const char *id,
 			     const struct dsec_err *why);
+	/* The daemon's own, for its callbacks; a backend leaves it alone.
+	 * (ABI 2) */
+	void *ctx;
 };
 
 /* Resource limits for a sandbox; 0 means the backend's configured default. */
@@ -439,7 +455,8 @@ struct dsec_be_ops {
 };
 
 /* An ops table and a spec as ABI 1 began, before the fields appended
- * since: dsecd loads a table of at least DSEC_BE_OPS_MIN_SIZE bytes and
+ * since (ABI 2 kept that prefix): dsecd loads an ABI 2 table of at least
+ * DSEC_BE_OPS_MIN_SIZE bytes and
  * sees the fields past its struct_size as NULL (operations it then reports
  * "unsupported") or 0. */
 #define DSEC_BE_OPS_MIN_SIZE offsetof(struct dsec_be_ops, net_allow)

@@ -37,7 +37,7 @@ static const char *conf[][2] = {
 };
 static const char *extra_key;	/* an unknown key, for the rejection test */
 
-static const char *h_conf_get(const char *key)
+static const char *h_conf_get(const struct dsec_be_host *h, const char *key)
 {
 	for (int i = 0; conf[i][0]; i++)
 		if (!strcmp(conf[i][0], key))
@@ -45,7 +45,7 @@ static const char *h_conf_get(const char *key)
 	return NULL;
 }
 
-static const char *const *h_conf_keys(void)
+static const char *const *h_conf_keys(const struct dsec_be_host *h)
 {
 	static const char *keys[16];
 	int n = 0;
@@ -106,7 +106,8 @@ static void wake_cb(struct ev_loop *l, ev_async *w, int revents)
 	}
 }
 
-static int h_submit(void (*work)(void *), void (*done)(void *), void *arg)
+static int h_submit(const struct dsec_be_host *h, void (*work)(void *), void (*done)(void *),
+		    void *arg)
 {
 	struct job *j = xcalloc(1, sizeof(*j)), **pp;
 

@@ -170,7 +170,7 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 	/* The default disk shrinks to fit the memory; one set explicitly
 	 * must fit (see CT_MEM_RESERVE). */
 	if (be->conf.disk + CT_MEM_RESERVE > be->conf.memory) {
-		if (be->host->conf_get("container.disk"))
+		if (be->host->conf_get(be->host, "container.disk"))
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 					     "container.disk %" PRIu64 " does not fit "
 					     "container.memory %" PRIu64 ": the writable layer is "
