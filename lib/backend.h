@@ -11,7 +11,8 @@
  * would get wrong with the other, so dsecd refuses an ABI 1 backend
  * (naming both versions): the host's callbacks take the host as their
  * first argument (a daemon keeps no process globals for them, so several
- * can run in one process).  Everything else ABI 1 had is as it was; its
+ * can run in one process), and it offers defer, the one deferred-call
+ * queue a backend needs.  Everything else ABI 1 had is as it was; its
  * fields keep their "(ABI 1)" marks.
  *
  * Threading: every operation is called on the daemon's event loop thread
@@ -44,6 +45,16 @@
 struct ev_loop;
 
 typedef void (*dsec_be_done_fn)(void *arg, int rc, const struct dsec_err *err);
+
+/* A call deferred with host->defer, kept in the backend's own object (no
+ * allocation per call).  Its layout is fixed.  (ABI 2) */
+struct dsec_be_defer {
+	struct dsec_be_defer *next;	/* the host's, while queued */
+	/* What runs: cancelled is false on the loop as defer promises, true
+	 * when the host drops the call (see defer): fn then only frees what
+	 * it owns and calls no done callback. */
+	void (*fn)(struct dsec_be_defer *d, bool cancelled);
+};
 
 /* Services the daemon offers a backend; valid from init to fini.  Each
  * callback but log takes this struct (the one init got) first. */
@@ -85,6 +96,16 @@ struct dsec_be_host {
 	/* The daemon's own, for its callbacks; a backend leaves it alone.
 	 * (ABI 2) */
 	void *ctx;
+	/* Run d->fn(d, false) on the loop soon: after the operation or
+	 * callback that called defer has returned and before the loop next
+	 * sleeps, in the order of the defer calls; never inside the call.
+	 * The way to complete an operation "later, from the loop" (the
+	 * completion contract below).  Calls still queued when dsecd is
+	 * about to call fini run as d->fn(d, true) just before it; a defer
+	 * from inside fini runs d->fn(d, true) at once.  d stays the
+	 * backend's: valid, and not deferred again, until its fn has run.
+	 * Cheap, never fails. (ABI 2) */
+	void (*defer)(const struct dsec_be_host *host, struct dsec_be_defer *d);
 };
 
 /* Resource limits for a sandbox; 0 means the backend's configured default. */

@@ -136,6 +136,46 @@ static void h_log(int level, const char *fmt, ...)
 	fprintf(stdout, "\n");
 }
 
+/* host->defer as dsecd does it: a FIFO drained by an ev_check, an ev_idle
+ * keeping the loop awake while it is not empty; cancelled before fini. */
+static struct dsec_be_defer *dq, **dq_tail = &dq;
+static bool dq_fini;
+static ev_check dq_check;
+static ev_idle dq_idle;
+
+static void h_defer(const struct dsec_be_host *h, struct dsec_be_defer *d)
+{
+	if (dq_fini) {
+		d->fn(d, true);
+		return;
+	}
+	d->next = NULL;
+	*dq_tail = d;
+	dq_tail = &d->next;
+	ev_idle_start(loop, &dq_idle);
+}
+
+static void dq_run(bool cancelled)
+{
+	while (dq) {
+		struct dsec_be_defer *d = dq;
+
+		if (!(dq = d->next))
+			dq_tail = &dq;
+		d->fn(d, cancelled);
+	}
+}
+
+static void dq_check_cb(struct ev_loop *l, ev_check *w, int revents)
+{
+	dq_run(false);
+	ev_idle_stop(l, &dq_idle);
+}
+
+static void dq_idle_cb(struct ev_loop *l, ev_idle *w, int revents)
+{
+}
+
 static struct dsec_be_host host = {
 	.abi_version = DSEC_BE_ABI,
 	.struct_size = sizeof(struct dsec_be_host),
@@ -143,6 +183,7 @@ static struct dsec_be_host host = {
 	.conf_keys = h_conf_keys,
 	.submit = h_submit,
 	.log = h_log,
+	.defer = h_defer,
 };
 
 /* ---- synchronous wrappers ---- */
@@ -484,6 +525,10 @@ int main(int argc, char **argv)
 	loop = ev_default_loop(0);
 	ev_async_init(&wake, wake_cb);
 	ev_async_start(loop, &wake);
+	ev_idle_init(&dq_idle, dq_idle_cb);
+	ev_check_init(&dq_check, dq_check_cb);
+	ev_check_start(loop, &dq_check);
+	ev_unref(loop);
 	pthread_create(&th, NULL, worker, NULL);
 	host.loop = loop;
 	host.state_dir = state;
@@ -942,6 +987,8 @@ int main(int argc, char **argv)
 	{
 		char mine[64];
 
+		dq_run(true);
+		dq_fini = true;
 		ops->fini(be);
 		for (int i = 0; i < 100; i++) {
 			ev_run(loop, EVRUN_NOWAIT);

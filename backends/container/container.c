@@ -100,13 +100,28 @@ void ct_submit(struct ct_be *be, void (*work)(void *), void (*done)(void *), voi
 	}
 }
 
-/* Queues done(arg, rc, err) for the reaper; x (an ended command, or NULL)
+/* A deferred done: the caller's callback (not once fini began, nor when
+ * the host cancels it), then the ended command it carried is freed. */
+static void pending_run(struct dsec_be_defer *node, bool cancelled)
+{
+	struct ct_pending *p = dsec_container_of(node, struct ct_pending, node);
+
+	if (!cancelled && !p->be->stopping)
+		p->done(p->arg, p->rc, p->rc < 0 ? &p->err : NULL);
+	if (p->x)
+		exec_free(p->x);
+	free(p);
+}
+
+/* Queues done(arg, rc, err) on host->defer; x (an ended command, or NULL)
  * is freed after it, so that its handle stays valid until done. */
 void defer_x(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 	     const struct dsec_err *err, struct ct_exec *x)
 {
 	struct ct_pending *p = xcalloc(1, sizeof(*p));
 
+	p->node.fn = pending_run;
+	p->be = be;
 	p->x = x;
 	p->done = done;
 	p->arg = arg;
@@ -115,38 +130,13 @@ void defer_x(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 		p->err = *err;
 	else if (rc < 0)
 		dsec_err_setc(&p->err, DSEC_E_BACKEND, -rc, "container: %s", strerror(-rc));
-	*be->pend_tail = p;
-	be->pend_tail = &p->next;
-	ev_idle_start(be->host->loop, &be->idle);
+	be->host->defer(be->host, &p->node);
 }
 
 void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 	   const struct dsec_err *err)
 {
 	defer_x(be, done, arg, rc, err, NULL);
-}
-
-static void reap_cb(struct ev_loop *loop, ev_check *w, int revents)
-{
-	struct ct_be *be = dsec_container_of(w, struct ct_be, check);
-
-	while (be->pend) {
-		struct ct_pending *p = be->pend;
-
-		be->pend = p->next;
-		if (!be->pend)
-			be->pend_tail = &be->pend;
-		if (!be->stopping)
-			p->done(p->arg, p->rc, p->rc < 0 ? &p->err : NULL);
-		if (p->x)
-			exec_free(p->x);
-		free(p);
-	}
-	ev_idle_stop(loop, &be->idle);
-}
-
-static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
-{
 }
 
 /* ---- config --------------------------------------------------------------- */
@@ -225,7 +215,6 @@ static void ct_stats(void *vbe, struct dsec_be_stats *out)
 static void ct_fini(void *vbe)
 {
 	struct ct_be *be = vbe;
-	struct ev_loop *loop = be->host->loop;
 
 	be->stopping = true;
 	/* Everything dies with the backend's group. */
@@ -269,17 +258,6 @@ static void ct_fini(void *vbe)
 		}
 		sb_free(sb);
 	}
-	while (be->pend) {
-		struct ct_pending *p = be->pend;
-
-		be->pend = p->next;
-		if (p->x)
-			exec_free(p->x);
-		free(p);
-	}
-	ev_idle_stop(loop, &be->idle);
-	ev_ref(loop);
-	ev_check_stop(loop, &be->check);
 	if (be->cg) {
 		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);
 
@@ -359,7 +337,6 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	int rc;
 
 	be->host = host;
-	be->pend_tail = &be->pend;
 	be->filter_fd = be->preload_fd = be->home_fd = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
@@ -434,10 +411,6 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 			LOG(be, DSEC_LOG_WARN, "container: cannot open '%s' (%s); no warm shells",
 			    so, strerror(errno));
 	}
-	ev_idle_init(&be->idle, idle_cb);
-	ev_check_init(&be->check, reap_cb);
-	ev_check_start(host->loop, &be->check);
-	ev_unref(host->loop);
 	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
 	    be->cg->mode == BE_CG_V2 ? "v2" :
 	    be->cg->n && !strcmp(be->cg->hname[be->cg->n - 1], "unified") ? "v1 + v2 (hybrid)" :

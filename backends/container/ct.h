@@ -105,7 +105,8 @@ struct ct_exec;
 
 /* A done callback waiting for the reaper (never called inside an op). */
 struct ct_pending {
-	struct ct_pending *next;	/* queue */
+	struct dsec_be_defer node;	/* host->defer's */
+	struct ct_be *be;		/* backend */
 	dsec_be_done_fn done;		/* caller's */
 	void *arg;			/* its argument */
 	int rc;				/* 0 or -errno */
@@ -214,9 +215,6 @@ struct ct_be {
 	uint32_t running;		/* execs in flight */
 	uint64_t ncalls;		/* execs completed */
 	uint64_t next_sb;		/* sandbox dir names */
-	struct ct_pending *pend, **pend_tail;	/* done queue */
-	ev_check check;			/* drains it */
-	ev_idle idle;			/* keeps the loop spinning while it is not empty */
 	bool stopping;			/* fini started */
 	struct be_bridge br;		/* allowlisted sandboxes' bridge (up on first use) */
 	uint8_t *uslots;		/* uid ranges in use, a bit per max_sandboxes */

@@ -34,7 +34,7 @@ static void rt_unqueue(struct fc_rt *rt, uint64_t id)
 	}
 }
 
-/* Decide the result; done is called from the reaper. */
+/* Decide the result; done is called from call_reap. */
 void call_finish(struct fc_call *c, int rc)
 {
 	struct fc_be *be = c->be;
@@ -68,8 +68,8 @@ void call_finish(struct fc_call *c, int rc)
 		uid_put(be, c->uid, c->ended || !c->sent ? 0 : FC_UID_COOL);
 	else if (c->sent && !c->ended)
 		c->sb->uid_cool = dsec_now() + FC_UID_COOL;
-	list_add(&be->reap, c);
-	ev_idle_start(be->host->loop, &be->idle);
+	c->reap.fn = call_reap;
+	be->host->defer(be->host, &c->reap);
 }
 
 /* Read what is there; keep up to cap, count the rest as truncated.

@@ -141,7 +141,8 @@ struct fc_call {
 	bool finished;			/* result decided, waiting to be reaped */
 	int rc;				/* result for done */
 	struct dsec_err err;		/* why, when rc < 0 */
-	struct fc_call *next, *prev;	/* be->calls (in flight) or be->reap */
+	struct fc_call *next, *prev;	/* be->calls, while in flight */
+	struct dsec_be_defer reap;	/* host->defer's, once finished (call_reap) */
 	struct fc_call *sb_next;	/* sb->calls */
 };
 
@@ -160,7 +161,7 @@ struct fc_sb {
 	struct fc_call *calls;		/* execs in flight */
 	unsigned nops;			/* file operations in flight */
 	bool destroying;		/* destroy() called */
-	ev_timer dtimer;		/* defers destroy's done without a pool */
+	struct dsec_be_defer dlater;	/* host->defer of destroy's done without a pool */
 	dsec_be_done_fn ddone;		/* destroy's callback */
 	void *darg;			/* and argument */
 	struct fc_sb *next;		/* be->sbs */
@@ -173,9 +174,6 @@ struct fc_be {
 	struct fc_rt *rts;		/* working runtimes, first = default */
 	struct fc_sb *sbs;		/* live sandboxes */
 	struct fc_call *calls;		/* in flight */
-	struct fc_call *reap;		/* finished, done not yet called */
-	ev_idle idle;			/* runs the reaper without sleeping */
-	ev_check check;			/* the reaper */
 	uint64_t next_id;		/* job ids */
 	uint64_t next_sb;		/* scratch dir names */
 	unsigned nshards;		/* zygotes per runtime */
@@ -199,6 +197,7 @@ int uid_take(struct fc_be *be, uint32_t *uid, struct dsec_err *err);
 void uid_put(struct fc_be *be, uint32_t uid, double cool);
 void list_del(struct fc_call **head, struct fc_call *c);
 void list_add(struct fc_call **head, struct fc_call *c);
+void call_reap(struct dsec_be_defer *d, bool cancelled);
 
 /* ---- call.c ---- */
 

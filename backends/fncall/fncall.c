@@ -130,7 +130,7 @@ void uid_put(struct fc_be *be, uint32_t uid, double cool)
 		be->uid_lo = i;
 }
 
-/* ---- the reaper: done callbacks run here, never inside an operation ---- */
+/* ---- the reaper: done callbacks run from host->defer, never inside an operation ---- */
 
 void list_del(struct fc_call **head, struct fc_call *c)
 {
@@ -152,24 +152,15 @@ void list_add(struct fc_call **head, struct fc_call *c)
 	*head = c;
 }
 
-static void reap_cb(struct ev_loop *loop, ev_check *w, int revents)
+/* A finished call, deferred by call_finish: its done (not once fini began,
+ * nor when the host cancels it), then the call is freed. */
+void call_reap(struct dsec_be_defer *d, bool cancelled)
 {
-	struct fc_be *be = dsec_container_of(w, struct fc_be, check);
+	struct fc_call *c = dsec_container_of(d, struct fc_call, reap);
 
-	while (be->reap) {
-		struct fc_call *c = be->reap;
-
-		list_del(&be->reap, c);
-		if (!be->stopping)
-			c->done(c->arg, c->rc, c->rc < 0 ? &c->err : NULL);
-		free(c);
-	}
-	ev_idle_stop(loop, &be->idle);
-}
-
-static void idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
-{
-	/* Only here so the loop does not sleep while be->reap is not empty. */
+	if (!cancelled && !c->be->stopping)
+		c->done(c->arg, c->rc, c->rc < 0 ? &c->err : NULL);
+	free(c);
 }
 
 /* ---- sandboxes -------------------------------------------------------- */
@@ -510,14 +501,18 @@ static void destroy_done(void *arg)
 			be->nsbs--;
 			break;
 		}
-	if (!be->stopping)
+	if (!be->stopping && sb->ddone)
 		sb->ddone(sb->darg, 0, NULL);
 	sb_free(sb);
 }
 
-static void dtimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void destroy_later(struct dsec_be_defer *d, bool cancelled)
 {
-	destroy_done(dsec_container_of(w, struct fc_sb, dtimer));
+	struct fc_sb *sb = dsec_container_of(d, struct fc_sb, dlater);
+
+	if (cancelled)
+		sb->ddone = NULL;	/* freed without a done */
+	destroy_done(sb);
 }
 
 static void sb_cleanup_submit(struct fc_sb *sb)
@@ -526,8 +521,8 @@ static void sb_cleanup_submit(struct fc_sb *sb)
 		/* No pool thread: unmount here (it is quick) and still call
 		 * done from the loop, never from inside destroy(). */
 		destroy_work(sb);
-		ev_timer_init(&sb->dtimer, dtimer_cb, 0, 0);
-		ev_timer_start(sb->be->host->loop, &sb->dtimer);
+		sb->dlater.fn = destroy_later;
+		sb->be->host->defer(sb->be->host, &sb->dlater);
 	}
 }
 
@@ -615,7 +610,6 @@ static void fc_free(struct fc_be *be)
 static void fc_fini(void *vbe)
 {
 	struct fc_be *be = vbe;
-	struct ev_loop *loop = be->host->loop;
 
 	be->stopping = true;
 	while (be->rts) {
@@ -632,12 +626,6 @@ static void fc_fini(void *vbe)
 		list_del(&be->calls, c);
 		free(c);
 	}
-	while (be->reap) {
-		struct fc_call *c = be->reap;
-
-		list_del(&be->reap, c);
-		free(c);
-	}
 	/* Let running file work finish before its sandbox goes away. */
 	be_tasks_drain(&be->tasks);
 	while (be->sbs) {
@@ -649,9 +637,6 @@ static void fc_fini(void *vbe)
 		if (sb->nops == 0 && !sb->destroying)
 			sb_free(sb);
 	}
-	ev_idle_stop(loop, &be->idle);
-	ev_ref(loop);
-	ev_check_stop(loop, &be->check);
 	if (be->cg) {
 		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);
 
@@ -718,11 +703,6 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 				   "fncall needs root (namespaces, mounts, cgroups)");
 		goto fail;
 	}
-	ev_idle_init(&be->idle, idle_cb);
-	ev_check_init(&be->check, reap_cb);
-	ev_check_start(host->loop, &be->check);
-	/* The check watcher alone must not keep the loop alive. */
-	ev_unref(host->loop);
 
 	snprintf(name, sizeof(name), "dsec-fncall.%d", (int)getpid());
 	if (be_cg_open_root(&be->cg, name, &e2) < 0) {
@@ -827,10 +807,6 @@ static int fc_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 fail:
 	be->stopping = true;
-	if (ev_is_active(&be->check)) {
-		ev_ref(host->loop);
-		ev_check_stop(host->loop, &be->check);
-	}
 	if (be->cg) {
 		be_cg_kill(be->cg);
 		be_cg_remove(be->cg);
