@@ -59,7 +59,7 @@ struct dsecd_req {
 	char *session;			/* session name asked for */
 	char *shell;			/* session_open shell */
 	char *sname;			/* name the backend gave (session_open) */
-	struct dsec_session_res sres;	/* session_exec result */
+	struct dsec_be_session_res sres;	/* session_exec result */
 	struct dsecd_snap *snap;	/* snapshot: its state, or NULL */
 	/* chunk_get */
 	char *okind, *odigest;		/* object asked for */
@@ -97,7 +97,6 @@ static void req_free(struct dsecd_req *r)
 	free(r->session);
 	free(r->shell);
 	free(r->sname);
-	dsec_exec_res_free(&r->sres.exec);
 	free(r->sres.cwd);
 	snap_free(r->snap);
 	free(r->okind);
@@ -1432,7 +1431,7 @@ static void session_exec_done(void *arg, int rc, const struct dsec_err *err)
 	if (reply_if_lost(r))
 		return;
 	dsec_pk_init(&p);
-	pack_exec_res(&p, &r->sres.exec, 3);
+	pack_exec_res(&p, &r->eres, 3);
 	dsec_pk_kv_str(&p, "cwd", r->sres.cwd ? r->sres.cwd : "");
 	dsec_pk_kv_bool(&p, "reset", r->sres.reset);
 	dsec_pk_kv_bool(&p, "ended", r->sres.ended);
@@ -1456,8 +1455,8 @@ static void op_session_exec(struct dsecd_req *r)
 		return reply_err(r, &err);
 	r->ereq.code = r->code;
 	if (!r->sb->be->ops->session_exec ||
-	    r->sb->be->ops->session_exec(r->sb->handle, r->session, &r->ereq, &r->sres,
-					 session_exec_done, r, &err) < 0)
+	    r->sb->be->ops->session_exec(r->sb->handle, r->session, &r->ereq, &r->eres,
+					 &r->sres, session_exec_done, r, &err) < 0)
 		return reply_err(r, &err);
 	r->d->ops_inflight++;
 	r->sb->running++;

@@ -12,7 +12,12 @@
  * (naming both versions): the host's callbacks take the host as their
  * first argument (a daemon keeps no process globals for them, so several
  * can run in one process), and it offers defer, the one deferred-call
- * queue a backend needs.  Everything else ABI 1 had is as it was; its
+ * queue a backend needs.  session_exec fills the command's struct
+ * dsec_exec_res and a struct dsec_be_session_res apart, since no
+ * appendable struct is embedded by value in another (those embedded or in
+ * arrays, dsec_be_limits, dsec_file_info and libdsec's dsec_buf, have a
+ * fixed layout; dsec_session_res, which embeds the exec result, is
+ * libdsec's, not the ABI's).  Everything else ABI 1 had is as it was; its
  * fields keep their "(ABI 1)" marks.
  *
  * Threading: every operation is called on the daemon's event loop thread
@@ -108,7 +113,8 @@ struct dsec_be_host {
 	void (*defer)(const struct dsec_be_host *host, struct dsec_be_defer *d);
 };
 
-/* Resource limits for a sandbox; 0 means the backend's configured default. */
+/* Resource limits for a sandbox; 0 means the backend's configured default.
+ * Its layout is fixed (it is embedded in dsec_be_spec). */
 struct dsec_be_limits {
 	double cpus;			/* CPU quota in cores (0.5 = half a core) */
 	uint64_t memory;		/* bytes of memory, hard limit */
@@ -240,7 +246,9 @@ struct dsec_file_req {
 					 * (LIST truncates, DOWNLOAD fails too_large) */
 };
 
-/* What stat reports of a path, and list of each entry. */
+/* What stat reports of a path, and list of each entry.  Its layout is
+ * fixed (it is embedded in dsec_file_res and makes arrays): a field it
+ * would need goes elsewhere. */
 struct dsec_file_info {
 	char *name;			/* list: entry name; stat: last component */
 	char *target;			/* symlink target, NULL for other types */
@@ -292,9 +300,22 @@ struct dsec_session_spec {
 	const char *cwd;		/* starting directory, NULL = the sandbox's */
 };
 
-/* What one session command gives back. (ABI 1, appended) */
+/* What one session command gives back to a libdsec client
+ * (dsec_session_exec, dsec.h): not the backend ABI's, whose session_exec
+ * fills a struct dsec_exec_res and a struct dsec_be_session_res apart.
+ * (ABI 1, appended) */
 struct dsec_session_res {
 	struct dsec_exec_res exec;	/* exit code, output, truncation, timed_out, duration */
+	char *cwd;			/* the shell's directory afterwards (caller frees) */
+	bool reset;			/* the shell was stuck after a timeout and was restarted */
+	bool ended;			/* the shell exited: the session is closed */
+};
+
+/* What one session command gives back to dsecd besides its struct
+ * dsec_exec_res (exit code, output, truncation, timed_out, duration),
+ * which comes beside it: an appendable struct is never embedded in
+ * another. (ABI 2) */
+struct dsec_be_session_res {
 	char *cwd;			/* the shell's directory afterwards (caller frees) */
 	bool reset;			/* the shell was stuck after a timeout and was restarted */
 	bool ended;			/* the shell exited: the session is closed */
@@ -408,13 +429,14 @@ struct dsec_be_ops {
 	int (*session_open)(void *sb, const struct dsec_session_spec *spec, char **name,
 			    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	/* Run req->code in session name (only code, timeout and output_cap are
-	 * used); fills *res.  Commands of one session never overlap: while
-	 * one runs, another fails at once with "busy".  A timeout is not an
-	 * error: rc 0, res->exec.timed_out.  Unknown name: "not_found".
-	 * Async. (ABI 1, appended) */
+	 * used); fills *res (the command's result, as exec's) and *sres.
+	 * Commands of one session never overlap: while one runs, another
+	 * fails at once with "busy".  A timeout is not an error: rc 0,
+	 * res->timed_out.  Unknown name: "not_found".  Async. (ABI 1,
+	 * appended; res apart from sres since ABI 2) */
 	int (*session_exec)(void *sb, const char *name, const struct dsec_exec_req *req,
-			    struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
-			    struct dsec_err *err);
+			    struct dsec_exec_res *res, struct dsec_be_session_res *sres,
+			    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	/* Close session name: a running command completes with -ECANCELED,
 	 * every process of the session is killed.  Async. (ABI 1, appended) */
 	int (*session_close)(void *sb, const char *name, dsec_be_done_fn done, void *arg,

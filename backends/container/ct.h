@@ -355,8 +355,8 @@ int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err)
 int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name,
 		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 int ct_session_exec(void *vsb, const char *name, const struct dsec_exec_req *req,
-		    struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
-		    struct dsec_err *err);
+		    struct dsec_exec_res *res, struct dsec_be_session_res *sres,
+		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 int ct_session_close(void *vsb, const char *name, dsec_be_done_fn done, void *arg,
 		     struct dsec_err *err);
 void ct_session_list(void *vsb, void (*fn)(void *arg, const struct dsec_session_info *),

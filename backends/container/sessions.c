@@ -136,15 +136,15 @@ int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name
 }
 
 int ct_session_exec(void *vsb, const char *name, const struct dsec_exec_req *req,
-		    struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
-		    struct dsec_err *err)
+		    struct dsec_exec_res *res, struct dsec_be_session_res *sres,
+		    dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct ct_sb *sb = vsb;
 
 	if (!sb->sess || sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT,
 				     "no session '%.80s' in sandbox '%s'", name, sb->id);
-	return be_sess_exec(sb->sess, name, req, res, done, arg, err);
+	return be_sess_exec(sb->sess, name, req, res, sres, done, arg, err);
 }
 
 int ct_session_close(void *vsb, const char *name, dsec_be_done_fn done, void *arg,
