@@ -17,8 +17,9 @@
  * appendable struct is embedded by value in another (those embedded or in
  * arrays, dsec_be_limits, dsec_file_info and libdsec's dsec_buf, have a
  * fixed layout; dsec_session_res, which embeds the exec result, is
- * libdsec's, not the ABI's).  Everything else ABI 1 had is as it was; its
- * fields keep their "(ABI 1)" marks.
+ * libdsec's, not the ABI's).  It adds usage, a sandbox's resource use.
+ * Everything else ABI 1 had is as it was; its fields keep their "(ABI 1)"
+ * marks.
  *
  * Threading: every operation is called on the daemon's event loop thread
  * and must not block it.  Slow work goes to host->submit() (a worker pool)
@@ -350,6 +351,31 @@ struct dsec_exec_stream {
 	void *handle;			/* for exec_signal and exec_resize; valid until done */
 };
 
+/* ---- usage (ABI 2) ---- */
+
+/* Which fields of struct dsec_be_usage a backend measured. */
+#define DSEC_USAGE_CPU 0x1u		/* cpu_ns */
+#define DSEC_USAGE_MEMORY 0x2u		/* memory */
+#define DSEC_USAGE_MEMORY_PEAK 0x4u	/* memory_peak */
+#define DSEC_USAGE_PIDS 0x8u		/* pids */
+#define DSEC_USAGE_DISK 0x10u		/* disk */
+
+/* What a sandbox uses now, for the density manager and metrics.  The
+ * caller zeroes it and sets struct_size; the backend writes only the
+ * fields that end within struct_size (so either side may know a longer
+ * struct than the other) and sets the bit in have of each it measured:
+ * a field without its bit is unknown, not 0. */
+struct dsec_be_usage {
+	uint32_t struct_size;		/* sizeof(struct dsec_be_usage) of the caller */
+	uint32_t have;			/* DSEC_USAGE_* of the fields filled */
+	uint64_t cpu_ns;		/* CPU time of its processes since create, ns */
+	uint64_t memory;		/* bytes of memory charged to it now (an in-memory
+					 * writable layer included) */
+	uint64_t memory_peak;		/* the most memory charged to it since create */
+	uint64_t pids;			/* processes and threads now */
+	uint64_t disk;			/* bytes in use of its writable layer or scratch */
+};
+
 /* The ops table.  Optional operations may be NULL: the daemon then answers
  * "unsupported".  A backend handle (void *be) comes from init; a sandbox
  * handle (void *sb) from create. */
@@ -495,6 +521,12 @@ struct dsec_be_ops {
 	 * Optional: a backend without it has its commands cut when dsecd
 	 * destroys their sandboxes. (ABI 1, appended) */
 	void (*shutdown)(void *be);
+	/* Fill *out (struct dsec_be_usage: its struct_size set, the rest
+	 * zeroed by the caller) with what sb uses now.  Any time between
+	 * create's done and destroy, also while paused; it does not resume
+	 * sb.  Optional (NULL: "unsupported").  Async. (ABI 2) */
+	int (*usage)(void *sb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
+		     struct dsec_err *err);
 };
 
 /* An ops table and a spec as ABI 1 began, before the fields appended

@@ -453,4 +453,5 @@ const struct dsec_be_ops dsec_backend = {
 	.exec_start = ct_exec_start,
 	.exec_signal = ct_exec_signal,
 	.exec_resize = ct_exec_resize,
+	.usage = ct_usage,
 };

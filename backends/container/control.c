@@ -1,5 +1,5 @@
-/* control.c - the container backend: pause and resume, snapshot and
- * destroy of a sandbox.
+/* control.c - the container backend: pause and resume, snapshot, usage
+ * and destroy of a sandbox.
  */
 #include "ct.h"
 
@@ -286,6 +286,69 @@ int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
 	sb->snapping = true;
 	sb->busy++;
 	ct_submit(sb->be, snap_work, snap_done, w);
+	return 0;
+}
+
+/* ---- usage ------------------------------------------------------------------ */
+
+struct ct_uwork {
+	struct ct_sb *sb;		/* sandbox */
+	struct dsec_be_usage *out;	/* caller's */
+	struct dsec_be_usage u;		/* what the pool thread read */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+};
+
+/* The sandbox's group, and its writable layer's tmpfs through the init's
+ * descriptor of the upper dir (as snapshot reaches it). */
+static void usage_work(void *arg)
+{
+	struct ct_uwork *w = arg;
+	struct ct_sb *sb = w->sb;
+	struct statfs st;
+	char path[64];
+	int fd;
+
+	be_cg_usage(sb->cg, &w->u);
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init, CT_FD_UPPER);
+	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		if (fstatfs(fd, &st) == 0) {
+			w->u.disk = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+			w->u.have |= DSEC_USAGE_DISK;
+		}
+		close(fd);
+	}
+}
+
+static void usage_done(void *arg)
+{
+	struct ct_uwork *w = arg;
+	struct ct_sb *sb = w->sb;
+
+	sb->busy--;
+	be_cg_usage_put(w->out, &w->u);
+	defer(sb->be, w->done, w->arg, 0, NULL);
+	free(w);
+	sb_maybe_destroy(sb);
+}
+
+int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
+	     struct dsec_err *err)
+{
+	struct ct_sb *sb = vsb;
+	struct ct_uwork *w;
+
+	if (sb->destroying)
+		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
+				     sb->id);
+	w = xcalloc(1, sizeof(*w));
+	w->sb = sb;
+	w->out = out;
+	w->u.struct_size = sizeof(w->u);
+	w->done = done;
+	w->arg = arg;
+	sb->busy++;
+	ct_submit(sb->be, usage_work, usage_done, w);
 	return 0;
 }
 

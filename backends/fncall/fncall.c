@@ -181,6 +181,7 @@ struct fc_work {
 	uint32_t mode;			/* file_write mode */
 	const struct dsec_file_req *req;	/* file: the request (caller's) */
 	struct dsec_file_res *res;	/* file: its result (caller's) */
+	struct dsec_be_usage *usage;	/* usage: the caller's */
 };
 
 static void sb_free(struct fc_sb *sb)
@@ -467,6 +468,35 @@ static int fc_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_
 			     .path = (char *)req->path, .req = req, .res = res };
 
 	return file_op(sb, fs_work, &t, err);
+}
+
+/* What a sandbox uses: its scratch only.  Its calls run in units of the
+ * runtime's shared pool, in cgroups of the zygote's, so CPU, memory and
+ * tasks per sandbox are not measured (their bits stay clear). */
+static void usage_work(void *arg)
+{
+	struct fc_work *w = arg;
+	struct dsec_be_usage u = { .struct_size = sizeof(u) };
+	struct statfs st;
+
+	if (fstatfs(w->sb->dirfd, &st) < 0) {
+		w->rc = dsec_err_set(&w->err, errno, "cannot read the scratch of sandbox '%s': %s",
+				     w->sb->id, strerror(errno));
+		return;
+	}
+	u.disk = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
+	u.have = DSEC_USAGE_DISK;
+	be_cg_usage_put(w->usage, &u);
+}
+
+static int fc_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
+		    struct dsec_err *err)
+{
+	struct fc_sb *sb = vsb;
+	struct fc_work t = { .be = sb->be, .sb = sb, .done = done, .arg = arg, .path = "",
+			     .usage = out };
+
+	return file_op(sb, usage_work, &t, err);
 }
 
 /* ---- destroy ----------------------------------------------------------- */
@@ -836,4 +866,5 @@ const struct dsec_be_ops dsec_backend = {
 	.call = fc_call,
 	.file = fc_file,
 	.shutdown = fc_shutdown,
+	.usage = fc_usage,
 };
