@@ -39,7 +39,6 @@
 #include <unistd.h>
 
 #include "be_session.h"
-#include "../container/ct_exec.h"	/* ct_start_code: the init's status lines */
 #include "be_io.h"
 #include "util.h"
 
@@ -565,7 +564,7 @@ static void shell_gone(struct be_sess *s)
 		if (el && sscanf(el, "err %d", &e) == 1 && strchr(el + 4, ' ')) {
 			const char *msg = strchr(el + 4, ' ') + 1;
 
-			dsec_err_setc(&err, ct_start_code(e, msg), e,
+			dsec_err_setc(&err, s->set->ops->start_code(e, msg), e,
 				      "cannot start shell '%s' in sandbox '%s': %.*s", s->shell,
 				      s->set->sandbox, (int)strcspn(msg, "\n"), msg);
 		} else {

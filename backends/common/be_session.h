@@ -56,6 +56,9 @@ struct be_sess_ops {
 	/* Report a completion later, from the loop (never inside a call). */
 	void (*defer)(void *ctx, dsec_be_done_fn done, void *arg, int rc,
 		      const struct dsec_err *err);
+	/* The code of a shell that could not start, from the errno and
+	 * message of the helper's "err ERRNO message" status line. */
+	enum dsec_code (*start_code)(int e, const char *msg);
 };
 
 /* A set for one sandbox: sessions' groups go below parent (not owned),

@@ -119,6 +119,7 @@ static const struct be_sess_ops sess_ops = {
 	.spawn = sess_spawn,
 	.submit = sess_submit,
 	.defer = sess_defer,
+	.start_code = ct_start_code,
 };
 
 int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name,
