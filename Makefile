@@ -120,15 +120,28 @@ DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/load
 	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
 	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
-BE_NAMES    = $(patsubst backends/%.c,%,$(filter-out backends/%-helper.c backends/%-preload.c backends/be_%.c,$(wildcard backends/*.c)))
+# ---- backends: the sources of each (see the rules below) ----
+# backends/NAME.so is made of BE_NAME_SRC (its folder backends/NAME/) and
+# the modules of backends/common/ it uses; adding a backend is adding its
+# name to BE_NAMES and a BE_NAME_SRC list.
+BE_NAMES    = container fncall
+BE_container_SRC = $(addprefix backends/container/,container.c spawn.c create.c exec.c stream.c \
+	files.c control.c sessions.c)
+BE_fncall_SRC = $(addprefix backends/fncall/,fncall.c call.c zygote.c)
+BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_conf.c be_cred.c be_fs.c be_fs_remote.c be_io.c \
+	be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c be_seccomp.c be_session.c \
+	be_task.c be_title.c)
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
-BE_COMMON   = $(patsubst %.c,build/%.o,$(wildcard backends/be_*.c))
+BE_COMMON   = $(BE_COMMON_SRC:%.c=build/%.o)
 # An archive, so each backend and helper links only the modules it uses.
 BE_LIB      = build/backends/libbe.a
-HELPER_SRC  = $(wildcard backends/*-helper.c)
-HELPERS     = $(HELPER_SRC:-helper.c=)
-HELPER_FILES = $(wildcard backends/*.py)
-PRELOADS    = $(patsubst %.c,%.so,$(wildcard backends/*-preload.c))
+# Helper programs, preloaded objects and helper files are built into
+# HELPER_OUT, the tree's helper_dir (make install puts them in LIBEXECDIR),
+# so that backends/ holds backends only (dsecd loads BACKEND_DIR/NAME.so).
+HELPER_OUT  = build/libexec
+HELPERS     = $(addprefix $(HELPER_OUT)/,container-init container-files fncall-zygote)
+HELPER_FILES = $(HELPER_OUT)/fncall_zygote.py
+PRELOADS    = $(addprefix $(HELPER_OUT)/,container-preload.so fncall-preload.so)
 TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c)) tools/dsecctl
 TEST_C      = $(filter-out t/helper-%.c t/be-%.c,$(wildcard t/*.c))
 TEST_BIN    = $(patsubst t/%.c,t/c/%.t,$(TEST_C))
@@ -136,7 +149,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(TOOLS) tools/fs3-bench
+all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -149,7 +162,7 @@ fs3/libfs3.a: $(FS3_OBJ)
 
 # nng is linked in and not exported (a program may load another libnng);
 # of libdsec's own functions only those marked DSEC_API are (t/0009).
-build/lib/%.o: CFLAGS += -fvisibility=hidden
+build/lib/%.o: ALL_CFLAGS += -fvisibility=hidden
 lib/libdsec.so: $(LIB_OBJ) $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $(LIB_OBJ) -Wl,--exclude-libs,libnng.a \
@@ -207,52 +220,68 @@ dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 # dsecd's C tests (t/5xxx.c) link its objects but main.o and server.o: the
 # test is the server.
 DSECD_TEST_OBJ = $(filter-out build/dsecd/main.o build/dsecd/server.o,$(DSECD_OBJ))
-build/t/5%.o: CPPFLAGS += -Idsecd
+build/t/5%.o: ALL_CPPFLAGS += -Idsecd
 t/c/5%.t: build/t/5%.o $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
 		$(LDLIBS_D) $(FS3_LIBS)
 
-# Backends: one shared object each; only the ops table is exported.
+# Backends: one shared object each; only the ops table is exported.  The
+# backends' sources find the shared modules' headers in backends/common.
+build/backends/%.o build/nosan/backends/%.o: ALL_CPPFLAGS += -Ibackends/common
 build/backends/%.o: ALL_CFLAGS += -fvisibility=hidden
 $(BE_LIB): $(BE_COMMON)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
+build/backends/common/be_netpol.o build/nosan/backends/common/be_netpol.o: ALL_CFLAGS += $(NET_CFLAGS)
+backends/container.so: BE_LIBS = $(NET_LIBS)
+
+backends/container.so: $(BE_container_SRC:%.c=build/%.o)
+backends/fncall.so: $(BE_fncall_SRC:%.c=build/%.o)
+backends/%.so: $(BE_LIB) lib/libdsec.a
+	$(q) LD $@
+	$(Q)$(CC) -shared -o $@ $(filter %.o,$^) $(BE_LIB) lib/libdsec.a -Wl,--exclude-libs,ALL \
+		$(LDFLAGS) $(BE_LIBS) -lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
+
 # Objects preloaded into a runtime by a helper: nothing exported, only
 # what they use linked in, msgpack-c statically (they live in every unit of
 # the runtime, and every shared object is more mappings for each fork).
-backends/%-preload.so: $(HOBJ)/backends/%-preload.o $(HOBJ)/backends/be_io.o \
-		$(HOBJ)/backends/be_relayout.o $(HOBJ)/backends/be_path.o $(HLIBDSEC)
-	$(q) LD $@
-	$(Q)$(CC) -shared -o $@ $^ -Wl,--exclude-libs,ALL -Wl,--as-needed $(HLDFLAGS) \
-		-l:libmsgpackc.a $(PC_LIBS)
-
+PRELOAD_COMMON = $(addprefix $(HOBJ)/backends/common/,be_io.o be_relayout.o be_path.o)
+$(HELPER_OUT)/container-preload.so: $(HOBJ)/backends/container/container-preload.o
 # fncall's units make and check their network and IPC namespaces.
-backends/fncall-preload.so: $(HOBJ)/backends/be_callns.o $(HOBJ)/backends/be_net.o
-
-build/backends/be_netpol.o build/nosan/backends/be_netpol.o: ALL_CFLAGS += $(NET_CFLAGS)
-backends/container.so: BE_LIBS = $(NET_LIBS)
-
-backends/%.so: build/backends/%.o $(BE_LIB) lib/libdsec.a
+$(HELPER_OUT)/fncall-preload.so: $(HOBJ)/backends/fncall/fncall-preload.o \
+	$(HOBJ)/backends/fncall/be_callns.o $(HOBJ)/backends/common/be_net.o
+$(PRELOADS): $(PRELOAD_COMMON) $(HLIBDSEC)
 	$(q) LD $@
-	$(Q)$(CC) -shared -o $@ $< $(BE_LIB) lib/libdsec.a -Wl,--exclude-libs,ALL $(LDFLAGS) \
-		$(BE_LIBS) -lev -lpthread $(ARCHIVE_LIBS) $(PC_LIBS)
+	$(Q)mkdir -p $(@D) && $(CC) -shared -o $@ $(filter %.o,$^) $(HLIBDSEC) -Wl,--exclude-libs,ALL \
+		-Wl,--as-needed $(HLDFLAGS) -l:libmsgpackc.a $(PC_LIBS)
 
-backends/%: $(HOBJ)/backends/%-helper.o $(HBE_LIB) $(HLIBDSEC) $(NNG_LIB)
+# The helper programs, run by the backends: each links the shared modules
+# it uses.
+$(HELPER_OUT)/container-files: $(HOBJ)/backends/container/container-files-helper.o
+$(HELPER_OUT)/fncall-zygote: $(HOBJ)/backends/fncall/fncall-zygote-helper.o
+$(HELPER_OUT)/container-files $(HELPER_OUT)/fncall-zygote: $(HBE_LIB) $(HLIBDSEC) $(NNG_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) $(LDLIBS_D)
+	$(Q)mkdir -p $(@D) && $(CC) -o $@ $(filter %-helper.o,$^) $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
+		$(LDLIBS_D)
 
 # A container sandbox's file server: tar upload and download need libarchive.
-backends/container-files: LDLIBS_D += $(ARCHIVE_LIBS)
+$(HELPER_OUT)/container-files: LDLIBS_D += $(ARCHIVE_LIBS)
 
 # Every sandbox's init, started at each create (and for large execs):
 # static, so no dynamic loader runs at each start (about a quarter of its
 # start-up CPU and half its page faults on this machine).
-backends/container-init: $(HOBJ)/backends/container-init-helper.o $(HBE_LIB) $(HLIBDSEC)
+$(HELPER_OUT)/container-init: $(HOBJ)/backends/container/container-init-helper.o $(HBE_LIB) \
+		$(HLIBDSEC)
 	$(q) LD $@
-	$(Q)$(CC) -static -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
+	$(Q)mkdir -p $(@D) && $(CC) -static -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
 		$(shell $(PKG_CONFIG) --static --libs libseccomp 2>/dev/null || echo -lseccomp)
+
+# The Python runtime's zygote, run by fncall-zygote from the helper_dir.
+$(HELPER_OUT)/fncall_zygote.py: backends/fncall/fncall_zygote.py
+	$(q) CP $@
+	$(Q)mkdir -p $(@D) && cp $< $@
 
 # Cold-start figures of fs3 on demand vs whole (tools/coldstart.sh); not installed.
 tools/fs3-bench: build/tools/fs3-bench.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)

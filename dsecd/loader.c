@@ -1,5 +1,6 @@
 /* loader.c - load backends/NAME.so, check its ABI, give it host services. */
 #include <dlfcn.h>
+#include <ev.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -8,22 +9,37 @@
 #include "daemon.h"
 #include "log.h"
 
-static const char *host_conf_get(const char *key)
+/* What the host keeps per backend for its callbacks (host->ctx). */
+struct ld_host {
+	struct dsecd *d;			/* the daemon that loaded the backend */
+	struct dsec_be_defer *head, **tail;	/* host->defer's calls, in order */
+	ev_check check;				/* runs them after each iteration's callbacks */
+	ev_idle idle;				/* keeps the loop awake while any are queued */
+	bool fini;				/* fini began: a defer is cancelled at once */
+};
+
+static const char *host_conf_get(const struct dsec_be_host *host, const char *key)
 {
-	return dsecd_conf_backend(&dsecd_global->conf, key);
+	struct dsecd *d = ((struct ld_host *)host->ctx)->d;
+
+	return dsecd_conf_backend(&d->conf, key);
 }
 
-static const char *const *host_conf_keys(void)
+static const char *const *host_conf_keys(const struct dsec_be_host *host)
 {
 	static const char *const none[] = { NULL };
-	char **k = dsecd_global->conf.be_keys;
+	struct dsecd *d = ((struct ld_host *)host->ctx)->d;
+	char **k = d->conf.be_keys;
 
 	return k ? (const char *const *)k : none;
 }
 
-static int host_submit(void (*work)(void *), void (*done)(void *), void *arg)
+static int host_submit(const struct dsec_be_host *host, void (*work)(void *),
+		       void (*done)(void *), void *arg)
 {
-	return dsecd_pool_submit(dsecd_global->pool, work, done, arg);
+	struct dsecd *d = ((struct ld_host *)host->ctx)->d;
+
+	return dsecd_pool_submit(d->pool, work, done, arg);
 }
 
 static void host_log(int level, const char *fmt, ...) DSEC_PRINTF(2, 3);
@@ -40,10 +56,84 @@ static void host_log(int level, const char *fmt, ...)
 static void host_sandbox_lost(const struct dsec_be_host *host, const char *id,
 			      const struct dsec_err *why)
 {
-	struct dsecd_sb *sb = dsecd_sb_lookup(dsecd_global, id);
+	struct dsecd *d = ((struct ld_host *)host->ctx)->d;
+	struct dsecd_sb *sb = dsecd_sb_lookup(d, id);
 
 	if (sb && &sb->be->host == host)
-		dsecd_sb_lost(dsecd_global, sb, why && why->msg[0] ? why->msg : "its init died");
+		dsecd_sb_lost(d, sb, why && why->msg[0] ? why->msg : "its init died");
+}
+
+/* host->defer: a FIFO drained by an ev_check, an ev_idle keeping the
+ * loop from sleeping while it is not empty (what each backend had for
+ * itself before ABI 2). */
+static void host_defer(const struct dsec_be_host *host, struct dsec_be_defer *dl)
+{
+	struct ld_host *l = host->ctx;
+
+	if (l->fini) {
+		dl->fn(dl, true);
+		return;
+	}
+	dl->next = NULL;
+	*l->tail = dl;
+	l->tail = &dl->next;
+	ev_idle_start(l->d->loop, &l->idle);
+}
+
+/* Pops the first queued call, NULL when none. */
+static struct dsec_be_defer *defer_pop(struct ld_host *l)
+{
+	struct dsec_be_defer *dl = l->head;
+
+	if (dl && !(l->head = dl->next))
+		l->tail = &l->head;
+	return dl;
+}
+
+static void defer_check_cb(struct ev_loop *loop, ev_check *w, int revents)
+{
+	struct ld_host *l = dsec_container_of(w, struct ld_host, check);
+	struct dsec_be_defer *dl;
+
+	while ((dl = defer_pop(l)))
+		dl->fn(dl, false);
+	ev_idle_stop(loop, &l->idle);
+}
+
+static void defer_idle_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+}
+
+static struct ld_host *ld_host_new(struct dsecd *d)
+{
+	struct ld_host *l = xcalloc(1, sizeof(*l));
+
+	l->d = d;
+	l->tail = &l->head;
+	ev_idle_init(&l->idle, defer_idle_cb);
+	ev_check_init(&l->check, defer_check_cb);
+	ev_check_start(d->loop, &l->check);
+	ev_unref(d->loop);	/* the check alone does not keep the loop running */
+	return l;
+}
+
+/* Before the backend's fini: the calls still queued are cancelled, and so
+ * is every defer from now on. */
+static void ld_host_fini(struct ld_host *l)
+{
+	struct dsec_be_defer *dl;
+
+	while ((dl = defer_pop(l)))
+		dl->fn(dl, true);
+	l->fini = true;
+}
+
+static void ld_host_free(struct ld_host *l)
+{
+	ev_idle_stop(l->d->loop, &l->idle);
+	ev_ref(l->d->loop);
+	ev_check_stop(l->d->loop, &l->check);
+	free(l);
 }
 
 static bool valid_name(const char *s, size_t n)
@@ -133,9 +223,13 @@ static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err
 		.submit = host_submit,
 		.log = host_log,
 		.sandbox_lost = host_sandbox_lost,
+		.ctx = ld_host_new(d),
+		.defer = host_defer,
 	};
 	if ((rc = ops->init(&b->host, &b->be, err)) < 0) {
 		dsec_err_prefix(err, "cannot start backend '%s'", b->name);
+		ld_host_fini(b->host.ctx);
+		ld_host_free(b->host.ctx);
 		free(b->state_dir);
 		free(b->name);
 		free(b);
@@ -200,7 +294,9 @@ void dsecd_backends_unload(struct dsecd *d)
 	while (d->backends) {
 		struct dsecd_backend *b = d->backends;
 		d->backends = b->next;
+		ld_host_fini(b->host.ctx);
 		b->ops->fini(b->be);
+		ld_host_free(b->host.ctx);
 		dlclose(b->dl);
 		log_info("unloaded backend %s", b->name);
 		free(b->name);

@@ -47,7 +47,6 @@ void req_session_free(struct dsecd_req *r)
 	free(r->session);
 	free(r->shell);
 	free(r->sname);
-	dsec_exec_res_free(&r->sres.exec);
 	free(r->sres.cwd);
 }
 
@@ -380,7 +379,7 @@ static void session_exec_done(void *arg, int rc, const struct dsec_err *err)
 		return;
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
-	pack_exec_res(&p, &r->sres.exec);
+	pack_exec_res(&p, &r->eres);
 	dsec_pk_kv_str(&p, "cwd", r->sres.cwd ? r->sres.cwd : "");
 	dsec_pk_kv_bool(&p, "reset", r->sres.reset);
 	dsec_pk_kv_bool(&p, "ended", r->sres.ended);
@@ -405,8 +404,8 @@ void op_session_exec(struct dsecd_req *r)
 		return reply_err(r, &err);
 	r->ereq.code = r->code;
 	if (!r->sb->be->ops->session_exec ||
-	    r->sb->be->ops->session_exec(r->sb->handle, r->session, &r->ereq, &r->sres,
-					 session_exec_done, r, &err) < 0)
+	    r->sb->be->ops->session_exec(r->sb->handle, r->session, &r->ereq, &r->eres,
+					 &r->sres, session_exec_done, r, &err) < 0)
 		return reply_err(r, &err);
 	r->d->ops_inflight++;
 	r->sb->running++;

@@ -136,7 +136,7 @@ struct dsecd_req {
 					char *session;	/* session name asked for */
 					char *shell;	/* session_open shell */
 					char *sname;	/* name the backend gave (session_open) */
-					struct dsec_session_res sres;	/* session_exec result */
+					struct dsec_be_session_res sres;	/* session_exec result */
 				};
 			};
 		};

@@ -212,8 +212,8 @@ static int f_session_open(void *sb, const struct dsec_session_spec *spec, char *
 }
 
 static int f_session_exec(void *sb, const char *name, const struct dsec_exec_req *req,
-			  struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
-			  struct dsec_err *err)
+			  struct dsec_exec_res *xres, struct dsec_be_session_res *res,
+			  dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	if (strcmp(name, "s1"))
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "no session '%s'", name);

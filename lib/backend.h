@@ -7,6 +7,20 @@
  * refuses it otherwise with a clear message.  Fields are only ever appended;
  * each is marked with the ABI version it appeared in.
  *
+ * ABI 2 (this header) differs from ABI 1 in what a backend built for one
+ * would get wrong with the other, so dsecd refuses an ABI 1 backend
+ * (naming both versions): the host's callbacks take the host as their
+ * first argument (a daemon keeps no process globals for them, so several
+ * can run in one process), and it offers defer, the one deferred-call
+ * queue a backend needs.  session_exec fills the command's struct
+ * dsec_exec_res and a struct dsec_be_session_res apart, since no
+ * appendable struct is embedded by value in another (those embedded or in
+ * arrays, dsec_be_limits, dsec_file_info and libdsec's dsec_buf, have a
+ * fixed layout; dsec_session_res, which embeds the exec result, is
+ * libdsec's, not the ABI's).  It adds usage, a sandbox's resource use.
+ * Everything else ABI 1 had is as it was; its fields keep their "(ABI 1)"
+ * marks.
+ *
  * Threading: every operation is called on the daemon's event loop thread
  * and must not block it.  Slow work goes to host->submit() (a worker pool)
  * or is driven by watchers on host->loop.
@@ -31,14 +45,25 @@
 #include <sys/types.h>
 #include "err.h"
 
-#define DSEC_BE_ABI 1
+#define DSEC_BE_ABI 2
 #define DSEC_BE_SYMBOL "dsec_backend"
 
 struct ev_loop;
 
 typedef void (*dsec_be_done_fn)(void *arg, int rc, const struct dsec_err *err);
 
-/* Services the daemon offers a backend; valid from init to fini. */
+/* A call deferred with host->defer, kept in the backend's own object (no
+ * allocation per call).  Its layout is fixed.  (ABI 2) */
+struct dsec_be_defer {
+	struct dsec_be_defer *next;	/* the host's, while queued */
+	/* What runs: cancelled is false on the loop as defer promises, true
+	 * when the host drops the call (see defer): fn then only frees what
+	 * it owns and calls no done callback. */
+	void (*fn)(struct dsec_be_defer *d, bool cancelled);
+};
+
+/* Services the daemon offers a backend; valid from init to fini.  Each
+ * callback but log takes this struct (the one init got) first. */
 struct dsec_be_host {
 	uint32_t abi_version;		/* DSEC_BE_ABI of the daemon (ABI 1) */
 	uint32_t struct_size;		/* sizeof(struct dsec_be_host) (ABI 1) */
@@ -46,16 +71,21 @@ struct dsec_be_host {
 	const char *state_dir;		/* a directory of the backend's own, created (ABI 1) */
 	const char *helper_dir;		/* where dsec's helper programs live (ABI 1) */
 	/* Value of config key "NAME.key" (e.g. "fncall.pool_size") or NULL.
-	 * The backend rejects keys or values it does not know in init(). (ABI 1) */
-	const char *(*conf_get)(const char *key);
+	 * The backend rejects keys or values it does not know in init().
+	 * (ABI 1; takes the host since ABI 2) */
+	const char *(*conf_get)(const struct dsec_be_host *host, const char *key);
 	/* Every backend-scoped key ("BACKEND.key", any backend) the config
 	 * sets, NULL-terminated; pick yours by the "NAME." prefix.  The array
-	 * is the daemon's. (ABI 1) */
-	const char *const *(*conf_keys)(void);
+	 * is the daemon's. (ABI 1; takes the host since ABI 2) */
+	const char *const *(*conf_keys)(const struct dsec_be_host *host);
 	/* Run work(arg) on a pool thread, then done(arg) on the loop.  work must
-	 * not touch loop state.  Returns 0 or -errno. (ABI 1) */
-	int (*submit)(void (*work)(void *arg), void (*done)(void *arg), void *arg);
-	void (*log)(int level, const char *fmt, ...);	/* dsec_log levels (ABI 1) */
+	 * not touch loop state.  Returns 0 or -errno. (ABI 1; takes the host
+	 * since ABI 2) */
+	int (*submit)(const struct dsec_be_host *host, void (*work)(void *arg),
+		      void (*done)(void *arg), void *arg);
+	/* A line for the daemon's log, dsec_log levels; it needs no host: the
+	 * log is the process's. (ABI 1) */
+	void (*log)(int level, const char *fmt, ...);
 	/* Sandbox id (spec->id of its create) died on its own, its init gone
 	 * (killed from outside, crashed): every later op on it fails with
 	 * DSEC_E_SANDBOX_LOST, it shows as "failed", and dsecd destroys it
@@ -69,9 +99,23 @@ struct dsec_be_host {
 	 * (ABI 1, appended) */
 	void (*sandbox_lost)(const struct dsec_be_host *host, const char *id,
 			     const struct dsec_err *why);
+	/* The daemon's own, for its callbacks; a backend leaves it alone.
+	 * (ABI 2) */
+	void *ctx;
+	/* Run d->fn(d, false) on the loop soon: after the operation or
+	 * callback that called defer has returned and before the loop next
+	 * sleeps, in the order of the defer calls; never inside the call.
+	 * The way to complete an operation "later, from the loop" (the
+	 * completion contract below).  Calls still queued when dsecd is
+	 * about to call fini run as d->fn(d, true) just before it; a defer
+	 * from inside fini runs d->fn(d, true) at once.  d stays the
+	 * backend's: valid, and not deferred again, until its fn has run.
+	 * Cheap, never fails. (ABI 2) */
+	void (*defer)(const struct dsec_be_host *host, struct dsec_be_defer *d);
 };
 
-/* Resource limits for a sandbox; 0 means the backend's configured default. */
+/* Resource limits for a sandbox; 0 means the backend's configured default.
+ * Its layout is fixed (it is embedded in dsec_be_spec). */
 struct dsec_be_limits {
 	double cpus;			/* CPU quota in cores (0.5 = half a core) */
 	uint64_t memory;		/* bytes of memory, hard limit */
@@ -205,7 +249,9 @@ struct dsec_file_req {
 					 * (LIST truncates, DOWNLOAD fails too_large) */
 };
 
-/* What stat reports of a path, and list of each entry. */
+/* What stat reports of a path, and list of each entry.  Its layout is
+ * fixed (it is embedded in dsec_file_res and makes arrays): a field it
+ * would need goes elsewhere. */
 struct dsec_file_info {
 	char *name;			/* list: entry name; stat: last component */
 	char *target;			/* symlink target, NULL for other types */
@@ -259,9 +305,22 @@ struct dsec_session_spec {
 	const char *cwd;		/* starting directory, NULL = the sandbox's */
 };
 
-/* What one session command gives back. (ABI 1, appended) */
+/* What one session command gives back to a libdsec client
+ * (dsec_session_exec, dsec.h): not the backend ABI's, whose session_exec
+ * fills a struct dsec_exec_res and a struct dsec_be_session_res apart.
+ * (ABI 1, appended) */
 struct dsec_session_res {
 	struct dsec_exec_res exec;	/* exit code, output, truncation, timed_out, duration */
+	char *cwd;			/* the shell's directory afterwards (caller frees) */
+	bool reset;			/* the shell was stuck after a timeout and was restarted */
+	bool ended;			/* the shell exited: the session is closed */
+};
+
+/* What one session command gives back to dsecd besides its struct
+ * dsec_exec_res (exit code, output, truncation, timed_out, duration),
+ * which comes beside it: an appendable struct is never embedded in
+ * another. (ABI 2) */
+struct dsec_be_session_res {
 	char *cwd;			/* the shell's directory afterwards (caller frees) */
 	bool reset;			/* the shell was stuck after a timeout and was restarted */
 	bool ended;			/* the shell exited: the session is closed */
@@ -294,6 +353,31 @@ struct dsec_exec_stream {
 					 * every byte the terminal shows; EIO is EOF) */
 	int err_fd;			/* read end of its stderr, -1 with a pty */
 	void *handle;			/* for exec_signal and exec_resize; valid until done */
+};
+
+/* ---- usage (ABI 2) ---- */
+
+/* Which fields of struct dsec_be_usage a backend measured. */
+#define DSEC_USAGE_CPU 0x1u		/* cpu_ns */
+#define DSEC_USAGE_MEMORY 0x2u		/* memory */
+#define DSEC_USAGE_MEMORY_PEAK 0x4u	/* memory_peak */
+#define DSEC_USAGE_PIDS 0x8u		/* pids */
+#define DSEC_USAGE_DISK 0x10u		/* disk */
+
+/* What a sandbox uses now, for the density manager and metrics.  The
+ * caller zeroes it and sets struct_size; the backend writes only the
+ * fields that end within struct_size (so either side may know a longer
+ * struct than the other) and sets the bit in have of each it measured:
+ * a field without its bit is unknown, not 0. */
+struct dsec_be_usage {
+	uint32_t struct_size;		/* sizeof(struct dsec_be_usage) of the caller */
+	uint32_t have;			/* DSEC_USAGE_* of the fields filled */
+	uint64_t cpu_ns;		/* CPU time of its processes since create, ns */
+	uint64_t memory;		/* bytes of memory charged to it now (an in-memory
+					 * writable layer included) */
+	uint64_t memory_peak;		/* the most memory charged to it since create */
+	uint64_t pids;			/* processes and threads now */
+	uint64_t disk;			/* bytes in use of its writable layer or scratch */
 };
 
 /* The ops table.  Optional operations may be NULL: the daemon then answers
@@ -375,13 +459,14 @@ struct dsec_be_ops {
 	int (*session_open)(void *sb, const struct dsec_session_spec *spec, char **name,
 			    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	/* Run req->code in session name (only code, timeout and output_cap are
-	 * used); fills *res.  Commands of one session never overlap: while
-	 * one runs, another fails at once with "busy".  A timeout is not an
-	 * error: rc 0, res->exec.timed_out.  Unknown name: "not_found".
-	 * Async. (ABI 1, appended) */
+	 * used); fills *res (the command's result, as exec's) and *sres.
+	 * Commands of one session never overlap: while one runs, another
+	 * fails at once with "busy".  A timeout is not an error: rc 0,
+	 * res->timed_out.  Unknown name: "not_found".  Async. (ABI 1,
+	 * appended; res apart from sres since ABI 2) */
 	int (*session_exec)(void *sb, const char *name, const struct dsec_exec_req *req,
-			    struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
-			    struct dsec_err *err);
+			    struct dsec_exec_res *res, struct dsec_be_session_res *sres,
+			    dsec_be_done_fn done, void *arg, struct dsec_err *err);
 	/* Close session name: a running command completes with -ECANCELED,
 	 * every process of the session is killed.  Async. (ABI 1, appended) */
 	int (*session_close)(void *sb, const char *name, dsec_be_done_fn done, void *arg,
@@ -440,10 +525,17 @@ struct dsec_be_ops {
 	 * Optional: a backend without it has its commands cut when dsecd
 	 * destroys their sandboxes. (ABI 1, appended) */
 	void (*shutdown)(void *be);
+	/* Fill *out (struct dsec_be_usage: its struct_size set, the rest
+	 * zeroed by the caller) with what sb uses now.  Any time between
+	 * create's done and destroy, also while paused; it does not resume
+	 * sb.  Optional (NULL: "unsupported").  Async. (ABI 2) */
+	int (*usage)(void *sb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
+		     struct dsec_err *err);
 };
 
 /* An ops table and a spec as ABI 1 began, before the fields appended
- * since: dsecd loads a table of at least DSEC_BE_OPS_MIN_SIZE bytes and
+ * since (ABI 2 kept that prefix): dsecd loads an ABI 2 table of at least
+ * DSEC_BE_OPS_MIN_SIZE bytes and
  * sees the fields past its struct_size as NULL (operations it then reports
  * "unsupported") or 0. */
 #define DSEC_BE_OPS_MIN_SIZE offsetof(struct dsec_be_ops, net_allow)

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,13 +21,13 @@
 #include "backend.h"
 #include "tap.h"
 #include "util.h"
+#include "be-host.h"
 
-static struct ev_loop *loop;
-static char top[PATH_MAX], state[PATH_MAX], helpers[PATH_MAX + 16];
+static char top[PATH_MAX], state[PATH_MAX], helpers[HOST_PATH_MAX];
 
-/* ---- a tiny host ---- */
+/* ---- the host (be-host.h) and its config ---- */
 
-static const char *conf[][2] = {
+static const char *fc_conf[][2] = {
 	{ "fncall.pool_size", "2" },
 	{ "fncall.memory", "128M" },
 	{ "fncall.pids", "32" },
@@ -35,145 +36,6 @@ static const char *conf[][2] = {
 	{ "container.whatever", "ignored" },
 	{ NULL, NULL },
 };
-static const char *extra_key;	/* an unknown key, for the rejection test */
-
-static const char *h_conf_get(const char *key)
-{
-	for (int i = 0; conf[i][0]; i++)
-		if (!strcmp(conf[i][0], key))
-			return conf[i][1];
-	return NULL;
-}
-
-static const char *const *h_conf_keys(void)
-{
-	static const char *keys[16];
-	int n = 0;
-
-	for (int i = 0; conf[i][0]; i++)
-		keys[n++] = conf[i][0];
-	if (extra_key)
-		keys[n++] = extra_key;
-	keys[n] = NULL;
-	return keys;
-}
-
-struct job {
-	void (*work)(void *), (*done)(void *);
-	void *arg;
-	struct job *next;
-};
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static struct job *todo, *finished;
-static ev_async wake;
-
-static void *worker(void *unused)
-{
-	for (;;) {
-		struct job *j;
-
-		pthread_mutex_lock(&mu);
-		while (!todo)
-			pthread_cond_wait(&cv, &mu);
-		j = todo;
-		todo = j->next;
-		pthread_mutex_unlock(&mu);
-		j->work(j->arg);
-		pthread_mutex_lock(&mu);
-		j->next = finished;
-		finished = j;
-		pthread_mutex_unlock(&mu);
-		ev_async_send(loop, &wake);
-	}
-	return NULL;
-}
-
-static void wake_cb(struct ev_loop *l, ev_async *w, int revents)
-{
-	for (;;) {
-		struct job *j;
-
-		pthread_mutex_lock(&mu);
-		j = finished;
-		if (j)
-			finished = j->next;
-		pthread_mutex_unlock(&mu);
-		if (!j)
-			return;
-		j->done(j->arg);
-		free(j);
-	}
-}
-
-static int h_submit(void (*work)(void *), void (*done)(void *), void *arg)
-{
-	struct job *j = xcalloc(1, sizeof(*j)), **pp;
-
-	j->work = work;
-	j->done = done;
-	j->arg = arg;
-	pthread_mutex_lock(&mu);
-	for (pp = &todo; *pp; pp = &(*pp)->next)
-		;
-	*pp = j;
-	pthread_cond_signal(&cv);
-	pthread_mutex_unlock(&mu);
-	return 0;
-}
-
-static void h_log(int level, const char *fmt, ...) DSEC_PRINTF(2, 3);
-static void h_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (level > 1 && !getenv("TEST_VERBOSE"))
-		return;
-	fprintf(stdout, "# [%d] ", level);
-	va_start(ap, fmt);
-	vfprintf(stdout, fmt, ap);
-	va_end(ap);
-	fprintf(stdout, "\n");
-}
-
-static struct dsec_be_host host = {
-	.abi_version = DSEC_BE_ABI,
-	.struct_size = sizeof(struct dsec_be_host),
-	.conf_get = h_conf_get,
-	.conf_keys = h_conf_keys,
-	.submit = h_submit,
-	.log = h_log,
-};
-
-/* ---- synchronous wrappers ---- */
-
-struct wait {
-	bool fired;		/* done was called */
-	int rc;			/* its rc */
-	struct dsec_err err;	/* its err */
-	int in_op;		/* set while inside the op: done must not fire then */
-	bool bad;		/* done fired inside the op */
-};
-
-static void done_cb(void *arg, int rc, const struct dsec_err *err)
-{
-	struct wait *w = arg;
-
-	if (w->in_op)
-		w->bad = true;
-	w->fired = true;
-	w->rc = rc;
-	if (err)
-		w->err = *err;
-}
-
-static void run_until(struct wait *w, double limit)
-{
-	double end = dsec_now() + limit;
-
-	while (!w->fired && dsec_now() < end)
-		ev_run(loop, EVRUN_ONCE);
-}
 
 static const struct dsec_be_ops *ops;
 static void *be;
@@ -451,43 +313,21 @@ int main(int argc, char **argv)
 {
 	struct dsec_exec_res r = { 0 };
 	struct dsec_err err;
-	char self[PATH_MAX], path[PATH_MAX + 32];
-	pthread_t th;
+	char path[HOST_PATH_MAX];
 	void *dl, *sb;
-	ssize_t n;
 	int rc, port = 0, ls;
 
-	if (geteuid() != 0) {
-		printf("1..0 # SKIP needs root (namespaces, mounts, cgroups)\n");
+	if (!host_find("fncall", top, helpers, path))
 		return 0;
-	}
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) < 0)
-		return 1;
-	self[n] = '\0';
-	/* t/c/3000-fncall.t -> top */
-	snprintf(top, sizeof(top), "%s", self);
-	for (int i = 0; i < 3; i++)
-		*strrchr(top, '/') = '\0';
-	snprintf(helpers, sizeof(helpers), "%s/backends", top);
-	snprintf(path, sizeof(path), "%s/backends/fncall.so", top);
-	if (access(path, F_OK) < 0) {
-		printf("1..0 # SKIP needs backends/fncall.so (make)\n");
-		return 0;
-	}
 	snprintf(state, sizeof(state), "/tmp/dsec-3000.XXXXXX");
 	if (!mkdtemp(state))
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	plan(74);
+	plan(77);
 
-	loop = ev_default_loop(0);
-	ev_async_init(&wake, wake_cb);
-	ev_async_start(loop, &wake);
-	pthread_create(&th, NULL, worker, NULL);
-	host.loop = loop;
-	host.state_dir = state;
-	host.helper_dir = helpers;
+	conf = fc_conf;
+	host_start(state, helpers);
 
 	dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	ok(dl != NULL, "dlopen fncall.so%s%s", dl ? "" : ": ", dl ? "" : dlerror());
@@ -897,6 +737,36 @@ int main(int argc, char **argv)
 		ok(rc < 0 && err.code == DSEC_E_PERMISSION, "escaping write via .. symlink refused");
 	}
 	{
+		/* usage: the scratch's bytes in use, nothing it cannot measure. */
+		struct dsec_be_usage u = { .struct_size = sizeof(u) };
+		struct wait wu = { 0 };
+		uint64_t before;
+
+		rc = ops->usage(sb, &u, done_cb, &wu, &err);
+		run_until(&wu, 30);
+		ok(rc == 0 && wu.fired && wu.rc == 0 && u.have == DSEC_USAGE_DISK && u.disk > 0 &&
+		   u.struct_size == sizeof(u), "usage: the scratch's disk only (%llu bytes)",
+		   (unsigned long long)u.disk);
+		before = u.disk;
+		rc = sb_exec(sb, "head -c 2097152 /dev/zero > big", &r);
+		res_free(&r);
+		memset(&u, 0, sizeof(u));
+		u.struct_size = offsetof(struct dsec_be_usage, disk) + sizeof(u.disk);
+		wu = (struct wait){ 0 };
+		rc = ops->usage(sb, &u, done_cb, &wu, &err);
+		run_until(&wu, 30);
+		ok(rc == 0 && wu.rc == 0 && u.disk >= before + (2u << 20),
+		   "usage: 2 MiB written show (%llu bytes)", (unsigned long long)u.disk);
+		memset(&u, 0, sizeof(u));
+		u.struct_size = offsetof(struct dsec_be_usage, disk);
+		wu = (struct wait){ 0 };
+		rc = ops->usage(sb, &u, done_cb, &wu, &err);
+		run_until(&wu, 30);
+		ok(rc == 0 && wu.rc == 0 && u.disk == 0 &&
+		   u.struct_size == offsetof(struct dsec_be_usage, disk),
+		   "usage: a shorter struct gets nothing past its end");
+	}
+	{
 		/* destroy: a running exec is cancelled, the scratch goes away. */
 		struct dsec_exec_req req = { .code = "sleep 982", .timeout = 60 };
 		struct wait we = { 0 }, wd = { 0 };
@@ -942,6 +812,7 @@ int main(int argc, char **argv)
 	{
 		char mine[64];
 
+		host_fini_begin();
 		ops->fini(be);
 		for (int i = 0; i < 100; i++) {
 			ev_run(loop, EVRUN_NOWAIT);

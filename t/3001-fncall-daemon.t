@@ -76,8 +76,8 @@ is "$left" "0" "no scratch mount left"
 
 # Configuration errors of the backend stop the daemon with a clear message.
 run timeout 60 "$TOP/dsecd/dsecd" --foreground --config /dev/null --state-dir "$T/s2" --listen "ipc://$T/s2.sock" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --set backends=fncall --set fncall.zygotes=1000
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --set backends=fncall --set fncall.zygotes=1000
 like "$RC:$(echo "$OUT" | tr '\n' ' ')" "^1:.*fncall.zygotes must be 0 \(auto\) to 256" "fncall.zygotes over 256 is refused"
 run timeout 60 "$TOP/dsecd/dsecd" --foreground --config /dev/null --state-dir "$T/s3" --listen "ipc://$T/s3.sock" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --set backends=fncall --set fncall.nosuch=1
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --set backends=fncall --set fncall.nosuch=1
 like "$RC:$(echo "$OUT" | tr '\n' ' ')" "^1:.*fncall.nosuch" "an unknown fncall key is refused"

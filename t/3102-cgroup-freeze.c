@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../backends/be_cgroup.h"
+#include "../backends/common/be_cgroup.h"
 #include "tap.h"
 #include "util.h"
 

@@ -10,7 +10,7 @@ need_cmd dsec-run
 need_cmd python3
 need_cmd zstd
 [ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
-[ -x "$TOP/backends/container-init" ] || skip_all "needs backends/container-init (make)"
+[ -x "$TOP/build/libexec/container-init" ] || skip_all "needs build/libexec/container-init (make)"
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
 grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
 [ -d /sys/fs/cgroup/memory ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a memory cgroup"

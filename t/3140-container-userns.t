@@ -51,7 +51,7 @@ run dsec-run --backend container -c 'cat /proc/self/uid_map'
 is "$(echo $OUT)" "0 0 4294967295" "container.userns=false keeps the host's ids"
 stop_dsecd
 run timeout 60 "$TOP/dsecd/dsecd" --foreground --state-dir "$T/s2" --listen "ipc://$T/s2.sock" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --set backends=container \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --set backends=container \
 	--set container.uid_base=10
 like "$OUT" "uid_base 10 must be at least 100000" "a uid_base among the host's users is refused"
 isnt_zero=$RC

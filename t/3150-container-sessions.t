@@ -6,7 +6,7 @@
 
 need_container
 
-plan 57
+plan 58
 
 if ! start_dsecd --set backends=fncall,container --set container.max_sessions=4; then
 	echo "Bail out! dsecd did not start"
@@ -150,6 +150,9 @@ run req session_close id="$id" session=bsh
 run req session_open id="$id" session=e env.GREETING=hi cwd=/tmp
 sx e 'echo "$GREETING $(pwd)"'
 is "$(get stdout)" "hi /tmp" "session_open takes env and cwd"
+run req session_open id="$id" session=nocwd cwd=/nope
+like "$(get error code):$(get error message)" "^not_found:.*cannot chdir to '/nope'" \
+	"a shell that cannot enter its cwd: not_found"
 for s in f g h; do req session_open id="$id" session=$s >/dev/null; done
 run req session_open id="$id" session=i
 is "$(get error code)" "capacity" "max_sessions is enforced"

@@ -126,7 +126,7 @@ like "$OUT" '"code":"unsupported".*not made from an image' \
 # Another node whose store shares the origin starts sandboxes from it.
 mkdir -p "$T/state2"
 "$TOP/dsecd/dsecd" --foreground --state-dir "$T/state2" --listen "ipc://$T/d2.sock" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --node other \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --node other \
 	--set backends=container --set image_origin="$T/state/fs3/origin" \
 	--set container.uid_base=3000000000 2>"$T/d2.log" &
 d2=$!

@@ -54,6 +54,6 @@ stop_dsecd
 ok $([ -n "$cg" ] && [ ! -d "$cg" ]; echo $?) "shutdown destroys pooled sandboxes too (no cgroup left)"
 
 run timeout 60 "$TOP/dsecd/dsecd" --foreground --state-dir "$T/s2" --listen "ipc://$T/s2.sock" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --set backends=container \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --set backends=container \
 	--set pool=nosuch=2
 like "$OUT" "pool entry 'nosuch=2': backend 'nosuch' is not loaded" "a pool of an unloaded backend is refused"

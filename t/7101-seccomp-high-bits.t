@@ -63,7 +63,7 @@ vsock=$(python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_ST
 vsock=$(python3 -c 'import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM); print(1)' 2>/dev/null)
 
 container=1
-[ -e "$TOP/backends/container.so" ] && [ -x "$TOP/backends/container-init" ] || container=
+[ -e "$TOP/backends/container.so" ] && [ -x "$TOP/build/libexec/container-init" ] || container=
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
 grep -qw overlay /proc/filesystems || container=
 

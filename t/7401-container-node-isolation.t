@@ -196,11 +196,11 @@ run helper-req "$DSEC_HOST" create backend=container network=allowlist
 like "$OUT" '"ok":true' "a sandbox is created with the port open"
 stop_dsecd
 run "$TOP/dsecd/dsecd" --foreground --state-dir "$T/state" --listen "ipc://$T/x.sock" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --set backends=container \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --set backends=container \
 	--set "container.host_port=80-90"
 like "$OUT" "host port '80-90' is not PORT, PORT/tcp or PORT/udp" "a port range is refused at start"
 run "$TOP/dsecd/dsecd" --foreground --state-dir "$T/state" --listen "ipc://$T/x.sock" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --set backends=container \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --set backends=container \
 	--set "container.host_port=53/icmp"
 like "$OUT" "host port '53/icmp' is not" "... and so is a protocol other than tcp or udp"
 ok $(! nft list tables | grep -q "dsec_$BR"; echo $?) "shutdown removes the node's table"

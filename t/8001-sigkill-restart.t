@@ -61,7 +61,7 @@ start_in() {
 	export DSEC_HOST
 	sh -c 'for d in $0; do echo $$ > "$d/cgroup.procs" 2>/dev/null; done; shift; exec "$@"' \
 		"$dirs" x "$TOP/dsecd/dsecd" --foreground --state-dir "$T/state" \
-		--listen "$DSEC_HOST" --backend-dir "$TOP/backends" --helper-dir "$TOP/backends" \
+		--listen "$DSEC_HOST" --backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" \
 		--log-level info "${FLAGS[@]}" 2>>"$T/dsecd.log" &
 	DSECD_PID=$!
 	for i in $(seq 300); do
@@ -110,7 +110,7 @@ dead_mounts() {
 if command -v strace >/dev/null 2>&1; then
 	strace -o /dev/null -e trace=clone -e inject=clone:delay_exit=3000000 \
 		"$TOP/dsecd/dsecd" --foreground --state-dir "$T/state" --listen "ipc://$T/dsecd.sock" \
-		--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --log-level info \
+		--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --log-level info \
 		--set backends=container 2>>"$T/dsecd.log" &
 	tracer=$!
 	for i in $(seq 300); do

@@ -8,7 +8,7 @@
 need_fncall
 
 container=1
-[ -e "$TOP/backends/container.so" ] && [ -x "$TOP/backends/container-init" ] || container=
+[ -e "$TOP/backends/container.so" ] && [ -x "$TOP/build/libexec/container-init" ] || container=
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
 grep -qw overlay /proc/filesystems || container=
 backends=fncall${container:+,container}

@@ -1,6 +1,6 @@
-/* be-oldabi.c - the "oldabi" backend: the test backend as if built against
- * the backend header of ABI 1 before any field was appended (its table
- * ends where net_allow would start, and it sets no spec_size).  dsecd
+/* be-oldabi.c - the "oldabi" backend: the test backend with the shortest
+ * ops table dsecd takes, the prefix ABI 1 began with and ABI 2 kept (its
+ * table ends where net_allow would start, and it sets no spec_size).  dsecd
  * must load it, see no appended operation, and refuse creates that set a
  * spec field it cannot know (t/5005-backend-abi.t).
  */

@@ -133,7 +133,7 @@ static int tb_init(const struct dsec_be_host *host, void **be, struct dsec_err *
 {
 	struct tb *tb = xcalloc(1, sizeof(*tb));
 
-	for (const char *const *k = host->conf_keys(); *k; k++)
+	for (const char *const *k = host->conf_keys(host); *k; k++)
 		if (!strncmp(*k, "test.", 5) && strcmp(*k, "test.greeting"))
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "unknown key '%s'", *k);
 	tb->host = host;
@@ -371,16 +371,20 @@ static void tb_stats(void *be, struct dsec_be_stats *out)
 	out->calls = tb->calls;
 }
 
-/* be-oldabi.c builds this backend again as one built against the header
- * of ABI 1 before anything was appended: a smaller table, the first spec. */
+/* be-oldabi.c builds this backend again with the shortest table dsecd
+ * takes (the prefix ABI 1 began with) and the first spec. */
 #ifndef BE_TEST_NAME
 #define BE_TEST_NAME "test"
 #define BE_TEST_OPS_SIZE sizeof(struct dsec_be_ops)
 #define BE_TEST_SPEC_SIZE sizeof(struct dsec_be_spec)
 #endif
+/* be-abi1.c declares another ABI version. */
+#ifndef BE_TEST_ABI
+#define BE_TEST_ABI DSEC_BE_ABI
+#endif
 
 __attribute__((visibility("default"))) const struct dsec_be_ops dsec_backend = {
-	.abi_version = DSEC_BE_ABI,
+	.abi_version = BE_TEST_ABI,
 	.struct_size = BE_TEST_OPS_SIZE,
 	.spec_size = BE_TEST_SPEC_SIZE,
 	.name = BE_TEST_NAME,

@@ -89,7 +89,7 @@ start_dsecd() {
 	DSEC_HOST="ipc://$T/dsecd.sock"
 	export DSEC_HOST
 	"$TOP/dsecd/dsecd" --foreground --state-dir "$T/state" --listen "$DSEC_HOST" \
-		--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" \
+		--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" \
 		--log-level "${DSEC_TEST_LOG_LEVEL:-info}" "$@" 2>"$T/dsecd.log" &
 	DSECD_PID=$!
 	local i
@@ -132,7 +132,7 @@ start_node() {
 	mkdir -p "$T/$name"
 	"$TOP/dsecd/dsecd" --foreground --node "$name" --state-dir "$T/$name" \
 		--listen "ipc://$T/$name.sock" --backend-dir "$TOP/backends" \
-		--helper-dir "$TOP/backends" --log-level "${DSEC_TEST_LOG_LEVEL:-info}" "$@" \
+		--helper-dir "$TOP/build/libexec" --log-level "${DSEC_TEST_LOG_LEVEL:-info}" "$@" \
 		2>"$T/$name.log" &
 	pid=$!
 	_node_pids="$_node_pids $pid"
@@ -185,7 +185,7 @@ need_container() {
 	need_cmd dsecd
 	need_cmd helper-req
 	[ -e "$TOP/backends/container.so" ] || skip_all "needs backends/container.so (make)"
-	[ -x "$TOP/backends/container-init" ] || skip_all "needs backends/container-init (make)"
+	[ -x "$TOP/build/libexec/container-init" ] || skip_all "needs build/libexec/container-init (make)"
 	grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
 	grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
 	[ -e /proc/self/ns/pid ] && [ -e /proc/self/ns/cgroup ] || skip_all "needs pid and cgroup namespaces"

@@ -22,7 +22,7 @@ stop() { [ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null && wait "$PID"; PID=; }
 trap 'stop; rm -rf "$S"' EXIT
 start() {	# start [--set K=V]...: a fresh dsecd with the container backend
 	"$TOP/dsecd/dsecd" --foreground --state-dir "$S/state" --listen "$DSEC_HOST" \
-		--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --log-level warn \
+		--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --log-level warn \
 		--set backends=container --set max_sandboxes=$((IDLE + 64)) \
 		--set container.max_sandboxes=$((IDLE + 64)) "$@" 2>>"$S/log" &
 	PID=$!

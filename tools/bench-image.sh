@@ -47,7 +47,7 @@ mkdir -p "$S/state"
 "$TOP/tools/dsecctl" image import --tag bench:1 "$ROOT" >/dev/null || exit 1
 
 "$TOP/dsecd/dsecd" --foreground --state-dir "$S/state" --listen "$DSEC_HOST" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --log-level warn \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --log-level warn \
 	--set backends=container --set "container.rootfs=$ROOT" --set image_on_demand=false \
 	--set "image_linger=$LINGER" \
 	2>>"$S/log" &

@@ -16,7 +16,7 @@ LOAD=${BENCH_LOAD:-200}
 S=$(mktemp -d "${TMPDIR:-/tmp}/dsec-bench.XXXXXX")
 export DSEC_HOST="ipc://$S/dsecd.sock"
 "$TOP/dsecd/dsecd" --foreground --state-dir "$S/state" --listen "$DSEC_HOST" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" --log-level warn 2>"$S/log" &
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --log-level warn 2>"$S/log" &
 PID=$!
 trap 'kill -TERM $PID 2>/dev/null; wait $PID; rm -rf "$S"' EXIT
 for _ in $(seq 100); do

@@ -92,7 +92,7 @@ trap stop INT TERM EXIT
 
 say "starting dsecd (backends: $backends; log: $LOG)"
 "$DSECD" --foreground --state-dir "$STATE" --listen "$SOCK" ${TCP:+--listen "$TCP"} \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/backends" \
+	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" \
 	--set "backends=$backends" 2>>"$LOG" &
 DSECD_PID=$!
 

@@ -1,8 +1,11 @@
 /* be_io.c - see be_io.h. */
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "be_io.h"
@@ -143,4 +146,26 @@ int be_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds,
 	if (n < 0)
 		return -errno;
 	return n == (ssize_t)len ? 0 : -EMSGSIZE;
+}
+
+int be_openat2(int dir, const char *path, int flags, mode_t mode, uint64_t resolve)
+{
+	struct open_how how = {
+		.flags = (uint64_t)(flags | O_CLOEXEC),
+		.mode = (flags & O_CREAT) ? mode : 0,
+		.resolve = resolve,
+	};
+	long fd = -1;
+
+	for (int i = 0; i < BE_OPENAT2_TRIES; i++)
+		if ((fd = syscall(SYS_openat2, dir, path, &how, sizeof(how))) >= 0 ||
+		    (errno != EAGAIN && errno != EINTR))
+			break;
+	return fd < 0 ? -errno : (int)fd;
+}
+
+int be_open_in_root(int rootfd, const char *path, int flags, mode_t mode)
+{
+	return be_openat2(rootfd, *path ? path : ".", flags, mode,
+			  RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "util.h"
 #include "err.h"
 
@@ -19,6 +20,25 @@ bool be_drain(int fd, size_t cap, struct dsec_buf *b, bool *trunc);
  * out.  path is for messages.  0 or -errno with *err. */
 int be_read_file(int fd, const char *path, uint64_t offset, uint64_t len, struct dsec_buf *out,
 		 struct dsec_err *err);
+
+/* Attempts be_openat2 makes in all when openat2() keeps saying EAGAIN or
+ * EINTR. */
+#define BE_OPENAT2_TRIES 128
+
+/* openat2(dir, path) with flags | O_CLOEXEC, mode (only with O_CREAT) and
+ * the RESOLVE_* flags resolve: the one way a backend or its helpers open a
+ * path that must stay inside a root or below a directory.  The retry rule,
+ * the same everywhere: EAGAIN (a rename or mount anywhere on the machine
+ * raced a ".." step and the kernel could not prove the walk stayed inside;
+ * openat2(2) says to retry, and a busy node sees it often) and EINTR are
+ * retried, up to BE_OPENAT2_TRIES attempts in all; any other error is
+ * returned at once.  Returns the descriptor or -errno. */
+int be_openat2(int dir, const char *path, int flags, mode_t mode, uint64_t resolve);
+
+/* be_openat2 inside the root rootfd (RESOLVE_IN_ROOT |
+ * RESOLVE_NO_MAGICLINKS): ".." stops at the root, absolute symlinks are
+ * relative to it, /proc magic links are refused; "" is the root itself. */
+int be_open_in_root(int rootfd, const char *path, int flags, mode_t mode);
 
 /* *err for an openat2() failure on path: -EXDEV and -ELOOP (the resolve
  * flags refused a way out) become "permission", the rest says what failed. */

@@ -693,6 +693,48 @@ int be_cg_reclaim(struct be_cg *cg, uint64_t *before, uint64_t *after)
 	return rc == -ENOENT ? -EOPNOTSUPP : rc;
 }
 
+void be_cg_usage(struct be_cg *cg, struct dsec_be_usage *u)
+{
+	bool v2 = cg->mode == BE_CG_V2;
+	int mem = v2 ? (cg->n ? cg->dirfd[0] : -1) : hier(cg, "memory");
+	int pids = v2 ? mem : hier(cg, "pids");
+	int uni = v2 ? mem : hier(cg, "unified");
+	int cpu = v2 ? -1 : hier(cg, "cpu");
+	char buf[512], *p;
+	uint64_t v;
+
+	if (cg->mode == BE_CG_NONE)
+		return;
+	if (uni >= 0 && read_at(uni, "cpu.stat", buf, sizeof(buf)) == 0 &&
+	    (p = strstr(buf, "usage_usec "))) {
+		u->cpu_ns = strtoull(p + strlen("usage_usec "), NULL, 10) * 1000;
+		u->have |= DSEC_USAGE_CPU;
+	} else if (cpu >= 0 && read_u64_at(cpu, "cpuacct.usage", &v) == 0) {
+		u->cpu_ns = v;
+		u->have |= DSEC_USAGE_CPU;
+	}
+	if (mem >= 0 && read_u64_at(mem, v2 ? "memory.current" : "memory.usage_in_bytes", &v) == 0) {
+		u->memory = v;
+		u->have |= DSEC_USAGE_MEMORY;
+	}
+	if (mem >= 0 && read_u64_at(mem, v2 ? "memory.peak" : "memory.max_usage_in_bytes", &v) == 0) {
+		u->memory_peak = v;
+		u->have |= DSEC_USAGE_MEMORY_PEAK;
+	}
+	if (pids >= 0 && read_u64_at(pids, "pids.current", &v) == 0) {
+		u->pids = v;
+		u->have |= DSEC_USAGE_PIDS;
+	}
+}
+
+void be_cg_usage_put(struct dsec_be_usage *out, const struct dsec_be_usage *u)
+{
+	uint32_t size = out->struct_size;
+
+	memcpy(out, u, size < sizeof(*u) ? size : sizeof(*u));
+	out->struct_size = size;
+}
+
 int be_cg_kill(struct be_cg *cg)
 {
 	int frz = hier(cg, "freezer"), kfd = v2_fd(cg);

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "backend.h"
 #include "err.h"
 
 enum be_cg_mode {
@@ -93,6 +94,18 @@ int be_cg_oom_kills(struct be_cg *cg, uint64_t *out);
  * count in it now. */
 int be_cg_oom_open(const struct be_cg *cg);
 int be_cg_oom_read(int fd, uint64_t *out);
+/* Adds to *u (struct dsec_be_usage, backend.h) what the group uses now,
+ * setting the bit in u->have of each field it could read: CPU time
+ * (cpu.stat usage_usec of the v2 or hybrid tree, else v1 cpuacct.usage),
+ * memory and its peak (memory.current and memory.peak on v2; v1
+ * memory.usage_in_bytes and memory.max_usage_in_bytes), tasks
+ * (pids.current).  A field the host does not count keeps its bit clear. */
+void be_cg_usage(struct be_cg *cg, struct dsec_be_usage *u);
+
+/* Copies u into the caller's out, only the fields that end within
+ * out->struct_size, which it keeps (dsec_be_usage's contract). */
+void be_cg_usage_put(struct dsec_be_usage *out, const struct dsec_be_usage *u);
+
 /* Kill every process in the group and its descendants with SIGKILL and wait
  * up to ~2 s for them to be gone: cgroup.kill on v2, freezer + kill on v1.
  * Works on frozen groups too (v1: the whole freezer subtree is thawed

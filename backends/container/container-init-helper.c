@@ -1,4 +1,4 @@
-/* container-init-helper.c - backends/container-init: the container
+/* container-init-helper.c - container-init: the container
  * backend's helper, started by container.so with fork + exec (dsecd has
  * threads, so nothing but exec runs after its fork).  Two modes:
  *
@@ -199,31 +199,28 @@ static void mask_dir(const char *dir)
  * sandbox nor lead outside its root.  A symlink at rel is replaced. */
 static void put_file(const char *root, const char *rel, const char *data)
 {
-	struct open_how how = { .flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-				.mode = 0644,
-				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
-	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
+	const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW;
+	int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -errno;
 
 	if (rfd >= 0) {
-		fd = (int)syscall(SYS_openat2, rfd, rel, &how, sizeof(how));
-		if (fd < 0 && errno == ELOOP) {
+		fd = be_open_in_root(rfd, rel, flags, 0644);
+		if (fd == -ELOOP) {
 			char parent[PATH_MAX];
-			struct open_how dh = { .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-					       .resolve = RESOLVE_IN_ROOT |
-							  RESOLVE_NO_MAGICLINKS };
 			const char *base = strrchr(rel, '/') + 1;
 			int dfd;
 
 			snprintf(parent, sizeof(parent), "%.*s", (int)(base - rel), rel);
-			dfd = (int)syscall(SYS_openat2, rfd, parent, &dh, sizeof(dh));
+			dfd = be_open_in_root(rfd, parent, O_PATH | O_DIRECTORY, 0);
 			if (dfd >= 0 && unlinkat(dfd, base, 0) == 0)
-				fd = (int)syscall(SYS_openat2, rfd, rel, &how, sizeof(how));
+				fd = be_open_in_root(rfd, rel, flags, 0644);
 			if (dfd >= 0)
 				close(dfd);
 		}
 		close(rfd);
 	}
-	if (fd < 0 || dsec_write_all(fd, data, strlen(data)) < 0)
+	if (fd < 0)
+		fail(-fd, "cannot write '%s' in the sandbox's root: %s", rel, strerror(-fd));
+	if (dsec_write_all(fd, data, strlen(data)) < 0)
 		fail(errno, "cannot write '%s' in the sandbox's root: %s", rel, strerror(errno));
 	close(fd);
 }

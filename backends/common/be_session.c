@@ -39,7 +39,6 @@
 #include <unistd.h>
 
 #include "be_session.h"
-#include "ct_exec.h"
 #include "be_io.h"
 #include "util.h"
 
@@ -93,7 +92,8 @@ struct be_sess {
 	dsec_be_done_fn done;		/* its done */
 	void *arg;			/* and argument */
 	char **name_out;		/* open: where the name goes */
-	struct dsec_session_res *res;	/* exec: the caller's result */
+	struct dsec_be_session_res *res;	/* exec: the caller's session result */
+	struct dsec_exec_res *xres;	/* exec: the caller's command result (with res) */
 	size_t cap;			/* exec: output cap */
 	uint64_t t0;			/* exec: start, ns */
 	bool reset;			/* exec: a new shell is starting for it */
@@ -173,10 +173,11 @@ static void complete(struct be_sess *s, int rc, const struct dsec_err *err)
 	if (rq == RQ_NONE)
 		return;
 	if (rq == RQ_EXEC && s->res)
-		s->res->exec.duration = (double)(dsec_now_ns() - s->t0) / 1e9;
+		s->xres->duration = (double)(dsec_now_ns() - s->t0) / 1e9;
 	s->rq = RQ_NONE;
 	s->pend_complete = false;
 	s->res = NULL;
+	s->xres = NULL;
 	s->name_out = NULL;
 	s->reset = false;
 	set->ops->defer(set->ctx, s->done, s->arg, rc, err);
@@ -186,8 +187,8 @@ static void complete(struct be_sess *s, int rc, const struct dsec_err *err)
  * report it as killed, the session as ended. */
 static void complete_ended(struct be_sess *s)
 {
-	s->res->exec.exit_code = -1;
-	s->res->exec.signal = SIGKILL;
+	s->xres->exit_code = -1;
+	s->xres->signal = SIGKILL;
 	s->res->cwd = xstrdup(s->cwd ? s->cwd : "/");
 	s->res->ended = true;
 	complete(s, 0, NULL);
@@ -383,7 +384,7 @@ static void add_record(struct be_sess *s, const char *status)
 
 static void drain_out(struct be_sess *s)
 {
-	struct dsec_exec_res *r = s->res ? &s->res->exec : NULL;
+	struct dsec_exec_res *r = s->xres;
 	struct dsec_buf junk;
 	bool t;
 
@@ -400,7 +401,7 @@ static void drain_out(struct be_sess *s)
 /* Output of a command is kept; between commands it is read and dropped. */
 static void out_pipe(struct be_sess *s, ev_io *w, int *fd, bool is_err)
 {
-	struct dsec_exec_res *r = s->rq == RQ_EXEC && s->res && !s->reset ? &s->res->exec : NULL;
+	struct dsec_exec_res *r = s->rq == RQ_EXEC && s->res && !s->reset ? s->xres : NULL;
 	struct dsec_buf junk;
 	bool t, eof;
 
@@ -447,8 +448,8 @@ static void got_record(struct be_sess *s, int status, const char *cwd, size_t cw
 			complete(s, 0, NULL);
 		} else if (s->rq == RQ_EXEC) {
 			/* A new shell after a reset: the command it replaces timed out. */
-			s->res->exec.exit_code = -1;
-			s->res->exec.signal = SIGKILL;
+			s->xres->exit_code = -1;
+			s->xres->signal = SIGKILL;
 			s->res->cwd = xstrdup(s->cwd);
 			s->res->reset = true;
 			complete(s, 0, NULL);
@@ -459,8 +460,8 @@ static void got_record(struct be_sess *s, int status, const char *cwd, size_t cw
 		return;
 	s->state = SS_IDLE;
 	drain_out(s);
-	s->res->exec.exit_code = status;
-	s->res->exec.signal = 0;
+	s->xres->exit_code = status;
+	s->xres->signal = 0;
 	s->res->cwd = xstrdup(s->cwd);
 	if (s->kills)
 		s->pend_complete = true;	/* busy until the kill is over */
@@ -563,7 +564,7 @@ static void shell_gone(struct be_sess *s)
 		if (el && sscanf(el, "err %d", &e) == 1 && strchr(el + 4, ' ')) {
 			const char *msg = strchr(el + 4, ' ') + 1;
 
-			dsec_err_setc(&err, ct_start_code(e, msg), e,
+			dsec_err_setc(&err, s->set->ops->start_code(e, msg), e,
 				      "cannot start shell '%s' in sandbox '%s': %.*s", s->shell,
 				      s->set->sandbox, (int)strcspn(msg, "\n"), msg);
 		} else {
@@ -599,10 +600,10 @@ static void shell_gone(struct be_sess *s)
 	case SS_KILLING:
 		drain_out(s);
 		if (have_st && WIFEXITED(wst)) {
-			s->res->exec.exit_code = WEXITSTATUS(wst);
+			s->xres->exit_code = WEXITSTATUS(wst);
 		} else {
-			s->res->exec.exit_code = -1;
-			s->res->exec.signal = have_st && WIFSIGNALED(wst) ? WTERMSIG(wst) : 0;
+			s->xres->exit_code = -1;
+			s->xres->signal = have_st && WIFSIGNALED(wst) ? WTERMSIG(wst) : 0;
 		}
 		s->res->cwd = xstrdup(s->cwd ? s->cwd : "/");
 		s->res->ended = true;
@@ -647,7 +648,7 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	switch (s->state) {
 	case SS_RUNNING:
 		/* Kill the command's processes; the shell should report soon. */
-		s->res->exec.timed_out = true;
+		s->xres->timed_out = true;
 		s->state = SS_KILLING;
 		kill_group(s, s->shell_pid ? s->shell_pid : -1);
 		return;		/* the grace starts when the kill is done (settle) */
@@ -876,8 +877,8 @@ static void add_quoted(struct dsec_buf *b, const char *t)
 }
 
 int be_sess_exec(struct be_sess_set *set, const char *name, const struct dsec_exec_req *req,
-		 struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
-		 struct dsec_err *err)
+		 struct dsec_exec_res *xres, struct dsec_be_session_res *res, dsec_be_done_fn done,
+		 void *arg, struct dsec_err *err)
 {
 	struct be_sess *s = find(set, name);
 	struct ev_loop *loop = set->loop;
@@ -899,11 +900,13 @@ int be_sess_exec(struct be_sess_set *set, const char *name, const struct dsec_ex
 	/* Output background processes wrote while idle is not this command's. */
 	drain_out(s);
 	memset(res, 0, sizeof(*res));
-	res->exec.exit_code = -1;
+	memset(xres, 0, sizeof(*xres));
+	xres->exit_code = -1;
 	s->rq = RQ_EXEC;
 	s->done = done;
 	s->arg = arg;
 	s->res = res;
+	s->xres = xres;
 	s->cap = req->output_cap ? req->output_cap : SESS_DEFAULT_CAP;
 	s->t0 = dsec_now_ns();
 	s->commands++;

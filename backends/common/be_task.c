@@ -51,7 +51,7 @@ int be_task_submit(struct be_tasks *t, void (*work)(void *), void (*done)(void *
 	k->done = done;
 	k->arg = arg;
 	__atomic_add_fetch(&t->busy, 1, __ATOMIC_ACQUIRE);
-	if ((rc = t->host->submit(task_work, task_done, k)) < 0) {
+	if ((rc = t->host->submit(t->host, task_work, task_done, k)) < 0) {
 		__atomic_sub_fetch(&t->busy, 1, __ATOMIC_RELEASE);
 		free(k);
 		return rc;

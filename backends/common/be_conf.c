@@ -62,7 +62,7 @@ static int set(const char *backend, const struct be_conf_key *k, void *conf, con
 int be_conf_load(const struct dsec_be_host *host, const char *backend,
 		 const struct be_conf_key *table, size_t n, void *conf, struct dsec_err *err)
 {
-	const char *const *keys = host->conf_keys();
+	const char *const *keys = host->conf_keys(host);
 	size_t plen = strlen(backend);
 	int rc;
 
@@ -71,7 +71,7 @@ int be_conf_load(const struct dsec_be_host *host, const char *backend,
 		const char *v;
 
 		snprintf(key, sizeof(key), "%s.%s", backend, table[i].key);
-		v = host->conf_get(key);
+		v = host->conf_get(host, key);
 		if ((rc = set(backend, &table[i], conf, v ? v : table[i].def, err)) < 0)
 			return rc;
 	}

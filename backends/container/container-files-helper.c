@@ -1,4 +1,4 @@
-/* container-files-helper.c - backends/container-files: a container
+/* container-files-helper.c - container-files: a container
  * sandbox's file server, started by container.so (fork + exec, at the
  * sandbox's first file operation) and serving every file operation of
  * that sandbox until dsecd closes its socket.

@@ -56,6 +56,9 @@ struct be_sess_ops {
 	/* Report a completion later, from the loop (never inside a call). */
 	void (*defer)(void *ctx, dsec_be_done_fn done, void *arg, int rc,
 		      const struct dsec_err *err);
+	/* The code of a shell that could not start, from the errno and
+	 * message of the helper's "err ERRNO message" status line. */
+	enum dsec_code (*start_code)(int e, const char *msg);
 };
 
 /* A set for one sandbox: sessions' groups go below parent (not owned),
@@ -74,8 +77,8 @@ int be_sess_open(struct be_sess_set *set, const struct dsec_session_spec *spec,
 		 const char *default_cwd, char **name,
 		 dsec_be_done_fn done, void *arg, struct dsec_err *err);
 int be_sess_exec(struct be_sess_set *set, const char *name, const struct dsec_exec_req *req,
-		 struct dsec_session_res *res, dsec_be_done_fn done, void *arg,
-		 struct dsec_err *err);
+		 struct dsec_exec_res *res, struct dsec_be_session_res *sres, dsec_be_done_fn done,
+		 void *arg, struct dsec_err *err);
 int be_sess_close(struct be_sess_set *set, const char *name, dsec_be_done_fn done, void *arg,
 		  struct dsec_err *err);
 void be_sess_list(struct be_sess_set *set,

@@ -1,0 +1,367 @@
+/* ct.h - the container backend's private header: its configuration,
+ * the state of the backend, a sandbox and a command, and the functions
+ * its files (container.c, spawn.c, create.c, exec.c, stream.c, files.c,
+ * control.c, sessions.c) share.  See container.c for how it works.
+ */
+#ifndef CT_H
+#define CT_H
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/capability.h>
+#include <linux/openat2.h>
+#include <linux/securebits.h>
+#include <net/if.h>
+#include <sched.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "be_conf.h"
+#include "be_io.h"
+#include "be_seccomp.h"
+#include "ct_exec.h"
+#include "be_cgroup.h"
+#include "be_netpol.h"
+#include "be_task.h"
+#include "be_fs.h"
+#include "be_session.h"
+#include "log.h"
+#include "util.h"
+
+#define CT_HELPER "container-init"
+#define CT_PRELOAD "container-preload.so"
+#define CT_FILES "container-files"
+#define CT_DEFAULT_CAP (1u << 20)	/* output_cap 0 */
+#define CT_GRACE 1.0			/* s to wait for pipe EOF after the exit */
+#define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
+#define CT_CREATE_TIMEOUT 30.0		/* s for the helper to build a sandbox */
+#define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
+#define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
+#define CT_MAX_LAYERS 64		/* layers of one image */
+#define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
+#define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
+/* The floors of a sandbox's limits (requests and config alike): below
+ * them a sandbox cannot do its work (pids: the init, the warm shell's
+ * template and its child, a command; nofile: stdio and a few more), and a
+ * CPU quota below 1 ms per 100 ms period the kernel refuses. */
+#define CT_MIN_MEMORY (8ull << 20)
+#define CT_MIN_DISK (1ull << 20)
+#define CT_MIN_PIDS 4
+#define CT_MIN_NOFILE 16
+#define CT_MIN_CPUS 0.01
+/* The writable layer is a tmpfs, and what is written there is charged to
+ * the sandbox's memory: the disk may take the memory limit less this, so
+ * that a full disk leaves room for the init and a small command and the
+ * OOM killer has a command to pick rather than nothing. */
+#define CT_MEM_RESERVE (4ull << 20)
+
+/* ---- configuration ------------------------------------------------------ */
+
+struct ct_conf {
+	char *rootfs;		/* lower layer directory, "" = assembled from the host */
+	uint64_t disk;		/* bytes of the upper dir */
+	uint64_t memory;	/* bytes per sandbox */
+	double cpus;		/* cores per sandbox */
+	uint64_t pids;		/* tasks per sandbox */
+	uint64_t nofile;	/* RLIMIT_NOFILE per command */
+	uint64_t uid;		/* uid commands run as inside */
+	uint64_t gid;		/* gid commands run as inside */
+	uint64_t max_sandboxes;	/* sandboxes before "capacity" */
+	double timeout;		/* seconds when a request gives none */
+	char *network;		/* "none" or "allowlist" when a request gives none */
+	char *bridge;		/* the node's bridge for allowlisted sandboxes */
+	char *subnet;		/* its IPv4 subnet */
+	char *host_port;	/* "PORT[/PROTO]" of the gateway sandboxes may reach, "" = none */
+	bool userns;		/* root inside is an unprivileged uid range outside */
+	uint64_t uid_base;	/* first host uid of those ranges */
+	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
+	bool warm_shell;	/* keep a shell template in busy sandboxes (ct_exec.h) */
+	uint64_t ptys;		/* terminals of one sandbox's devpts at once */
+};
+/* ---- state -------------------------------------------------------------- */
+
+struct ct_be;
+
+struct ct_exec;
+
+/* A done callback waiting for the reaper (never called inside an op). */
+struct ct_pending {
+	struct dsec_be_defer node;	/* host->defer's */
+	struct ct_be *be;		/* backend */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why, when rc < 0 */
+	struct ct_exec *x;		/* an ended command, freed after done (its handle
+					 * is the caller's until then), or NULL */
+};
+
+/* A cgroup shared by an exec and the pool work killing it. */
+struct ct_cgref {
+	struct be_cg *cg;		/* the group */
+	int refs;			/* holders; freed (loop) at 0 */
+};
+
+struct ct_sb {
+	struct ct_be *be;		/* backend */
+	struct ct_sb *next;		/* be->sbs */
+	char *id;			/* sandbox id */
+	char *dir;			/* state_dir/sb.N (empty on the host) */
+	uint64_t serial;		/* the N */
+	char **env;			/* create env, NULL-terminated */
+	char *cwd;			/* default working directory */
+	char *lower;			/* the image's layers joined by ':', NULL = rootfs */
+	char *deny;			/* seccomp_deny joined by ',', NULL = none */
+	uint64_t uid, gid;		/* ids commands run as */
+	int uslot;			/* its uid range (userns), -1 = none */
+	uint32_t ubase;			/* host uid of root inside (0 without userns) */
+	char **layers;			/* the image's layer dirs, top first, or NULL */
+	bool skel;			/* default root over the shared skeleton */
+	bool net_allow;			/* network "allowlist" (else loopback only) */
+	struct be_net_rule *rules;	/* the allowlist now in force */
+	size_t nrules;			/* entries in rules */
+	uint32_t dns;			/* allowed resolver, host order, 0 = none */
+	uint32_t ip;			/* address on the bridge, 0 = none yet */
+	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
+	int netfd;			/* the sandbox's network namespace, -1 = none */
+	struct dsec_be_limits lim;	/* limits asked for, disk the one made */
+	uint32_t cpu_weight;		/* and the CPU weight, 0 = default */
+	struct be_cg *cg;		/* the sandbox's group */
+	pid_t helper;			/* container-init: the sandbox's pid 1 */
+	pid_t init;			/* the same, once it reported ready */
+	int pidfd;			/* pidfd of init */
+	int rootfd;			/* O_PATH /proc/init/root */
+	int ctl;			/* commands to the init (ct_exec.h), -1 = none */
+	int filter_fd;			/* its own filter (seccomp_deny), compiled, or -1 */
+	int st_fd;			/* create status pipe */
+	struct dsec_buf st;		/* its bytes */
+	ev_io st_w;			/* on st_fd */
+	ev_timer ctimer;		/* create timeout */
+	ev_child cw;			/* create helper */
+	dsec_be_done_fn cdone;		/* create's */
+	void *carg;			/* its argument */
+	bool ready;			/* create completed */
+	bool destroying;		/* destroy called */
+	unsigned busy;			/* execs (incl. cleanup) and file ops */
+	struct ct_exec *execs;		/* running */
+	dsec_be_done_fn ddone;		/* destroy's */
+	void *darg;			/* its argument */
+	uint64_t next_x;		/* exec cgroup names */
+	struct ct_cgref *spare;		/* an emptied exec group kept for the next exec */
+	uint64_t spare_oom;		/* its OOM kill count when it was emptied */
+	bool keeping;			/* a cleanup will keep its group as spare */
+	bool paused;			/* pause began and no resume has completed */
+	bool switching;			/* a pause or resume is on a pool thread */
+	uint64_t paused_at;		/* when the pause began, ns */
+	struct ct_xclean *held;		/* exec cleanups waiting for the thaw */
+	struct be_sess_set *sess;	/* shell sessions, made at the first open */
+	bool snapping;			/* a snapshot holds it frozen */
+	bool lost;			/* its init died on its own: dsecd was told */
+	struct ct_fwork *fwait;		/* file ops waiting for the snapshot's end or their turn */
+	bool fbusy;			/* a file op is on a pool thread (one at a time) */
+	struct ct_pwork *pause_wait;	/* a pause waiting for the file ops to end */
+	int fsock;			/* the file server's socket (container-files), -1 = none */
+	struct ct_fsd *fsd;		/* that server while it runs, NULL = reaped or none */
+};
+
+struct ct_exec {
+	struct ct_sb *sb;		/* sandbox */
+	struct ct_exec *next;		/* sb->execs */
+	struct dsec_exec_res *res;	/* caller's */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	struct ct_cgref *cg;		/* per-exec group */
+	uint64_t oom0;			/* its OOM kill count before the exec */
+	pid_t pid;			/* helper */
+	int out_fd, err_fd, st_fd;	/* our ends, -1 at EOF */
+	ev_io out_w, err_w, st_w;	/* on them */
+	ev_timer timer;			/* timeout, then grace */
+	ev_child cw;			/* helper */
+	struct dsec_buf st;		/* status bytes */
+	size_t cap;			/* output cap */
+	uint64_t t0;			/* start, ns (moved on by time spent paused) */
+	double left;			/* while paused: seconds left on timer, < 0 none */
+	bool reaped;			/* helper reaped (or no ev_child) */
+	bool killed;			/* cgroup kill sent */
+	bool finished;			/* result decided */
+	struct ct_xstream *stream;	/* exec_start's extras, NULL for exec */
+};
+
+struct ct_be {
+	const struct dsec_be_host *host;	/* daemon services */
+	struct ct_conf conf;		/* configuration */
+	struct be_cg *cg;		/* dsec-container.<pid> */
+	struct ct_sb *sbs;		/* live sandboxes */
+	uint32_t nsbs;			/* their number */
+	uint32_t running;		/* execs in flight */
+	uint64_t ncalls;		/* execs completed */
+	uint64_t next_sb;		/* sandbox dir names */
+	bool stopping;			/* fini started */
+	struct be_bridge br;		/* allowlisted sandboxes' bridge (up on first use) */
+	uint8_t *uslots;		/* uid ranges in use, a bit per max_sandboxes */
+	pthread_mutex_t br_lock;	/* serialises bringing it up */
+	struct be_tasks tasks;		/* work on dsecd's pool */
+	char *skel;			/* the default root's shared skeleton, NULL = none */
+	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
+	int preload_fd;			/* container-preload.so for the inits, or -1 */
+	struct ct_fsd *fsds;		/* file servers not reaped yet */
+	int home_fd;			/* the loop thread's working directory (enter_dir) */
+	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
+	bool owner_warned;		/* said that user namespaces cannot be given owners */
+};
+
+#define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
+
+struct ct_xclean {
+	struct ct_sb *sb;		/* sandbox */
+	struct ct_cgref *cg;		/* the exec's group */
+	bool keep;			/* empty it for the next exec rather than remove it */
+	uint64_t oom;			/* kept: its OOM kill count */
+	struct ct_xclean *next;		/* sb->held */
+};
+
+/* Text behind the numeric arguments of the helper's exec mode. */
+struct exec_nums {
+	char uid[24];			/* --uid */
+	char gid[24];			/* --gid */
+	char nofile[24];		/* --nofile */
+};
+
+/* What a streaming exec keeps besides struct ct_exec. */
+struct ct_xstream {
+	int ptm;			/* the pty's master (resizes), -1 = no pty */
+};
+
+struct ct_pwork {
+	struct ct_sb *sb;		/* sandbox */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	int rc;				/* 0 or -errno */
+	struct dsec_err err;		/* why */
+	uint64_t before, after;		/* memory usage around the reclaim */
+	uint64_t t0;			/* start, ns */
+	struct ct_cgref *spare;		/* pause: the kept exec group, removed */
+};
+
+extern const char *const base_env[];
+
+/* ---- container.c ---- */
+
+void ct_submit(struct ct_be *be, void (*work)(void *), void (*done)(void *), void *arg);
+void defer_x(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
+	     const struct dsec_err *err, struct ct_exec *x);
+void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
+	   const struct dsec_err *err);
+
+/* ---- spawn.c ---- */
+
+pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
+		 char *const *envp, const int *fds, int nfds, unsigned long clone_flags,
+		 const char *cwd);
+pid_t spawn_helper(struct ct_be *be, char *const *argv, char *const *envp,
+		   const int *fds, int nfds, unsigned long clone_flags, const char *cwd);
+pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
+			 const int *fds, int nfds, unsigned long clone_flags, const char *cwd,
+			 uid_t owner, int (*setup)(pid_t pid, void *arg), void *arg);
+
+/* ---- create.c ---- */
+
+void sb_unlink(struct ct_sb *sb);
+void sb_free(struct ct_sb *sb);
+void sb_teardown(struct ct_sb *sb);
+void sb_lost(struct ct_sb *sb, bool signaled, int num);
+bool init_gone(struct ct_sb *sb, bool *signaled, int *num);
+int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
+	      dsec_be_done_fn done, void *arg, struct dsec_err *err);
+
+/* ---- exec.c ---- */
+
+void cgref_put(struct ct_cgref *r);
+void xclean_work(void *arg);
+void xclean_done(void *arg);
+void spare_put(struct ct_sb *sb);
+void exec_close(struct ct_exec *x);
+void exec_free(struct ct_exec *x);
+void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err);
+int exec_can_start(const struct ct_sb *sb, struct dsec_err *err);
+pid_t exec_spawn(struct ct_sb *sb, char **argv, char **env, int *fds, int st,
+		 const int *cgfds, int ncg);
+void exec_track(struct ct_exec *x, double timeout);
+void env_merge(char ***v, size_t *n, const char *const *add);
+size_t exec_args(const struct ct_sb *sb, char **argv, const char *cwd, char *desc,
+		 struct exec_nums *n);
+int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *res,
+	    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+
+/* ---- stream.c ---- */
+
+void xstream_free(struct ct_xstream *s);
+int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
+		  const struct dsec_exec_stream_opts *o, struct dsec_exec_stream *out,
+		  struct dsec_exec_res *res, dsec_be_done_fn done, void *arg,
+		  struct dsec_err *err);
+int ct_exec_signal(void *vsb, void *handle, int sig, struct dsec_err *err);
+int ct_exec_resize(void *vsb, void *handle, uint16_t rows, uint16_t cols,
+		   struct dsec_err *err);
+
+/* ---- files.c ---- */
+
+void files_stop(struct ct_sb *sb);
+void files_fini(struct ct_be *be, bool drained);
+void file_next(struct ct_sb *sb);
+int ct_file_read(void *vsb, const char *path, uint64_t offset, uint64_t len,
+		 struct dsec_buf *out, dsec_be_done_fn done, void *arg,
+		 struct dsec_err *err);
+int ct_file_write(void *vsb, const char *path, const void *data, size_t len,
+		  uint32_t mode, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+int ct_net_allow(void *vsb, const char *const *allow, dsec_be_done_fn done, void *arg,
+		 struct dsec_err *err);
+int ct_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_res *res,
+	    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+
+/* ---- control.c ---- */
+
+void drop_held(struct ct_sb *sb);
+void pause_work(void *arg);
+void pause_done(void *arg);
+int ct_pause(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+int ct_resume(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
+		dsec_be_done_fn done, void *arg, struct dsec_err *err);
+void sb_maybe_destroy(struct ct_sb *sb);
+int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
+	     struct dsec_err *err);
+int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+
+/* ---- sessions.c ---- */
+
+int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name,
+		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+int ct_session_exec(void *vsb, const char *name, const struct dsec_exec_req *req,
+		    struct dsec_exec_res *res, struct dsec_be_session_res *sres,
+		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+int ct_session_close(void *vsb, const char *name, dsec_be_done_fn done, void *arg,
+		     struct dsec_err *err);
+void ct_session_list(void *vsb, void (*fn)(void *arg, const struct dsec_session_info *),
+		     void *arg);
+
+#endif
