@@ -62,6 +62,6 @@ if [ -f "$TOP/build/nng/lib/libnng.a" ]; then
 else
 	NNGL=-lnng
 fi
-run cc -o "$T/own" -I"$TOP/lib" "$T/own.c" "$TOP/lib/libdsec.a" $NNGL -lmsgpackc -lpthread
+run cc $SAN_CFLAGS -o "$T/own" -I"$TOP/lib" "$T/own.c" "$TOP/lib/libdsec.a" $NNGL -lmsgpackc -lpthread
 [ "$RC" = 0 ] && run "$T/own"
 is "$RC:$OUT" "0:" "a client with its own xmalloc, xcalloc and xstrdup links against libdsec.a and runs"

@@ -50,7 +50,8 @@ staged() {
 }
 run staged --cflags --libs dsec
 like "$RC:$OUT" "^0:.*-I$T/dest$INCLUDEDIR.*-L$T/dest$LIBDIR" "pkg-config gives the staged include and library paths"
-run "$CC" -Wall -Wextra -Werror -o "$T/hello" "$T/hello.c" $(staged --cflags --libs dsec)
+run "$CC" $SAN_CFLAGS -Wall -Wextra -Werror -o "$T/hello" "$T/hello.c" $(staged --cflags --libs dsec)
+san_quiet
 is "$RC:$OUT" "0:" "the README example compiles cleanly against the staged install"
 
 start_dsecd --set backends=fncall
@@ -67,8 +68,9 @@ is "$(dsec-run --version | awk '{ print $2 }')" "$version" "... and dsec-run"
 # Uninstalled: lib/ on PKG_CONFIG_PATH, pkg-config takes dsec-uninstalled.pc.
 run env PKG_CONFIG_PATH="$TOP/lib" pkg-config --cflags --libs dsec
 like "$RC:$OUT" "^0:.*-I$TOP/build/include.*-L$TOP/lib" "the uninstalled dsec.pc points into the tree"
-run "$CC" -Wall -Wextra -Werror -o "$T/hello-tree" "$T/hello.c" \
+run "$CC" $SAN_CFLAGS -Wall -Wextra -Werror -o "$T/hello-tree" "$T/hello.c" \
 	$(PKG_CONFIG_PATH="$TOP/lib" pkg-config --cflags --libs dsec)
+san_quiet
 is "$RC:$OUT" "0:" "the README example compiles against the tree"
 run env LD_LIBRARY_PATH="$TOP/lib" "$T/hello-tree"
 is "$RC:$OUT" "0:hello" "... and runs with LD_LIBRARY_PATH=lib"

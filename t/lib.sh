@@ -14,6 +14,17 @@ set -u
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export PATH="$TOP/tools:$TOP/dsecd:$TOP/t:$PATH"
 T=$(mktemp -d "${TMPDIR:-/tmp}/dsec-test.XXXXXX")
+# A program a test builds against libdsec gets the sanitizers libdsec was
+# built with (make asan: SAN=1), or it could neither link nor load it.
+SAN_CFLAGS=
+if nm -D "$TOP/lib/libdsec.so" 2>/dev/null | grep -q ' U __asan_init'; then
+	SAN_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
+fi
+# san_quiet: drops from OUT what the linker always says of libasan (its
+# tmpnam and friends), so "compiles cleanly" means the same with SAN_CFLAGS.
+san_quiet() {
+	[ -z "$SAN_CFLAGS" ] || OUT=$(printf '%s\n' "$OUT" | grep -v 'libasan\.so[.0-9]*: warning: the use of')
+}
 _tap_n=0
 _tap_fail=0
 _tap_planned=
