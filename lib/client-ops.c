@@ -1,0 +1,1172 @@
+/* client-ops.c - libdsec: the typed calls, each a request packed with the
+ * counting map builder, sent on the client's own call (client.c), and a
+ * reply whose every field is checked before anything is handed out. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nng/nng.h>
+
+#include "client.h"
+#include "dsec.h"
+#include "proto.h"
+
+/* A reply being read: the parsed frame and its result map. */
+struct reply {
+	const char *url;		/* the client's address, for messages */
+	struct dsec_msg msg;		/* owns the decoded objects */
+	nng_msg *raw;			/* the frame bytes, or NULL */
+	size_t len;			/* their length */
+	const msgpack_object *result;	/* the result map (ok replies) */
+	const char *bad;		/* the first result field of the wrong type, or NULL */
+};
+
+static void reply_free(struct reply *r)
+{
+	dsec_msg_free(&r->msg);
+	if (r->raw)
+		nng_msg_free(r->raw);
+	r->raw = NULL;
+}
+
+/* Objects the reply of an op whose result has a fixed shape may decode
+ * to, and one that carries a list (list, info, file_list): the smallest
+ * entry of those lists is more than 3 bytes an object, so this keeps what
+ * a daemon can make us allocate within 8 times its reply's size. */
+#define OBJS_FIXED 0
+#define OBJS_LIST 1
+
+static size_t reply_objs_max(int shape, size_t len)
+{
+	return DSEC_OBJ_MAX + (shape == OBJS_LIST ? len / 3 : 0);
+}
+
+/* The daemon's error reply as *err: its code and message; a reply that
+ * says it failed without a code that is an error is a protocol error. */
+static int reply_error(const char *url, const msgpack_object *root, struct dsec_err *err)
+{
+	const msgpack_object *e = dsec_map_get(root, "error");
+	const msgpack_object *code = dsec_map_get(e, "code");
+	const msgpack_object *m = dsec_map_get(e, "message");
+	int mlen = m && m->type == MSGPACK_OBJECT_STR ? (int)m->via.str.size : 13;
+	const char *mtext = m && m->type == MSGPACK_OBJECT_STR ? m->via.str.ptr : "unknown error";
+	enum dsec_code cd;
+
+	if (mlen > DSEC_ERR_MSG_MAX)
+		mlen = DSEC_ERR_MSG_MAX;
+	if (!code || code->type != MSGPACK_OBJECT_STR)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': an error without a code: %.*s", url,
+				     mlen, mtext);
+	cd = dsec_code_from_name(code->via.str.ptr, code->via.str.size);
+	if (cd == DSEC_E_OK)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': an error whose code is 'ok': %.*s", url,
+				     mlen, mtext);
+	if (cd == DSEC_E_INTERNAL && (code->via.str.size != 8 ||
+				      memcmp(code->via.str.ptr, "internal", 8)))
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': unknown error code '%.*s': %.*s", url,
+				     code->via.str.size > 64 ? 64 : (int)code->via.str.size,
+				     code->via.str.ptr, mlen, mtext);
+	return dsec_err_setc(err, cd, EIO, "%.*s", mlen, mtext);
+}
+
+/* Decodes the reply frame data (len bytes) into r, of the shape given
+ * (OBJS_FIXED or OBJS_LIST).  A daemon error becomes *err with the
+ * daemon's code; rc < 0. */
+static int reply_decode(struct reply *r, const void *data, size_t len, int shape,
+			struct dsec_err *err)
+{
+	bool ok = false;
+
+	r->len = len;
+	if (dsec_msg_parse_n(&r->msg, data, len, CLIENT_RECV_MAX, reply_objs_max(shape, len),
+			     err) < 0) {
+		dsec_err_prefix(err, "bad reply from '%s'", r->url);
+		err->code = DSEC_E_INTERNAL;
+		return -EPROTO;
+	}
+	if (dsec_get_bool(r->msg.root, "ok", &ok, err) < 0)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': no 'ok' field", r->url);
+	if (!ok)
+		return reply_error(r->url, r->msg.root, err);
+	r->result = dsec_map_get(r->msg.root, "result");
+	if (!r->result || r->result->type != MSGPACK_OBJECT_MAP)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': no result map", r->url);
+	return 0;
+}
+
+int dsec_reply_check(const struct dsec_client *c, const void *reply, size_t len,
+		     struct dsec_err *err)
+{
+	struct reply r;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	r.url = dsec_client_url(c);
+	msgpack_unpacked_init(&r.msg.up);
+	rc = reply_decode(&r, reply, len, OBJS_LIST, err);
+	reply_free(&r);
+	return rc;
+}
+
+/* Sends the packed request p (consumed) and decodes the reply, of the
+ * shape given.  extra = seconds the request itself may take. */
+static int roundtrip_n(struct dsec_client *c, struct dsec_pk *p, double extra, int shape,
+		       struct reply *r, struct dsec_err *err)
+{
+	size_t len;
+	void *req;
+	int rc;
+
+	/* Every request's map counts its own entries (dsec_pk_request_begin):
+	 * it is closed here, where it is sent. */
+	while (p->depth)
+		dsec_pk_end(p);
+	req = dsec_pk_detach(p, &len);
+	memset(r, 0, sizeof(*r));
+	r->url = dsec_client_url(c);
+	msgpack_unpacked_init(&r->msg.up);
+	rc = dsec_call_sync(c, req, len, extra, &r->raw, err);
+	free(req);
+	if (rc < 0)
+		return rc;
+	return reply_decode(r, nng_msg_body(r->raw), nng_msg_len(r->raw), shape, err);
+}
+
+static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
+		     struct dsec_err *err)
+{
+	return roundtrip_n(c, p, extra, OBJS_FIXED, r, err);
+}
+
+/* The protocol error of a result without field key (or with it of the
+ * wrong type, or nil) where op's result always has it. */
+static int no_field(const struct reply *r, const char *op, const char *key, struct dsec_err *err)
+{
+	return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "bad reply from '%s': %s reply has no '%s'",
+			     r->url, op, key);
+}
+
+/* rc, or when it is 0 the protocol error of the first field the decoding
+ * found of the wrong type (read as absent meanwhile). */
+static int reply_done(const struct reply *r, const char *op, int rc, struct dsec_err *err)
+{
+	if (rc == 0 && r->bad)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': field '%s' of the %s reply has the wrong type",
+				     r->url, r->bad, op);
+	return rc;
+}
+
+/* Getters of result fields that may be absent: absent gives the default;
+ * of the wrong type it gives the default too and marks the reply bad (the
+ * call then fails with reply_done). */
+static void mark_bad(struct reply *r, int rc, const char *key)
+{
+	if (rc < 0 && rc != -ENOENT && !r->bad)
+		r->bad = key;
+}
+
+static char *get_str_or(struct reply *r, const msgpack_object *map, const char *key,
+			const char *dflt)
+{
+	char *s = NULL;
+	int rc = dsec_get_text(map, key, CLIENT_RECV_MAX, &s, NULL);
+
+	mark_bad(r, rc, key);
+	return rc < 0 ? xstrdup(dflt) : s;
+}
+
+static double get_double_or(struct reply *r, const msgpack_object *map, const char *key,
+			    double dflt)
+{
+	double v = dflt;
+
+	mark_bad(r, dsec_get_double(map, key, &v, NULL), key);
+	return v;
+}
+
+static uint64_t get_u64_or(struct reply *r, const msgpack_object *map, const char *key,
+			   uint64_t dflt)
+{
+	uint64_t v = dflt;
+
+	mark_bad(r, dsec_get_u64(map, key, &v, NULL), key);
+	return v;
+}
+
+static void get_bool_or(struct reply *r, const msgpack_object *map, const char *key, bool *out)
+{
+	mark_bad(r, dsec_get_bool(map, key, out, NULL), key);
+}
+
+/* A string field the op's result always has: *out (caller frees), or the
+ * protocol error. */
+static int get_str_need(struct reply *r, const char *op, const char *key, char **out,
+			struct dsec_err *err)
+{
+	*out = NULL;
+	if (dsec_get_text(r->result, key, CLIENT_RECV_MAX, out, NULL) < 0)
+		return no_field(r, op, key, err);
+	return 0;
+}
+
+/* The same for bytes, added to out. */
+static int get_bin_need(struct reply *r, const char *op, const char *key, struct dsec_buf *out,
+			struct dsec_err *err)
+{
+	const void *d;
+	size_t n;
+
+	if (dsec_get_bin(r->result, key, SIZE_MAX, &d, &n, NULL) < 0)
+		return no_field(r, op, key, err);
+	dsec_buf_add(out, d, n);
+	return 0;
+}
+
+/* The entries of the list at key in map, *n of them; absent is 0 entries
+ * unless need.  Each entry must be a map and becomes a struct with
+ * strings of its own, so a list with more entries than the reply could
+ * carry at min_bytes each (less than what the daemon's entries take: their
+ * field names alone) is a protocol error: a hostile reply of empty
+ * entries cannot make us allocate many times its size. */
+static int get_list(struct reply *r, const char *op, const msgpack_object *map, const char *key,
+		    bool need, size_t min_bytes, const msgpack_object **entries, size_t *n,
+		    struct dsec_err *err)
+{
+	const msgpack_object *a = dsec_map_get(map, key);
+
+	*entries = NULL;
+	*n = 0;
+	if (!a || a->type == MSGPACK_OBJECT_NIL)
+		return need ? no_field(r, op, key, err) : 0;
+	if (a->type != MSGPACK_OBJECT_ARRAY)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': '%s' of the %s reply is not a list", r->url,
+				     key, op);
+	if (!a->via.array.size)
+		return 0;
+	if (a->via.array.size > r->len / min_bytes)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': %u entries in '%s' cannot fit in %zu bytes",
+				     r->url, a->via.array.size, key, r->len);
+	for (uint32_t i = 0; i < a->via.array.size; i++)
+		if (a->via.array.ptr[i].type != MSGPACK_OBJECT_MAP)
+			return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+					     "bad reply from '%s': entry %u of '%s' of the %s reply "
+					     "is not a map", r->url, i, key, op);
+	*entries = a->via.array.ptr;
+	*n = a->via.array.size;
+	return 0;
+}
+
+/* What the daemon would refuse anyway, refused before anything is sent:
+ * a negative (or not finite) ttl or idle_ttl must not quietly become the
+ * default, as the "0 = default" packing would make it. */
+static int check_create(const struct dsec_create_opts *o, struct dsec_err *err)
+{
+	if (!o)
+		return 0;
+	if (!(o->ttl >= 0 && o->ttl <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "ttl %g must be seconds between 0 and 1e9", o->ttl);
+	if (!(o->idle_ttl >= 0 && o->idle_ttl <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "idle_ttl %g must be seconds between 0 and 1e9", o->idle_ttl);
+	if (!(o->limits.cpus >= 0 && o->limits.cpus <= 4096))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "limits.cpus %g must be between 0 and 4096", o->limits.cpus);
+	return 0;
+}
+
+/* The same for a command's timeout (exec, call, exec_start, session_exec). */
+static int check_timeout(double timeout, struct dsec_err *err)
+{
+	if (!(timeout >= 0 && timeout <= 1e9))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "timeout %g must be seconds between 0 and 1e9", timeout);
+	return 0;
+}
+
+static void pack_limits(struct dsec_pk *p, const struct dsec_limits *l, uint32_t weight)
+{
+	dsec_pk_str(p, "limits");
+	dsec_pk_map_begin(p);
+	if (l->cpus > 0)
+		dsec_pk_kv_double(p, "cpus", l->cpus);
+	if (l->memory)
+		dsec_pk_kv_u64(p, "memory", l->memory);
+	if (l->pids)
+		dsec_pk_kv_u64(p, "pids", l->pids);
+	if (l->nofile)
+		dsec_pk_kv_u64(p, "nofile", l->nofile);
+	if (l->disk)
+		dsec_pk_kv_u64(p, "disk", l->disk);
+	if (weight)
+		dsec_pk_kv_u64(p, "cpu_weight", weight);
+	dsec_pk_end(p);
+}
+
+static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, bool call)
+{
+	if (!o)
+		return;
+	if (o->backend)
+		dsec_pk_kv_str(p, "backend", o->backend);
+	if (o->image)
+		dsec_pk_kv_str(p, "image", o->image);
+	if (o->runtime)
+		dsec_pk_kv_str(p, "runtime", o->runtime);
+	if (o->ttl > 0)
+		dsec_pk_kv_double(p, "ttl", o->ttl);
+	if (o->idle_ttl > 0)
+		dsec_pk_kv_double(p, "idle_ttl", o->idle_ttl);
+	if (o->env && !call)
+		dsec_pk_kv_env(p, "env", o->env);
+	if (o->cwd && !call)
+		dsec_pk_kv_str(p, "cwd", o->cwd);
+	if (o->network)
+		dsec_pk_kv_str(p, "network", o->network);
+	if (o->allow)
+		dsec_pk_kv_strv(p, "allow", o->allow);
+	if (o->dns)
+		dsec_pk_kv_str(p, "dns", o->dns);
+	if (o->seccomp_deny)
+		dsec_pk_kv_strv(p, "seccomp_deny", o->seccomp_deny);
+	if (o->layers)
+		dsec_pk_kv_strv(p, "layers", o->layers);
+	pack_limits(p, &o->limits, o->cpu_weight);
+}
+
+int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **id,
+		struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if ((rc = check_create(o, err)) < 0)
+		return rc;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "create");
+	pack_create(&p, o, false);
+	/* Creating may take long (a VM boots): wait beyond the client timeout. */
+	rc = roundtrip(c, &p, 300, &r, err);
+	if (rc == 0)
+		rc = get_str_need(&r, "create", "id", id, err);
+	reply_free(&r);
+	return rc;
+}
+
+static void pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
+{
+	if (q->argv)
+		dsec_pk_kv_strv(p, "argv", q->argv);
+	if (q->code)
+		dsec_pk_kv_str(p, "code", q->code);
+	if (q->stdin_len)
+		dsec_pk_kv_bin(p, "stdin", q->stdin_data, q->stdin_len);
+	if (q->env)
+		dsec_pk_kv_env(p, "env", q->env);
+	if (q->cwd)
+		dsec_pk_kv_str(p, "cwd", q->cwd);
+	if (q->timeout > 0)
+		dsec_pk_kv_double(p, "timeout", q->timeout);
+	if (q->output_cap)
+		dsec_pk_kv_u64(p, "output_cap", q->output_cap);
+}
+
+/* A command's result (exec, call, exec_read, session_exec): exit_code is
+ * always there; on failure res holds nothing to free. */
+static int unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
+		       struct dsec_err *err)
+{
+	const msgpack_object *m = r->result, *ec = dsec_map_get(m, "exit_code");
+	const void *d;
+	size_t n;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if (!ec || (ec->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
+		    ec->type != MSGPACK_OBJECT_POSITIVE_INTEGER))
+		return no_field(r, op, "exit_code", err);
+	res->exit_code = ec->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (int)ec->via.i64
+								      : (int)ec->via.u64;
+	res->signal = (int)get_u64_or(r, m, "signal", 0);
+	get_bool_or(r, m, "timed_out", &res->timed_out);
+	get_bool_or(r, m, "stdout_truncated", &res->out_truncated);
+	get_bool_or(r, m, "stderr_truncated", &res->err_truncated);
+	res->duration = get_double_or(r, m, "duration", 0);
+	get_bool_or(r, m, "oom_killed", &res->oom_killed);
+	if ((rc = dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL)) == 0)
+		dsec_buf_add(&res->out, d, n);
+	mark_bad(r, rc, "stdout");
+	if ((rc = dsec_get_bin(m, "stderr", SIZE_MAX, &d, &n, NULL)) == 0)
+		dsec_buf_add(&res->err, d, n);
+	mark_bad(r, rc, "stderr");
+	if ((rc = reply_done(r, op, 0, err)) < 0)
+		dsec_cmd_res_free(res);
+	return rc;
+}
+
+int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+	      struct dsec_cmd_res *res, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if ((rc = check_timeout(req->timeout, err)) < 0)
+		return rc;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "exec");
+	dsec_pk_kv_str(&p, "id", id);
+	pack_exec(&p, req);
+	rc = roundtrip(c, &p, 300 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
+	if (rc == 0)
+		rc = unpack_exec(&r, "exec", res, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
+	      const struct dsec_cmd *req, struct dsec_cmd_res *res, struct dsec_err *err)
+{
+	struct dsec_cmd q = *req;
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if ((rc = check_create(o, err)) < 0 || (rc = check_timeout(req->timeout, err)) < 0)
+		return rc;
+	/* The command's env and cwd win; the sandbox's fill in. */
+	if (o && !q.env)
+		q.env = o->env;
+	if (o && !q.cwd)
+		q.cwd = o->cwd;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "call");
+	pack_create(&p, o, true);
+	pack_exec(&p, &q);
+	rc = roundtrip(c, &p, 300 + (q.timeout > 0 ? q.timeout : 3600), &r, err);
+	if (rc == 0)
+		rc = unpack_exec(&r, "call", res, err);
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_cmd_res_free(struct dsec_cmd_res *res)
+{
+	dsec_buf_free(&res->out);
+	dsec_buf_free(&res->err);
+}
+
+int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err)
+{
+	static const struct dsec_exec_start_opts none = { 0 };
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if (!o)
+		o = &none;
+	*exec = NULL;
+	if ((rc = check_timeout(req->timeout, err)) < 0)
+		return rc;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "exec_start");
+	dsec_pk_kv_str(&p, "id", id);
+	pack_exec(&p, req);
+	if (o->pty)
+		dsec_pk_kv_bool(&p, "pty", true);
+	if (o->rows)
+		dsec_pk_kv_u64(&p, "rows", o->rows);
+	if (o->cols)
+		dsec_pk_kv_u64(&p, "cols", o->cols);
+	if (o->stdin_open)
+		dsec_pk_kv_bool(&p, "stdin_open", true);
+	rc = roundtrip(c, &p, 60, &r, err);
+	if (rc == 0)
+		rc = get_str_need(&r, "exec_start", "exec", exec, err);
+	reply_free(&r);
+	return rc;
+}
+
+/* Starts a request on sandbox id with key: val, more arguments to follow
+ * (file ops: path; streaming exec: exec); its map counts them. */
+static void pk_id_key(struct dsec_pk *p, const char *op, const char *id, const char *key,
+		      const char *val)
+{
+	dsec_pk_init(p);
+	dsec_pk_request_begin(p, op);
+	dsec_pk_kv_str(p, "id", id);
+	dsec_pk_kv_str(p, key, val);
+}
+
+static void pk_exec_op(struct dsec_pk *p, const char *op, const char *id, const char *exec)
+{
+	pk_id_key(p, op, id, "exec", exec);
+}
+
+int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, double wait,
+		   struct dsec_cmd_res *res, bool *done, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	*done = false;
+	pk_exec_op(&p, "exec_read", id, exec);
+	dsec_pk_kv_double(&p, "wait", wait);
+	rc = roundtrip(c, &p, wait, &r, err);
+	if (rc == 0 && (rc = unpack_exec(&r, "exec_read", res, err)) == 0) {
+		get_bool_or(&r, r.result, "done", done);
+		if ((rc = reply_done(&r, "exec_read", 0, err)) < 0)
+			dsec_cmd_res_free(res);
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, const void *data,
+		    size_t len, bool eof, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_exec_op(&p, "exec_write", id, exec);
+	dsec_pk_kv_bin(&p, "data", data, len);
+	dsec_pk_kv_bool(&p, "eof", eof);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, int sig,
+		     struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_exec_op(&p, "exec_signal", id, exec);
+	dsec_pk_kv_u64(&p, "signal", (uint64_t)(sig > 0 ? sig : 0));
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, unsigned rows,
+		     unsigned cols, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_exec_op(&p, "exec_resize", id, exec);
+	dsec_pk_kv_u64(&p, "rows", rows);
+	dsec_pk_kv_u64(&p, "cols", cols);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+static void pk_file(struct dsec_pk *p, const char *op, const char *id, const char *path)
+{
+	pk_id_key(p, op, id, "path", path);
+}
+
+/* Packs uid and gid that are not DSEC_OWNER_DEFAULT. */
+static void pk_owner(struct dsec_pk *p, int64_t uid, int64_t gid)
+{
+	if (uid != DSEC_OWNER_DEFAULT)
+		dsec_pk_kv_u64(p, "uid", (uint64_t)uid);
+	if (gid != DSEC_OWNER_DEFAULT)
+		dsec_pk_kv_u64(p, "gid", (uint64_t)gid);
+}
+
+/* Sends p and drops the result: for requests that return nothing needed. */
+static int file_call(struct dsec_client *c, struct dsec_pk *p, struct dsec_err *err)
+{
+	struct reply r;
+	int rc = roundtrip(c, p, 0, &r, err);
+
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_session_opts *o,
+		      char **name, struct dsec_err *err)
+{
+	static const struct dsec_session_opts none;
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if (!o)
+		o = &none;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "session_open");
+	dsec_pk_kv_str(&p, "id", id);
+	if (o->name)
+		dsec_pk_kv_str(&p, "session", o->name);
+	if (o->shell)
+		dsec_pk_kv_str(&p, "shell", o->shell);
+	if (o->env)
+		dsec_pk_kv_env(&p, "env", o->env);
+	if (o->cwd)
+		dsec_pk_kv_str(&p, "cwd", o->cwd);
+	rc = roundtrip(c, &p, 60, &r, err);
+	if (rc == 0)
+		rc = get_str_need(&r, "session_open", "session", name, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_session_exec(struct dsec_client *c, const char *id, const char *session,
+		      const char *cmd, double timeout, size_t output_cap,
+		      struct dsec_session_cmd_res *res, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(res, 0, sizeof(*res));
+	if ((rc = check_timeout(timeout, err)) < 0)
+		return rc;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "session_exec");
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "session", session);
+	dsec_pk_kv_str(&p, "cmd", cmd);
+	if (timeout > 0)
+		dsec_pk_kv_double(&p, "timeout", timeout);
+	if (output_cap)
+		dsec_pk_kv_u64(&p, "output_cap", output_cap);
+	/* A reset adds a grace and a shell start to the timeout. */
+	rc = roundtrip(c, &p, 300 + (timeout > 0 ? timeout : 3600), &r, err);
+	if (rc == 0 && (rc = unpack_exec(&r, "session_exec", &res->exec, err)) == 0) {
+		res->cwd = get_str_or(&r, r.result, "cwd", "");
+		get_bool_or(&r, r.result, "reset", &res->reset);
+		get_bool_or(&r, r.result, "ended", &res->ended);
+		if ((rc = reply_done(&r, "session_exec", 0, err)) < 0)
+			dsec_session_cmd_res_free(res);
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_session_close(struct dsec_client *c, const char *id, const char *session,
+		       struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "session_close");
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "session", session);
+	rc = roundtrip(c, &p, 60, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_session_cmd_res_free(struct dsec_session_cmd_res *res)
+{
+	dsec_cmd_res_free(&res->exec);
+	free(res->cwd);
+	res->cwd = NULL;
+}
+
+int dsec_file_write(struct dsec_client *c, const char *id, const char *path, const void *data,
+		    size_t len, uint32_t mode, struct dsec_err *err)
+{
+	return dsec_file_write_as(c, id, path, data, len, mode, DSEC_OWNER_DEFAULT,
+				  DSEC_OWNER_DEFAULT, err);
+}
+
+int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
+		       const void *data, size_t len, uint32_t mode, int64_t uid, int64_t gid,
+		       struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	pk_file(&p, "file_write", id, path);
+	dsec_pk_kv_bin(&p, "data", data, len);
+	if (mode)
+		dsec_pk_kv_u64(&p, "mode", mode);
+	pk_owner(&p, uid, gid);
+	return file_call(c, &p, err);
+}
+
+/* A file's description (file_stat, each entry of file_list): name and
+ * type are always there, and the type is one dsec knows. */
+static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
+		       struct dsec_file_desc *i, struct dsec_err *err)
+{
+	static const char *const types[] = { "file", "dir", "symlink", "fifo", "socket", "char",
+					     "block" };
+	_cleanup_free_ char *type = NULL;
+	size_t t;
+	int rc;
+
+	memset(i, 0, sizeof(*i));
+	if (dsec_get_text(m, "type", CLIENT_RECV_MAX, &type, NULL) < 0)
+		return no_field(r, op, "type", err);
+	for (t = 0; t < DSEC_ARRAY_LEN(types) && strcmp(type, types[t]); t++)
+		;
+	if (t == DSEC_ARRAY_LEN(types))
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+				     "bad reply from '%s': unknown file type '%.64s' in the %s reply",
+				     r->url, type, op);
+	i->type = (enum dsec_file_kind)t;
+	if (dsec_get_text(m, "name", CLIENT_RECV_MAX, &i->name, NULL) < 0)
+		return no_field(r, op, "name", err);
+	if ((rc = dsec_get_text(m, "target", CLIENT_RECV_MAX, &i->target, NULL)) < 0)
+		i->target = NULL;
+	mark_bad(r, rc, "target");
+	i->mode = (uint32_t)get_u64_or(r, m, "mode", 0);
+	i->size = get_u64_or(r, m, "size", 0);
+	i->uid = (uint32_t)get_u64_or(r, m, "uid", 0);
+	i->gid = (uint32_t)get_u64_or(r, m, "gid", 0);
+	i->mtime = get_double_or(r, m, "mtime", 0);
+	return 0;
+}
+
+int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
+		   struct dsec_file_desc *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	pk_file(&p, "file_stat", id, path);
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0 &&
+	    (rc = reply_done(&r, "file_stat", unpack_info(&r, "file_stat", r.result, out, err),
+			     err)) < 0)
+		dsec_file_desc_free(out);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size_t limit,
+		   struct dsec_file_desc **out, size_t *n, bool *truncated, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	*truncated = false;
+	pk_file(&p, "file_list", id, path);
+	if (limit)
+		dsec_pk_kv_u64(&p, "limit", limit);
+	if ((rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err)) == 0) {
+		const msgpack_object *a;
+
+		get_bool_or(&r, r.result, "truncated", truncated);
+		if ((rc = get_list(&r, "file_list", r.result, "entries", true, 32, &a, n,
+				   err)) == 0) {
+			*out = xcalloc(*n ? *n : 1, sizeof(**out));
+			for (size_t i = 0; i < *n && rc == 0; i++)
+				rc = unpack_info(&r, "file_list", &a[i], &(*out)[i], err);
+		}
+		if ((rc = reply_done(&r, "file_list", rc, err)) < 0) {
+			dsec_file_list_free(*out, *n);	/* the caller frees only what succeeded */
+			*out = NULL;
+			*n = 0;
+			*truncated = false;
+		}
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_file_mkdir(struct dsec_client *c, const char *id, const char *path, uint32_t mode,
+		    bool parents, int64_t uid, int64_t gid, struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	pk_file(&p, "file_mkdir", id, path);
+	if (mode)
+		dsec_pk_kv_u64(&p, "mode", mode);
+	if (parents)
+		dsec_pk_kv_bool(&p, "parents", true);
+	pk_owner(&p, uid, gid);
+	return file_call(c, &p, err);
+}
+
+int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bool recursive,
+		     uint64_t *removed, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	uint64_t n = 0;
+	int rc;
+
+	pk_file(&p, "file_remove", id, path);
+	if (recursive)
+		dsec_pk_kv_bool(&p, "recursive", true);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && (rc = dsec_get_u64(r.result, "removed", &n, NULL)) < 0)
+		rc = no_field(&r, "file_remove", "removed", err);
+	if (rc == 0 && removed)
+		*removed = n;
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
+		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
+		     struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	pk_file(&p, "file_upload", id, path);
+	dsec_pk_kv_bin(&p, "data", data, len);
+	if (format)
+		dsec_pk_kv_str(&p, "format", format);
+	pk_owner(&p, uid, gid);
+	return file_call(c, &p, err);
+}
+
+int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
+		       const char *format, struct dsec_buf *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_file(&p, "file_download", id, path);
+	if (format)
+		dsec_pk_kv_str(&p, "format", format);
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0)
+		rc = get_bin_need(&r, "file_download", "data", out, err);
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_file_desc_free(struct dsec_file_desc *info)
+{
+	free(info->name);
+	free(info->target);
+	memset(info, 0, sizeof(*info));
+}
+
+void dsec_file_list_free(struct dsec_file_desc *arr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dsec_file_desc_free(&arr[i]);
+	free(arr);
+}
+
+int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint64_t offset,
+		   uint64_t len, struct dsec_buf *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_file(&p, "file_read", id, path);
+	if (offset)
+		dsec_pk_kv_u64(&p, "offset", offset);
+	if (len)
+		dsec_pk_kv_u64(&p, "length", len);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0)
+		rc = get_bin_need(&r, "file_read", "data", out, err);
+	reply_free(&r);
+	return rc;
+}
+
+/* An op whose only field is the sandbox id and whose result is not used
+ * (destroy, pause, resume). */
+static int id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, op);
+	dsec_pk_kv_str(&p, "id", id);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *allow,
+		   struct dsec_err *err)
+{
+	static const char *const none[] = { NULL };
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "net_allow");
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_strv(&p, "allow", allow ? allow : none);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_ping(struct dsec_client *c, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "ping");
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "destroy", id, err);
+}
+
+int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "pause", id, err);
+}
+
+int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "resume", id, err);
+}
+
+int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,
+		  struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "snapshot");
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_str(&p, "tag", tag);
+	/* Copying and packing a large sandbox takes a while. */
+	rc = roundtrip(c, &p, 600, &r, err);
+	if (rc == 0)
+		rc = get_str_need(&r, "snapshot", "image", image, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
+		   struct dsec_buf *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_buf_reset(out);
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "chunk_get");
+	dsec_pk_kv_str(&p, "kind", kind);
+	dsec_pk_kv_str(&p, "digest", digest);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0)
+		rc = get_bin_need(&r, "chunk_get", "data", out, err);
+	reply_free(&r);
+	return rc;
+}
+
+/* A sandbox as info and list describe it: id, backend and state are
+ * always there. */
+static int unpack_sandbox(struct reply *r, const char *op, const msgpack_object *m,
+			  struct dsec_sandbox_info *s, struct dsec_err *err)
+{
+	if (dsec_get_text(m, "id", CLIENT_RECV_MAX, &s->id, NULL) < 0)
+		return no_field(r, op, "id", err);
+	if (dsec_get_text(m, "backend", CLIENT_RECV_MAX, &s->backend, NULL) < 0)
+		return no_field(r, op, "backend", err);
+	if (dsec_get_text(m, "state", CLIENT_RECV_MAX, &s->state, NULL) < 0)
+		return no_field(r, op, "state", err);
+	s->runtime = get_str_or(r, m, "runtime", "");
+	s->image = get_str_or(r, m, "image", "");
+	s->created = get_double_or(r, m, "created", 0);
+	s->ttl = get_double_or(r, m, "ttl", 0);
+	s->idle_ttl = get_double_or(r, m, "idle_ttl", 0);
+	s->idle = get_double_or(r, m, "idle", 0);
+	s->execs = get_u64_or(r, m, "execs", 0);
+	s->running = (uint32_t)get_u64_or(r, m, "running", 0);
+	return 0;
+}
+
+int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "info");
+	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
+	if (rc == 0) {
+		const msgpack_object *m = r.result, *b;
+		size_t nb;
+
+		/* The list's bound first: a reply of empty entries costs nothing. */
+		if ((rc = get_list(&r, "info", m, "backends", false, 32, &b, &nb, err)) < 0 ||
+		    (rc = get_str_need(&r, "info", "version", &out->version, err)) < 0 ||
+		    (rc = get_str_need(&r, "info", "node", &out->node, err)) < 0)
+			goto done;
+		out->proto = (uint32_t)get_u64_or(&r, m, "proto", 0);
+		out->pid = (int32_t)get_u64_or(&r, m, "pid", 0);
+		out->uptime = get_double_or(&r, m, "uptime", 0);
+		out->sandboxes = (uint32_t)get_u64_or(&r, m, "sandboxes", 0);
+		out->inflight = (uint32_t)get_u64_or(&r, m, "inflight", 0);
+		if (nb) {
+			out->nbackends = nb;
+			out->backends = xcalloc(out->nbackends, sizeof(*out->backends));
+			for (size_t i = 0; i < out->nbackends && rc == 0; i++) {
+				const msgpack_object *e = &b[i];
+				struct dsec_backend_info *bi = &out->backends[i];
+
+				if (dsec_get_text(e, "name", CLIENT_RECV_MAX, &bi->name, NULL) < 0) {
+					rc = no_field(&r, "info", "name", err);
+					break;
+				}
+				bi->description = get_str_or(&r, e, "description", "");
+				bi->stats.sandboxes = (uint32_t)get_u64_or(&r, e, "sandboxes", 0);
+				bi->stats.capacity = (uint32_t)get_u64_or(&r, e, "capacity", 0);
+				bi->stats.running = (uint32_t)get_u64_or(&r, e, "running", 0);
+				bi->stats.pool_ready = (uint32_t)get_u64_or(&r, e, "pool_ready", 0);
+				bi->stats.pool_target = (uint32_t)get_u64_or(&r, e, "pool_target", 0);
+				bi->stats.calls = get_u64_or(&r, e, "calls", 0);
+			}
+		}
+done:
+		if ((rc = reply_done(&r, "info", rc, err)) < 0)
+			dsec_node_info_free(out);	/* the caller frees only what succeeded */
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox_info *out,
+		      struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "info");
+	dsec_pk_kv_str(&p, "id", id);
+	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
+	if (rc == 0) {
+		const msgpack_object *a;
+		size_t ns;
+
+		if ((rc = unpack_sandbox(&r, "info", r.result, out, err)) == 0 &&
+		    (rc = get_list(&r, "info", r.result, "sessions", false, 16, &a, &ns, err)) == 0 &&
+		    ns) {
+			out->nsessions = ns;
+			out->sessions = xcalloc(out->nsessions, sizeof(*out->sessions));
+			for (size_t i = 0; i < out->nsessions; i++) {
+				const msgpack_object *e = &a[i];
+				struct dsec_session_desc *si = &out->sessions[i];
+				char *name = NULL;
+
+				if (dsec_get_text(e, "name", CLIENT_RECV_MAX, &name, NULL) < 0) {
+					rc = no_field(&r, "info", "name", err);
+					break;
+				}
+				si->name = name;
+				si->shell = get_str_or(&r, e, "shell", "");
+				si->cwd = get_str_or(&r, e, "cwd", "");
+				get_bool_or(&r, e, "running", &si->running);
+				si->commands = get_u64_or(&r, e, "commands", 0);
+			}
+		}
+		if ((rc = reply_done(&r, "info", rc, err)) < 0)
+			dsec_sandbox_info_free(out);
+	}
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
+	      struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "list");
+	rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err);
+	if (rc == 0) {
+		const msgpack_object *a;
+
+		if ((rc = get_list(&r, "list", r.result, "sandboxes", true, 64, &a, n, err)) == 0) {
+			*out = xcalloc(*n ? *n : 1, sizeof(**out));
+			for (size_t i = 0; i < *n && rc == 0; i++)
+				rc = unpack_sandbox(&r, "list", &a[i], &(*out)[i], err);
+		}
+		if ((rc = reply_done(&r, "list", rc, err)) < 0) {
+			dsec_sandbox_list_free(*out, *n);	/* the caller frees only what succeeded */
+			*out = NULL;
+			*n = 0;
+		}
+	}
+	reply_free(&r);
+	return rc;
+}
+
+void dsec_sandbox_info_free(struct dsec_sandbox_info *s)
+{
+	free(s->id);
+	free(s->backend);
+	free(s->runtime);
+	free(s->image);
+	free(s->state);
+	for (size_t i = 0; i < s->nsessions; i++) {
+		free((char *)s->sessions[i].name);
+		free((char *)s->sessions[i].shell);
+		free((char *)s->sessions[i].cwd);
+	}
+	free(s->sessions);
+	memset(s, 0, sizeof(*s));
+}
+
+void dsec_sandbox_list_free(struct dsec_sandbox_info *arr, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dsec_sandbox_info_free(&arr[i]);
+	free(arr);
+}
+
+void dsec_node_info_free(struct dsec_node_info *info)
+{
+	free(info->version);
+	free(info->node);
+	for (size_t i = 0; i < info->nbackends; i++) {
+		free(info->backends[i].name);
+		free(info->backends[i].description);
+	}
+	free(info->backends);
+	memset(info, 0, sizeof(*info));
+}
