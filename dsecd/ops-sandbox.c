@@ -241,6 +241,60 @@ void op_switch(struct dsecd_req *r)
 	req_complete(r, &p);
 }
 
+/* ---- usage ----------------------------------------------------------------
+ * What a sandbox uses now, as its backend measured it (ABI 2's usage op):
+ * only the fields the backend filled are in the reply.  A paused sandbox
+ * is measured as it is, not resumed. */
+
+static void usage_done(void *arg, int rc, const struct dsec_err *err)
+{
+	static const struct {
+		uint32_t bit;		/* DSEC_USAGE_* */
+		const char *key;	/* its reply field */
+		size_t at;		/* its offset in struct dsec_be_usage */
+	} fields[] = {
+		{ DSEC_USAGE_CPU, "cpu_ns", offsetof(struct dsec_be_usage, cpu_ns) },
+		{ DSEC_USAGE_MEMORY, "memory", offsetof(struct dsec_be_usage, memory) },
+		{ DSEC_USAGE_MEMORY_PEAK, "memory_peak",
+		  offsetof(struct dsec_be_usage, memory_peak) },
+		{ DSEC_USAGE_PIDS, "pids", offsetof(struct dsec_be_usage, pids) },
+		{ DSEC_USAGE_DISK, "disk", offsetof(struct dsec_be_usage, disk) },
+	};
+	struct dsecd_req *r = arg;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (rc < 0)
+		return reply_err(r, err);
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "id", r->sb->id);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(fields); i++)
+		if (r->usage.have & fields[i].bit)
+			dsec_pk_kv_u64(&p, fields[i].key,
+				       *(const uint64_t *)((const char *)&r->usage + fields[i].at));
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
+void op_usage(struct dsecd_req *r)
+{
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	memset(&r->usage, 0, sizeof(r->usage));
+	r->usage.struct_size = sizeof(r->usage);
+	if (!sb->be->ops->usage) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
+			      "backend '%s' does not measure its sandboxes' usage", sb->be->name);
+		return reply_err(r, &err);
+	}
+	if (sb->be->ops->usage(sb->handle, &r->usage, usage_done, r, &err) < 0)
+		return reply_err(r, &err);
+	r->d->ops_inflight++;
+}
+
 static int be_create(struct dsecd_req *r, struct dsec_err *err)
 {
 	if (dsecd_backend_spec_check(r->be, &r->spec, err) < 0)

@@ -253,6 +253,9 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_EXEC_RESIZE] = { .name = "exec_resize", .run = op_exec_ctl,
 				  .route = OWNER, .flags = ID | QUICK,
 				  .summary = "resize a started command's terminal" },
+	[DSEC_OP_USAGE] = { .name = "usage", .run = op_usage,
+			    .route = OWNER, .flags = ID,
+			    .summary = "what a sandbox uses now: CPU, memory, tasks, disk" },
 };
 
 #undef LOCAL

@@ -50,6 +50,7 @@ enum dsec_op {
 	DSEC_OP_EXEC_WRITE,
 	DSEC_OP_EXEC_SIGNAL,
 	DSEC_OP_EXEC_RESIZE,
+	DSEC_OP_USAGE,
 	DSEC_OP__COUNT
 };
 
@@ -160,6 +161,7 @@ struct dsecd_req {
 			};
 		};
 		struct dsecd_snap *snap;	/* snapshot: its state, or NULL */
+		struct dsec_be_usage usage;	/* usage: what the backend fills */
 	};
 };
 
@@ -206,6 +208,7 @@ int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err
  * or has been answered. */
 bool need_running(struct dsecd_req *r);
 void op_switch(struct dsecd_req *r);
+void op_usage(struct dsecd_req *r);
 void op_create(struct dsecd_req *r);
 void op_net_allow(struct dsecd_req *r);
 void op_destroy(struct dsecd_req *r);

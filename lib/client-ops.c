@@ -922,6 +922,44 @@ int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *all
 	return rc;
 }
 
+int dsec_usage(struct dsec_client *c, const char *id, struct dsec_usage *out,
+	       struct dsec_err *err)
+{
+	static const struct {
+		unsigned bit;		/* DSEC_HAVE_* */
+		const char *key;	/* its reply field */
+		size_t at;		/* its offset in struct dsec_usage */
+	} fields[] = {
+		{ DSEC_HAVE_CPU, "cpu_ns", offsetof(struct dsec_usage, cpu_ns) },
+		{ DSEC_HAVE_MEMORY, "memory", offsetof(struct dsec_usage, memory) },
+		{ DSEC_HAVE_MEMORY_PEAK, "memory_peak", offsetof(struct dsec_usage, memory_peak) },
+		{ DSEC_HAVE_PIDS, "pids", offsetof(struct dsec_usage, pids) },
+		{ DSEC_HAVE_DISK, "disk", offsetof(struct dsec_usage, disk) },
+	};
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "usage");
+	dsec_pk_kv_str(&p, "id", id);
+	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0) {
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(fields); i++) {
+			uint64_t *v = (uint64_t *)((char *)out + fields[i].at);
+
+			if (dsec_map_get(r.result, fields[i].key)) {
+				*v = get_u64_or(&r, r.result, fields[i].key, 0);
+				out->have |= fields[i].bit;
+			}
+		}
+		if ((rc = reply_done(&r, "usage", 0, err)) < 0)
+			memset(out, 0, sizeof(*out));
+	}
+	reply_free(&r);
+	return rc;
+}
+
 int dsec_ping(struct dsec_client *c, struct dsec_err *err)
 {
 	struct dsec_pk p;

@@ -223,6 +223,27 @@ int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err);
 DSEC_API
 int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err);
 
+/* What a sandbox uses now (dsec_usage): have says which fields its
+ * backend measured (DSEC_HAVE_*); the others are 0. */
+#define DSEC_HAVE_CPU 0x1u		/* cpu_ns */
+#define DSEC_HAVE_MEMORY 0x2u		/* memory */
+#define DSEC_HAVE_MEMORY_PEAK 0x4u	/* memory_peak */
+#define DSEC_HAVE_PIDS 0x8u		/* pids */
+#define DSEC_HAVE_DISK 0x10u		/* disk */
+struct dsec_usage {
+	unsigned have;			/* DSEC_HAVE_* of the fields measured */
+	uint64_t cpu_ns;		/* CPU time of its processes since create, ns */
+	uint64_t memory;		/* bytes of memory charged to it now */
+	uint64_t memory_peak;		/* the most memory charged to it since create */
+	uint64_t pids;			/* processes and threads now */
+	uint64_t disk;			/* bytes in use of its writable layer or scratch */
+};
+/* Measures sandbox id as it is (a paused one is not resumed); a backend
+ * that cannot fails with "unsupported". */
+DSEC_API
+int dsec_usage(struct dsec_client *c, const char *id, struct dsec_usage *out,
+	       struct dsec_err *err);
+
 /* The rest of the file API (dsec-protocol(7)).  Paths resolve inside the
  * sandbox; an escape fails with "permission". */
 /* file_write with an owner: uid, gid DSEC_OWNER_DEFAULT = the uid/gid

@@ -60,7 +60,7 @@ int main(void)
 	char *s;
 	int rc;
 
-	plan(37);
+	plan(39);
 	if (!fake_start(URL)) {
 		printf("Bail out! cannot listen on " URL "\n");
 		return 1;
@@ -136,6 +136,13 @@ int main(void)
 	   dsec_exec_resize(c, "n:1", "e1", 24, 80, &err) == 0,
 	   "nor session_close, exec_write, exec_signal and exec_resize");
 
+	{
+		struct dsec_usage u = { .have = 7 };
+
+		ok(dsec_usage(c, "n:1", &u, &err) == 0 && u.have == 0 && u.cpu_ns == 0,
+		   "usage with nothing measured: none of its fields is there");
+	}
+
 	/* 3. Fields of the wrong type. */
 	number_result("id");
 	rc = dsec_create(c, NULL, &s, &err);
@@ -147,6 +154,19 @@ int main(void)
 	rc = dsec_file_list(c, "n:1", "/", 0, &files, &n, &trunc, &err);
 	ok(bad_reply(rc, &err, "not a list") && !files, "file_list with a number for entries: %s",
 	   err.msg);
+	{
+		struct dsec_pk p;
+		struct dsec_usage u;
+
+		dsec_pk_init(&p);
+		dsec_pk_reply_ok(&p, 2);
+		dsec_pk_kv_u64(&p, "pids", 3);
+		dsec_pk_kv_str(&p, "memory", "lots");
+		answer(&p);
+		rc = dsec_usage(c, "n:1", &u, &err);
+		ok(bad_reply(rc, &err, "'memory'") && u.have == 0 && u.pids == 0,
+		   "usage with a string for memory: %s", err.msg);
+	}
 	number_result("sandboxes");
 	rc = dsec_list(c, &list, &n, &err);
 	ok(bad_reply(rc, &err, "not a list") && !list, "list with a number for sandboxes");
