@@ -143,6 +143,7 @@ char **dsecd_image_spec(struct dsec_be_spec *spec, struct fs3_acquired *a, char 
 		env[n++] = xstrdup(cenv[i]);
 	spec->env = (const char *const *)env;
 	spec->layers = (const char *const *)a->layers;
+	spec->layer_files = (const char *const *)a->files;
 	if (!spec->cwd && *c->cwd)
 		spec->cwd = c->cwd;
 	if (*c->user)

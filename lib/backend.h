@@ -159,6 +159,13 @@ struct dsec_be_spec {
 	 * (cgroup v2's scale, 100 the usual share); 0 = the backend's default.
 	 * Here rather than in limits, whose layout is fixed. (ABI 1, appended) */
 	uint32_t cpu_weight;
+	/* The same layers as read-only EROFS image files, in layers' order,
+	 * NULL-terminated (NULL with layers): what each mount is made from,
+	 * for a backend that hands its sandboxes disks instead of directories
+	 * (a VM's virtio-blk).  Valid until destroy's done; a backend may use
+	 * either or both.  Informative: dsecd does not check that a backend
+	 * knows it. (ABI 2, appended) */
+	const char *const *layer_files;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */

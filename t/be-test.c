@@ -162,6 +162,20 @@ static int tb_create(void *be, const struct dsec_be_spec *spec, void **out, dsec
 			sb->quirk = quirks[i];
 	tb->sandboxes++;
 	*out = sb;
+#ifdef BE_TEST_CAPS
+	/* be-layers.c: what it was given, as file /layers ("DIR FILE" lines). */
+	{
+		struct tfile *f = xcalloc(1, sizeof(*f));
+
+		f->path = xstrdup("/layers");
+		for (size_t i = 0; spec->layers && spec->layers[i]; i++)
+			dsec_buf_addf(&f->data, "%s %s\n", spec->layers[i],
+				      spec->layer_files && spec->layer_files[i] ? spec->layer_files[i]
+										: "-");
+		f->next = sb->files;
+		sb->files = f;
+	}
+#endif
 	struct tjob *j = job(tb, NULL, 0, done, arg);
 	if (spec->image && !strcmp(spec->image, "fail")) {
 		j->rc = dsec_err_setc(&j->err, DSEC_E_BACKEND, EIO, "image 'fail' always fails");
@@ -378,6 +392,12 @@ static void tb_stats(void *be, struct dsec_be_stats *out)
 #define BE_TEST_OPS_SIZE sizeof(struct dsec_be_ops)
 #define BE_TEST_SPEC_SIZE sizeof(struct dsec_be_spec)
 #endif
+/* be-layers.c takes images as layers (and records them). */
+#ifndef BE_TEST_CAPS
+#define BE_TEST_CAPS_OR 0
+#else
+#define BE_TEST_CAPS_OR BE_TEST_CAPS
+#endif
 /* be-abi1.c declares another ABI version. */
 #ifndef BE_TEST_ABI
 #define BE_TEST_ABI DSEC_BE_ABI
@@ -388,6 +408,7 @@ __attribute__((visibility("default"))) const struct dsec_be_ops dsec_backend = {
 	.struct_size = BE_TEST_OPS_SIZE,
 	.spec_size = BE_TEST_SPEC_SIZE,
 	.name = BE_TEST_NAME,
+	.caps = BE_TEST_CAPS_OR,
 	.description = "scripted backend for the daemon's tests",
 	.init = tb_init,
 	.fini = tb_fini,
