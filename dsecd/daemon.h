@@ -161,10 +161,11 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err);
 void dsecd_images_close(struct dsecd *d);
 /* Acquires image ref on the pool, with the images of extras (NULL or a
  * NULL-terminated vector, bottom first; copied) stacked over it (see
- * fs3_image_acquire_stack); done(arg, a, 0, NULL) on the loop with the
+ * fs3_image_acquire_stack), with devs its layers as loop devices too
+ * (fs3_acquired_devs); done(arg, a, 0, NULL) on the loop with the
  * caller owning a, or done(arg, NULL, -errno, err).  Returns 0 or -errno
  * with *err (done is then not called). */
-int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras,
+int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras, bool devs,
 			dsecd_image_done_fn done, void *arg, struct dsec_err *err);
 /* Gives a back (on the pool); NULL is a no-op.  Takes ownership. */
 void dsecd_image_release(struct dsecd *d, struct fs3_acquired *a);

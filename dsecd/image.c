@@ -4,7 +4,8 @@
  * image, for a backend that takes layers (DSEC_BE_CAP_LAYERS), first
  * acquires the image on a pool thread (fetching and verifying chunks,
  * assembling and mounting layers: all of it may block), then hands the
- * mounted layer directories to the backend.  The sandbox holds the acquire
+ * mounted layer directories to the backend (with DSEC_BE_CAP_LAYER_DEVS,
+ * also a loop device per layer).  The sandbox holds the acquire
  * until the backend has destroyed it; the release runs on the pool too.
  */
 #include <errno.h>
@@ -78,6 +79,7 @@ struct acq {
 	struct dsecd *d;		/* the daemon */
 	char *ref;			/* image asked for */
 	char **extras;			/* images stacked over it, bottom first, or NULL */
+	bool devs;			/* with its layers as loop devices too */
 	struct fs3_acquired *a;		/* the result */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why */
@@ -91,6 +93,10 @@ static void acq_work(void *p)
 
 	q->rc = fs3_image_acquire_stack(q->d->images, q->ref, (const char *const *)q->extras,
 					&q->a, &q->err);
+	if (q->rc == 0 && q->devs && (q->rc = fs3_acquired_devs(q->d->images, q->a, &q->err)) < 0) {
+		fs3_image_release(q->d->images, q->a);
+		q->a = NULL;
+	}
 }
 
 static void acq_done(void *p)
@@ -104,7 +110,7 @@ static void acq_done(void *p)
 	free(q);
 }
 
-int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras,
+int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras, bool devs,
 			dsecd_image_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct acq *q;
@@ -117,6 +123,7 @@ int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras,
 	q->d = d;
 	q->ref = xstrdup(ref);
 	q->extras = dsec_strv_dup((const char *const *)extras);
+	q->devs = devs;
 	q->done = done;
 	q->arg = arg;
 	if ((rc = dsecd_pool_submit(d->pool, acq_work, acq_done, q)) < 0) {
@@ -144,6 +151,7 @@ char **dsecd_image_spec(struct dsec_be_spec *spec, struct fs3_acquired *a, char 
 	spec->env = (const char *const *)env;
 	spec->layers = (const char *const *)a->layers;
 	spec->layer_files = (const char *const *)a->files;
+	spec->layer_devs = (const char *const *)a->devs;
 	if (!spec->cwd && *c->cwd)
 		spec->cwd = c->cwd;
 	if (*c->user)

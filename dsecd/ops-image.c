@@ -16,22 +16,28 @@
 
 /* ---- snapshot ----------------------------------------------------------------
  *
- * The backend holds the sandbox still and lets us read its upper dir on a
- * pool thread (snap_read: a copy to STATE_DIR/snapshots/snap-XXXXXX/tree
- * with ids shifted back, fs3_diff_copy); the sandbox then runs on while
- * another pool job imports the copy over the sandbox's image (fs3_import
- * with base: mkfs.erofs, chunks, manifest, tag) and removes it. */
+ * The backend holds the sandbox's changes still and lets us read them on a
+ * pool thread (snap_read), in one of the forms of dsec_be_diff: an overlay
+ * upper dir is copied to STATE_DIR/snapshots/snap-XXXXXX/tree with ids
+ * shifted back (fs3_diff_copy), a tar or EROFS file to .../diff
+ * (fs3_file_copy); the sandbox then runs on while another pool job imports
+ * the copy over the sandbox's image (fs3_import with base: a tree or a tar
+ * through mkfs.erofs, an EROFS file checked and taken as it is; chunks,
+ * manifest, tag) and removes it. */
 
 struct dsecd_snap {
 	struct dsecd *d;		/* the daemon */
 	char *tag;			/* tag of the new image */
 	char parent[FS3_REF_LEN];	/* digest of the image the sandbox runs */
 	char *dir;			/* staging directory, NULL until made */
+	char *src;			/* what to import (DIR/tree or DIR/diff), NULL until copied */
+	uint64_t max;			/* bytes the import may take, 0 = no limit */
+	enum fs3_src_kind kind;		/* what src is */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why */
-	struct fs3_diff_stats st;	/* what the copy found */
+	struct fs3_diff_stats st;	/* what the copy of an upper dir found */
 	struct fs3_import_res res;	/* what the import made */
-	double copy_s;			/* seconds of the copy (the sandbox frozen) */
+	double copy_s;			/* seconds of the copy (the sandbox held still) */
 };
 
 void req_snap_free(struct dsecd_req *r)
@@ -42,18 +48,22 @@ void req_snap_free(struct dsecd_req *r)
 		return;
 	free(s->tag);
 	free(s->dir);
+	free(s->src);
 	free(s);
 }
 
-/* On a pool thread, the sandbox frozen. */
-static int snap_read(void *arg, const struct dsec_be_upper *up, struct dsec_err *err)
+/* On a pool thread, the sandbox's changes held still. */
+static int snap_read(void *arg, const struct dsec_be_diff *df, struct dsec_err *err)
 {
 	struct dsecd_snap *s = arg;
 	_cleanup_free_ char *top = xasprintf("%s/snapshots", s->d->conf.state_dir);
-	_cleanup_free_ char *tree = NULL;
 	double t0 = dsec_now();
 	int r;
 
+	if (df->kind > DSEC_BE_DIFF_EROFS)
+		return dsec_err_setc(err, DSEC_E_BACKEND, EINVAL, "the backend handed over "
+				     "changes in a form this daemon does not know (kind %u)",
+				     df->kind);
 	if ((r = dsec_mkdir_p(top, 0700)) < 0)
 		return dsec_err_set(err, -r, "cannot create '%s': %s", top, strerror(-r));
 	s->dir = xasprintf("%s/snap-XXXXXX", top);
@@ -64,13 +74,21 @@ static int snap_read(void *arg, const struct dsec_be_upper *up, struct dsec_err 
 		s->dir = NULL;
 		return r;
 	}
-	tree = xasprintf("%s/tree", s->dir);
-	/* The upper dir's file system is the sandbox's disk (a tmpfs of its
-	 * size): the copy takes no more than it can hold. */
-	struct statfs sf;
-	uint64_t limit = statfs(up->path, &sf) == 0 ? (uint64_t)sf.f_blocks * sf.f_bsize : 0;
-	r = fs3_diff_copy(up->path, tree, up->id_base, up->id_count,
-			  up->userxattr ? FS3_DIFF_USERXATTR : 0, limit, &s->st, err);
+	if (df->kind == DSEC_BE_DIFF_UPPER) {
+		/* The upper dir's file system is the sandbox's disk (a tmpfs
+		 * of its size): the copy takes no more than it can hold. */
+		struct statfs sf;
+		uint64_t limit = statfs(df->path, &sf) == 0 ? (uint64_t)sf.f_blocks * sf.f_bsize : 0;
+		s->src = xasprintf("%s/tree", s->dir);
+		s->kind = FS3_SRC_TREE;
+		r = fs3_diff_copy(df->path, s->src, df->id_base, df->id_count,
+				  df->userxattr ? FS3_DIFF_USERXATTR : 0, limit, &s->st, err);
+	} else {
+		s->src = xasprintf("%s/diff", s->dir);
+		s->kind = df->kind == DSEC_BE_DIFF_TAR ? FS3_SRC_LAYER_TAR : FS3_SRC_EROFS;
+		s->max = df->limit;
+		r = fs3_file_copy(df->path, s->src, df->limit, err);
+	}
 	s->copy_s = dsec_now() - t0;
 	return r;
 }
@@ -81,10 +99,10 @@ static void snap_commit_work(void *arg)
 	struct dsecd_snap *s = r->snap;
 
 	if (s->rc == 0) {
-		_cleanup_free_ char *tree = xasprintf("%s/tree", s->dir);
-		struct fs3_import_opts o = { .tag = s->tag, .base = s->parent };
+		struct fs3_import_opts o = { .tag = s->tag, .base = s->parent, .max_size = s->max,
+					      .kind = s->kind };
 
-		s->rc = fs3_import(s->d->images, tree, &o, &s->res, &s->err);
+		s->rc = fs3_import(s->d->images, s->src, &o, &s->res, &s->err);
 	}
 	if (s->dir)
 		dsec_rm_rf(s->dir);

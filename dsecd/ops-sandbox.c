@@ -343,7 +343,9 @@ int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err
 {
 	r->create_cb = done;
 	if (r->image && *r->image && (r->be->ops->caps & DSEC_BE_CAP_LAYERS))
-		return dsecd_image_acquire(r->d, r->image, r->layers, image_acquired, r, err) < 0
+		return dsecd_image_acquire(r->d, r->image, r->layers,
+					   r->be->ops->caps & DSEC_BE_CAP_LAYER_DEVS, image_acquired,
+					   r, err) < 0
 			       ? -1 : 0;
 	return be_create(r, err);
 }

@@ -198,7 +198,9 @@ static void warm_fill(struct dsecd_warm *w)
 		w->creating++;
 		if (w->image && (w->be->ops->caps & DSEC_BE_CAP_LAYERS)) {
 			dsec_err_clear(&err);
-			if (dsecd_image_acquire(d, w->image, NULL, wc_acquired, c, &err) < 0) {
+			if (dsecd_image_acquire(d, w->image, NULL,
+						w->be->ops->caps & DSEC_BE_CAP_LAYER_DEVS,
+						wc_acquired, c, &err) < 0) {
 				d->ops_inflight++;
 				wc_done(c, err.errnum ? -err.errnum : -EIO, &err);
 			}

@@ -3,10 +3,15 @@
  * images held for acquires (the gc roots in STORE/acquired). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs3_int.h"
 #include "image.h"
@@ -14,6 +19,12 @@
 #include "log.h"
 #include "ondemand.h"
 #include "store.h"
+
+/* Free loop devices an attach tries before it gives up (each lost to
+ * another attacher between LOOP_CTL_GET_FREE and LOOP_CONFIGURE). */
+#define LOOP_TRIES 16
+
+static void put_devs(struct fs3 *fs, struct fs3_acquired *a);
 
 /* ---- the layer table ----------------------------------------------------- */
 
@@ -26,9 +37,22 @@ static struct mlayer *find_layer(struct fs3 *fs, const struct fs3_digest *d)
 	return NULL;
 }
 
+/* Lets l's loop device go (mu held): closing the last descriptor
+ * detaches it, at once or when whoever else has it open closes it. */
+static void drop_dev(struct mlayer *l)
+{
+	if (l->devfd >= 0)
+		close(l->devfd);
+	l->devfd = -1;
+	free(l->dev);
+	l->dev = NULL;
+	l->devrefs = 0;
+}
+
 /* Unmounts l and drops it from the table (mu held). */
 static void drop_layer(struct fs3 *fs, struct mlayer *l)
 {
+	drop_dev(l);
 	if (l->state == ML_READY)
 		fs3_unmount_layer(l->mnt);
 	for (size_t i = 0; i < fs->nml; i++)
@@ -218,6 +242,7 @@ static int hold_image(struct fs3 *fs, const struct fs3_digest *d, const struct f
 				fs->ml = xrealloc(fs->ml, fs->capml * sizeof(*fs->ml));
 			}
 			mine[i] = fs->ml[fs->nml++] = xcalloc(1, sizeof(**mine));
+			mine[i]->devfd = -1;
 			mine[i]->d = m->layers[i].digest;
 			mine[i]->state = ML_MOUNTING;
 			mine[i]->mnt = fs3_mnt_path(fs, &m->layers[i].digest);
@@ -364,6 +389,102 @@ int fs3_image_acquire(struct fs3 *fs, const char *ref, struct fs3_acquired **out
 	return fs3_image_acquire_stack(fs, ref, NULL, out, err);
 }
 
+/* The table's ready layer mounted at mnt (mu held), NULL if none. */
+static struct mlayer *layer_at(struct fs3 *fs, const char *mnt)
+{
+	for (size_t i = 0; i < fs->nml; i++)
+		if (fs->ml[i]->state == ML_READY && !strcmp(fs->ml[i]->mnt, mnt))
+			return fs->ml[i];
+	return NULL;
+}
+
+/* Attaches file read-only to a free loop device, autoclear (one
+ * LOOP_CONFIGURE; a device another attach took meanwhile is EBUSY, then the
+ * next free one); *fd keeps it attached, *dev is its path. */
+static int loop_attach(const char *file, int *fd, char **dev, struct dsec_err *err)
+{
+	_cleanup_close_ int ffd = open(file, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int ctl = -1;
+	int r = 0;
+
+	if (ffd < 0)
+		return dsec_err_set(err, errno, "cannot open layer file '%s': %s", file,
+				    strerror(errno));
+	if ((ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC)) < 0 && errno == ENOENT)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOENT, "cannot attach layer file "
+				     "'%s' to a loop device: this host has no /dev/loop-control",
+				     file);
+	if (ctl < 0)
+		return dsec_err_set(err, errno, "cannot attach layer file '%s' to a loop device: "
+				    "/dev/loop-control: %s", file, strerror(errno));
+	for (int tries = 0; tries < LOOP_TRIES; tries++) {
+		int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+		char path[32];
+
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		snprintf(path, sizeof(path), "/dev/loop%d", n);
+		/* Opened read-only, the device is attached read-only. */
+		int lfd = open(path, O_RDONLY | O_CLOEXEC);
+		if (lfd < 0) {
+			r = -errno;
+			break;
+		}
+		struct loop_config c = { .fd = (uint32_t)ffd,
+					 .info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR };
+		snprintf((char *)c.info.lo_file_name, sizeof(c.info.lo_file_name), "%s", file);
+		if (ioctl(lfd, LOOP_CONFIGURE, &c) == 0) {
+			*fd = lfd;
+			*dev = xstrdup(path);
+			return 0;
+		}
+		r = -errno;
+		close(lfd);
+		if (r != -EBUSY)
+			break;
+	}
+	return dsec_err_set(err, -r, "cannot attach layer file '%s' to a loop device: %s", file,
+			    strerror(-r));
+}
+
+int fs3_acquired_devs(struct fs3 *fs, struct fs3_acquired *a, struct dsec_err *err)
+{
+	size_t i;
+	int r = 0;
+
+	if (a->devs)
+		return 0;
+	a->devs = xcalloc(a->nlayers + 1, sizeof(*a->devs));
+	pthread_mutex_lock(&fs->mu);
+	for (i = 0; i < a->nlayers; i++) {
+		struct mlayer *l = layer_at(fs, a->layers[i]);	/* held by a */
+		DSEC_ASSERT(l);
+		if (!l->dev && (r = loop_attach(l->file, &l->devfd, &l->dev, err)) < 0)
+			break;
+		l->devrefs++;
+		a->devs[i] = xstrdup(l->dev);
+	}
+	if (r < 0)
+		put_devs(fs, a);
+	pthread_mutex_unlock(&fs->mu);
+	return r;
+}
+
+/* Drops a's holds on its layers' loop devices (mu held). */
+static void put_devs(struct fs3 *fs, struct fs3_acquired *a)
+{
+	for (size_t i = 0; a->devs && a->devs[i]; i++) {
+		struct mlayer *l = layer_at(fs, a->layers[i]);
+		DSEC_ASSERT(l && l->devrefs > 0);
+		if (--l->devrefs == 0)
+			drop_dev(l);
+	}
+	dsec_strv_free(a->devs);
+	a->devs = NULL;
+}
+
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 {
 	struct fs3_digest d;
@@ -371,6 +492,7 @@ void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a)
 	if (!a)
 		return;
 	pthread_mutex_lock(&fs->mu);
+	put_devs(fs, a);
 	DSEC_ASSERT(fs3_digest_parse(a->digest, &d) == 0);
 	put_held(fs, &d, NULL);
 	for (size_t i = 0; a->extras && a->extras[i]; i++) {
@@ -388,6 +510,8 @@ void fs3_acquired_free(struct fs3_acquired *a)
 		return;
 	dsec_strv_free(a->layers);
 	dsec_strv_free(a->files);
+	if (a->devs)
+		dsec_strv_free(a->devs);
 	dsec_strv_free(a->extras);
 	free(a->lowerdir);
 	fs3_image_config_free(&a->config);

@@ -343,6 +343,25 @@ int fs3_import_layer(struct fs3 *fs, const char *staging, const char *root, size
 	return r;
 }
 
+/* Stores an EROFS image file as a layer, as it is: its bytes are what the
+ * kernel will mount, so fsck.erofs reads all of it first. */
+static int import_erofs(struct fs3 *fs, const char *img, uint64_t max, struct fs3_layer_ref *out,
+			struct fs3_layer_stats *stats, struct dsec_err *err)
+{
+	struct stat sb;
+	int r;
+
+	if (stat(img, &sb) < 0)
+		return dsec_err_set(err, errno, "cannot import '%s': %s", img, strerror(errno));
+	if (max && (uint64_t)sb.st_size > max)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, EFBIG, "cannot import '%s': its %llu "
+				     "bytes are more than %llu", img, (unsigned long long)sb.st_size,
+				     (unsigned long long)max);
+	if ((r = fs3_erofs_check(img, err)) < 0)
+		return r;
+	return fs3_layer_put(&fs->st, img, fs->chunk_size, out, stats, err);
+}
+
 static int import_locked(struct fs3 *fs, const char *src, const struct fs3_import_opts *opts,
 			 struct fs3_import_res *res, struct dsec_err *err)
 {
@@ -358,9 +377,9 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 	if (!mkdtemp(tmpl))
 		return dsec_err_set(err, errno, "cannot create a staging directory in '%s/tmp': %s",
 				    fs->dir, strerror(errno));
-	if ((r = fs3_import_open(src, tmpl, &is, err)) < 0)
+	if ((r = fs3_import_open(src, tmpl, opts->kind, &is, err)) < 0)
 		goto out;
-	m.n = is.dir ? 1 : dsec_strv_len((const char *const *)is.tars);
+	m.n = is.dir || is.erofs ? 1 : dsec_strv_len((const char *const *)is.tars);
 	if (m.n == 0) {
 		r = dsec_err_set(err, EINVAL, "cannot import '%s': the image has no layers", src);
 		goto out;
@@ -371,9 +390,13 @@ static int import_locked(struct fs3 *fs, const char *src, const struct fs3_impor
 			r = fs3_import_layer(fs, tmpl, is.dir, i, &m.layers[i], &stats, err);
 			continue;
 		}
+		if (is.erofs) {
+			r = import_erofs(fs, is.erofs, opts->max_size, &m.layers[i], &stats, err);
+			continue;
+		}
 		/* One layer tree on disk at a time. */
 		_cleanup_free_ char *root = xasprintf("%s/l%zu", tmpl, i);
-		if ((r = fs3_extract_layer(is.tars[i], root, err)) == 0)
+		if ((r = fs3_extract_layer(is.tars[i], root, opts->max_size, err)) == 0)
 			r = fs3_import_layer(fs, tmpl, root, i, &m.layers[i], &stats, err);
 		dsec_rm_rf(root);
 	}

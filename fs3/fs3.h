@@ -114,6 +114,10 @@ struct fs3_acquired {
 					 * fetch chunks); read-only, there until release:
 					 * for a backend that hands each layer to a VM as
 					 * a disk rather than a directory */
+	char **devs;			/* after fs3_acquired_devs: the read-only loop
+					 * device of each layer file, as files
+					 * ("/dev/loopN"; one per layer, shared by its
+					 * acquires), else NULL */
 };
 
 /* The most layers one acquire stacks: the container backend passes each
@@ -121,6 +125,16 @@ struct fs3_acquired {
  * mount, whose options must fit a page (overlayfs itself takes at most 500
  * lower layers, OVL_MAX_STACK). */
 #define FS3_STACK_MAX 64
+
+/* What an import's src is when its caller knows (fs3_import_opts.kind):
+ * then src is taken as that one layer and nothing else, whatever it holds
+ * (a sandbox's files may look like an OCI layout, or an EROFS image). */
+enum fs3_src_kind {
+	FS3_SRC_ANY = 0,	/* what fs3_import finds (see there) */
+	FS3_SRC_TREE,		/* a directory, a layer tree */
+	FS3_SRC_LAYER_TAR,	/* a tar file, a layer in OCI form */
+	FS3_SRC_EROFS,		/* an EROFS image file */
+};
 
 /* Options of an import. */
 struct fs3_import_opts {
@@ -130,6 +144,12 @@ struct fs3_import_opts {
 	 * config is laid under config: a snapshot imports its diff tree (see
 	 * fs3_diff_copy) over the image its sandbox runs.  NULL = none. */
 	const char *base;
+	/* Bytes src may take once extracted (a tar's entries, each counted
+	 * at least 512) or as it is (an EROFS image file); beyond, capacity.
+	 * A snapshot sets its sandbox's disk.  0 = no limit. */
+	uint64_t max_size;
+	/* What src is; FS3_SRC_ANY = look. */
+	enum fs3_src_kind kind;
 };
 
 /* What an import did. */
@@ -179,9 +199,12 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 void fs3_close(struct fs3 *fs);
 
 /* Imports src as an image: a rootfs directory or rootfs tar (plain, gzip,
- * zstd, xz, bzip2) as one layer; an OCI image layout (directory or tar) or
- * a `docker save` tar with all its layers, in order, and its config, on which
- * opts->config is laid (see fs3_config_merge in image.h).  OCI/docker
+ * zstd, xz, bzip2) as one layer; an EROFS image file as one layer as it is
+ * (checked with fsck.erofs first; import only one mkfs.erofs made on this
+ * host, see dsec_be_diff in backend.h); an OCI image layout (directory or
+ * tar) or a `docker save` tar with all its layers, in order, and its
+ * config, on which opts->config is laid (see fs3_config_merge in image.h).
+ * OCI/docker
  * whiteouts in layer tars become their overlayfs form.  Writes to the origin
  * (fsync'd) and through to the cache; tags it if opts->tag.  Needs root for
  * tars with whiteouts, owners or device nodes.  With opts->base the image
@@ -281,6 +304,12 @@ struct fs3_diff_stats {
 int fs3_diff_copy(const char *upper, const char *dst, uint32_t id_base, uint32_t id_count,
 		  unsigned flags, uint64_t limit, struct fs3_diff_stats *st, struct dsec_err *err);
 
+/* Copies the regular file src to dst (made, mode 0600) as fs3_diff_copy
+ * copies a file: holes kept, a reflink where it can, at most limit bytes
+ * of data (0 = no limit) else capacity.  A backend's diff file
+ * (dsec_be_diff) is copied so before the sandbox runs on. */
+int fs3_file_copy(const char *src, const char *dst, uint64_t limit, struct dsec_err *err);
+
 /* Resolves ref ("name[:tag]", "sha256:<hex>" or a unique "sha256:" prefix of
  * at least 8 hex digits) to a manifest digest "sha256:<hex>". */
 int fs3_resolve(struct fs3 *fs, const char *ref, char digest[FS3_REF_LEN], struct dsec_err *err);
@@ -335,6 +364,14 @@ int fs3_image_acquire_stack(struct fs3 *fs, const char *ref, const char *const *
  * acquire or release that finds it idle that long, at gc or at close.
  * NULL is a no-op. */
 void fs3_image_release(struct fs3 *fs, struct fs3_acquired *a);
+/* Attaches each layer file of a to a read-only loop device (a->devs):
+ * block devices for a backend that hands its sandboxes disks (a VM's
+ * virtio-blk).  One device per layer, shared by every acquire that asks
+ * for it; the release of the last detaches it (autoclear: at once, or once
+ * whoever else opened it closes it; a killed process's detach when it
+ * dies).  Needs /dev/loop-control (unsupported without).  On failure a
+ * holds none. */
+int fs3_acquired_devs(struct fs3 *fs, struct fs3_acquired *a, struct dsec_err *err);
 /* Frees a without giving it back: only for acquires still outstanding when
  * fs3_close unmounted everything (a daemon shutting down). */
 void fs3_acquired_free(struct fs3_acquired *a);

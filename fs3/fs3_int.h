@@ -48,6 +48,9 @@ struct mlayer {
 	struct dsec_err err;	/* why it failed, for every waiter */
 	bool local;		/* mounted from its local file (STORE/layers) */
 	double idle;		/* with refs 0 (lingering): when the last went */
+	char *dev;		/* the loop device file is attached to, or NULL */
+	int devfd;		/* dev open (it detaches when closed: autoclear), or -1 */
+	unsigned devrefs;	/* acquires holding dev (fs3_acquired_devs) */
 };
 
 /* An image this handle holds for acquires. */

@@ -37,6 +37,9 @@
 /* Most bytes of holes mkfs.erofs is let read through (it reads and hashes
  * every byte of a file, holes included, at some 200 MB/s). */
 #define HOLES_MAX (64ull << 30)
+/* Bytes an entry of a tar counts toward a limit whatever its size. */
+#define TAR_ENTRY_MIN 512
+
 /* Free bytes under which a failed build is taken for a full disk. */
 #define FULL_SLACK (1u << 20)
 
@@ -523,8 +526,10 @@ static struct archive *open_tar(const char *src, struct dsec_err *err)
  * tar's "./" entry, with its mode, owner and time (libarchive leaves existing
  * directories alone); without one it gets the newest mtime in the tar, so
  * that one tar always gives one tree. */
-static int extract_tar(const char *src, const char *root, bool whiteouts, struct dsec_err *err)
+static int extract_tar(const char *src, const char *root, bool whiteouts, uint64_t max,
+		       struct dsec_err *err)
 {
+	uint64_t used = 0;
 	struct archive *in = open_tar(src, err), *out;
 	struct archive_entry *e;
 	struct timespec newest[2] = { { 0 } };
@@ -550,6 +555,17 @@ static int extract_tar(const char *src, const char *root, bool whiteouts, struct
 		if (!p) {
 			r = dsec_err_set(err, EINVAL, "cannot import '%s': entry '%s' leaves the tree",
 					 src, pn ? pn : "");
+			goto out;
+		}
+		/* A limit counts what the tree will take: each entry's data,
+		 * and at least a block for the entry itself (a tar of empty
+		 * files is no cheaper to extract). */
+		int64_t esz = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+		used += TAR_ENTRY_MIN + (esz > 0 ? (uint64_t)esz : 0);
+		if (max && used > max) {
+			r = dsec_err_setc(err, DSEC_E_CAPACITY, EFBIG, "cannot import '%s': its "
+					  "entries take more than %llu bytes", src,
+					  (unsigned long long)max);
 			goto out;
 		}
 		if (!*p) {
@@ -675,25 +691,54 @@ static char *real_path_in(const char *path, struct dsec_err *err)
 	return real ? xasprintf("%s/%s", real, slash + 1) : NULL;
 }
 
-static int extract_into(const char *tar, const char *root, bool whiteouts, struct dsec_err *err)
+static int extract_into(const char *tar, const char *root, bool whiteouts, uint64_t max,
+			struct dsec_err *err)
 {
 	_cleanup_free_ char *real = real_path_in(root, err);
 
-	return real ? extract_tar(tar, real, whiteouts, err) : -EIO;
+	return real ? extract_tar(tar, real, whiteouts, max, err) : -EIO;
 }
 
-int fs3_import_open(const char *src, const char *staging, struct fs3_import_src *out,
-		    struct dsec_err *err)
+/* Is the file at path an EROFS image (its superblock's magic where it
+ * belongs)?  *erofs false for anything shorter or else. */
+static int file_is_erofs(const char *path, bool *erofs, struct dsec_err *err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	unsigned char m[4];
+
+	*erofs = false;
+	if (fd < 0)
+		return dsec_err_set(err, errno, "cannot import '%s': %s", path, strerror(errno));
+	ssize_t n = pread(fd, m, sizeof(m), EROFS_SB_OFFSET);
+	if (n < 0)
+		return dsec_err_set(err, errno, "cannot read '%s': %s", path, strerror(errno));
+	*erofs = n == sizeof(m) && (m[0] | m[1] << 8 | m[2] << 16 | (uint32_t)m[3] << 24) ==
+		 EROFS_MAGIC;
+	return 0;
+}
+
+/* What a kind names, for messages. */
+static const char *kind_name(enum fs3_src_kind kind)
+{
+	return kind == FS3_SRC_TREE ? "a directory" : kind == FS3_SRC_LAYER_TAR ? "a tar file"
+	       : "an erofs image file";
+}
+
+int fs3_import_open(const char *src, const char *staging, enum fs3_src_kind kind,
+		    struct fs3_import_src *out, struct dsec_err *err)
 {
 	struct stat sb;
-	bool image;
+	bool image = false, erofs = false;
 	int r;
 
 	memset(out, 0, sizeof(*out));
 	if (stat(src, &sb) < 0)
 		return dsec_err_set(err, errno, "cannot import '%s': %s", src, strerror(errno));
+	if (kind != FS3_SRC_ANY && (kind == FS3_SRC_TREE) != !!S_ISDIR(sb.st_mode))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot import '%s': not %s",
+				     src, kind_name(kind));
 	if (S_ISDIR(sb.st_mode)) {
-		if (fs3_oci_is_layout(src))
+		if (kind == FS3_SRC_ANY && fs3_oci_is_layout(src))
 			return fs3_oci_read(src, &out->tars, &out->config, &out->format, err);
 		out->dir = xstrdup(src);
 		out->format = "directory";
@@ -702,16 +747,26 @@ int fs3_import_open(const char *src, const char *staging, struct fs3_import_src 
 	if (!S_ISREG(sb.st_mode))
 		return dsec_err_set(err, EINVAL, "cannot import '%s': not a directory or a tar file",
 				    src);
-	if ((r = tar_is_image(src, &image, err)) < 0)
+	if (kind != FS3_SRC_LAYER_TAR && (r = file_is_erofs(src, &erofs, err)) < 0)
 		return r;
-	if (!image) {
+	if (kind == FS3_SRC_EROFS && !erofs)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot import '%s': not %s",
+				     src, kind_name(kind));
+	if (kind != FS3_SRC_LAYER_TAR && erofs) {
+		out->erofs = xstrdup(src);
+		out->format = "erofs";
+		return 0;
+	}
+	if (kind == FS3_SRC_ANY && (r = tar_is_image(src, &image, err)) < 0)
+		return r;
+	if (kind == FS3_SRC_LAYER_TAR || !image) {
 		out->tars = xcalloc(2, sizeof(char *));
 		out->tars[0] = xstrdup(src);
 		out->format = "tar";
 		return 0;
 	}
 	_cleanup_free_ char *dir = xasprintf("%s/image", staging);
-	if ((r = extract_into(src, dir, false, err)) < 0)
+	if ((r = extract_into(src, dir, false, 0, err)) < 0)
 		return r;
 	r = fs3_oci_read(dir, &out->tars, &out->config, &out->format, err);
 	out->format = !strcmp(out->format, "oci") ? "oci archive" : "docker archive";
@@ -721,13 +776,44 @@ int fs3_import_open(const char *src, const char *staging, struct fs3_import_src 
 void fs3_import_src_free(struct fs3_import_src *s)
 {
 	free(s->dir);
+	free(s->erofs);
 	if (s->tars)
 		dsec_strv_free(s->tars);
 	fs3_image_config_free(&s->config);
 	memset(s, 0, sizeof(*s));
 }
 
-int fs3_extract_layer(const char *tar, const char *root, struct dsec_err *err)
+int fs3_extract_layer(const char *tar, const char *root, uint64_t max, struct dsec_err *err)
 {
-	return extract_into(tar, root, true, err);
+	return extract_into(tar, root, true, max, err);
+}
+
+int fs3_erofs_check(const char *img, struct dsec_err *err)
+{
+	_cleanup_close_ int logfd = memfd_create("fsck.erofs", MFD_CLOEXEC);
+	char *argv[] = { "fsck.erofs", (char *)img, NULL };
+	struct spawn_args a = { .argv = argv, .logfd = logfd };
+	char msg[1024];
+	int st, r;
+
+	if (logfd < 0)
+		return dsec_err_set(err, errno, "cannot run fsck.erofs: %s", strerror(errno));
+	if ((r = run_wait(&a, &st)) < 0)
+		return dsec_err_set(err, -r, "cannot run fsck.erofs: %s", strerror(-r));
+	if (st == 127)
+		return dsec_err_set(err, ENOENT, "cannot run fsck.erofs: not found (install "
+				    "erofs-utils)");
+	ssize_t n = pread(logfd, msg, sizeof(msg) - 1, 0);
+	n = n < 0 ? 0 : n;
+	msg[n] = '\0';
+	/* fsck.erofs 1.5 exits 0 after some faults (a bad superblock
+	 * checksum): what it says counts too.  Its first complaint names the
+	 * fault ("<E> erofs: ..."). */
+	char *why = strstr(msg, "<E> ");
+	if (st == 0 && !why)
+		return 0;
+	why = why ? why + 4 : msg;
+	why[strcspn(why, "\n")] = '\0';
+	return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot import '%s': not a sound "
+			     "erofs image (fsck.erofs: %s)", img, *why ? why : "failed");
 }

@@ -533,6 +533,39 @@ out:
 	return r;
 }
 
+int fs3_file_copy(const char *src, const char *dst, uint64_t limit, struct dsec_err *err)
+{
+	struct fs3_diff_stats st = { 0 };
+	struct copy *c = xcalloc(1, sizeof(*c));
+	_cleanup_close_ int in = open(src, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+	_cleanup_close_ int out = -1;
+	struct stat sb;
+	int r;
+
+	c->st = &st;
+	c->err = err;
+	c->dst = dst;
+	c->limit = limit;
+	c->dstroot = -1;
+	if (in < 0 || fstat(in, &sb) < 0) {
+		r = dsec_err_set(err, errno, "cannot open '%s': %s", src, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		r = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot copy '%s': not a regular "
+				  "file", src);
+		goto out;
+	}
+	if ((out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0) {
+		r = dsec_err_set(err, errno, "cannot create '%s': %s", dst, strerror(errno));
+		goto out;
+	}
+	r = copy_data(c, in, out, sb.st_size, src);
+out:
+	free(c);
+	return r;
+}
+
 bool fs3_tag_valid(const char *tag)
 {
 	_cleanup_free_ char *f = tag ? fs3_tag_file(tag) : NULL;

@@ -130,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!holds(WORK, top))
 		abort();
 
-	fs3_extract_layer(WORK "/in.tar", WORK "/root", &err);
+	fs3_extract_layer(WORK "/in.tar", WORK "/root", 0, &err);
 
 	/* Nothing outside the tree changed... */
 	fd = open(WORK "/outside/victim", O_RDONLY);

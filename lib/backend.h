@@ -166,6 +166,13 @@ struct dsec_be_spec {
 	 * either or both.  Informative: dsecd does not check that a backend
 	 * knows it. (ABI 2, appended) */
 	const char *const *layer_files;
+	/* With DSEC_BE_CAP_LAYER_DEVS: the same layers as read-only block
+	 * devices ("/dev/loopN", each layer file attached to a loop device),
+	 * in layers' order, NULL-terminated; else NULL.  A device is shared
+	 * by the sandboxes of every image with that layer and detached when
+	 * the last is gone: the backend closes what it opened of it by
+	 * destroy's done. (ABI 2, appended) */
+	const char *const *layer_devs;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */
@@ -281,27 +288,59 @@ struct dsec_file_res {
 };
 /* Frees what res holds and zeroes it (libdsec, lib/backend.c). */
 void dsec_file_res_free(struct dsec_file_res *res);
-/* A sandbox's writable layer as a snapshot reads it (ABI 1, appended). */
-struct dsec_be_upper {
-	/* Host path of the overlay's upper dir, in overlayfs form: a deleted
+/* The forms in which a snapshot hands over a sandbox's changes
+ * (dsec_be_diff.kind). (ABI 2) */
+enum dsec_be_diff_kind {
+	/* The overlay's upper dir on the host, in overlayfs form: a deleted
 	 * file is a 0/0 character device, a replaced directory carries
-	 * trusted.overlay.opaque="y" (see userxattr). */
-	const char *path;
-	/* Host uid and gid of root inside: the dir's ids are the sandbox's
-	 * shifted by it (0 = not shifted, no user namespace). */
-	uint32_t id_base;
-	/* How many ids from id_base on are the sandbox's (0 with id_base 0). */
-	uint32_t id_count;
-	/* The overlay was mounted with userxattr (as it must be in a user
-	 * namespace): opaque dirs carry user.overlay.opaque instead. */
-	bool userxattr;
+	 * trusted.overlay.opaque="y" (user.overlay.opaque with userxattr);
+	 * ids as the host sees them (id_base, id_count).  dsecd copies it
+	 * with fs3_diff_copy.  The container backend's. */
+	DSEC_BE_DIFF_UPPER = 0,
+	/* A layer tar file in OCI form: a deleted NAME is DIR/.wh.NAME, a
+	 * replaced directory holds .wh..wh..opq; any compression libarchive
+	 * reads; ids as the sandbox sees them.  dsecd parses it in user space
+	 * and never mounts it, so its bytes may come from inside the sandbox
+	 * (a VM's guest agent streaming its upper dir out). */
+	DSEC_BE_DIFF_TAR = 1,
+	/* An EROFS image file in overlayfs form (as UPPER, ids as the sandbox
+	 * sees them), as mkfs.erofs makes it: it becomes the new layer as it
+	 * is, which the host's kernel mounts for every sandbox of the image.
+	 * So only one the backend built on the host from files it read
+	 * itself, never bytes a sandbox wrote (those go as TAR); dsecd checks
+	 * it with fsck.erofs first all the same. */
+	DSEC_BE_DIFF_EROFS = 2,
 };
 
-/* Reads a sandbox's writable layer while the backend holds it still; runs
- * on a pool thread and may block.  Returns 0 or -errno with *err. (ABI 1,
- * appended) */
-typedef int (*dsec_be_read_upper_fn)(void *arg, const struct dsec_be_upper *up,
-				     struct dsec_err *err);
+/* A sandbox's changes as a snapshot reads them. (ABI 2: struct
+ * dsec_be_upper of ABI 1, with kind) */
+struct dsec_be_diff {
+	uint32_t kind;			/* enum dsec_be_diff_kind */
+	/* UPPER: the host path of the upper dir; TAR, EROFS: of the file.
+	 * Valid during the read call only. */
+	const char *path;
+	/* UPPER: host uid and gid of root inside: the dir's ids are the
+	 * sandbox's shifted by it (0 = not shifted, no user namespace). */
+	uint32_t id_base;
+	/* UPPER: how many ids from id_base on are the sandbox's (0 with
+	 * id_base 0). */
+	uint32_t id_count;
+	/* UPPER: the overlay was mounted with userxattr (as it must be in a
+	 * user namespace): opaque dirs carry user.overlay.opaque instead. */
+	bool userxattr;
+	/* TAR, EROFS: bytes the sandbox's files may take (its disk): the file,
+	 * and a tar's entries once extracted, may take no more, else the
+	 * snapshot fails with capacity.  0 = no limit.  UPPER: unused (the
+	 * upper dir's file system is the bound). */
+	uint64_t limit;
+};
+
+/* Reads a sandbox's changes while the backend holds them still; runs on a
+ * pool thread and may block; what diff names may go once it returns.
+ * Returns 0 or -errno with *err. (ABI 1, appended; a dsec_be_diff since
+ * ABI 2) */
+typedef int (*dsec_be_read_diff_fn)(void *arg, const struct dsec_be_diff *diff,
+				    struct dsec_err *err);
 
 /* What session_open is asked for.  Strings are the caller's and valid only
  * during the call: copy what you keep. (ABI 1, appended) */
@@ -482,15 +521,16 @@ struct dsec_be_ops {
 	 * (ABI 1, appended) */
 	void (*session_list)(void *sb, void (*fn)(void *arg, const struct dsec_session_info *info),
 			     void *arg);
-	/* Snapshot support: hold sb still (its processes frozen, its own file
-	 * operations waiting), call read(read_arg, upper, err) once on a pool
-	 * thread with sb's writable layer, let sb run again, then complete
-	 * with read's result.  sb keeps running, unchanged; read must not
-	 * write to upper->path.  Only for a sandbox made from layers; others
-	 * fail with DSEC_E_UNSUPPORTED.  One at a time per sandbox (a second
-	 * fails with DSEC_E_INVALID, EBUSY).  Optional.  Async. (ABI 1,
-	 * appended) */
-	int (*snapshot)(void *sb, dsec_be_read_upper_fn read, void *read_arg, dsec_be_done_fn done,
+	/* Snapshot support: hold sb's changes still (its processes frozen,
+	 * its own file operations waiting; or a still copy of them made
+	 * first, a TAR or EROFS file), call read(read_arg, diff, err) once on
+	 * a pool thread with them in one of the forms of enum
+	 * dsec_be_diff_kind, let sb run again, then complete with read's
+	 * result.  sb keeps running, unchanged; read writes nothing to
+	 * diff->path.  Only for a sandbox made from layers; others fail with
+	 * DSEC_E_UNSUPPORTED.  One at a time per sandbox (a second fails with
+	 * DSEC_E_INVALID, EBUSY).  Optional.  Async. (ABI 1, appended) */
+	int (*snapshot)(void *sb, dsec_be_read_diff_fn read, void *read_arg, dsec_be_done_fn done,
 			void *arg, struct dsec_err *err);
 	/* ---- streaming exec (optional: NULL = "unsupported") ---- */
 	/* Start a command in sb whose output the caller reads as it comes:
@@ -552,5 +592,8 @@ struct dsec_be_ops {
  * its store (fs3) and passes the mounted layers in dsec_be_spec.layers, the
  * image's env first in env, its cwd and user as defaults. */
 #define DSEC_BE_CAP_LAYERS 0x1u
+/* With DSEC_BE_CAP_LAYERS: the backend also gets each layer as a block
+ * device (dsec_be_spec.layer_devs), e.g. to hand a VM as a disk. (ABI 2) */
+#define DSEC_BE_CAP_LAYER_DEVS 0x2u
 
 #endif

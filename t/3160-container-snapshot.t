@@ -7,7 +7,7 @@
 
 need_container_images
 
-plan 31
+plan 33
 
 mk_small_root "$T/root" sh cat ls id env wc stat rm mkdir chown find sleep
 mkdir -p "$T/root/data/old"
@@ -83,6 +83,19 @@ helper-req -q "$DSEC_HOST" file_write id="$id" path=/data/api.txt data=api >/dev
 helper-req -q "$DSEC_HOST" snapshot id="$id" tag=snap:api >/dev/null
 run dsec-run --backend container --image snap:api -c 'stat -c "%u %n" /data/api.txt; cat /data/api.txt'
 is "$(echo $OUT)" "0 /data/api.txt api" "a file written with file_write is in the snapshot, root's"
+
+# A sandbox whose root looks like an OCI image layout is still a tree of
+# files: the snapshot keeps them, it does not import them as an image.
+oci=$(dsec-run --backend container --image snapbase:1 --keep -c '
+	echo "{\"imageLayoutVersion\": \"1.0.0\"}" > /oci-layout
+	echo "{\"schemaVersion\": 2, \"manifests\": []}" > /index.json
+	mkdir -p /blobs/sha256' 2>&1 >/dev/null | head -1)
+oci=${oci##* }
+run helper-req "$DSEC_HOST" snapshot id="$oci" tag=snap:oci
+like "$OUT" '"layers":2,' "a sandbox with an OCI layout's files at its root is snapshotted"
+run dsec-run --backend container --image snap:oci -c 'cat /oci-layout; cat /data/keep.txt'
+is "$(echo $OUT)" '{"imageLayoutVersion": "1.0.0"} original' "... as files over its image"
+helper-req -q "$DSEC_HOST" destroy id="$oci" >/dev/null
 
 # A command running while the sandbox is frozen for a snapshot just pauses.
 dsec-run --id "$id" -c 'for i in 1 2 3 4 5 6; do sleep 0.2; done; echo survived' \

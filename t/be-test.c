@@ -14,10 +14,12 @@
  * pause and resume complete at once, after 1 s with image "slow-pause";
  * with image "fail-pause" (or "fail-resume") that op fails.  exec and the
  * file ops on a paused sandbox are refused, so a daemon that forgets to
- * resume first shows.
+ * resume first shows.  Built as "layers" (be-layers.c) it also takes
+ * images as layers and snapshots (see tb_snapshot).
  */
 #include <errno.h>
 #include <ev.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +36,7 @@ struct tfile {
 
 struct tsb {
 	struct tb *tb;		/* backend */
+	uint64_t disk;		/* limits.disk of its create */
 	struct tfile *files;	/* in-memory files */
 	struct tjob *jobs;	/* pending jobs on this sandbox */
 	bool paused;		/* a pause completed, no resume since */
@@ -156,6 +159,7 @@ static int tb_create(void *be, const struct dsec_be_spec *spec, void **out, dsec
 	static const char *const quirks[] = { "slow-pause", "fail-pause", "fail-resume" };
 	struct tsb *sb = xcalloc(1, sizeof(*sb));
 	sb->tb = tb;
+	sb->disk = spec->limits.disk;
 	sb->quirk = "";
 	for (size_t i = 0; spec->image && i < DSEC_ARRAY_LEN(quirks); i++)
 		if (!strcmp(spec->image, quirks[i]))
@@ -168,10 +172,17 @@ static int tb_create(void *be, const struct dsec_be_spec *spec, void **out, dsec
 		struct tfile *f = xcalloc(1, sizeof(*f));
 
 		f->path = xstrdup("/layers");
-		for (size_t i = 0; spec->layers && spec->layers[i]; i++)
-			dsec_buf_addf(&f->data, "%s %s\n", spec->layers[i],
+		for (size_t i = 0; spec->layers && spec->layers[i]; i++) {
+			dsec_buf_addf(&f->data, "%s %s", spec->layers[i],
 				      spec->layer_files && spec->layer_files[i] ? spec->layer_files[i]
 										: "-");
+#if BE_TEST_CAPS & DSEC_BE_CAP_LAYER_DEVS
+			/* be-layerdevs.c: and the block device of each. */
+			dsec_buf_addf(&f->data, " %s", spec->layer_devs && spec->layer_devs[i]
+							       ? spec->layer_devs[i] : "-");
+#endif
+			dsec_buf_add(&f->data, "\n", 1);
+		}
 		f->next = sb->files;
 		sb->files = f;
 	}
@@ -385,6 +396,69 @@ static void tb_stats(void *be, struct dsec_be_stats *out)
 	out->calls = tb->calls;
 }
 
+#ifdef BE_TEST_CAPS
+/* be-layers.c: snapshot hands over the diff its sandbox's file /.diff
+ * names, "KIND PATH" (KIND a dsec_be_diff_kind number: 0 upper dir, 1 tar,
+ * 2 erofs, or one dsecd does not know), with the create's limits.disk as
+ * its limit: what a VM backend does with the diff it got out of its guest
+ * (t/5013-snapshot-diff.t). */
+struct tsnap {
+	dsec_be_read_diff_fn read;	/* the daemon's reader */
+	void *read_arg;			/* its argument */
+	dsec_be_done_fn done;		/* caller's */
+	void *arg;			/* its argument */
+	struct dsec_be_diff df;		/* what read gets */
+	char *path;			/* df.path */
+	int rc;				/* read's result */
+	struct dsec_err err;		/* why */
+};
+
+static void snap_work(void *arg)
+{
+	struct tsnap *w = arg;
+
+	w->rc = w->read(w->read_arg, &w->df, &w->err);
+}
+
+static void snap_done(void *arg)
+{
+	struct tsnap *w = arg;
+
+	w->done(w->arg, w->rc, w->rc < 0 ? &w->err : NULL);
+	free(w->path);
+	free(w);
+}
+
+static int tb_snapshot(void *s, dsec_be_read_diff_fn read, void *read_arg, dsec_be_done_fn done,
+		       void *arg, struct dsec_err *err)
+{
+	struct tsb *sb = s;
+	struct tfile *f = find(sb, "/.diff");
+	const struct dsec_be_host *host = sb->tb->host;
+	unsigned kind;
+	int n = 0;
+
+	_cleanup_free_ char *spec = f ? xstrndup(f->data.data, f->data.len) : NULL;
+	if (!spec || sscanf(spec, "%u %n", &kind, &n) != 1 || !spec[n])
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "test: no '/.diff' to hand "
+				     "over");
+	struct tsnap *w = xcalloc(1, sizeof(*w));
+	w->read = read;
+	w->read_arg = read_arg;
+	w->done = done;
+	w->arg = arg;
+	w->path = xstrdup(spec + n);
+	w->path[strcspn(w->path, "\n")] = '\0';
+	w->df = (struct dsec_be_diff){ .kind = kind, .path = w->path, .limit = sb->disk };
+	if (host->submit(host, snap_work, snap_done, w) < 0) {
+		free(w->path);
+		free(w);
+		return dsec_err_setc(err, DSEC_E_BACKEND, EAGAIN, "test: no pool");
+	}
+	return 0;
+}
+#endif
+
 /* be-oldabi.c builds this backend again with the shortest table dsecd
  * takes (the prefix ABI 1 began with) and the first spec. */
 #ifndef BE_TEST_NAME
@@ -421,4 +495,7 @@ __attribute__((visibility("default"))) const struct dsec_be_ops dsec_backend = {
 	.destroy = tb_destroy,
 	.stats = tb_stats,
 	.call = tb_call,
+#ifdef BE_TEST_CAPS
+	.snapshot = tb_snapshot,
+#endif
 };

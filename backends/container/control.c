@@ -190,7 +190,7 @@ int ct_resume(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err)
 
 struct ct_swork {
 	struct ct_sb *sb;		/* sandbox */
-	dsec_be_read_upper_fn read;	/* the daemon's reader */
+	dsec_be_read_diff_fn read;	/* the daemon's reader */
 	void *read_arg;			/* its argument */
 	dsec_be_done_fn done;		/* caller's */
 	void *arg;			/* its argument */
@@ -209,7 +209,7 @@ static void snap_work(void *arg)
 {
 	struct ct_swork *w = arg;
 	struct ct_sb *sb = w->sb;
-	struct dsec_be_upper up = { 0 };
+	struct dsec_be_diff up = { .kind = DSEC_BE_DIFF_UPPER };
 	char path[64], self[64];
 	double t0 = dsec_now();
 	int fd, rc;
@@ -259,7 +259,7 @@ static void snap_done(void *arg)
 	sb_maybe_destroy(sb);
 }
 
-int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
+int ct_snapshot(void *vsb, dsec_be_read_diff_fn read, void *read_arg,
 		dsec_be_done_fn done, void *arg, struct dsec_err *err)
 {
 	struct ct_sb *sb = vsb;

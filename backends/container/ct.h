@@ -345,7 +345,7 @@ void pause_work(void *arg);
 void pause_done(void *arg);
 int ct_pause(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
 int ct_resume(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
-int ct_snapshot(void *vsb, dsec_be_read_upper_fn read, void *read_arg,
+int ct_snapshot(void *vsb, dsec_be_read_diff_fn read, void *read_arg,
 		dsec_be_done_fn done, void *arg, struct dsec_err *err);
 void sb_maybe_destroy(struct ct_sb *sb);
 int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
