@@ -25,6 +25,8 @@ static const struct key_desc keys[] = {
 	{ "node", K_STR, F(node), NULL },	/* default: the host name */
 	{ "listen", K_STRV, F(listen), NULL },	/* default: DSEC_DEFAULT_URL */
 	{ "listen_remote", K_BOOL, F(listen_remote), "false" },
+	{ "tls_cert", K_STR, F(tls_cert), NULL },
+	{ "tls_ca", K_STR, F(tls_ca), NULL },
 	{ "state_dir", K_STR, F(state_dir), "/var/lib/dsec" },
 	{ "backend_dir", K_STR, F(backend_dir), DSEC_BACKEND_DIR },
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },
@@ -487,6 +489,8 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	strv_clear(&conf->be_vals);
 	free(conf->image_store);
 	free(conf->image_origin);
+	free(conf->tls_cert);
+	free(conf->tls_ca);
 	free(conf->pool);
 	free(conf->config_file);
 	memset(conf, 0, sizeof(*conf));

@@ -19,7 +19,9 @@
 struct dsecd_conf {
 	char *node;			/* node name, prefix of sandbox ids */
 	char **listen;			/* nng URLs, NULL-terminated */
-	bool listen_remote;		/* serve network peers off loopback (no credential yet) */
+	bool listen_remote;		/* serve unverified network peers off loopback */
+	char *tls_cert;			/* PEM: this node's certificate and key, or NULL */
+	char *tls_ca;			/* PEM: the cluster's CA(s), or NULL */
 	uint32_t socket_mode;		/* permissions of ipc:// sockets */
 	char *socket_group;		/* group of ipc:// sockets, NULL = ours */
 	char *state_dir;		/* where state lives */

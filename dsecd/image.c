@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "dsec.h"
 #include "fs3.h"
 #include "log.h"
 
@@ -40,6 +41,8 @@ static const char **other_peers(struct dsecd *d)
 int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 {
 	_cleanup_free_ const char **peers = other_peers(d);
+	/* Peers check our certificate as we check theirs. */
+	const struct dsec_tls tls = { .ca = d->conf.tls_ca, .cert = d->conf.tls_cert };
 	_cleanup_free_ char *store = d->conf.image_store ? xstrdup(d->conf.image_store)
 							 : xasprintf("%s/fs3", d->conf.state_dir);
 	struct fs3_conf c = {
@@ -52,6 +55,7 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		.readahead = d->conf.image_readahead ? (int)(d->conf.image_readahead > 1024 ? 1024 : d->conf.image_readahead) : -1,
 		.peers = peers,
 		.fetch_timeout = d->conf.image_fetch_timeout,
+		.tls = &tls,
 	};
 	int rc;
 

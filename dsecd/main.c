@@ -260,9 +260,17 @@ int main(int argc, char **argv)
 		}
 		gid = (int)g->gr_gid;
 	}
-	if (dsecd_server_new(&d->server, d->loop, d->conf.listen, d->conf.socket_mode, gid,
-			     d->conf.listen_remote, (unsigned)d->conf.max_inflight,
-			     d->conf.max_frame * 2 + (64u << 10), dsecd_handle, d, &err) < 0) {
+	struct dsecd_server_opts so = {
+		.urls = d->conf.listen,
+		.mode = d->conf.socket_mode,
+		.gid = gid,
+		.remote = d->conf.listen_remote,
+		.max_inflight = (unsigned)d->conf.max_inflight,
+		.recv_max = d->conf.max_frame * 2 + (64u << 10),
+		.tls_cert = d->conf.tls_cert,
+		.tls_ca = d->conf.tls_ca,
+	};
+	if (dsecd_server_new(&d->server, d->loop, &so, dsecd_handle, d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;
 		goto out_backends;

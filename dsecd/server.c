@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/protocol/reqrep0/rep.h>
 
 #include "server.h"
@@ -118,11 +119,11 @@ static void peer_text(const nng_sockaddr *sa, char *buf, size_t len)
 	snprintf(buf, len, "%s:%u", a, (unsigned)ntohs(sa->s_in.sa_port));
 }
 
-/* nng thread, before a new connection joins the socket.  The API has no
- * credential yet (the cluster key comes with clustering): anyone who
- * reaches a tcp:// port could drive every sandbox of the node, so only
- * loopback peers are served unless listen_remote says otherwise.  The
- * connection is closed before it can send a request.  Refusals are logged
+/* nng thread, before a new connection joins the socket.  Anyone who
+ * reaches a plain tcp:// port could drive every sandbox of the node, so
+ * off loopback only a peer whose certificate TLS verified (tls+tcp://,
+ * mutual TLS against tls_ca) is served, unless listen_remote says
+ * otherwise.  The connection is closed before it can send a request.  Refusals are logged
  * from a bucket of 10 that fills by one a second, so a flood of them cannot
  * fill the log; those left out are counted in the next line. */
 static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -134,11 +135,17 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 	bool say = false;
 	double now;
 
+	bool verified = false;
+
 	if (s->remote || ev != NNG_PIPE_EV_ADD_PRE)
 		return;
 	if (nng_pipe_get_addr(p, NNG_OPT_REMADDR, &sa) != 0)
 		sa.s_family = NNG_AF_UNSPEC;
 	if (peer_local(&sa))
+		return;
+	/* Only a TLS pipe has the option; listeners require a certificate,
+	 * so one that is there was checked in the handshake. */
+	if (nng_pipe_get_bool(p, NNG_OPT_TLS_VERIFIED, &verified) == 0 && verified)
 		return;
 	nng_pipe_close(p);
 	now = dsec_now();
@@ -160,10 +167,12 @@ static void pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
 		return;
 	peer_text(&sa, who, sizeof(who));
 	if (quiet)
-		log_warn("refused API client %s: not on loopback (listen_remote is false); "
-			 "%u more refused and not logged before it", who, quiet);
+		log_warn("refused API client %s: not on loopback nor verified by TLS "
+			 "(listen_remote is false); %u more refused and not logged before it",
+			 who, quiet);
 	else
-		log_warn("refused API client %s: not on loopback (listen_remote is false)", who);
+		log_warn("refused API client %s: not on loopback nor verified by TLS "
+			 "(listen_remote is false)", who);
 }
 
 static void start_recv(struct dsecd_conn *c)
@@ -303,67 +312,112 @@ static void wake_cb(struct ev_loop *loop, ev_async *w, int revents)
 		conn_open(s);
 }
 
-int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *const *urls,
-		     unsigned mode, int gid, bool remote, unsigned max_inflight, size_t recv_max,
-		     dsecd_request_fn fn, void *arg, struct dsec_err *err)
+/* The TLS configuration of tls+tcp:// listeners: this node's certificate
+ * and key, and a client's certificate required, checked against the CA. */
+static int tls_server_config(const struct dsecd_server_opts *o, nng_tls_config **out,
+			     struct dsec_err *err)
+{
+	nng_tls_config *c;
+	const char *what;
+	int rc;
+
+	if (!o->tls_cert || !o->tls_ca)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot listen on tls+tcp:// "
+				     "without tls_cert and tls_ca");
+	if ((rc = nng_tls_config_alloc(&c, NNG_TLS_MODE_SERVER)) != 0)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot set TLS up: %s",
+				     nng_strerror(rc));
+	if ((rc = nng_tls_config_cert_key_file(c, o->tls_cert, NULL)) != 0)
+		what = o->tls_cert;
+	else if ((rc = nng_tls_config_ca_file(c, o->tls_ca)) != 0)
+		what = o->tls_ca;
+	else if ((rc = nng_tls_config_auth_mode(c, NNG_TLS_AUTH_MODE_REQUIRED)) != 0)
+		what = "client authentication";
+	if (rc != 0) {
+		nng_tls_config_free(c);
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot use '%s' for TLS: %s",
+				     what, nng_strerror(rc));
+	}
+	*out = c;
+	return 0;
+}
+
+/* Opens a listener on url; ipc:// sockets get o's mode and group. */
+static int listen_on(struct dsecd_server *s, const char *url, const struct dsecd_server_opts *o,
+		     nng_tls_config **tls, struct dsec_err *err)
+{
+	bool ipc = !strncmp(url, "ipc://", 6);
+	nng_listener l;
+	int rc;
+
+	if (!strncmp(url, "tls+", 4) && !*tls && tls_server_config(o, tls, err) < 0)
+		return -EINVAL;
+	if ((rc = nng_listener_create(&l, s->sock, url)) == 0) {
+		if (ipc)
+			nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)o->mode);
+		if (!strncmp(url, "tls+", 4))
+			rc = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, *tls);
+		if (rc == 0)
+			rc = nng_listener_start(l, 0);
+	}
+	if (rc == 0 && ipc && o->gid >= 0 && chown(url + 6, (uid_t)-1, (gid_t)o->gid) < 0)
+		return dsec_err_set(err, errno, "cannot give socket '%s' group %d: %s", url + 6,
+				    o->gid, strerror(errno));
+	if (rc != 0)
+		return dsec_err_setc(err, rc == NNG_EADDRINUSE ? DSEC_E_EXISTS : DSEC_E_INVALID,
+				     EADDRINUSE, "cannot listen on '%s': %s", url, nng_strerror(rc));
+	log_info("listening on %s%s", url, strncmp(url, "tls+", 4) ? "" :
+		 " (TLS, client certificates required)");
+	return 0;
+}
+
+int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop,
+		     const struct dsecd_server_opts *o, dsecd_request_fn fn, void *arg,
+		     struct dsec_err *err)
 {
 	struct dsecd_server *s = xcalloc(1, sizeof(*s));
+	nng_tls_config *tls = NULL;
 	int rc;
 
 	s->loop = loop;
 	s->fn = fn;
 	s->arg = arg;
-	s->remote = remote;
+	s->remote = o->remote;
 	s->refuse_tokens = REFUSE_BURST;
 	s->refuse_at = dsec_now();
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->refuse_lock, NULL);
 	s->ready_tail = &s->ready;
 	s->parked_tail = &s->parked;
-	s->max_inflight = max_inflight;
-	s->max_conns = max_inflight + PARK_MAX + CONN_SPARE;
-	s->park_bytes_max = recv_max > PARK_BYTES / 4 ? 4 * recv_max : PARK_BYTES;
+	s->max_inflight = o->max_inflight;
+	s->max_conns = o->max_inflight + PARK_MAX + CONN_SPARE;
+	s->park_bytes_max = o->recv_max > PARK_BYTES / 4 ? 4 * o->recv_max : PARK_BYTES;
 	if ((rc = nng_rep0_open(&s->sock)) != 0) {
 		free(s);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot open nng socket: %s",
 				     nng_strerror(rc));
 	}
-	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, recv_max);
+	nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, o->recv_max);
 	if ((rc = nng_pipe_notify(s->sock, NNG_PIPE_EV_ADD_PRE, pipe_cb, s)) != 0) {
 		nng_close(s->sock);
 		free(s);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM,
 				     "cannot watch the API's connections: %s", nng_strerror(rc));
 	}
-	for (char *const *u = urls; u && *u; u++) {
-		bool ipc = !strncmp(*u, "ipc://", 6);
-		nng_listener l;
-
-		if ((rc = nng_listener_create(&l, s->sock, *u)) == 0) {
-			if (ipc)
-				nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, (int)mode);
-			rc = nng_listener_start(l, 0);
-		}
-		if (rc == 0 && ipc && gid >= 0 && chown(*u + 6, (uid_t)-1, (gid_t)gid) < 0) {
-			int e = errno;
-			nng_close(s->sock);
-			free(s);
-			return dsec_err_set(err, e, "cannot give socket '%s' group %d: %s", *u + 6,
-					    gid, strerror(e));
-		}
-		if (rc != 0) {
-			nng_close(s->sock);
-			free(s);
-			return dsec_err_setc(err, rc == NNG_EADDRINUSE ? DSEC_E_EXISTS : DSEC_E_INVALID,
-					     EADDRINUSE, "cannot listen on '%s': %s", *u,
-					     nng_strerror(rc));
-		}
-		log_info("listening on %s", *u);
+	for (char *const *u = o->urls; u && *u; u++)
+		if ((rc = listen_on(s, *u, o, &tls, err)) < 0)
+			break;
+	if (tls)
+		nng_tls_config_free(tls);	/* the listeners hold it */
+	if (rc < 0) {
+		nng_close(s->sock);
+		free(s);
+		return rc;
 	}
 	ev_async_init(&s->wake, wake_cb);
 	ev_async_start(loop, &s->wake);
 	ev_unref(loop);
-	for (unsigned i = 0; i < max_inflight + CONN_SPARE; i++)
+	for (unsigned i = 0; i < o->max_inflight + CONN_SPARE; i++)
 		conn_open(s);
 	*out = s;
 	return 0;

@@ -22,15 +22,32 @@ struct dsecd_conn;
 typedef void (*dsecd_request_fn)(void *arg, struct dsecd_conn *conn, const void *frame,
 				 size_t len);
 
-/* nng's own limit is recv_max: a frame over it closes the connection (nng
- * gives us no frame to answer); keep it above the protocol's max_frame so
- * frames a little too large still get a "too_large" reply. */
-/* ipc:// sockets get mode and, unless gid is -1, group gid.  Unless remote
- * is true, a connection from a network peer off loopback (127.0.0.0/8,
- * ::1) is closed before it can send anything, and logged. */
-int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop, char *const *urls,
-		     unsigned mode, int gid, bool remote, unsigned max_inflight, size_t recv_max,
-		     dsecd_request_fn fn, void *arg, struct dsec_err *err);
+/* How the API listens. */
+struct dsecd_server_opts {
+	char *const *urls;		/* nng URLs, NULL-terminated */
+	unsigned mode;			/* permissions of ipc:// sockets */
+	int gid;			/* group of ipc:// sockets, -1 = ours */
+	/* Serve peers off loopback on plain tcp:// too.  Else a connection
+	 * from a network peer off loopback (127.0.0.0/8, ::1) that TLS did
+	 * not verify is closed before it can send anything, and logged. */
+	bool remote;
+	unsigned max_inflight;		/* requests that are not quick served at once */
+	/* nng's own frame limit: a frame over it closes the connection (nng
+	 * gives us no frame to answer); keep it above the protocol's
+	 * max_frame so frames a little too large still get a "too_large"
+	 * reply. */
+	size_t recv_max;
+	/* For tls+tcp:// URLs: PEM files of this node's certificate with its
+	 * key, and of the CA(s) a client's certificate must be signed by
+	 * (mutual TLS: a client without one is refused in the handshake).
+	 * NULL with a tls+tcp:// URL: the server is not made (invalid). */
+	const char *tls_cert;
+	const char *tls_ca;
+};
+
+int dsecd_server_new(struct dsecd_server **out, struct ev_loop *loop,
+		     const struct dsecd_server_opts *o, dsecd_request_fn fn, void *arg,
+		     struct dsec_err *err);
 /* Sends the reply (takes ownership of data, allocated with malloc) and
  * recycles the connection's context. */
 void dsecd_server_reply(struct dsecd_server *s, struct dsecd_conn *conn, void *data, size_t len);

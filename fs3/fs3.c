@@ -249,7 +249,7 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 					  "than %d peers", fs->dir, FS3_PEERS_MAX);
 			goto fail;
 		}
-		if ((r = fs3_peer_new(&p, conf->peers[i], conf->fetch_timeout, err)) < 0)
+		if ((r = fs3_peer_new(&p, conf->peers[i], conf->fetch_timeout, conf->tls, err)) < 0)
 			goto fail;
 		fs->peers[fs->npeers++] = p;
 		r = fs3_store_add_source(&fs->st, fs3_peer_name(p), fs3_peer_get, p);

@@ -47,6 +47,7 @@
 #include "util.h"
 
 struct fs3;
+struct dsec_tls;
 
 /* Room for a digest as text: "sha256:" + 64 hex digits + NUL. */
 #define FS3_REF_LEN 72
@@ -76,6 +77,9 @@ struct fs3_conf {
 				 * and before the origin; NULL = none */
 	double fetch_timeout;	/* seconds one fetch from a peer or one read of the
 				 * origin may take, 0 = FS3_FETCH_TIMEOUT_DEFAULT */
+	const struct dsec_tls *tls; /* for tls+tcp:// peers: the node's certificate and
+				 * the cluster's CA (copied); NULL = from the
+				 * environment (see dsec_connect_tls) */
 	double linger;		/* seconds a local layer stays mounted once no acquire
 				 * holds it, so that a sandbox made again soon of the
 				 * same image shares the mount (and its page cache);

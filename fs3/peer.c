@@ -18,6 +18,7 @@
 struct fs3_peer {
 	char *url;				/* the peer's address */
 	char *name;				/* "peer URL" */
+	struct dsec_tls tls;			/* TLS files for a tls+tcp:// url (copies) */
 	double timeout;				/* seconds a request may take */
 	pthread_mutex_t mu;			/* guards idle, nidle */
 	struct dsec_client *idle[PEER_IDLE_MAX];	/* connections not in use */
@@ -26,19 +27,30 @@ struct fs3_peer {
 						 * skipped (mu) */
 };
 
-int fs3_peer_new(struct fs3_peer **out, const char *url, double timeout, struct dsec_err *err)
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+int fs3_peer_new(struct fs3_peer **out, const char *url, double timeout,
+		 const struct dsec_tls *tls, struct dsec_err *err)
 {
 	static const struct dsec_connect_opts lazy = { .lazy = true };
+	static const struct dsec_tls none;
 	struct dsec_client *c;
 	struct fs3_peer *p;
 	int r;
 
+	if (!tls)
+		tls = &none;
 	/* Connecting does not wait for the peer; it checks the address. */
-	if ((r = dsec_connect_opts(&c, url, &lazy, err)) < 0) {
+	if ((r = dsec_connect_tls(&c, url, &lazy, tls, err)) < 0) {
 		dsec_err_prefix(err, "cannot use peer '%s'", url);
 		return r;
 	}
 	p = xcalloc(1, sizeof(*p));
+	p->tls = (struct dsec_tls){ .ca = dup_or_null(tls->ca), .cert = dup_or_null(tls->cert),
+				    .server_name = dup_or_null(tls->server_name) };
 	p->url = xstrdup(url);
 	p->name = xasprintf("peer %s", url);
 	p->timeout = timeout > 0 ? timeout : FS3_FETCH_TIMEOUT_DEFAULT;
@@ -55,6 +67,9 @@ void fs3_peer_free(struct fs3_peer *p)
 	for (int i = 0; i < p->nidle; i++)
 		dsec_close(p->idle[i]);
 	pthread_mutex_destroy(&p->mu);
+	free((char *)p->tls.ca);
+	free((char *)p->tls.cert);
+	free((char *)p->tls.server_name);
 	free(p->url);
 	free(p->name);
 	free(p);
@@ -74,7 +89,7 @@ static struct dsec_client *take(struct fs3_peer *p)
 	if (p->nidle)
 		c = p->idle[--p->nidle];
 	pthread_mutex_unlock(&p->mu);
-	if (!c && dsec_connect(&c, p->url, &err) < 0) {
+	if (!c && dsec_connect_tls(&c, p->url, NULL, &p->tls, &err) < 0) {
 		log_warn("cannot connect to %s: %s", p->name, err.msg);
 		return NULL;
 	}

@@ -18,7 +18,8 @@ struct fs3_peer;
 
 /* A peer at url (nng form, checked here) whose requests wait at most
  * timeout seconds.  Caller frees with fs3_peer_free. */
-int fs3_peer_new(struct fs3_peer **out, const char *url, double timeout, struct dsec_err *err);
+int fs3_peer_new(struct fs3_peer **out, const char *url, double timeout,
+		 const struct dsec_tls *tls, struct dsec_err *err);
 /* Closes its connections.  NULL is a no-op. */
 void fs3_peer_free(struct fs3_peer *p);
 /* "peer URL", for messages (owned by p). */

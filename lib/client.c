@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <sys/eventfd.h>
 #include <nng/nng.h>
+#include <nng/supplemental/tls/tls.h>
 #include <nng/protocol/reqrep0/req.h>
 
 #include "client.h"
@@ -69,6 +70,8 @@ struct dsec_client {
 	pthread_cond_t cv;		/* ncalls reached 0 (dsec_close) */
 	size_t ncalls;			/* asynchronous calls in flight */
 	bool closing;			/* dsec_close has begun */
+	nng_tls_config *tls;		/* a tls+tcp:// url's, else NULL */
+	bool tls_cert;			/* with tls: we have a certificate to show */
 };
 
 static void call_cb(void *arg);
@@ -226,6 +229,31 @@ static void call_cb(void *arg)
 		call_post(k);
 }
 
+/* Starts a dialer of c's url on its socket, with its TLS configuration;
+ * flags as nng_dialer_start's.  A dialer that did not start is closed. */
+static int dial_once(struct dsec_client *c, int flags)
+{
+	nng_dialer d;
+	int rc = nng_dialer_create(&d, c->sock, c->url);
+
+	if (rc != 0)
+		return rc;
+	if (c->tls)
+		rc = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, c->tls);
+	if (rc == 0)
+		rc = nng_dialer_start(d, flags);
+	if (rc != 0)
+		nng_dialer_close(d);
+	return rc;
+}
+
+/* An address nng cannot use, or TLS that cannot work: no retry helps. */
+static bool dial_final(int rc)
+{
+	return rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP || rc == NNG_EINVAL ||
+	       rc == NNG_EPEERAUTH || rc == NNG_ECRYPTO;
+}
+
 /* Dials url on c's socket; with wait > 0 a daemon not listening yet is
  * dialed again until it is or wait seconds have passed. */
 static int dial(struct dsec_client *c, double wait, struct dsec_err *err)
@@ -235,22 +263,61 @@ static int dial(struct dsec_client *c, double wait, struct dsec_err *err)
 	int rc;
 
 	for (;;) {
-		rc = nng_dial(c->sock, c->url, NULL, 0);
+		rc = dial_once(c, 0);
 		if (rc == 0)
 			return 0;
-		if (rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP || rc == NNG_EINVAL ||
-		    dsec_now() >= until)
+		if (dial_final(rc) || dsec_now() >= until)
 			break;
 		nanosleep(&(struct timespec){ 0, CONNECT_RETRY_NS }, NULL);
 	}
-	return dsec_err_setc(err, rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP || rc == NNG_EINVAL
-					  ? DSEC_E_INVALID : DSEC_E_UNAVAILABLE,
-			     rc == NNG_ENOENT ? ENOENT : ECONNREFUSED, "cannot connect to '%s': %s",
-			     c->url, nng_why(rc, why, sizeof(why)));
+	if (rc == NNG_EPEERAUTH || rc == NNG_ECRYPTO)
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EACCES, "cannot connect to '%s': %s "
+				     "(the daemon's certificate, or ours, is not the cluster's: "
+				     "see DSEC_TLS_CA and DSEC_TLS_CERT)", c->url,
+				     nng_why(rc, why, sizeof(why)));
+	return dsec_err_setc(err, dial_final(rc) ? DSEC_E_INVALID : DSEC_E_UNAVAILABLE,
+			     rc == NNG_ENOENT ? ENOENT : ECONNREFUSED, "cannot connect to '%s': %s%s",
+			     c->url, nng_why(rc, why, sizeof(why)),
+			     c->tls && !c->tls_cert && (rc == NNG_ECONNSHUT || rc == NNG_ECLOSED)
+				     ? " (a daemon requires a client certificate: DSEC_TLS_CERT)" : "");
 }
 
-int dsec_connect_opts(struct dsec_client **out, const char *url,
-		      const struct dsec_connect_opts *o, struct dsec_err *err)
+/* The client TLS configuration of a tls+tcp:// url: the CA the daemon's
+ * certificate must be signed by, our certificate (the daemon requires
+ * one), the name the daemon's must carry; each from tls, else from the
+ * environment. */
+static int tls_client_config(struct dsec_client *c, const struct dsec_tls *tls,
+			     struct dsec_err *err)
+{
+	static const struct dsec_tls none;
+	char why[128];
+	int rc;
+
+	if (!tls)
+		tls = &none;
+	const char *ca = tls->ca ? tls->ca : getenv("DSEC_TLS_CA");
+	const char *cert = tls->cert ? tls->cert : getenv("DSEC_TLS_CERT");
+	const char *name = tls->server_name ? tls->server_name : getenv("DSEC_TLS_SERVER_NAME");
+	if (!ca || !*ca)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot connect to '%s': a TLS "
+				     "address needs the cluster's CA (DSEC_TLS_CA)", c->url);
+	if ((rc = nng_tls_config_alloc(&c->tls, NNG_TLS_MODE_CLIENT)) != 0)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, ENOMEM, "cannot set TLS up: %s",
+				     nng_why(rc, why, sizeof(why)));
+	const char *what = ca;
+	c->tls_cert = cert && *cert;
+	if ((rc = nng_tls_config_ca_file(c->tls, ca)) == 0 && cert && *cert &&
+	    (what = cert, rc = nng_tls_config_cert_key_file(c->tls, cert, NULL)) == 0 && name &&
+	    *name)
+		what = name, rc = nng_tls_config_server_name(c->tls, name);
+	if (rc != 0)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot use '%s' for TLS: %s",
+				     what, nng_why(rc, why, sizeof(why)));
+	return 0;
+}
+
+int dsec_connect_tls(struct dsec_client **out, const char *url, const struct dsec_connect_opts *o,
+		     const struct dsec_tls *tls, struct dsec_err *err)
 {
 	static const struct dsec_connect_opts none;
 	struct dsec_client *c;
@@ -278,8 +345,13 @@ int dsec_connect_opts(struct dsec_client **out, const char *url,
 	nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, CLIENT_RECV_MAX);
 	nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 20);
 	nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 500);
+	if (!strncmp(url, "tls+", 4) && tls_client_config(c, tls, err) < 0) {
+		rc = -EINVAL;
+		nng_close(c->sock);
+		goto fail;
+	}
 	if (o->lazy)
-		rc = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK);
+		rc = dial_once(c, NNG_FLAG_NONBLOCK);
 	if (o->lazy && rc != 0) {
 		dsec_err_setc(err, rc == NNG_EADDRINVAL || rc == NNG_ENOTSUP ? DSEC_E_INVALID
 									: DSEC_E_UNAVAILABLE,
@@ -297,14 +369,22 @@ int dsec_connect_opts(struct dsec_client **out, const char *url,
 	*out = c;
 	return 0;
 fail:
+	if (c->tls)
+		nng_tls_config_free(c->tls);
 	free(c->url);
 	free(c);
 	return -EINVAL;
 }
 
+int dsec_connect_opts(struct dsec_client **out, const char *url,
+		      const struct dsec_connect_opts *o, struct dsec_err *err)
+{
+	return dsec_connect_tls(out, url, o, NULL, err);
+}
+
 int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err)
 {
-	return dsec_connect_opts(out, url, NULL, err);
+	return dsec_connect_tls(out, url, NULL, NULL, err);
 }
 
 /* Closing the socket ends every call in flight (with ECLOSED): the
@@ -325,6 +405,8 @@ void dsec_close(struct dsec_client *c)
 	call_fini(&c->sync);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mu);
+	if (c->tls)
+		nng_tls_config_free(c->tls);
 	free(c->url);
 	free(c);
 }

@@ -153,6 +153,23 @@ struct dsec_connect_opts {
 DSEC_API
 int dsec_connect_opts(struct dsec_client **out, const char *url,
 		      const struct dsec_connect_opts *o, struct dsec_err *err);
+/* TLS for a tls+tcp:// address, a node's API off loopback (see tls_cert
+ * in dsecd.conf(5)): PEM files. */
+struct dsec_tls {
+	const char *ca;			/* the CA(s) the daemon's certificate must be
+					 * signed by (needed) */
+	const char *cert;		/* our certificate and its key, one file (a
+					 * daemon requires one of its cluster's CA) */
+	const char *server_name;	/* the name the daemon's certificate must carry,
+					 * NULL = the url's host */
+};
+/* dsec_connect_opts with TLS for a tls+tcp:// url; each field of tls that
+ * is NULL (or tls itself) comes from the environment: DSEC_TLS_CA,
+ * DSEC_TLS_CERT, DSEC_TLS_SERVER_NAME, as for dsec_connect and
+ * dsec_connect_opts.  A certificate either side refuses is "permission". */
+DSEC_API
+int dsec_connect_tls(struct dsec_client **out, const char *url, const struct dsec_connect_opts *o,
+		     const struct dsec_tls *tls, struct dsec_err *err);
 /* Closes the client: asynchronous calls still in flight end with
  * "unavailable" on their queues before it returns. */
 DSEC_API
