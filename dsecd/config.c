@@ -27,6 +27,7 @@ static const struct key_desc keys[] = {
 	{ "listen_remote", K_BOOL, F(listen_remote), "false" },
 	{ "tls_cert", K_STR, F(tls_cert), NULL },
 	{ "tls_ca", K_STR, F(tls_ca), NULL },
+	{ "cluster_nodes", K_STRV, F(cluster_nodes), NULL },	/* default: none */
 	{ "state_dir", K_STR, F(state_dir), "/var/lib/dsec" },
 	{ "backend_dir", K_STR, F(backend_dir), DSEC_BACKEND_DIR },
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },
@@ -71,7 +72,7 @@ static const struct key_desc *find_key(const char *name)
 	return NULL;
 }
 
-static bool valid_node(const char *s)
+bool dsecd_node_name_ok(const char *s)
 {
 	if (!*s || strlen(s) > 63)
 		return false;
@@ -139,7 +140,7 @@ int dsecd_conf_set(struct dsecd_conf *conf, const char *key, const char *value,
 	switch (k->type) {
 	case K_STR: {
 		char **f = (char **)(base + k->off);
-		if (!strcmp(key, "node") && !valid_node(value))
+		if (!strcmp(key, "node") && !dsecd_node_name_ok(value))
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 					     "invalid node name '%s': use 1-63 of [A-Za-z0-9._-]", value);
 		free(*f);
@@ -402,7 +403,7 @@ int dsecd_conf_load(struct dsecd_conf *conf, int argc, char **argv, struct dsec_
 		char host[256] = "node";
 		gethostname(host, sizeof(host) - 1);
 		host[strcspn(host, ".")] = '\0';
-		conf->node = xstrdup(valid_node(host) ? host : "node");
+		conf->node = xstrdup(dsecd_node_name_ok(host) ? host : "node");
 	}
 	if ((rc = check_conf(conf, err)) < 0)
 		goto out;
@@ -477,6 +478,7 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	free(conf->node);
 	strv_clear(&conf->listen);
 	strv_clear(&conf->image_peers);
+	strv_clear(&conf->cluster_nodes);
 	free(conf->socket_group);
 	free(conf->state_dir);
 	free(conf->backend_dir);

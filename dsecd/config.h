@@ -22,6 +22,7 @@ struct dsecd_conf {
 	bool listen_remote;		/* serve unverified network peers off loopback */
 	char *tls_cert;			/* PEM: this node's certificate and key, or NULL */
 	char *tls_ca;			/* PEM: the cluster's CA(s), or NULL */
+	char **cluster_nodes;		/* other nodes, "NAME=URL", NULL-terminated, or NULL */
 	uint32_t socket_mode;		/* permissions of ipc:// sockets */
 	char *socket_group;		/* group of ipc:// sockets, NULL = ours */
 	char *state_dir;		/* where state lives */
@@ -72,5 +73,8 @@ void dsecd_conf_dump(const struct dsecd_conf *conf, int fd);
 /* Value of a backend key ("fncall.pool_size") or NULL. */
 const char *dsecd_conf_backend(const struct dsecd_conf *conf, const char *key);
 void dsecd_conf_free(struct dsecd_conf *conf);
+
+/* A node name as sandbox ids carry it: 1-63 of [A-Za-z0-9._-]. */
+bool dsecd_node_name_ok(const char *s);
 
 #endif

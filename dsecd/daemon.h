@@ -74,6 +74,27 @@ struct dsecd_sb {
 struct fs3;
 struct fs3_acquired;
 
+struct dsec_pk;
+
+/* What the node knows of another's health (gossip's view; static members
+ * are alive). */
+enum dsecd_member_state {
+	DSECD_MEMBER_ALIVE,
+	DSECD_MEMBER_SUSPECT,
+	DSECD_MEMBER_DEAD,
+	DSECD_MEMBER_LEFT,
+};
+
+/* Another node of the cluster (cluster.c). */
+struct dsecd_member {
+	char *name;			/* its node name, as its sandbox ids begin */
+	char *url;			/* its API address */
+	enum dsecd_member_state state;	/* its health */
+	struct dsec_client *c;		/* connection for forwarding, NULL until used */
+	uint64_t forwarded;		/* requests sent on to it */
+	uint64_t failed;		/* of those, how many got no answer */
+};
+
 struct dsecd {
 	struct ev_loop *loop;		/* the default loop */
 	struct fs3 *images;		/* the node's image store (fs3), or NULL */
@@ -106,9 +127,23 @@ struct dsecd {
 	bool (*reply_hook)(void *, struct dsecd_req *);	/* before-reply hook, or NULL */
 	void *reply_hook_arg;		/* its argument */
 	unsigned replies_held;		/* replies it holds now (shutdown waits for them) */
+	struct dsecd_member *members;	/* the other nodes (cluster.c) */
+	size_t nmembers;		/* entries in members */
+	struct dsec_cq *cq;		/* forwarded requests' replies, NULL with no members */
+	ev_io cq_watcher;		/* its descriptor */
 };
 
 extern struct dsecd *dsecd_global;
+
+/* cluster.c: the other nodes, forwarding to a sandbox's owner */
+int dsecd_cluster_open(struct dsecd *d, struct dsec_err *err);
+/* Answers the forwarded requests in flight (unavailable) and frees the
+ * table; before the API endpoint closes. */
+void dsecd_cluster_close(struct dsecd *d);
+struct dsecd_member *dsecd_member_find(struct dsecd *d, const char *name, size_t len);
+const char *dsecd_member_state_name(enum dsecd_member_state s);
+/* info's "cluster" entry, into the map open in p. */
+void dsecd_cluster_pack(struct dsecd *d, struct dsec_pk *p);
 
 /* loader.c */
 int dsecd_backends_load(struct dsecd *d, struct dsec_err *err);

@@ -245,6 +245,11 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out_pool;
 	}
+	if (dsecd_cluster_open(d, &err) < 0) {
+		log_error("%s", err.msg);
+		rc = 1;
+		goto out_backends;
+	}
 	if (dsecd_warm_start(d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;
@@ -301,11 +306,13 @@ int main(int argc, char **argv)
 	d->pool = NULL;
 	dsecd_pool_free(d->serve_pool);
 	d->serve_pool = NULL;
+	dsecd_cluster_close(d);
 	log_info("stopping: closing the API endpoint");
 	dsecd_server_free(d->server);
 	d->server = NULL;
 	rc = 0;
 out_backends:
+	dsecd_cluster_close(d);
 	dsecd_warm_free(d);
 	dsecd_backends_unload(d);
 out_pool:

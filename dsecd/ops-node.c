@@ -162,6 +162,7 @@ void op_info(struct dsecd_req *r)
 	dsec_pk_kv_strv(&p, "listen", (const char *const *)d->conf.listen);
 	dsecd_warm_pack(d, &p);
 	pack_images(d, &p);
+	dsecd_cluster_pack(d, &p);
 	dsec_pk_str(&p, "backends");
 	dsec_pk_array_begin(&p);
 	for (struct dsecd_backend *b = d->backends; b; b = b->next) {

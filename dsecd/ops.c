@@ -72,6 +72,14 @@ void dsecd_req_release(struct dsecd_req *r)
 	req_free(r);
 }
 
+void dsecd_req_release_frame(struct dsecd_req *r, void *reply, size_t len)
+{
+	DSEC_ASSERT(!r->reply);
+	r->reply = reply;
+	r->reply_len = len;
+	dsecd_req_release(r);
+}
+
 const char *dsecd_req_op(const struct dsecd_req *r)
 {
 	return dsecd_ops[r->op].name;
@@ -318,22 +326,21 @@ void rerun(struct dsecd_req *r)
 	run(r);
 }
 
-/* Where r is served, decided by its row's route before any handler runs.
- * The hook the cluster's forwarding plugs into: today every route resolves
- * to this node and route() returns false (serve here).  With a cluster,
- * DSECD_ROUTE_OWNER sends a request whose 'id' names another node to that
- * node (the node is the id's part before the colon: no lookup), and
- * DSECD_ROUTE_PLACE sends a create or call to the node placement picks
- * (possibly this one); the frame goes as it came, through libdsec's
- * asynchronous client, and the answer comes back as an event on the loop
- * and leaves through req_complete() like a local reply (so the reply hook
- * sees it).  Returns true when r has been taken over (forwarded, or
- * answered with an error) and the caller must not touch it. */
+/* Where r is served, decided by its row's route before any handler runs:
+ * the hook of the cluster's forwarding.  DSECD_ROUTE_OWNER sends a request
+ * whose 'id' names another node to that node (the node is the id's part
+ * before the colon: no lookup of the sandbox) through dsecd_forward
+ * (cluster.c), the frame as it came plus "fwd", and the answer comes back
+ * as an event on the loop.  DSECD_ROUTE_PLACE (a create or call) is served
+ * here until placement is built (planned: the node power-of-k choices
+ * picks over the gossiped view, possibly this one).  True when r is
+ * taken. */
 static bool route(struct dsecd_req *r)
 {
 	switch (dsecd_ops[r->op].route) {
-	case DSECD_ROUTE_LOCAL:
 	case DSECD_ROUTE_OWNER:
+		return r->d->nmembers && dsecd_forward(r);
+	case DSECD_ROUTE_LOCAL:
 	case DSECD_ROUTE_PLACE:
 		break;
 	}
@@ -351,6 +358,8 @@ void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t 
 
 	r->d = d;
 	r->conn = conn;
+	r->frame = frame;
+	r->frame_len = len;
 	r->t0 = dsec_now_ns();
 	r->op = DSEC_OP_PING;
 	dsec_err_clear(&err);

@@ -107,6 +107,10 @@ struct dsecd_req {
 	void *reply;			/* its reply, packed, once req_complete ran */
 	size_t reply_len;		/* its bytes */
 	bool held;			/* the reply hook holds it */
+	const void *frame;		/* the request's bytes (the server's, until the reply) */
+	size_t frame_len;		/* their length */
+	struct dsecd_member *fwd;	/* forwarded to it (cluster.c), or NULL */
+	struct dsec_call *fwd_call;	/* that call while it runs */
 	union {
 		/* create, call, exec, exec_start, net_allow, the session ops */
 		struct {
@@ -169,6 +173,14 @@ struct dsecd_req {
 /* The one way a reply leaves: takes p's bytes, lets the reply hook hold
  * them (dsecd_reply_hook_set), sends them and frees r unless it does. */
 void req_complete(struct dsecd_req *r, struct dsec_pk *p);
+/* Sends reply (len bytes, malloc'd; taken) as it is and frees r: the
+ * answer of the node a request was forwarded to, whose own reply hook
+ * ran there. */
+void dsecd_req_release_frame(struct dsecd_req *r, void *reply, size_t len);
+/* route(): a request on a sandbox of another node goes to it; true when r
+ * is taken (sent on, or answered: unknown node, node_lost), false when it
+ * is served here (cluster.c). */
+bool dsecd_forward(struct dsecd_req *r);
 /* Completes r with {ok: true, result: {}}. */
 void reply_empty(struct dsecd_req *r);
 /* Packs err as the reply (sandbox_lost when r's sandbox is lost) and

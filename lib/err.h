@@ -36,6 +36,8 @@ enum dsec_code {
 	DSEC_E_SANDBOX_LOST,	/* "sandbox_lost": the sandbox died under its commands (its
 				 * init is gone): an infrastructure failure, not the
 				 * command's; every later op on it fails so */
+	DSEC_E_NODE_LOST,	/* "node_lost": the node that owns the sandbox is dead or
+				 * left the cluster (not not_found: it was there) */
 	DSEC_E__COUNT
 };
 

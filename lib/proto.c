@@ -550,6 +550,12 @@ void dsec_pk_str(struct dsec_pk *p, const char *s)
 	counted(p, 1);
 }
 
+void dsec_pk_object(struct dsec_pk *p, const msgpack_object *o)
+{
+	msgpack_pack_object(&p->pk, *o);
+	counted(p, 1);
+}
+
 void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n)
 {
 	raw_bin(p, d, n);
