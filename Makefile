@@ -31,7 +31,8 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
-	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace openssl
+	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace openssl \
+	libncurses-dev
 
 # Flags: the project's own are in ALL_CPPFLAGS and ALL_CFLAGS (a target adds
 # to them with `TARGET: ALL_CFLAGS += ...`); CPPFLAGS, CFLAGS and LDFLAGS
@@ -292,6 +293,12 @@ tools/fs3-bench: build/tools/fs3-bench.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
+
+# dsec-top draws with ncurses (wide characters).
+CURSES_LIBS := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null || echo -lncursesw)
+tools/dsec-top: build/tools/dsec-top.o lib/libdsec.a $(NNG_LIB)
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(CURSES_LIBS)
 
 tools/%: build/tools/%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@

@@ -76,6 +76,9 @@ struct fs3_acquired;
 
 struct dsec_pk;
 
+/* Creates whose times info's percentiles are taken over. */
+#define DSECD_CREATE_RING 1024
+
 /* What the node knows of another's health (gossip's view; static members
  * are alive). */
 enum dsecd_member_state {
@@ -131,6 +134,11 @@ struct dsecd {
 	size_t nmembers;		/* entries in members */
 	struct dsec_cq *cq;		/* forwarded requests' replies, NULL with no members */
 	ev_io cq_watcher;		/* its descriptor */
+	bool draining;			/* creates and calls refused (drain op) */
+	uint64_t creates_ok;		/* sandboxes created since start (warm handovers too) */
+	uint64_t creates_failed;	/* creates that failed */
+	uint32_t create_us[DSECD_CREATE_RING];	/* the latest creates' times, µs, a ring */
+	unsigned create_next;		/* where the next goes */
 };
 
 extern struct dsecd *dsecd_global;

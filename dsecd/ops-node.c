@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/vfs.h>
@@ -115,6 +116,87 @@ static void pack_images(struct dsecd *d, struct dsec_pk *p)
 	dsec_pk_end(p);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* "creates": counts since start, percentiles of the latest
+ * DSECD_CREATE_RING (ms; 0 before any). */
+static void pack_creates(struct dsecd *d, struct dsec_pk *p)
+{
+	size_t n = d->creates_ok < DSECD_CREATE_RING ? (size_t)d->creates_ok : DSECD_CREATE_RING;
+	uint32_t v[DSECD_CREATE_RING];
+
+	memcpy(v, d->create_us, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), cmp_u32);
+	dsec_pk_str(p, "creates");
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_u64(p, "ok", d->creates_ok);
+	dsec_pk_kv_u64(p, "failed", d->creates_failed);
+	dsec_pk_kv_double(p, "p50_ms", n ? v[n / 2] / 1e3 : 0);
+	dsec_pk_kv_double(p, "p99_ms", n ? v[n * 99 / 100] / 1e3 : 0);
+	dsec_pk_end(p);
+}
+
+/* "load" (the 1, 5 and 15 minute averages) and "memory" (total and
+ * available bytes) of the machine, what an operator compares nodes by. */
+static void pack_machine(struct dsec_pk *p)
+{
+	double l[3] = { 0, 0, 0 };
+	unsigned long long total = 0, avail = 0;
+	char line[256];
+	FILE *f;
+
+	if ((f = fopen("/proc/loadavg", "re"))) {
+		if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3)
+			l[0] = l[1] = l[2] = 0;
+		fclose(f);
+	}
+	if ((f = fopen("/proc/meminfo", "re"))) {
+		while (fgets(line, sizeof(line), f) && (!total || !avail)) {
+			sscanf(line, "MemTotal: %llu kB", &total);
+			sscanf(line, "MemAvailable: %llu kB", &avail);
+		}
+		fclose(f);
+	}
+	dsec_pk_str(p, "load");
+	dsec_pk_array_begin(p);
+	for (int i = 0; i < 3; i++)
+		dsec_pk_double(p, l[i]);
+	dsec_pk_end(p);
+	dsec_pk_str(p, "memory");
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_u64(p, "total", total * 1024);
+	dsec_pk_kv_u64(p, "available", avail * 1024);
+	dsec_pk_end(p);
+}
+
+void op_drain(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	struct dsec_err err;
+	bool drain = true;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (dsec_get_bool_opt(r->msg.root, "drain", &drain, &err) < 0)
+		return reply_err(r, &err);
+	if (drain != d->draining)
+		log_info("node %s %s", d->conf.node, drain ? "drains: no new sandboxes"
+							  : "takes new sandboxes again");
+	d->draining = drain;
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "node", d->conf.node);
+	dsec_pk_kv_bool(&p, "draining", d->draining);
+	dsec_pk_kv_u64(&p, "sandboxes", d->nsandboxes);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
 void op_info(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -158,7 +240,10 @@ void op_info(struct dsecd_req *r)
 		dsec_pk_kv_u64(&p, "paused", all.n);
 	}
 	dsec_pk_kv_u64(&p, "max_sandboxes", d->conf.max_sandboxes);
+	dsec_pk_kv_bool(&p, "draining", d->draining);
 	dsec_pk_kv_u64(&p, "inflight", dsecd_server_inflight(d->server));
+	pack_creates(d, &p);
+	pack_machine(&p);
 	dsec_pk_kv_strv(&p, "listen", (const char *const *)d->conf.listen);
 	dsecd_warm_pack(d, &p);
 	pack_images(d, &p);

@@ -17,6 +17,9 @@
 /* Fails the request if the node cannot take another sandbox. */
 int check_capacity(struct dsecd *d, struct dsec_err *err)
 {
+	if (d->draining)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN, "node '%s' is draining: it "
+				     "takes no new sandboxes", d->conf.node);
 	/* Sandboxes being created are in the table already; one-shot calls
 	 * hold a sandbox for their duration too. */
 	if (d->nsandboxes + d->calls >= d->conf.max_sandboxes)
@@ -350,11 +353,27 @@ int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err
 	return be_create(r, err);
 }
 
+/* A create ended: counted, and its time kept for info's percentiles. */
+static void count_create(struct dsecd_req *r, bool ok)
+{
+	struct dsecd *d = r->d;
+
+	if (!ok) {
+		d->creates_failed++;
+		return;
+	}
+	uint64_t us = (dsec_now_ns() - r->t0) / 1000;
+	d->creates_ok++;
+	d->create_us[d->create_next++ % DSECD_CREATE_RING] = us > UINT32_MAX ? UINT32_MAX
+									      : (uint32_t)us;
+}
+
 /* create's reply: {id, node, backend}. */
 static void reply_created(struct dsecd_req *r, const struct dsecd_sb *sb)
 {
 	struct dsec_pk p;
 
+	count_create(r, true);
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_str(&p, "id", sb->id);
@@ -373,6 +392,7 @@ static void create_done(void *arg, int rc, const struct dsec_err *err)
 
 	d->ops_inflight--;
 	if (rc < 0) {
+		count_create(r, false);
 		e = *err;
 		dsec_err_prefix(&e, "cannot create %s sandbox", r->be->name);
 		sb->handle = NULL;
@@ -415,6 +435,8 @@ void op_create(struct dsecd_req *r)
 	struct dsecd_sb *sb;
 	const struct dsec_be_limits *l = &r->spec.limits;
 
+	if (d->draining && check_capacity(d, &err) < 0)
+		return reply_err(r, &err);
 	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
 	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk || r->spec.cpu_weight) &&
 	    !r->network && !r->allow && !r->dns && !r->deny && !r->layers &&
@@ -443,6 +465,7 @@ void op_create(struct dsecd_req *r)
 	r->sb = sb;
 	r->spec.id = sb->id;
 	if (start_create(r, create_done, &err) < 0) {
+		count_create(r, false);
 		dsecd_sb_destroy(d, sb, "create failed", NULL);
 		dsec_err_prefix(&err, "cannot create %s sandbox", r->be->name);
 		return reply_err(r, &err);

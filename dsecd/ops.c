@@ -264,6 +264,9 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_USAGE] = { .name = "usage", .run = op_usage,
 			    .route = OWNER, .flags = ID,
 			    .summary = "what a sandbox uses now: CPU, memory, tasks, disk" },
+	[DSEC_OP_DRAIN] = { .name = "drain", .run = op_drain,
+			    .route = LOCAL, .flags = QUICK,
+			    .summary = "stop or start taking new sandboxes on the node" },
 };
 
 #undef LOCAL

@@ -51,6 +51,7 @@ enum dsec_op {
 	DSEC_OP_EXEC_SIGNAL,
 	DSEC_OP_EXEC_RESIZE,
 	DSEC_OP_USAGE,
+	DSEC_OP_DRAIN,
 	DSEC_OP__COUNT
 };
 
@@ -201,6 +202,7 @@ void rerun(struct dsecd_req *r);
 void op_ping(struct dsecd_req *r);
 void op_info(struct dsecd_req *r);
 void op_list(struct dsecd_req *r);
+void op_drain(struct dsecd_req *r);
 
 /* ops-sandbox.c */
 /* Frees the state of create and call, and of exec, exec_start, net_allow. */

@@ -973,6 +973,20 @@ int dsec_ping(struct dsec_client *c, struct dsec_err *err)
 	return rc;
 }
 
+int dsec_drain(struct dsec_client *c, bool drain, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "drain");
+	dsec_pk_kv_bool(&p, "drain", drain);
+	rc = roundtrip(c, &p, 0, &r, err);
+	reply_free(&r);
+	return rc;
+}
+
 int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
 {
 	return id_op(c, "destroy", id, err);

@@ -357,6 +357,11 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
  * floor under every other request's latency). */
 DSEC_API
 int dsec_ping(struct dsec_client *c, struct dsec_err *err);
+/* Stops (drain true) or starts again the node's taking of new sandboxes:
+ * while it drains, creates and calls there fail with "capacity" and its
+ * sandboxes go on (an operator's way to empty a node). */
+DSEC_API
+int dsec_drain(struct dsec_client *c, bool drain, struct dsec_err *err);
 DSEC_API
 int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox_info *out,
 		      struct dsec_err *err);

@@ -13,13 +13,7 @@ need_cmd helper-req
 
 plan 19
 
-members="a=ipc://$T/a.sock,b=ipc://$T/b.sock,c=ipc://$T/c.sock"
-for n in a b c; do
-	start_node "$n" --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
-		--set cluster_nodes="$members"
-done
-at() { local n=$1; shift; helper-req "ipc://$T/$n.sock" "$@"; }
-idof() { sed -n 's/.*"id":"\([^"]*\)".*/\1/p'; }
+test_cluster "a b c"
 
 idb=$(at b create | idof)
 like "$idb" '^b:' "a sandbox made on node b is named after it"

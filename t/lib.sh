@@ -159,6 +159,21 @@ start_node() {
 	bail "node $name did not answer within 30 s"
 }
 
+# test_cluster "NAMES" ["ABSENT"]: a start_node daemon of the test backend
+# per name in NAMES, each with every name of NAMES and ABSENT (members
+# that never run) in its cluster_nodes; at NAME OP ARGS... sends helper-req
+# to one, idof reads the id out of a create's reply.
+test_cluster() {
+	local n members=
+	for n in $1 ${2:-}; do members="$members${members:+,}$n=ipc://$T/$n.sock"; done
+	for n in $1; do
+		start_node "$n" --backend-dir "$TOP/t" --set backends=test \
+			--set default_backend=test --set cluster_nodes="$members"
+	done
+}
+at() { local n=$1; shift; "$TOP/t/helper-req" "ipc://$T/$n.sock" "$@"; }
+idof() { sed -n 's/.*"id":"\([^"]*\)".*/\1/p'; }
+
 # stop_nodes: SIGTERM every start_node daemon, SIGKILL after 10 s.
 stop_nodes() {
 	local pid i

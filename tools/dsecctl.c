@@ -1,7 +1,8 @@
-/* dsecctl - administer a dsec node; today its fs3 image store.
+/* dsecctl - administer a dsec node: its fs3 image store, and the node.
  *
- * Works on the store directory directly, no daemon needed: fs3 takes the
- * store's flock, so dsecctl and a running dsecd can both write to it.
+ * "image" works on the store directory directly, no daemon needed: fs3
+ * takes the store's flock, so dsecctl and a running dsecd can both write
+ * to it.  "node" asks a running dsecd (--host, else $DSEC_HOST).
  * Exit status: 0 done, 1 failed, 2 usage.
  */
 #include <errno.h>
@@ -11,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dsec.h"
 #include "fs3.h"
 #include "log.h"
+#include "proto.h"
 #include "util.h"
 
 /* dsecd's default state_dir: its image_store defaults to STATE_DIR/fs3. */
@@ -29,6 +32,7 @@ struct ctl_opts {
 	size_t nenv, nentry;		/* entries in config.env, config.entrypoint */
 	char **peers;			/* --peer, or $DSEC_FS3_PEERS split */
 	size_t npeers;			/* entries in peers */
+	const char *host;		/* --host: the daemon of "node" commands */
 	char **args;			/* after "image CMD" */
 	int nargs;			/* entries in args */
 };
@@ -57,10 +61,15 @@ static const char usage_text[] =
 	"  image squash [--max-size BYTES] [--tag NAME[:TAG]] IMAGE\n"
 	"               merge each run of adjacent layers smaller than BYTES (default\n"
 	"               4M) into one layer: a new image with the same tree\n"
+	"       dsecctl [--host URL] node COMMAND\n"
+	"  node ls      the node asked and the other nodes of its cluster\n"
+	"  node drain   the node takes no new sandboxes (its own go on)\n"
+	"  node undrain it takes them again\n"
 	"The store is --store, else STATE_DIR/fs3 with --state-dir, else $DSEC_FS3_STORE,\n"
 	"else $DSEC_STATE_DIR/fs3, else " DEFAULT_STATE_DIR "/fs3 (dsecd's image store for\n"
 	"that state directory); the origin defaults to $DSEC_FS3_ORIGIN, then\n"
-	"STORE/origin; the peers to $DSEC_FS3_PEERS, then none.\n"
+	"STORE/origin; the peers to $DSEC_FS3_PEERS, then none.  The daemon is --host,\n"
+	"else $DSEC_HOST, else the local one.\n"
 	"See dsecctl(8) and dsec-fs3(7).\n";
 
 static void size_str(uint64_t n, char *buf, size_t len)
@@ -250,6 +259,7 @@ enum {
 	OPT_PEER,
 	OPT_FETCH_TIMEOUT,
 	OPT_MAX_SIZE,
+	OPT_HOST,
 	OPT_HELP,
 };
 
@@ -263,6 +273,7 @@ static const struct option long_opts[] = {
 	{ .name = "peer",	.has_arg = required_argument,	.val = OPT_PEER },
 	{ .name = "fetch-timeout", .has_arg = required_argument, .val = OPT_FETCH_TIMEOUT },
 	{ .name = "max-size",	.has_arg = required_argument,	.val = OPT_MAX_SIZE },
+	{ .name = "host",	.has_arg = required_argument,	.val = OPT_HOST },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ 0 }
 };
@@ -319,6 +330,72 @@ static void add_config(struct ctl_opts *o, const char *kv)
 	} else {
 		usage_fail("--config '%s': unknown key (env, cwd, user, entrypoint)", kv);
 	}
+}
+
+/* ---- node: ask the daemon ---- */
+
+/* node ls: the node asked (its state, sandboxes) and its cluster's
+ * members as it sees them. */
+static int node_ls(struct dsec_client *c, struct dsec_err *err)
+{
+	_cleanup_free_ void *reply = NULL;
+	const msgpack_object *res, *cl, *mem;
+	struct dsec_msg msg;
+	struct dsec_pk p;
+	size_t len, rlen;
+	int r;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "info");
+	dsec_pk_end(&p);
+	_cleanup_free_ void *req = dsec_pk_detach(&p, &rlen);
+	if ((r = dsec_raw(c, req, rlen, &reply, &len, err)) < 0 ||
+	    (r = dsec_reply_check(c, reply, len, err)) < 0 ||
+	    (r = dsec_msg_parse_n(&msg, reply, len, len + 1, 65536, err)) < 0)
+		return r;
+	res = dsec_map_get(msg.root, "result");
+	_cleanup_free_ char *name = NULL;
+	uint64_t n = 0;
+	bool draining = false;
+	dsec_get_str(res, "node", &name, NULL);
+	dsec_get_u64(res, "sandboxes", &n, NULL);
+	dsec_get_bool(res, "draining", &draining, NULL);
+	printf("%-20s %-9s %-10s %s\n", "NODE", "STATE", "SANDBOXES", "ADDRESS");
+	printf("%-20s %-9s %-10llu %s (this node)\n", name ? name : "?",
+	       draining ? "draining" : "alive", (unsigned long long)n, dsec_client_url(c));
+	cl = dsec_map_get(res, "cluster");
+	mem = cl ? dsec_map_get(cl, "members") : NULL;
+	for (uint32_t i = 0; mem && mem->type == MSGPACK_OBJECT_ARRAY && i < mem->via.array.size;
+	     i++) {
+		const msgpack_object *m = &mem->via.array.ptr[i];
+		_cleanup_free_ char *mn = NULL, *url = NULL, *state = NULL;
+		dsec_get_str(m, "name", &mn, NULL);
+		dsec_get_str(m, "url", &url, NULL);
+		dsec_get_str(m, "state", &state, NULL);
+		printf("%-20s %-9s %-10s %s\n", mn ? mn : "?", state ? state : "?", "-",
+		       url ? url : "?");
+	}
+	dsec_msg_free(&msg);
+	return 0;
+}
+
+static int run_node(struct ctl_opts *o, const char *what, struct dsec_err *err)
+{
+	struct dsec_client *c;
+	int r;
+
+	if ((r = dsec_connect_tls(&c, o->host, NULL, NULL, err)) < 0)
+		return r;
+	dsec_set_timeout(c, 10);
+	if (!strcmp(what, "ls")) {
+		r = node_ls(c, err);
+	} else {
+		bool drain = !strcmp(what, "drain");
+		if ((r = dsec_drain(c, drain, err)) == 0)
+			printf("%s\n", drain ? "draining: no new sandboxes" : "taking new sandboxes");
+	}
+	dsec_close(c);
+	return r;
 }
 
 /* The store when --store does not name it.  A daemon's image store is
@@ -394,6 +471,9 @@ int main(int argc, char **argv)
 			if (dsec_parse_size(optarg, &o.max_size) < 0 || !o.max_size)
 				usage_fail("--max-size '%s': not a size", optarg);
 			break;
+		case OPT_HOST:
+			o.host = optarg;
+			break;
 		case OPT_HELP:
 			fputs(usage_text, stdout);
 			return 0;
@@ -402,8 +482,22 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (argc - optind >= 1 && !strcmp(argv[optind], "node")) {
+		const char *what = argc - optind == 2 ? argv[optind + 1] : NULL;
+		if (!what || (strcmp(what, "ls") && strcmp(what, "drain") && strcmp(what, "undrain")))
+			usage_fail("expected 'node ls', 'node drain' or 'node undrain'");
+		dsec_err_clear(&err);
+		if (run_node(&o, what, &err) < 0) {
+			fprintf(stderr, "dsecctl: %s\n", err.msg);
+			return 1;
+		}
+		return 0;
+	}
+	if (o.host)
+		usage_fail("--host goes with 'node' commands only");
 	if (argc - optind < 2 || strcmp(argv[optind], "image"))
-		usage_fail("%s", argc - optind < 1 ? "no command" : "expected 'image COMMAND'");
+		usage_fail("%s", argc - optind < 1 ? "no command"
+						 : "expected 'image COMMAND' or 'node COMMAND'");
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(cmds); i++)
 		if (!strcmp(cmds[i].name, argv[optind + 1]))
 			cmd = &cmds[i];
