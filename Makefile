@@ -31,7 +31,7 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
-	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace openssl \
+	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace openssl python3-pytest python3-setuptools python3-venv \
 	libncurses-dev
 
 # Flags: the project's own are in ALL_CPPFLAGS and ALL_CFLAGS (a target adds

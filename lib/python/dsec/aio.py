@@ -1,0 +1,377 @@
+"""The asyncio client: AsyncClient and AsyncSandbox.
+
+Every request is one asynchronous libdsec call on one connection (calls
+run at once, each on a REQ context of its own); replies come to a
+completion queue whose descriptor the event loop watches, so there is no
+thread per call and no thread at all in Python.
+"""
+import asyncio
+import ctypes
+import dataclasses
+import itertools
+import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import msgpack
+
+from . import _native as N
+from .errors import DsecError, Internal, Unavailable, error_for
+
+PROTO_VERSION = 1
+# Seconds a reply may come after the request's own time.
+REPLY_SLACK = 30.0
+# The daemon's default exec_timeout, the time of a command without one.
+DEFAULT_EXEC_TIMEOUT = 300.0
+
+
+def _pack(op: str, fields: Mapping[str, Any]) -> bytes:
+    req = {"v": PROTO_VERSION, "op": op}
+    req.update({k: v for k, v in fields.items() if v is not None})
+    return msgpack.packb(req, use_bin_type=True)
+
+
+def _unpack(frame: bytes) -> Dict[str, Any]:
+    try:
+        reply = msgpack.unpackb(frame, raw=False, unicode_errors="surrogateescape",
+                                strict_map_key=False)
+    except Exception as e:  # any bytes may come: never trust them
+        raise Internal("cannot read a reply: %s" % e) from None
+    if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+        raise Internal("a reply that breaks the protocol: no 'ok'")
+    if reply["ok"]:
+        res = reply.get("result")
+        if not isinstance(res, dict):
+            raise Internal("a reply that breaks the protocol: no 'result' map")
+        return res
+    err = reply.get("error")
+    if not isinstance(err, dict) or not isinstance(err.get("code"), str) or err["code"] == "ok":
+        raise Internal("an error reply that breaks the protocol: no 'code'")
+    raise error_for(err["code"], str(err.get("message", "")))
+
+
+@dataclasses.dataclass
+class ExecResult:
+    """What a command did.  A command that timed out is a result
+    (timed_out, exit_code -1), not an exception."""
+    exit_code: int
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    signal: int = 0
+    timed_out: bool = False
+    duration: float = 0.0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    oom_killed: bool = False
+
+    @property
+    def stdout(self) -> str:
+        """Standard output as text (undecodable bytes replaced)."""
+        return self.stdout_bytes.decode("utf-8", "replace")
+
+    @property
+    def stderr(self) -> str:
+        """Standard error as text (undecodable bytes replaced)."""
+        return self.stderr_bytes.decode("utf-8", "replace")
+
+    @classmethod
+    def _from(cls, r: Mapping[str, Any]) -> "ExecResult":
+        if "exit_code" not in r:
+            raise Internal("exec's reply has no 'exit_code'")
+        return cls(exit_code=r["exit_code"], stdout_bytes=bytes(r.get("stdout", b"")),
+                   stderr_bytes=bytes(r.get("stderr", b"")), signal=r.get("signal", 0),
+                   timed_out=bool(r.get("timed_out", False)),
+                   duration=float(r.get("duration", 0.0)),
+                   stdout_truncated=bool(r.get("stdout_truncated", False)),
+                   stderr_truncated=bool(r.get("stderr_truncated", False)),
+                   oom_killed=bool(r.get("oom_killed", False)))
+
+
+def _cmd_fields(cmd: Union[str, Sequence[str]], timeout, stdin, env, cwd, output_cap):
+    f: Dict[str, Any] = {}
+    if isinstance(cmd, str):
+        f["code"] = cmd
+    else:
+        f["argv"] = [str(a) for a in cmd]
+    if isinstance(stdin, str):
+        stdin = stdin.encode()
+    f.update(timeout=timeout, stdin=stdin, env=dict(env) if env else None, cwd=cwd,
+             output_cap=output_cap)
+    return f
+
+
+class AsyncSandbox:
+    """A sandbox: run commands, move files, pause, snapshot, destroy.
+
+    An async context manager: the sandbox is destroyed when the block ends.
+    """
+
+    def __init__(self, client: "AsyncClient", sandbox_id: str, node: str = "",
+                 backend: str = ""):
+        self.client = client
+        self.id = sandbox_id
+        self.node = node or sandbox_id.rsplit(":", 1)[0]
+        self.backend = backend
+
+    def __repr__(self):
+        return "AsyncSandbox(%r)" % self.id
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.destroy()
+
+    async def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
+                   stdin: Union[bytes, str, None] = None, env: Optional[Mapping[str, str]] = None,
+                   cwd: Optional[str] = None, output_cap: Optional[int] = None) -> ExecResult:
+        """Run cmd (an argv list, or a string for the backend's shell or
+        runtime) to its end; its output comes whole."""
+        f = _cmd_fields(cmd, timeout, stdin, env, cwd, output_cap)
+        f["id"] = self.id
+        r = await self.client.call("exec", f, wait=timeout or DEFAULT_EXEC_TIMEOUT)
+        return ExecResult._from(r)
+
+    async def read_file(self, path: str, *, offset: int = 0, length: int = 0) -> bytes:
+        """The bytes of a file (from offset; length 0: to its end)."""
+        r = await self.client.call("file_read", {"id": self.id, "path": path,
+                                                 "offset": offset or None,
+                                                 "length": length or None})
+        return bytes(r.get("data", b""))
+
+    async def write_file(self, path: str, data: Union[bytes, str], *,
+                         mode: Optional[int] = None) -> None:
+        """Write a whole file (made or replaced; parents made)."""
+        if isinstance(data, str):
+            data = data.encode()
+        await self.client.call("file_write", {"id": self.id, "path": path, "data": data,
+                                              "mode": mode})
+
+    async def stat(self, path: str) -> Dict[str, Any]:
+        """A file's type, size, mode, owner and times."""
+        return await self.client.call("file_stat", {"id": self.id, "path": path})
+
+    async def list_dir(self, path: str, *, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """A directory's entries, sorted by name."""
+        r = await self.client.call("file_list", {"id": self.id, "path": path, "limit": limit})
+        return list(r.get("entries", []))
+
+    async def mkdir(self, path: str, *, mode: Optional[int] = None, parents: bool = True) -> None:
+        """Make a directory (and its parents, unless parents is False)."""
+        await self.client.call("file_mkdir", {"id": self.id, "path": path, "mode": mode,
+                                              "parents": parents})
+
+    async def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Remove a file, or a tree with recursive."""
+        await self.client.call("file_remove", {"id": self.id, "path": path,
+                                               "recursive": recursive or None})
+
+    async def pause(self) -> None:
+        """Freeze it; its memory stays, its TTLs stop."""
+        await self.client.call("pause", {"id": self.id})
+
+    async def resume(self) -> None:
+        """Let a paused sandbox run again."""
+        await self.client.call("resume", {"id": self.id})
+
+    async def snapshot(self, tag: str) -> str:
+        """Save its files as a new image tagged tag; returns its digest."""
+        r = await self.client.call("snapshot", {"id": self.id, "tag": tag}, wait=600)
+        return r["image"]
+
+    async def info(self) -> Dict[str, Any]:
+        """What the node knows of it: state, backend, TTLs, sessions..."""
+        return await self.client.call("info", {"id": self.id})
+
+    async def destroy(self) -> None:
+        """Destroy it (one already gone is not an error)."""
+        try:
+            await self.client.call("destroy", {"id": self.id})
+        except DsecError as e:
+            if e.code != "not_found":
+                raise
+
+
+class _Create:
+    """client.create(...): awaitable (gives the sandbox) and an async
+    context manager (destroys it at the end of the block)."""
+
+    def __init__(self, client: "AsyncClient", fields: Dict[str, Any]):
+        self._client = client
+        self._fields = fields
+        self._sb: Optional[AsyncSandbox] = None
+
+    async def _make(self) -> AsyncSandbox:
+        r = await self._client.call("create", self._fields, wait=600)
+        if not isinstance(r.get("id"), str):
+            raise Internal("create's reply has no 'id'")
+        return AsyncSandbox(self._client, r["id"], r.get("node", ""), r.get("backend", ""))
+
+    def __await__(self):
+        return self._make().__await__()
+
+    async def __aenter__(self) -> AsyncSandbox:
+        self._sb = await self._make()
+        return self._sb
+
+    async def __aexit__(self, *exc) -> None:
+        if self._sb is not None:
+            await self._sb.destroy()
+
+
+class AsyncClient:
+    """A connection to a dsec node (any node of a cluster serves any
+    sandbox).
+
+    url: the node's address ("ipc:///run/dsec/dsecd.sock",
+    "tls+tcp://host:port"); None: $DSEC_HOST, then the local socket.
+    tls_ca, tls_cert, tls_server_name: PEM files for a tls+tcp:// address
+    (None: $DSEC_TLS_CA, $DSEC_TLS_CERT, $DSEC_TLS_SERVER_NAME).
+    timeout: seconds a request may wait for the node to take it.
+
+        async with dsec.AsyncClient() as c:
+            sb = await c.create(backend="fncall")
+            r = await sb.exec(["sh", "-c", "echo hi"])
+            print(r.exit_code, r.stdout)
+            await sb.destroy()
+    """
+
+    def __init__(self, url: Optional[str] = None, *, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None, tls_server_name: Optional[str] = None,
+                 timeout: float = 30.0):
+        self.url = url
+        self._tls = (tls_ca, tls_cert, tls_server_name)
+        self._timeout = timeout
+        self._c = ctypes.c_void_p()
+        self._cq = ctypes.c_void_p()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._pending: Dict[int, asyncio.Future] = {}
+        self._tags = itertools.count(1)
+
+    async def __aenter__(self) -> "AsyncClient":
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self.close()
+
+    def _connect(self) -> None:
+        """Dials now (blocking: a TCP host that does not answer takes the
+        system's connect timeout), so that no daemon there is Unavailable
+        at once; later breaks are remade in the background."""
+        err = N.Err()
+        tls = N.Tls(*(s.encode() if s else None for s in self._tls))
+        url = (self.url or "").encode() or None
+        c = ctypes.c_void_p()
+        if N.lib.dsec_connect_tls(ctypes.byref(c), url, None, ctypes.byref(tls),
+                                  ctypes.byref(err)) < 0:
+            raise error_for(N.code_name(err.code), err.msg.decode(errors="replace"))
+        N.lib.dsec_set_timeout(c, self._timeout)
+        self._c = c
+
+    async def open(self) -> None:
+        """Connect: the dial runs on the loop's executor (the one thread
+        the client ever uses), a node not listening is Unavailable."""
+        if self._c:
+            return
+        err = N.Err()
+        self._loop = asyncio.get_running_loop()
+        if not self._cq:
+            if N.lib.dsec_cq_new(ctypes.byref(self._cq), ctypes.byref(err)) < 0:
+                raise error_for(N.code_name(err.code), err.msg.decode(errors="replace"))
+            self._loop.add_reader(N.lib.dsec_cq_fd(self._cq), self._ready)
+        await self._loop.run_in_executor(None, self._connect)
+
+    def close(self) -> None:
+        """Close the connection; requests still in flight end with
+        Unavailable."""
+        if not self._cq:
+            return
+        if self._c:
+            N.lib.dsec_close(self._c)  # every call in flight ends on the queue
+            self._c = ctypes.c_void_p()
+        self._ready()
+        self._loop.remove_reader(N.lib.dsec_cq_fd(self._cq))
+        N.lib.dsec_cq_free(self._cq)
+        self._cq = ctypes.c_void_p()
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(Unavailable("the client was closed"))
+        self._pending.clear()
+
+    def _ready(self) -> None:
+        c = N.Completion()
+        while N.lib.dsec_cq_next(self._cq, ctypes.byref(c)) == 0:
+            fut = self._pending.pop(c.tag or 0, None)
+            try:
+                if fut is None or fut.done():
+                    continue
+                if c.rc < 0:
+                    e = c.err.contents
+                    fut.set_exception(error_for(N.code_name(e.code),
+                                                e.msg.decode(errors="replace")))
+                else:
+                    fut.set_result(ctypes.string_at(c.reply, c.reply_len))
+            finally:
+                N.lib.dsec_completion_free(ctypes.byref(c))
+
+    async def call(self, op: str, fields: Mapping[str, Any], *,
+                   wait: float = 0.0) -> Dict[str, Any]:
+        """Send any request of dsec-protocol(7) (None fields left out) and
+        return its result map; an error reply raises its exception.  wait:
+        what the request itself may take."""
+        if not self._c:
+            await self.open()
+        frame = _pack(op, fields)
+        tag = next(self._tags)
+        fut = self._loop.create_future()
+        self._pending[tag] = fut
+        err = N.Err()
+        if N.lib.dsec_call_async(self._c, self._cq, frame, len(frame), wait + REPLY_SLACK,
+                                 ctypes.c_void_p(tag), None, ctypes.byref(err)) < 0:
+            del self._pending[tag]
+            raise error_for(N.code_name(err.code), err.msg.decode(errors="replace"))
+        return _unpack(await fut)
+
+    def create(self, *, backend: Optional[str] = None, image: Optional[str] = None,
+               runtime: Optional[str] = None, layers: Optional[Sequence[str]] = None,
+               limits: Optional[Mapping[str, Any]] = None, ttl: Optional[float] = None,
+               idle_ttl: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
+               cwd: Optional[str] = None, network: Optional[str] = None,
+               allow: Optional[Sequence[str]] = None, dns: Optional[str] = None,
+               seccomp_deny: Optional[Sequence[str]] = None) -> _Create:
+        """A new sandbox: await it, or `async with c.create(...) as sb:`."""
+        return _Create(self, {
+            "backend": backend, "image": image, "runtime": runtime,
+            "layers": list(layers) if layers else None, "limits": dict(limits) if limits else None,
+            "ttl": ttl, "idle_ttl": idle_ttl, "env": dict(env) if env else None, "cwd": cwd,
+            "network": network, "allow": list(allow) if allow else None, "dns": dns,
+            "seccomp_deny": list(seccomp_deny) if seccomp_deny else None})
+
+    def sandbox(self, sandbox_id: str) -> AsyncSandbox:
+        """A sandbox made before (by this client or another)."""
+        return AsyncSandbox(self, sandbox_id)
+
+    async def run(self, cmd: Union[str, Sequence[str]], *, backend: Optional[str] = None,
+                  runtime: Optional[str] = None, image: Optional[str] = None,
+                  timeout: Optional[float] = None, stdin: Union[bytes, str, None] = None,
+                  env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                  output_cap: Optional[int] = None) -> ExecResult:
+        """Run one command in a fresh sandbox that is gone afterwards
+        (the protocol's call: one round trip)."""
+        f = _cmd_fields(cmd, timeout, stdin, env, cwd, output_cap)
+        f.update(backend=backend, runtime=runtime, image=image)
+        r = await self.call("call", f, wait=timeout or DEFAULT_EXEC_TIMEOUT)
+        return ExecResult._from(r)
+
+    async def ping(self) -> Dict[str, Any]:
+        """Check the node answers."""
+        return await self.call("ping", {})
+
+    async def info(self) -> Dict[str, Any]:
+        """The node: its sandboxes, backends, images, cluster."""
+        return await self.call("info", {})
+
+    async def list(self) -> List[Dict[str, Any]]:
+        """The node's sandboxes."""
+        r = await self.call("list", {})
+        return list(r.get("sandboxes", []))

@@ -1,0 +1,118 @@
+"""The synchronous client: Client and Sandbox, each call run to its end
+on a private event loop of the client's (the same code as the asyncio
+client's)."""
+import asyncio
+from typing import Any, Dict, List, Optional
+
+from .aio import AsyncClient, AsyncSandbox, ExecResult
+
+
+class Sandbox:
+    """A sandbox of a Client; a context manager that destroys it."""
+
+    def __init__(self, client: "Client", sb: AsyncSandbox):
+        self._client = client
+        self._sb = sb
+        self.id = sb.id
+        self.node = sb.node
+        self.backend = sb.backend
+
+    def __repr__(self):
+        return "Sandbox(%r)" % self.id
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+    def _run(self, coro):
+        return self._client._run(coro)
+
+    def exec(self, cmd, **kw) -> ExecResult:
+        """As AsyncSandbox.exec."""
+        return self._run(self._sb.exec(cmd, **kw))
+
+    def read_file(self, path: str, **kw) -> bytes:
+        return self._run(self._sb.read_file(path, **kw))
+
+    def write_file(self, path: str, data, **kw) -> None:
+        return self._run(self._sb.write_file(path, data, **kw))
+
+    def stat(self, path: str) -> Dict[str, Any]:
+        return self._run(self._sb.stat(path))
+
+    def list_dir(self, path: str, **kw) -> List[Dict[str, Any]]:
+        return self._run(self._sb.list_dir(path, **kw))
+
+    def mkdir(self, path: str, **kw) -> None:
+        return self._run(self._sb.mkdir(path, **kw))
+
+    def remove(self, path: str, **kw) -> None:
+        return self._run(self._sb.remove(path, **kw))
+
+    def pause(self) -> None:
+        return self._run(self._sb.pause())
+
+    def resume(self) -> None:
+        return self._run(self._sb.resume())
+
+    def snapshot(self, tag: str) -> str:
+        return self._run(self._sb.snapshot(tag))
+
+    def info(self) -> Dict[str, Any]:
+        return self._run(self._sb.info())
+
+    def destroy(self) -> None:
+        return self._run(self._sb.destroy())
+
+
+class Client:
+    """As AsyncClient, synchronous:
+
+        with dsec.Client() as c:
+            with c.create(backend="fncall") as sb:
+                print(sb.exec(["echo", "hi"]).stdout)
+    """
+
+    def __init__(self, url: Optional[str] = None, **kw):
+        self._loop = asyncio.new_event_loop()
+        self._ac = AsyncClient(url, **kw)
+
+    def _run(self, coro):
+        return self._loop.run_until_complete(coro)
+
+    def __enter__(self) -> "Client":
+        self._run(self._ac.open())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection and the client's loop."""
+        if not self._loop.is_closed():
+            self._ac.close()
+            self._loop.close()
+
+    def create(self, **kw) -> Sandbox:
+        """As AsyncClient.create."""
+        return Sandbox(self, self._run(self._ac.create(**kw)._make()))
+
+    def sandbox(self, sandbox_id: str) -> Sandbox:
+        return Sandbox(self, self._ac.sandbox(sandbox_id))
+
+    def run(self, cmd, **kw) -> ExecResult:
+        return self._run(self._ac.run(cmd, **kw))
+
+    def call(self, op: str, fields, **kw) -> Dict[str, Any]:
+        return self._run(self._ac.call(op, fields, **kw))
+
+    def ping(self) -> Dict[str, Any]:
+        return self._run(self._ac.ping())
+
+    def info(self) -> Dict[str, Any]:
+        return self._run(self._ac.info())
+
+    def list(self) -> List[Dict[str, Any]]:
+        return self._run(self._ac.list())

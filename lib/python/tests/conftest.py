@@ -1,0 +1,48 @@
+"""A private dsecd of the source tree for the SDK's tests: the scripted
+"test" backend of t/ (commands: echo, cat, sleep, exit, fail; files in
+memory), and fncall when this process may run it (root)."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "lib", "python"))
+
+
+def _ping(url):
+    return subprocess.run([os.path.join(TOP, "t", "helper-req"), "-q", url, "ping"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    """The daemon's url; stopped at the end of the session."""
+    d = tempfile.mkdtemp(prefix="dsec-sdk.")
+    url = "ipc://%s/dsecd.sock" % d
+    backends = "test,fncall" if os.geteuid() == 0 else "test"
+    # The backends directory holds fncall.so; the test backend is in t/.
+    for f in ("test.so",):
+        src = os.path.join(TOP, "t", f)
+        os.symlink(src, os.path.join(d, f))
+    os.symlink(os.path.join(TOP, "backends", "fncall.so"), os.path.join(d, "fncall.so"))
+    log = open(os.path.join(d, "dsecd.log"), "w")
+    p = subprocess.Popen([os.path.join(TOP, "dsecd", "dsecd"), "--foreground", "--node", "sdk",
+                          "--state-dir", os.path.join(d, "state"), "--listen", url,
+                          "--backend-dir", d, "--helper-dir", os.path.join(TOP, "build", "libexec"),
+                          "--set", "backends=" + backends, "--set", "default_backend=test"],
+                         stderr=log)
+    for _ in range(300):
+        if _ping(url):
+            break
+        if p.poll() is not None:
+            raise RuntimeError("dsecd exited: " + open(os.path.join(d, "dsecd.log")).read())
+        time.sleep(0.1)
+    yield {"url": url, "fncall": "fncall" in backends, "dir": d}
+    p.terminate()
+    p.wait(30)
+    subprocess.run(["rm", "-rf", d])

@@ -1,0 +1,204 @@
+"""The Python SDK against a private dsecd: what a trainer relies on."""
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import dsec
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def threads():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return -1
+
+
+def test_quick_start_async(daemon):
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            sb = await c.create(backend="test")
+            r = await sb.exec(["echo", "hi"])
+            await sb.destroy()
+            return sb, r
+    sb, r = run(main())
+    assert sb.id.startswith("sdk:") and sb.node == "sdk" and sb.backend == "test"
+    assert (r.exit_code, r.stdout, r.stderr) == (0, "hi\n", "")
+    assert isinstance(r.stdout_bytes, bytes) and r.duration >= 0
+
+
+def test_quick_start_sync(daemon):
+    with dsec.Client(daemon["url"]) as c:
+        with c.create(backend="test") as sb:
+            r = sb.exec(["echo", "sync"])
+            sid = sb.id
+        with pytest.raises(dsec.NotFound):
+            c.sandbox(sid).info()
+    assert r.stdout == "sync\n"
+
+
+def test_context_manager_destroys(daemon):
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            async with c.create(backend="test") as sb:
+                assert (await sb.info())["state"] == "running"
+            with pytest.raises(dsec.NotFound):
+                await sb.info()
+    run(main())
+
+
+def test_results_and_errors(daemon):
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            sb = await c.create(backend="test")
+            assert (await sb.exec(["exit", "3"])).exit_code == 3
+            r = await sb.exec(["cat"], stdin=b"\x00bin\xff")
+            assert r.stdout_bytes == b"\x00bin\xff"
+            t = await sb.exec(["sleep", "5"], timeout=0.2)
+            assert t.timed_out and t.exit_code == -1, "a timeout is a result"
+            with pytest.raises(dsec.BackendError) as e:
+                await sb.exec(["fail"])
+            assert isinstance(e.value, dsec.InfrastructureError)
+            assert e.value.code == "backend_error" and "fail" in e.value.message
+            with pytest.raises(dsec.NotFound):
+                await c.sandbox("sdk:00000000deadbeef").exec(["true"])
+            with pytest.raises(dsec.Invalid):
+                await c.sandbox("no-colon").exec(["true"])
+            with pytest.raises(dsec.UnknownOp):
+                await c.call("no_such_op", {})
+            with pytest.raises(dsec.NoBackend):
+                await c.create(backend="nope")
+            await sb.destroy()
+            await sb.destroy()  # gone already: not an error
+    run(main())
+
+
+def test_files(daemon):
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            async with c.create(backend="test") as sb:
+                await sb.write_file("/data/a.txt", "hello")
+                await sb.write_file("/data/b.bin", bytes(range(256)))
+                assert await sb.read_file("/data/a.txt") == b"hello"
+                assert await sb.read_file("/data/b.bin") == bytes(range(256))
+                assert await sb.read_file("/data/a.txt", offset=1, length=3) == b"ell"
+                with pytest.raises(dsec.DsecError):
+                    await sb.read_file("/nope")
+    run(main())
+
+
+def test_pause_resume_info(daemon):
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            async with c.create(backend="test") as sb:
+                await sb.pause()
+                assert (await sb.info())["state"] == "paused"
+                await sb.resume()
+                assert (await sb.exec(["echo", "back"])).stdout == "back\n"
+                node = await c.info()
+                assert node["node"] == "sdk" and node["sandboxes"] >= 1
+                assert any(s["id"] == sb.id for s in await c.list())
+    run(main())
+
+
+def test_many_at_once_no_thread_per_call(daemon):
+    """200 sandboxes, 5 commands each, all in flight together on one
+    connection: every result right, and the process has no more threads
+    at 200 calls in flight than at 1."""
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            one = await c.create(backend="test")
+            await one.exec(["echo", "warm"])
+            before = threads()
+            sbs = await asyncio.gather(*(c.create(backend="test") for _ in range(200)))
+            peak = [0]
+
+            async def work(i, sb):
+                outs = []
+                for k in range(5):
+                    outs.append((await sb.exec(["echo", str(i), str(k)])).stdout)
+                    peak[0] = max(peak[0], threads())
+                return outs
+            res = await asyncio.gather(*(work(i, sb) for i, sb in enumerate(sbs)))
+            await asyncio.gather(*(sb.destroy() for sb in sbs), one.destroy())
+            return before, peak[0], res
+    before, peak, res = run(main())
+    assert res == [["%d %d\n" % (i, k) for k in range(5)] for i in range(200)]
+    assert peak == before, "threads: %d with one call, %d with 200 in flight" % (before, peak)
+
+
+def test_no_daemon_is_unavailable_at_once(tmp_path):
+    async def main():
+        async with dsec.AsyncClient("ipc://%s/none.sock" % tmp_path) as c:
+            await c.ping()
+    t0 = time.monotonic()
+    with pytest.raises(dsec.Unavailable):
+        run(main())
+    assert time.monotonic() - t0 < 5
+
+
+def test_oneshot_run(daemon):
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            return await c.run(["echo", "once"], backend="test")
+    assert run(main()).stdout == "once\n"
+
+
+def test_fncall_python(daemon):
+    if not daemon["fncall"]:
+        pytest.skip("fncall needs root")
+
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            async with c.create(backend="fncall", runtime="python3") as sb:
+                await sb.write_file("in.txt", "21")
+                return await sb.exec("print(int(open('in.txt').read()) * 2)")
+    r = run(main())
+    assert (r.exit_code, r.stdout) == (0, "42\n")
+
+
+def test_error_classes_cover_every_code():
+    names = set(dsec.BY_CODE)
+    assert {"not_found", "capacity", "timeout", "sandbox_lost", "node_lost",
+            "unavailable", "busy", "permission"} <= names
+    assert dsec.NoCapacity("x").code == "capacity"
+    assert isinstance(dsec.error_for("node_lost", "m"), dsec.NodeLost)
+    assert type(dsec.error_for("a_future_code", "m")) is dsec.DsecError
+
+
+def test_pydoc_reads():
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    out = subprocess.run([sys.executable, "-m", "pydoc", "dsec"], capture_output=True, text=True,
+                         env=env)
+    assert out.returncode == 0
+    assert "AsyncClient" in out.stdout and "async with dsec.AsyncClient() as c" in out.stdout
+
+
+def test_pip_installs_offline(tmp_path):
+    """pip install lib/python, offline, no build isolation: the package
+    imports from the install and finds libdsec."""
+    src = os.path.join(os.path.dirname(__file__), "..")
+    venv = tmp_path / "venv"
+    if subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no venv module (python3-venv)")
+    build = tmp_path / "src"
+    subprocess.run(["cp", "-r", src, str(build)], check=True)  # keep the tree clean
+    r = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-build-isolation",
+                        "--no-index", str(build)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lib = os.path.abspath(os.path.join(src, "..", "libdsec.so"))
+    r = subprocess.run([str(venv / "bin" / "python"), "-c",
+                        "import dsec, sys; print(dsec.__file__); print(dsec.AsyncClient.__name__)"],
+                       capture_output=True, text=True, cwd=str(tmp_path),
+                       env=dict(os.environ, DSEC_LIBDSEC=lib))
+    assert r.returncode == 0, r.stderr
+    assert str(venv) in r.stdout and "AsyncClient" in r.stdout
