@@ -445,6 +445,9 @@ static void virtual_proc(const char *vdir, uint64_t mem)
  * entries only the host's root may open (kcore, slabinfo, sysrq-trigger,
  * ...) stay closed to every process of the sandbox without a mask, and
  * the masks are a mount each on every create. */
+/* The write end of do_exec's pipe in the command's process: it writes a
+ * byte once it leads its own session and group, or -1. */
+static int started_fd = -1;
 static bool proc_unpriv;
 
 /* Masks, virtual entries and read-only parts over the proc mounted at
@@ -719,6 +722,11 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 	if (cgns >= 0 && setns(cgns, CLONE_NEWCGROUP) < 0)
 		fail(errno, "cannot enter the cgroup namespace: %s", strerror(errno));
 	setsid();
+	/* Our group exists now: the parent may report our pid (see do_exec). */
+	if (started_fd >= 0) {
+		(void)!write(started_fd, "s", 1);
+		close(started_fd);
+	}
 	/* fds 0-2 are a terminal of the sandbox's devpts: make it ours. */
 	if (tty && ioctl(0, TIOCSCTTY, 0) < 0)
 		fail(errno, "cannot take the terminal: %s", strerror(errno));
@@ -805,13 +813,31 @@ static int do_exec(int argc, char **argv, pid_t parent)
 		fail(errno, "cannot enter the sandbox's root: %s", strerror(errno));
 	if (mark > FD_STATUS && unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
 		fail(errno, "cannot make the session's namespaces: %s", strerror(errno));
+	/* The pid is reported for signals to the command's group: only once
+	 * the command has made it (setsid), else a signal sent at once would
+	 * find no group and be lost.  The command says so on a pipe. */
+	int started[2] = { -1, -1 };
+	if ((report_pid || mark > FD_STATUS) && pipe2(started, O_CLOEXEC) < 0)
+		fail(errno, "cannot make a pipe: %s", strerror(errno));
+	started_fd = started[1];
 	pid = fork();
 	if (pid < 0)
 		fail(errno, "cannot fork: %s", strerror(errno));
-	if (pid == 0 && mark > FD_STATUS)
-		session_proc();
-	if (pid == 0)
+	if (pid == 0) {
+		if (started[0] >= 0)
+			close(started[0]);
+		if (mark > FD_STATUS)
+			session_proc();
 		run_command(cg, 4, uid, gid, cwd, nofile, keep, mark, tty, cmd, environ);
+	}
+	if (started[1] >= 0) {
+		char c;
+		close(started[1]);
+		/* One byte, or the end when it failed before: either way on. */
+		while (read(started[0], &c, 1) < 0 && errno == EINTR)
+			;
+		close(started[0]);
+	}
 	close(0);
 	close(1);
 	close(2);
