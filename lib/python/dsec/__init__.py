@@ -16,11 +16,12 @@ them.  Errors are exceptions per stable code (dsec.errors).
 
     asyncio.run(main())
 """
-from .aio import AsyncClient, AsyncSandbox, ExecResult
+from .aio import AsyncClient, AsyncSandbox, ExecResult, Process, Session
 from .errors import *  # noqa: F401,F403 (the exception classes)
 from .errors import BY_CODE, DsecError, InfrastructureError, error_for
 from .sync import Client, Sandbox
 
-__all__ = ["AsyncClient", "AsyncSandbox", "Client", "Sandbox", "ExecResult", "DsecError",
+__all__ = ["AsyncClient", "AsyncSandbox", "Client", "Sandbox", "ExecResult", "Process",
+           "Session", "DsecError",
            "InfrastructureError", "error_for"] + [c.__name__ for c in BY_CODE.values()]
 __version__ = "0.1.0"

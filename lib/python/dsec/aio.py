@@ -10,16 +10,18 @@ import ctypes
 import dataclasses
 import itertools
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import msgpack
 
 from . import _native as N
-from .errors import DsecError, Internal, Unavailable, error_for
+from .errors import Busy, DsecError, Internal, Unavailable, error_for
 
 PROTO_VERSION = 1
 # Seconds a reply may come after the request's own time.
 REPLY_SLACK = 30.0
+# Seconds exec_write and exec_signal are sent again while "busy".
+BUSY_RETRY_MAX = 30.0
 # The daemon's default exec_timeout, the time of a command without one.
 DEFAULT_EXEC_TIMEOUT = 300.0
 
@@ -99,6 +101,126 @@ def _cmd_fields(cmd: Union[str, Sequence[str]], timeout, stdin, env, cwd, output
     return f
 
 
+class Process:
+    """A command started with AsyncSandbox.start: its output is read as it
+    comes (read, or `async for stream, data in proc`), its stdin written
+    (write), and it can be signalled or, on a terminal, resized.  Once it
+    is done, .result holds its ExecResult (its outputs are what was read
+    through this object)."""
+
+    def __init__(self, sb: "AsyncSandbox", exec_id: str):
+        self.sandbox = sb
+        self.exec_id = exec_id
+        self.result: Optional[ExecResult] = None
+        self._out = bytearray()
+        self._err = bytearray()
+
+    def __repr__(self):
+        return "Process(%r, %r)" % (self.sandbox.id, self.exec_id)
+
+    def _f(self, **kw):
+        kw.update(id=self.sandbox.id, exec=self.exec_id)
+        return kw
+
+    async def read(self, wait: float = 10.0):
+        """(stdout, stderr) bytes that came since the last read, waiting up
+        to wait seconds for some; ended with (b"", b"") once done."""
+        if self.result is not None:
+            return b"", b""
+        r = await self.sandbox.client.call("exec_read", self._f(wait=wait), wait=wait)
+        out, err = bytes(r.get("stdout", b"")), bytes(r.get("stderr", b""))
+        self._out += out
+        self._err += err
+        if r.get("done"):
+            r = dict(r, stdout=bytes(self._out), stderr=bytes(self._err))
+            self.result = ExecResult._from(r)
+        return out, err
+
+    def __aiter__(self):
+        return self._chunks()
+
+    async def _chunks(self):
+        while self.result is None:
+            out, err = await self.read()
+            if out:
+                yield "stdout", out
+            if err:
+                yield "stderr", err
+
+    async def _busy_retry(self, op: str, fields: Dict[str, Any]) -> None:
+        """op, again while the daemon says busy: exec_signal in the few
+        milliseconds a command takes to start, exec_write until the
+        command has read the stdin written before (bounded: 30 s)."""
+        delay, spent = 0.005, 0.0
+        while True:
+            try:
+                await self.sandbox.client.call(op, fields)
+                return
+            except Busy:
+                if spent >= BUSY_RETRY_MAX:
+                    raise
+            await asyncio.sleep(delay)
+            spent += delay
+            delay = min(delay * 2, 0.2)
+
+    async def write(self, data: Union[bytes, str], *, eof: bool = False) -> None:
+        """Write to its stdin (started with stdin_open, or on a pty); eof
+        closes it after.  Waits while the command has not read what was
+        written before."""
+        if isinstance(data, str):
+            data = data.encode()
+        await self._busy_retry("exec_write", self._f(data=data, eof=eof or None))
+
+    async def signal(self, sig: Union[int, str]) -> None:
+        """Send a signal (15 or "TERM") to its process group."""
+        await self._busy_retry("exec_signal", self._f(signal=sig))
+
+    async def resize(self, rows: int, cols: int) -> None:
+        """Set its terminal's size (pty only)."""
+        await self.sandbox.client.call("exec_resize", self._f(rows=rows, cols=cols))
+
+    async def wait(self) -> ExecResult:
+        """Read it to its end; its result."""
+        async for _ in self:
+            pass
+        return self.result
+
+
+class Session:
+    """A persistent shell in a sandbox (AsyncSandbox.session): cd, export
+    and shell variables last from one command to the next."""
+
+    def __init__(self, sb: "AsyncSandbox", name: str):
+        self.sandbox = sb
+        self.name = name
+
+    def __repr__(self):
+        return "Session(%r, %r)" % (self.sandbox.id, self.name)
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def run(self, cmd: str, *, timeout: Optional[float] = None,
+                  output_cap: Optional[int] = None) -> ExecResult:
+        """Run one shell command line in the session."""
+        r = await self.sandbox.client.call("session_exec", {
+            "id": self.sandbox.id, "session": self.name, "cmd": cmd, "timeout": timeout,
+            "output_cap": output_cap}, wait=timeout or DEFAULT_EXEC_TIMEOUT)
+        return ExecResult._from(r)
+
+    async def close(self) -> None:
+        """End the shell and every process of the session."""
+        try:
+            await self.sandbox.client.call("session_close", {"id": self.sandbox.id,
+                                                             "session": self.name})
+        except DsecError as e:
+            if e.code != "not_found":
+                raise
+
+
 class AsyncSandbox:
     """A sandbox: run commands, move files, pause, snapshot, destroy.
 
@@ -130,6 +252,48 @@ class AsyncSandbox:
         f["id"] = self.id
         r = await self.client.call("exec", f, wait=timeout or DEFAULT_EXEC_TIMEOUT)
         return ExecResult._from(r)
+
+    async def start(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
+                    stdin: Union[bytes, str, None] = None, stdin_open: bool = False,
+                    pty: bool = False, rows: Optional[int] = None, cols: Optional[int] = None,
+                    env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                    output_cap: Optional[int] = None) -> Process:
+        """Start cmd and return at once: read its output as it comes
+        (streaming exec; backends with it: container)."""
+        f = _cmd_fields(cmd, timeout, stdin, env, cwd, output_cap)
+        f.update(id=self.id, stdin_open=stdin_open or None, pty=pty or None, rows=rows,
+                 cols=cols)
+        r = await self.client.call("exec_start", f)
+        if not isinstance(r.get("exec"), str):
+            raise Internal("exec_start's reply has no 'exec'")
+        return Process(self, r["exec"])
+
+    async def exec_stream(self, cmd: Union[str, Sequence[str]], *,
+                          on_stdout: Optional[Callable[[bytes], Any]] = None,
+                          on_stderr: Optional[Callable[[bytes], Any]] = None,
+                          **kw) -> ExecResult:
+        """Run cmd to its end, calling on_stdout / on_stderr with each
+        piece of output as it comes (a coroutine function is awaited)."""
+        proc = await self.start(cmd, **kw)
+        async for stream, data in proc:
+            cb = on_stdout if stream == "stdout" else on_stderr
+            if cb is not None:
+                r = cb(data)
+                if asyncio.iscoroutine(r):
+                    await r
+        return proc.result
+
+    async def session(self, name: Optional[str] = None, *, shell: Optional[str] = None,
+                      env: Optional[Mapping[str, str]] = None,
+                      cwd: Optional[str] = None) -> Session:
+        """Open a persistent shell session (container backend)."""
+        r = await self.client.call("session_open", {"id": self.id, "session": name,
+                                                    "shell": shell,
+                                                    "env": dict(env) if env else None,
+                                                    "cwd": cwd})
+        if not isinstance(r.get("session"), str):
+            raise Internal("session_open's reply has no 'session'")
+        return Session(self, r["session"])
 
     async def read_file(self, path: str, *, offset: int = 0, length: int = 0) -> bytes:
         """The bytes of a file (from offset; length 0: to its end)."""

@@ -24,17 +24,18 @@ def daemon():
     """The daemon's url; stopped at the end of the session."""
     d = tempfile.mkdtemp(prefix="dsec-sdk.")
     url = "ipc://%s/dsecd.sock" % d
-    backends = "test,fncall" if os.geteuid() == 0 else "test"
-    # The backends directory holds fncall.so; the test backend is in t/.
-    for f in ("test.so",):
-        src = os.path.join(TOP, "t", f)
-        os.symlink(src, os.path.join(d, f))
-    os.symlink(os.path.join(TOP, "backends", "fncall.so"), os.path.join(d, "fncall.so"))
+    # The backends directory holds fncall.so and container.so; the test
+    # backend is in t/.  The real ones need root.
+    backends = "test,fncall,container" if os.geteuid() == 0 else "test"
+    os.symlink(os.path.join(TOP, "t", "test.so"), os.path.join(d, "test.so"))
+    for b in ("fncall", "container"):
+        os.symlink(os.path.join(TOP, "backends", b + ".so"), os.path.join(d, b + ".so"))
     log = open(os.path.join(d, "dsecd.log"), "w")
     p = subprocess.Popen([os.path.join(TOP, "dsecd", "dsecd"), "--foreground", "--node", "sdk",
                           "--state-dir", os.path.join(d, "state"), "--listen", url,
                           "--backend-dir", d, "--helper-dir", os.path.join(TOP, "build", "libexec"),
-                          "--set", "backends=" + backends, "--set", "default_backend=test"],
+                          "--set", "backends=" + backends, "--set", "default_backend=test",
+                          "--set", "container.uid_base=3300000000"],
                          stderr=log)
     for _ in range(300):
         if _ping(url):
@@ -42,7 +43,8 @@ def daemon():
         if p.poll() is not None:
             raise RuntimeError("dsecd exited: " + open(os.path.join(d, "dsecd.log")).read())
         time.sleep(0.1)
-    yield {"url": url, "fncall": "fncall" in backends, "dir": d}
+    yield {"url": url, "fncall": "fncall" in backends, "container": "container" in backends,
+           "dir": d}
     p.terminate()
     p.wait(30)
     subprocess.run(["rm", "-rf", d])

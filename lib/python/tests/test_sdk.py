@@ -202,3 +202,37 @@ def test_pip_installs_offline(tmp_path):
                        env=dict(os.environ, DSEC_LIBDSEC=lib))
     assert r.returncode == 0, r.stderr
     assert str(venv) in r.stdout and "AsyncClient" in r.stdout
+
+
+def test_streaming_and_sessions(daemon):
+    """container: output as it comes (async iterator, callbacks), stdin,
+    signals; a shell session keeps its state."""
+    if not daemon["container"]:
+        pytest.skip("container needs root")
+
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            try:
+                sb = await c.create(backend="container")
+            except (dsec.Unsupported, dsec.BackendError, dsec.NoBackend) as e:
+                pytest.skip("no container sandbox here: %s" % e)
+            async with sb:
+                proc = await sb.start(["sh", "-c", "echo a; sleep 0.5; echo b >&2; exit 4"])
+                seen = [x async for x in proc]
+                assert seen == [("stdout", b"a\n"), ("stderr", b"b\n")], seen
+                assert proc.result.exit_code == 4 and proc.result.stdout == "a\n"
+                cat = await sb.start(["cat"], stdin_open=True)
+                await cat.write("to stdin", eof=True)
+                assert (await cat.wait()).stdout == "to stdin"
+                sl = await sb.start(["sleep", "100"])
+                await sl.signal("TERM")
+                assert (await sl.wait()).signal == 15
+                got = []
+                r = await sb.exec_stream("for i in 1 2 3; do echo $i; done",
+                                         on_stdout=got.append)
+                assert r.exit_code == 0 and b"".join(got) == b"1\n2\n3\n"
+                async with await sb.session() as s:
+                    await s.run("cd /tmp && export X=kept")
+                    r = await s.run("echo $PWD $X")
+                    assert r.stdout == "/tmp kept\n"
+    run(main())
