@@ -119,6 +119,8 @@ FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/loader.c \
 	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
 	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c
+# Placement (issue 12): pure, linked alone by its test and the simulator.
+DSECD_SRC  += dsecd/place.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # ---- backends: the sources of each (see the rules below) ----
 # backends/NAME.so is made of BE_NAME_SRC (its folder backends/NAME/) and
@@ -225,6 +227,13 @@ t/c/5%.t: build/t/5%.o $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
 		$(LDLIBS_D) $(FS3_LIBS)
+
+# ---- placement: dsecd/place.c's test (t/12xx) ----
+# place.c does no I/O: what uses it links its object and libdsec (xmalloc).
+build/t/12%.o: ALL_CPPFLAGS += -Idsecd
+t/c/12%.t: build/t/12%.o build/dsecd/place.o lib/libdsec.a $(NNG_LIB)
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< build/dsecd/place.o lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 # Backends: one shared object each; only the ops table is exported.  The
 # backends' sources find the shared modules' headers in backends/common.
