@@ -15,7 +15,7 @@
  *     and disk asked, each net of this node's placements in flight to it;
  *     and it is not excluded (a target that already refused this create).
  *  2. Locality: when the request names an image and some eligible nodes
- *     have it, pick among those and among all eligible nodes alike; take
+ *     have it (not all), pick among those and among all of them alike; take
  *     the one with the image unless its load score is more than
  *     locality_slack points over the other's.
  *  3. Policy: power of k choices (sample k eligible nodes at random, take
