@@ -121,6 +121,8 @@ DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/load
 	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
 	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c \
 	dsecd/cluster.c
+# Placement (issue 12): pure, linked alone by its test and the simulator.
+DSECD_SRC  += dsecd/place.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # ---- backends: the sources of each (see the rules below) ----
 # backends/NAME.so is made of BE_NAME_SRC (its folder backends/NAME/) and
@@ -227,6 +229,19 @@ t/c/5%.t: build/t/5%.o $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
 		$(LDLIBS_D) $(FS3_LIBS)
+
+# ---- placement: dsecd/place.c's test (t/12xx) and the simulator ----
+# place.c does no I/O: what uses it links its object and libdsec (xmalloc).
+SIM_TOOLS  += tools/place-sim
+all: $(SIM_TOOLS)
+build/t/12%.o build/tools/place-sim.o: ALL_CPPFLAGS += -Idsecd
+t/c/12%.t: build/t/12%.o build/dsecd/place.o lib/libdsec.a $(NNG_LIB)
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< build/dsecd/place.o lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+
+tools/place-sim: build/tools/place-sim.o build/dsecd/place.o lib/libdsec.a $(NNG_LIB)
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< build/dsecd/place.o lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 # Backends: one shared object each; only the ops table is exported.  The
 # backends' sources find the shared modules' headers in backends/common.
@@ -524,7 +539,7 @@ uninstall:
 clean:
 	rm -rf build
 	rm -f lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
-		$(TOOLS) tools/fs3-bench $(TEST_HELPERS)
+		$(TOOLS) tools/fs3-bench $(SIM_TOOLS) $(TEST_HELPERS)
 	rm -rf t/c
 
 # clean and the fetched sources of bundled dependencies.
