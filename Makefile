@@ -11,6 +11,8 @@ INCLUDEDIR  ?= $(PREFIX)/include
 LIBEXECDIR  ?= $(PREFIX)/libexec/dsec
 BACKENDDIR  ?= $(LIBDIR)/dsec/backends
 MANDIR      ?= $(PREFIX)/share/man
+SYSTEMDUNITDIR ?= $(LIBDIR)/systemd/system
+PYTHONDIR   ?= $(PREFIX)/lib/python3/dist-packages
 DESTDIR     ?=
 
 # The version has one place, DSEC_VERSION in lib/dsec.h (programs print it,
@@ -153,7 +155,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench
+all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench build/dsecd.service
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -187,6 +189,10 @@ define gen_pc
 		'Libs: -L$${libdir} -ldsec' 'Libs.private: $(4)' \
 		'Cflags: -I$${includedir}' > $@
 endef
+
+build/dsecd.service: dsecd/dsecd.service.in build/DSEC-PREFIX
+	$(q) GEN $@
+	$(Q)sed 's|@SBINDIR@|$(SBINDIR)|g' $< > $@
 
 lib/dsec.pc: Makefile lib/dsec.h build/DSEC-PREFIX
 	$(call gen_pc,$(PREFIX),$(LIBDIR),$(INCLUDEDIR),-lnng -lpthread)
@@ -505,7 +511,8 @@ INST_BIN     = $(filter-out $(INST_SBIN),$(TOOLS))
 INST_HEADERS = lib/dsec.h lib/err.h lib/buf.h lib/backend.h
 INST_LIBEXEC = $(HELPERS) $(HELPER_FILES) $(PRELOADS)
 # The directories that are dsec's own, removed by uninstall once empty.
-INST_DIRS    = $(INCLUDEDIR)/dsec $(BACKENDDIR) $(LIBDIR)/dsec $(LIBEXECDIR)
+INST_DIRS    = $(INCLUDEDIR)/dsec $(BACKENDDIR) $(LIBDIR)/dsec $(LIBEXECDIR) $(PYTHONDIR)/dsec
+PY_SRC       = $(wildcard lib/python/dsec/*.py)
 
 install: all
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
@@ -524,6 +531,9 @@ install: all
 	for m in $(MANPAGES); do s=$${m##*.}; \
 		$(INSTALL) -d $(DESTDIR)$(MANDIR)/man$$s; \
 		$(INSTALL) -m 644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+	$(INSTALL) -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(PYTHONDIR)/dsec
+	$(INSTALL) -m 644 build/dsecd.service $(DESTDIR)$(SYSTEMDUNITDIR)/dsecd.service
+	$(INSTALL) -m 644 $(PY_SRC) $(DESTDIR)$(PYTHONDIR)/dsec/
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(SBINDIR)/,$(notdir $(INST_SBIN))) \
@@ -531,7 +541,10 @@ uninstall:
 		$(addprefix $(DESTDIR)$(LIBDIR)/,libdsec.a libdsec.so.0 libdsec.so pkgconfig/dsec.pc) \
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/dsec/,$(notdir $(INST_HEADERS))) \
 		$(addprefix $(DESTDIR)$(BACKENDDIR)/,$(notdir $(BE_SO))) \
-		$(addprefix $(DESTDIR)$(LIBEXECDIR)/,$(notdir $(INST_LIBEXEC)))
+		$(addprefix $(DESTDIR)$(LIBEXECDIR)/,$(notdir $(INST_LIBEXEC))) \
+		$(DESTDIR)$(SYSTEMDUNITDIR)/dsecd.service \
+		$(addprefix $(DESTDIR)$(PYTHONDIR)/dsec/,$(notdir $(PY_SRC)))
+	rm -rf $(DESTDIR)$(PYTHONDIR)/dsec/__pycache__
 	for m in $(notdir $(MANPAGES)); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$$m; done
 	for d in $(addprefix $(DESTDIR),$(INST_DIRS)); do \
 		[ ! -d "$$d" ] || rmdir "$$d" 2>/dev/null || echo "uninstall: kept '$$d': not empty"; done
