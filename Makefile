@@ -33,8 +33,8 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libseccomp-dev libnl-3-dev libnl-route-3-dev libnftables-dev nftables libzstd-dev mandoc \
 	python3 python3-msgpack perl iproute2 util-linux procps \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
-	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace openssl python3-pytest python3-setuptools python3-venv \
-	libncurses-dev
+	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace openssl libncurses-dev \
+	python3-pytest python3-setuptools python3-venv prometheus
 
 # Flags: the project's own are in ALL_CPPFLAGS and ALL_CFLAGS (a target adds
 # to them with `TARGET: ALL_CFLAGS += ...`); CPPFLAGS, CFLAGS and LDFLAGS
@@ -122,7 +122,7 @@ FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/loader.c \
 	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
 	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c \
-	dsecd/cluster.c
+	dsecd/cluster.c dsecd/metrics.c
 # Placement (issue 12): pure, linked alone by its test and the simulator.
 DSECD_SRC  += dsecd/place.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)

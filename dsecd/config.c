@@ -28,6 +28,7 @@ static const struct key_desc keys[] = {
 	{ "tls_cert", K_STR, F(tls_cert), NULL },
 	{ "tls_ca", K_STR, F(tls_ca), NULL },
 	{ "cluster_nodes", K_STRV, F(cluster_nodes), NULL },	/* default: none */
+	{ "metrics_listen", K_STR, F(metrics_listen), NULL },	/* default: no metrics */
 	{ "state_dir", K_STR, F(state_dir), "/var/lib/dsec" },
 	{ "backend_dir", K_STR, F(backend_dir), DSEC_BACKEND_DIR },
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },
@@ -493,6 +494,7 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	free(conf->image_origin);
 	free(conf->tls_cert);
 	free(conf->tls_ca);
+	free(conf->metrics_listen);
 	free(conf->pool);
 	free(conf->config_file);
 	memset(conf, 0, sizeof(*conf));

@@ -23,6 +23,7 @@ struct dsecd_conf {
 	char *tls_cert;			/* PEM: this node's certificate and key, or NULL */
 	char *tls_ca;			/* PEM: the cluster's CA(s), or NULL */
 	char **cluster_nodes;		/* other nodes, "NAME=URL", NULL-terminated, or NULL */
+	char *metrics_listen;		/* http://HOST:PORT/PATH of the metrics, or NULL */
 	uint32_t socket_mode;		/* permissions of ipc:// sockets */
 	char *socket_group;		/* group of ipc:// sockets, NULL = ours */
 	char *state_dir;		/* where state lives */

@@ -79,6 +79,21 @@ struct dsec_pk;
 /* Creates whose times info's percentiles are taken over. */
 #define DSECD_CREATE_RING 1024
 
+/* Bounds (seconds) of the request-duration histograms' buckets (metrics.c),
+ * and one more bucket above the last. */
+#define DSECD_METRIC_BUCKETS 16
+extern const double dsecd_metric_buckets[DSECD_METRIC_BUCKETS];
+
+/* One op's requests answered here, for the metrics. */
+struct dsecd_op_stats {
+	uint64_t codes[DSEC_E__COUNT];	/* by the reply's code (DSEC_E_OK: ok) */
+	uint64_t buckets[DSECD_METRIC_BUCKETS + 1];	/* by duration (not cumulative) */
+	double sum;			/* seconds, all of them */
+	uint64_t count;			/* how many */
+};
+
+struct dsecd_metrics;
+
 /* What the node knows of another's health (gossip's view; static members
  * are alive). */
 enum dsecd_member_state {
@@ -139,9 +154,18 @@ struct dsecd {
 	uint64_t creates_failed;	/* creates that failed */
 	uint32_t create_us[DSECD_CREATE_RING];	/* the latest creates' times, µs, a ring */
 	unsigned create_next;		/* where the next goes */
+	uint64_t refused_full;		/* creates and calls refused: max_sandboxes */
+	uint64_t refused_draining;	/* and: draining */
+	struct dsecd_op_stats *op_stats;	/* per op (DSEC_OP__COUNT entries) */
+	struct dsecd_metrics *metrics;	/* the metrics endpoint, or NULL */
 };
 
 extern struct dsecd *dsecd_global;
+
+/* metrics.c: the Prometheus endpoint (metrics_listen; none when unset) */
+int dsecd_metrics_open(struct dsecd *d, struct dsec_err *err);
+/* Answers the scrapes queued, stops the server; before the loop ends. */
+void dsecd_metrics_close(struct dsecd *d);
 
 /* cluster.c: the other nodes, forwarding to a sandbox's owner */
 int dsecd_cluster_open(struct dsecd *d, struct dsec_err *err);

@@ -20,6 +20,7 @@
 #include "daemon.h"
 #include "dsec.h"
 #include "log.h"
+#include "ops.h"
 
 struct dsecd *dsecd_global;
 
@@ -230,6 +231,7 @@ int main(int argc, char **argv)
 	gettimeofday(&tv, NULL);
 	d->started_wall = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
 	dsecd_sb_table_init(d);
+	d->op_stats = xcalloc(DSEC_OP__COUNT, sizeof(*d->op_stats));
 	if ((rc = dsecd_pool_new(&d->pool, d->loop, (unsigned)d->conf.workers)) < 0 ||
 	    (rc = dsecd_pool_new(&d->serve_pool, d->loop, DSECD_SERVE_THREADS)) < 0) {
 		log_error("cannot start worker pool: %s", strerror(-rc));
@@ -283,6 +285,13 @@ int main(int argc, char **argv)
 	/* Only now is the endpoint ours: a second dsecd that failed to listen
 	 * must not touch the first one's pid file or socket. */
 	serving = true;
+	if (dsecd_metrics_open(d, &err) < 0) {
+		log_error("%s", err.msg);
+		rc = 1;
+		dsecd_server_free(d->server);
+		d->server = NULL;
+		goto out_backends;
+	}
 	if ((rc = write_pid_file(pid_file)) < 0)
 		log_warn("cannot write pid file '%s': %s", pid_file, strerror(-rc));
 	ev_signal_init(&d->sigterm, signal_cb, SIGTERM);
@@ -307,6 +316,7 @@ int main(int argc, char **argv)
 	dsecd_pool_free(d->serve_pool);
 	d->serve_pool = NULL;
 	dsecd_cluster_close(d);
+	dsecd_metrics_close(d);
 	log_info("stopping: closing the API endpoint");
 	dsecd_server_free(d->server);
 	d->server = NULL;
@@ -330,6 +340,8 @@ out_pool:
 	free(pid_file);
 	log_info("stopped");
 	dsecd_conf_free(&d->conf);
+	free(d->op_stats);
+	d->op_stats = NULL;
 	ev_loop_destroy(d->loop);
 	if (log_fd >= 0)
 		close(log_fd);

@@ -17,12 +17,14 @@
 /* Fails the request if the node cannot take another sandbox. */
 int check_capacity(struct dsecd *d, struct dsec_err *err)
 {
-	if (d->draining)
+	if (d->draining) {
+		d->refused_draining++;
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN, "node '%s' is draining: it "
 				     "takes no new sandboxes", d->conf.node);
+	}
 	/* Sandboxes being created are in the table already; one-shot calls
 	 * hold a sandbox for their duration too. */
-	if (d->nsandboxes + d->calls >= d->conf.max_sandboxes)
+	if (d->nsandboxes + d->calls >= d->conf.max_sandboxes && ++d->refused_full)
 		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN,
 				     "node '%s' is at its limit of %llu sandboxes", d->conf.node,
 				     (unsigned long long)d->conf.max_sandboxes);

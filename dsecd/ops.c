@@ -65,8 +65,10 @@ void dsecd_req_release(struct dsecd_req *r)
 		r->held = false;
 		r->d->replies_held--;
 	}
-	log_debug("op %s done in %.3f ms", dsecd_ops[r->op].name,
-		  (double)(dsec_now_ns() - r->t0) / 1e6);
+	double secs = (double)(dsec_now_ns() - r->t0) / 1e9;
+	log_debug("op %s done in %.3f ms", dsecd_ops[r->op].name, secs * 1e3);
+	if (!r->fwd && r->d->op_stats)	/* a forwarded one is counted where it ran */
+		dsecd_metrics_request(r->d, r->op, r->reply_code, secs);
 	dsecd_server_reply(r->d->server, r->conn, r->reply, r->reply_len);
 	r->reply = NULL;
 	req_free(r);
@@ -106,6 +108,7 @@ void reply_err(struct dsecd_req *r, const struct dsec_err *err)
 		dsecd_sb_lost_err(r->sb, &lost);
 		err = &lost;
 	}
+	r->reply_code = err->code ? err->code : DSEC_E_INTERNAL;
 	dsec_pk_init(&p);
 	dsec_pk_reply_err(&p, err);
 	req_complete(r, &p);

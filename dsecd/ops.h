@@ -110,6 +110,7 @@ struct dsecd_req {
 	bool held;			/* the reply hook holds it */
 	const void *frame;		/* the request's bytes (the server's, until the reply) */
 	size_t frame_len;		/* their length */
+	enum dsec_code reply_code;	/* its reply's code (reply_err), DSEC_E_OK for ok */
 	struct dsecd_member *fwd;	/* forwarded to it (cluster.c), or NULL */
 	struct dsec_call *fwd_call;	/* that call while it runs */
 	union {
@@ -182,6 +183,8 @@ void dsecd_req_release_frame(struct dsecd_req *r, void *reply, size_t len);
  * is taken (sent on, or answered: unknown node, node_lost), false when it
  * is served here (cluster.c). */
 bool dsecd_forward(struct dsecd_req *r);
+/* Counts one request answered here (metrics.c). */
+void dsecd_metrics_request(struct dsecd *d, enum dsec_op op, enum dsec_code code, double secs);
 /* Completes r with {ok: true, result: {}}. */
 void reply_empty(struct dsecd_req *r);
 /* Packs err as the reply (sandbox_lost when r's sandbox is lost) and
