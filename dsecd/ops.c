@@ -69,6 +69,19 @@ void dsecd_req_release(struct dsecd_req *r)
 	log_debug("op %s done in %.3f ms", dsecd_ops[r->op].name, secs * 1e3);
 	if (!r->fwd && r->d->op_stats)	/* a forwarded one is counted where it ran */
 		dsecd_metrics_request(r->d, r->op, r->reply_code, secs);
+	if (r->parent) {
+		/* One of a batch: its reply goes into the batch's, which may
+		 * answer and be freed then; this one is gone first. */
+		struct dsecd_req *batch = r->parent;
+		size_t index = r->index;
+		void *reply = r->reply;
+		size_t len = r->reply_len;
+		enum dsec_code code = r->reply_code;
+		r->reply = NULL;
+		req_free(r);
+		dsecd_batch_done(batch, index, reply, len, code);
+		return;
+	}
 	dsecd_server_reply(r->d->server, r->conn, r->reply, r->reply_len);
 	r->reply = NULL;
 	req_free(r);
@@ -270,6 +283,9 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_DRAIN] = { .name = "drain", .run = op_drain,
 			    .route = LOCAL, .flags = QUICK,
 			    .summary = "stop or start taking new sandboxes on the node" },
+	[DSEC_OP_BATCH] = { .name = "batch", .run = op_batch, .free = req_batch_free,
+			    .route = LOCAL, .flags = 0,
+			    .summary = "run several requests in one: each routed as it says" },
 };
 
 #undef LOCAL
@@ -356,7 +372,12 @@ static bool route(struct dsecd_req *r)
 /* Frame in; exactly one reply out, now or when the backend completes. */
 void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t len)
 {
-	struct dsecd *d = arg;
+	dsecd_handle_frame(arg, conn, NULL, 0, frame, len);
+}
+
+void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_req *parent,
+			size_t index, const void *frame, size_t len)
+{
 	struct dsecd_req *r = xcalloc(1, sizeof(*r));
 	const struct dsecd_op *desc;
 	const msgpack_object *v, *op;
@@ -364,6 +385,8 @@ void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t 
 
 	r->d = d;
 	r->conn = conn;
+	r->parent = parent;
+	r->index = index;
 	r->frame = frame;
 	r->frame_len = len;
 	r->t0 = dsec_now_ns();
@@ -397,6 +420,10 @@ void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t 
 		return reply_err(r, &err);
 	}
 	r->op = (enum dsec_op)(desc - dsecd_ops);
+	if (parent && r->op == DSEC_OP_BATCH) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "a batch cannot hold a batch");
+		return reply_err(r, &err);
+	}
 	if (d->shutting_down && !(desc->flags & DSECD_OP_SHUTDOWN_OK)) {
 		dsec_err_setc(&err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "node '%s' is shutting down",
 			      d->conf.node);

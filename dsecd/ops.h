@@ -52,6 +52,7 @@ enum dsec_op {
 	DSEC_OP_EXEC_RESIZE,
 	DSEC_OP_USAGE,
 	DSEC_OP_DRAIN,
+	DSEC_OP_BATCH,
 	DSEC_OP__COUNT
 };
 
@@ -111,6 +112,9 @@ struct dsecd_req {
 	const void *frame;		/* the request's bytes (the server's, until the reply) */
 	size_t frame_len;		/* their length */
 	enum dsec_code reply_code;	/* its reply's code (reply_err), DSEC_E_OK for ok */
+	struct dsecd_req *parent;	/* the batch it is one of, or NULL (batch.c) */
+	size_t index;			/* its place in the batch */
+	struct dsecd_batch *batch;	/* a batch's own state (op_batch), or NULL */
 	struct dsecd_member *fwd;	/* forwarded to it (cluster.c), or NULL */
 	struct dsec_call *fwd_call;	/* that call while it runs */
 	union {
@@ -183,6 +187,15 @@ void dsecd_req_release_frame(struct dsecd_req *r, void *reply, size_t len);
  * is taken (sent on, or answered: unknown node, node_lost), false when it
  * is served here (cluster.c). */
 bool dsecd_forward(struct dsecd_req *r);
+/* batch.c: a request of several.  Runs the frame as dsecd_handle does;
+ * with parent, as request index of that batch, its reply going to
+ * dsecd_batch_done instead of a client. */
+void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_req *parent,
+			size_t index, const void *frame, size_t len);
+void dsecd_batch_done(struct dsecd_req *batch, size_t index, void *reply, size_t len,
+		      enum dsec_code code);
+void op_batch(struct dsecd_req *r);
+void req_batch_free(struct dsecd_req *r);
 /* Counts one request answered here (metrics.c). */
 void dsecd_metrics_request(struct dsecd *d, enum dsec_op op, enum dsec_code code, double secs);
 /* Completes r with {ok: true, result: {}}. */

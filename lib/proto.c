@@ -556,6 +556,12 @@ void dsec_pk_object(struct dsec_pk *p, const msgpack_object *o)
 	counted(p, 1);
 }
 
+void dsec_pk_raw(struct dsec_pk *p, const void *obj, size_t n)
+{
+	msgpack_sbuffer_write(&p->sb, obj, n);
+	counted(p, 1);
+}
+
 void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n)
 {
 	raw_bin(p, d, n);

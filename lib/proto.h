@@ -188,6 +188,8 @@ void *dsec_pk_detach(struct dsec_pk *p, size_t *len);
 void dsec_pk_str(struct dsec_pk *p, const char *s);
 void dsec_pk_strn(struct dsec_pk *p, const char *s, size_t n);
 void dsec_pk_bin(struct dsec_pk *p, const void *d, size_t n);
+/* One object already packed (n bytes of msgpack, copied as they are). */
+void dsec_pk_raw(struct dsec_pk *p, const void *obj, size_t n);
 /* A parsed object as it is (a key, a value, a whole container). */
 void dsec_pk_object(struct dsec_pk *p, const msgpack_object *o);
 void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v);	/* NULL v packs nil */

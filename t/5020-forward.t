@@ -11,7 +11,7 @@
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 19
+plan 20
 
 test_cluster "a b c"
 
@@ -65,6 +65,22 @@ run at a ping
 is "$RC" 0 "... and the node asked serves on"
 run at a exec id="$idc" 'argv[]=echo' 'argv[]=back'
 like "$OUT" '"stdout":"back\\n"' "once the owner answers again, so do requests through a"
+
+# A batch on one node whose requests name sandboxes of others: each goes
+# to its owner, the replies come back in order.
+if /usr/bin/python3 -c 'import msgpack' 2>/dev/null; then
+	ida=$(at a create | idof) idc2=$(at c create | idof)
+	run env PYTHONPATH="$TOP/lib/python" /usr/bin/python3 -c '
+import asyncio, sys, dsec
+async def main():
+    async with dsec.AsyncClient(sys.argv[1]) as c:
+        rs = await c.exec_many(sys.argv[2:], ["echo", "batched"])
+        print(" ".join(r.stdout.strip() if isinstance(r, dsec.ExecResult) else r.code for r in rs))
+asyncio.run(main())' "ipc://$T/b.sock" "$ida" "$idc2" "zz:0000000000000001"
+	is "$OUT" "batched batched not_found" "a batch through b runs on a and c, each reply in its place"
+else
+	skip "needs python3-msgpack"
+fi
 
 # A frame forwarded once is answered where it lands: node d names b as
 # itself (its table says b is at a's address): a answers, not passes on.

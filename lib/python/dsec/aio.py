@@ -511,6 +511,54 @@ class AsyncClient:
             "network": network, "allow": list(allow) if allow else None, "dns": dns,
             "seccomp_deny": list(seccomp_deny) if seccomp_deny else None})
 
+    async def batch(self, requests: Sequence[Mapping[str, Any]], *,
+                    all_or_nothing: bool = False, wait: float = 600.0) -> List[Any]:
+        """Several requests in one round trip (each a map with "op" and its
+        fields, None fields left out): their results in order, or the
+        exception of each that failed in its place."""
+        reqs = [{k: v for k, v in r.items() if v is not None} for r in requests]
+        res = await self.call("batch", {"requests": reqs,
+                                        "all_or_nothing": all_or_nothing or None}, wait=wait)
+        out = []
+        for rep in res.get("replies", []):
+            try:
+                out.append(_unpack(msgpack.packb(rep, use_bin_type=True)))
+            except DsecError as e:
+                out.append(e)
+        if len(out) != len(reqs):
+            raise Internal("batch's reply has %d replies for %d requests" % (len(out), len(reqs)))
+        return out
+
+    async def create_many(self, n: int, *, all_or_nothing: bool = False,
+                          **spec) -> List[Union[AsyncSandbox, DsecError]]:
+        """n sandboxes of one spec (as create's keywords) in one request:
+        a sandbox or the exception of each; with all_or_nothing all are
+        made or none (the batch's failure raised)."""
+        fields = self.create(**spec)._fields
+        out = await self.batch([dict(fields, op="create") for _ in range(n)],
+                               all_or_nothing=all_or_nothing)
+        return [r if isinstance(r, DsecError) else
+                AsyncSandbox(self, r["id"], r.get("node", ""), r.get("backend", "")) for r in out]
+
+    async def exec_many(self, sandboxes: Sequence[Union[AsyncSandbox, str]],
+                        cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
+                        **kw) -> List[Union[ExecResult, DsecError]]:
+        """One command in each sandbox, in one request: a result or the
+        exception of each."""
+        f = _cmd_fields(cmd, timeout, kw.get("stdin"), kw.get("env"), kw.get("cwd"),
+                        kw.get("output_cap"))
+        ids = [s.id if isinstance(s, AsyncSandbox) else s for s in sandboxes]
+        out = await self.batch([dict(f, op="exec", id=i) for i in ids],
+                               wait=timeout or DEFAULT_EXEC_TIMEOUT)
+        return [r if isinstance(r, DsecError) else ExecResult._from(r) for r in out]
+
+    async def destroy_many(self, sandboxes: Sequence[Union[AsyncSandbox, str]]) -> None:
+        """Destroy each (those gone already are not an error)."""
+        ids = [s.id if isinstance(s, AsyncSandbox) else s for s in sandboxes]
+        for r in await self.batch([{"op": "destroy", "id": i} for i in ids]):
+            if isinstance(r, DsecError) and r.code != "not_found":
+                raise r
+
     def sandbox(self, sandbox_id: str) -> AsyncSandbox:
         """A sandbox made before (by this client or another)."""
         return AsyncSandbox(self, sandbox_id)

@@ -99,6 +99,24 @@ class Client:
         """As AsyncClient.create."""
         return Sandbox(self, self._run(self._ac.create(**kw)._make()))
 
+    def batch(self, requests, **kw):
+        """As AsyncClient.batch."""
+        return self._run(self._ac.batch(requests, **kw))
+
+    def create_many(self, n: int, **kw):
+        """As AsyncClient.create_many (Sandbox objects)."""
+        out = self._run(self._ac.create_many(n, **kw))
+        return [x if isinstance(x, Exception) else Sandbox(self, x) for x in out]
+
+    def exec_many(self, sandboxes, cmd, **kw):
+        """As AsyncClient.exec_many."""
+        return self._run(self._ac.exec_many([s.id if isinstance(s, Sandbox) else s
+                                             for s in sandboxes], cmd, **kw))
+
+    def destroy_many(self, sandboxes) -> None:
+        return self._run(self._ac.destroy_many([s.id if isinstance(s, Sandbox) else s
+                                                for s in sandboxes]))
+
     def sandbox(self, sandbox_id: str) -> Sandbox:
         return Sandbox(self, self._ac.sandbox(sandbox_id))
 

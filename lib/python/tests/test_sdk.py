@@ -236,3 +236,37 @@ def test_streaming_and_sessions(daemon):
                     r = await s.run("echo $PWD $X")
                     assert r.stdout == "/tmp kept\n"
     run(main())
+
+
+def test_batches(daemon):
+    """One round trip: 16 creates, a command in each, destroy them all;
+    errors per entry; all_or_nothing leaves nothing behind."""
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            before = (await c.info())["sandboxes"]
+            sbs = await c.create_many(16, backend="test")
+            assert all(isinstance(s, dsec.AsyncSandbox) for s in sbs)
+            assert len({s.id for s in sbs}) == 16
+            res = await c.exec_many(sbs + ["sdk:00000000deadbeef"], ["echo", "batched"])
+            assert [r.stdout for r in res[:16]] == ["batched\n"] * 16
+            assert isinstance(res[16], dsec.NotFound)
+            mixed = await c.batch([{"op": "ping"}, {"op": "nope"}, {"op": "exec", "id": sbs[0].id,
+                                                                  "argv": ["exit", "5"]}])
+            assert mixed[0]["pong"] is True and isinstance(mixed[1], dsec.UnknownOp)
+            assert mixed[2]["exit_code"] == 5
+            nested = await c.batch([{"op": "batch", "requests": [{"op": "ping"}]}])
+            assert isinstance(nested[0], dsec.Invalid), "a batch cannot hold a batch"
+            await c.destroy_many(sbs)
+            assert (await c.info())["sandboxes"] == before
+            # One create of the batch fails (image "fail"): none is kept.
+            spec = {"op": "create", "backend": "test"}
+            with pytest.raises(dsec.BackendError) as e:
+                await c.batch([spec] * 5 + [dict(spec, image="fail")] + [spec] * 3,
+                              all_or_nothing=True)
+            assert "create 6 of the batch's 9 failed" in e.value.message
+            assert (await c.info())["sandboxes"] == before, "all_or_nothing left sandboxes"
+            with pytest.raises(dsec.Invalid):
+                await c.batch([{"op": "ping"}], all_or_nothing=True)
+            with pytest.raises(dsec.Invalid):
+                await c.batch([{"op": "ping"}] * 1025)
+    run(main())
