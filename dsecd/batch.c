@@ -20,6 +20,10 @@
 
 /* Requests one batch may hold. */
 #define BATCH_MAX 1024
+/* Requests of one batch running at once: a batch is one request of the
+ * server's max_inflight, so this bounds what one client can start with
+ * it (the rest start as those end). */
+#define BATCH_WINDOW 32
 
 struct batch_sub {
 	void *frame;			/* its request, packed (owned) */
@@ -32,7 +36,9 @@ struct batch_sub {
 struct dsecd_batch {
 	size_t n;			/* requests */
 	size_t left;			/* not yet answered */
-	bool dispatching;		/* op_batch is still sending them */
+	size_t next;			/* the next to start */
+	size_t running;			/* started, not yet answered */
+	bool dispatching;		/* pump() is starting some */
 	bool all_or_nothing;		/* creates: all made, or none */
 	struct batch_sub *sub;		/* n of them */
 };
@@ -81,6 +87,8 @@ static void sub_error(const struct batch_sub *s, struct dsec_err *err)
 	dsec_msg_free(&m);
 }
 
+static void pump(struct dsecd_req *r);
+
 static void finish(struct dsecd_req *r)
 {
 	struct dsecd_batch *b = r->batch;
@@ -121,6 +129,24 @@ static void finish(struct dsecd_req *r)
 	req_complete(r, &p);
 }
 
+/* Starts requests while fewer than BATCH_WINDOW run; some answer at once
+ * (a bad one, a quick op), which only counts them: the loop here starts
+ * the next, and the batch answers after it, so nothing recurses. */
+static void pump(struct dsecd_req *r)
+{
+	struct dsecd_batch *b = r->batch;
+
+	b->dispatching = true;
+	while (b->next < b->n && b->running < BATCH_WINDOW) {
+		size_t i = b->next++;
+		b->running++;
+		dsecd_handle_frame(r->d, NULL, r, i, b->sub[i].frame, b->sub[i].frame_len);
+	}
+	b->dispatching = false;
+	if (b->left == 0)
+		finish(r);
+}
+
 void dsecd_batch_done(struct dsecd_req *r, size_t index, void *reply, size_t len,
 		      enum dsec_code code)
 {
@@ -130,8 +156,14 @@ void dsecd_batch_done(struct dsecd_req *r, size_t index, void *reply, size_t len
 	b->sub[index].reply = reply;
 	b->sub[index].reply_len = len;
 	b->sub[index].code = code;
-	if (--b->left == 0 && !b->dispatching)
+	b->running--;
+	b->left--;
+	if (b->dispatching)
+		return;	/* answered at once: pump() goes on */
+	if (b->left == 0)
 		finish(r);
+	else
+		pump(r);
 }
 
 /* The request map e of the batch as a frame of its own: v, then e's
@@ -195,12 +227,5 @@ void op_batch(struct dsecd_req *r)
 	b->sub = xcalloc(b->n, sizeof(*b->sub));
 	for (size_t i = 0; i < b->n; i++)
 		b->sub[i].frame = sub_frame(&reqs->via.array.ptr[i], &b->sub[i].frame_len);
-	/* Some answer at once (a bad one, a quick op): the batch's own reply
-	 * waits until every one is sent. */
-	b->dispatching = true;
-	for (size_t i = 0; i < b->n; i++)
-		dsecd_handle_frame(r->d, NULL, r, i, b->sub[i].frame, b->sub[i].frame_len);
-	b->dispatching = false;
-	if (b->left == 0)
-		finish(r);
+	pump(r);
 }

@@ -270,3 +270,20 @@ def test_batches(daemon):
             with pytest.raises(dsec.Invalid):
                 await c.batch([{"op": "ping"}] * 1025)
     run(main())
+
+
+def test_batch_runs_a_window_at_once(daemon):
+    """A batch of 100 commands that each take 0.2 s runs at most 32 at once
+    (it takes 4 rounds, not 1), so one request cannot start more than
+    that on the node."""
+    async def main():
+        async with dsec.AsyncClient(daemon["url"]) as c:
+            sbs = await c.create_many(100, backend="test")
+            t0 = time.monotonic()
+            res = await c.exec_many(sbs, ["sleep", "0.2"])
+            took = time.monotonic() - t0
+            await c.destroy_many(sbs)
+            return res, took
+    res, took = run(main())
+    assert all(r.exit_code == 0 and not r.timed_out for r in res)
+    assert took >= 0.8, "100 commands of 0.2 s in %.2f s: more than 32 ran at once" % took
