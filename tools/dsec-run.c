@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@ struct run_opts {
 	uint64_t output_cap;		/* --output-cap bytes, 0 = daemon default */
 	double client_timeout;		/* --client-timeout seconds, 0 = libdsec's */
 	bool keep;			/* --keep: create, exec, leave it alive */
+	const char *id_file;		/* --id-file: where --keep writes the id, or NULL */
 	const char *id;			/* --id: run in this existing sandbox */
 	const char *code;		/* -c: a snippet for the runtime */
 	char **argv;			/* the command, NULL-terminated, or NULL */
@@ -79,6 +81,13 @@ enum {
 	OPT_SNAPSHOT,
 	OPT_STREAM,
 	OPT_LAYER,
+	OPT_ID_FILE,
+	OPT_MEMORY,
+	OPT_CPUS,
+	OPT_PIDS,
+	OPT_DISK,
+	OPT_TTL,
+	OPT_IDLE_TTL,
 };
 
 static const struct option long_opts[] = {
@@ -104,6 +113,13 @@ static const struct option long_opts[] = {
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
 	{ .name = "snapshot",	.has_arg = required_argument,	.val = OPT_SNAPSHOT },
 	{ .name = "stream",	.has_arg = no_argument,		.val = OPT_STREAM },
+	{ .name = "id-file",	.has_arg = required_argument,	.val = OPT_ID_FILE },
+	{ .name = "memory",	.has_arg = required_argument,	.val = OPT_MEMORY },
+	{ .name = "cpus",	.has_arg = required_argument,	.val = OPT_CPUS },
+	{ .name = "pids",	.has_arg = required_argument,	.val = OPT_PIDS },
+	{ .name = "disk",	.has_arg = required_argument,	.val = OPT_DISK },
+	{ .name = "ttl",	.has_arg = required_argument,	.val = OPT_TTL },
+	{ .name = "idle-ttl",	.has_arg = required_argument,	.val = OPT_IDLE_TTL },
 	{ .name = "tty",	.has_arg = no_argument,		.val = 't' },
 	{ 0 }
 };
@@ -113,7 +129,9 @@ static const char usage_text[] =
 	"                [--layer REF]... [--env K=V]... [--cwd DIR] [--stdin FILE|-]\n"
 	"                [--output-cap BYTES] [--network none|allowlist] [--dns IP]\n"
 	"                [--allow ADDR[:PORTS[/PROTO]]]... [--deny-syscall NAME]...\n"
-	"                [--keep | --id ID] [--snapshot TAG] [--client-timeout S]\n"
+	"                [--memory SIZE] [--cpus N] [--pids N] [--disk SIZE] [--ttl S]\n"
+	"                [--idle-ttl S] [--keep [--id-file FILE] | --id ID] [--snapshot TAG]\n"
+	"                [--client-timeout S]\n"
 	"                [--stream | -t]\n"
 	"                (-c CODE | [--] CMD [ARG]...)\n"
 	"\n"
@@ -138,7 +156,15 @@ static const char usage_text[] =
 	"      --dns IP             the resolver the sandbox may use (allowlist)\n"
 	"      --deny-syscall NAME  commands may not make system call NAME (EPERM),\n"
 	"                           on top of the backend's filter (repeatable; container)\n"
+	"      --memory SIZE        the new sandbox's memory limit (512M, 2G)\n"
+	"      --cpus N             its CPU quota in cores (0.5, 2)\n"
+	"      --pids N             its limit of processes and threads\n"
+	"      --disk SIZE          its writable disk (container, fncall scratch)\n"
+	"      --ttl S              destroyed after S at most (1h, 30m); default the daemon's\n"
+	"      --idle-ttl S         destroyed after S without requests\n"
 	"      --keep               keep the sandbox; its id is printed on stderr first\n"
+	"      --id-file FILE       with --keep: also write the id to FILE (made whole\n"
+	"                           before the command runs), for scripts\n"
 	"      --id ID              run in the existing sandbox ID\n"
 	"      --snapshot TAG       then save the sandbox (--keep, --id) as image TAG;\n"
 	"                           the image's digest is printed on stderr\n"
@@ -269,6 +295,43 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 		case OPT_KEEP:
 			o->keep = true;
 			break;
+		case OPT_ID_FILE:
+			o->id_file = optarg;
+			break;
+		case OPT_MEMORY:
+			if (dsec_parse_size(optarg, &o->create.limits.memory) < 0 ||
+			    !o->create.limits.memory)
+				usage_error("invalid --memory '%s': a size such as 512M", optarg);
+			break;
+		case OPT_DISK:
+			if (dsec_parse_size(optarg, &o->create.limits.disk) < 0 ||
+			    !o->create.limits.disk)
+				usage_error("invalid --disk '%s': a size such as 1G", optarg);
+			break;
+		case OPT_CPUS: {
+			char *end;
+			o->create.limits.cpus = strtod(optarg, &end);
+			if (*end || !(o->create.limits.cpus > 0 && o->create.limits.cpus <= 4096))
+				usage_error("invalid --cpus '%s': cores, such as 0.5 or 2", optarg);
+			break;
+		}
+		case OPT_PIDS: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || !v || v > UINT32_MAX)
+				usage_error("invalid --pids '%s': a count", optarg);
+			o->create.limits.pids = (uint32_t)v;
+			break;
+		}
+		case OPT_TTL:
+			if (dsec_parse_duration(optarg, &o->create.ttl) < 0 || o->create.ttl <= 0)
+				usage_error("invalid --ttl '%s': a duration such as 1h", optarg);
+			break;
+		case OPT_IDLE_TTL:
+			if (dsec_parse_duration(optarg, &o->create.idle_ttl) < 0 ||
+			    o->create.idle_ttl <= 0)
+				usage_error("invalid --idle-ttl '%s': a duration such as 10m", optarg);
+			break;
 		case OPT_ID:
 			if (!*optarg)
 				usage_error("empty sandbox id");
@@ -329,6 +392,8 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 			    "command");
 	if (o->keep && o->id)
 		usage_error("--keep and --id are exclusive");
+	if (o->id_file && !o->keep)
+		usage_error("--id-file goes with --keep");
 	if ((o->create.allow || o->create.dns) && !o->create.network)
 		o->create.network = "allowlist";
 	if (o->id && (o->create.backend || o->create.image || o->create.runtime ||
@@ -569,6 +634,44 @@ static int run_stream(struct dsec_client *c, const struct run_opts *o, const cha
 	return status;
 }
 
+/* id and a newline into path, whole or not at all (a temporary file
+ * renamed over it): a script reading it never sees half an id. */
+static int write_id_file(const char *path, const char *id)
+{
+	_cleanup_free_ char *tmp = xasprintf("%s.XXXXXX", path);
+	int fd = mkstemp(tmp), e;
+	FILE *f;
+
+	if (fd < 0)
+		return -1;
+	if (!(f = fdopen(fd, "w"))) {
+		e = errno;
+		close(fd);
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	bool ok = fchmod(fd, 0644) == 0 && fprintf(f, "%s\n", id) >= 0 && fflush(f) == 0 &&
+		  fsync(fd) == 0;
+	e = errno;
+	if (fclose(f) != 0 && ok) {
+		ok = false;
+		e = errno;
+	}
+	if (!ok) {
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	if (rename(tmp, path) < 0) {
+		e = errno;
+		unlink(tmp);
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct run_opts o = { 0 };
@@ -607,6 +710,11 @@ int main(int argc, char **argv)
 		/* First, so that the caller knows what to destroy even if exec fails. */
 		fprintf(stderr, "%s\n", id);
 		fflush(stderr);
+		if (o.id_file && write_id_file(o.id_file, id) < 0) {
+			fprintf(stderr, "dsec-run: cannot write the id to '%s': %s (sandbox %s kept)\n",
+				o.id_file, strerror(errno), id);
+			return 125;
+		}
 		if (!o.argv && !o.code) {
 			status = 0;
 			goto snap;
