@@ -54,6 +54,7 @@ struct dsecd_sb {
 	struct fs3_acquired *img;	/* its image's mounted layers, or NULL */
 	bool pooled;			/* in a warm pool: no request can name it */
 	char **env;			/* env every exec gets (handed over from a pool) */
+	char **labels;			/* its create's labels, "K=V", NULL-terminated, or NULL */
 	char *cwd;			/* default cwd of execs (handed over from a pool) */
 	unsigned refs;			/* table + in-flight requests */
 	ev_timer ttl_timer;		/* wall TTL; once lost, the lost_grace */

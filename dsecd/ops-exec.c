@@ -39,6 +39,8 @@ void req_run_free(struct dsecd_req *r)
 	dsec_strv_free(r->deny);
 	dsec_strv_free(r->ienv);
 	free(r->call_id);
+	if (r->labels)
+		dsec_strv_free(r->labels);
 }
 
 void req_session_free(struct dsecd_req *r)

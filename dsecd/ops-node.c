@@ -53,6 +53,7 @@ static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_
 	dsec_pk_kv_double(p, "created", sb->created);
 	dsec_pk_kv_double(p, "ttl", sb->ttl);
 	dsec_pk_kv_double(p, "idle_ttl", sb->idle_ttl);
+	dsec_pk_kv_env(p, "labels", (const char *const *)sb->labels);
 	dsec_pk_kv_double(p, "idle", ev_now(d->loop) - sb->last_used);
 	dsec_pk_kv_u64(p, "execs", sb->execs);
 	dsec_pk_kv_u64(p, "running", sb->running);
@@ -273,24 +274,50 @@ void op_info(struct dsecd_req *r)
 	req_complete(r, &p);
 }
 
+struct list_arg {
+	struct dsec_pk *p;		/* the reply */
+	char **labels;			/* "K=V" a sandbox must all have, or NULL */
+};
+
+static bool has_labels(const struct dsecd_sb *sb, char *const *want)
+{
+	for (; want && *want; want++) {
+		bool found = false;
+		for (char **l = sb->labels; l && *l && !found; l++)
+			found = !strcmp(*l, *want);
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
 static void list_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 {
-	if (sb->pooled)
+	struct list_arg *a = arg;
+
+	if (sb->pooled || !has_labels(sb, a->labels))
 		return;
-	dsec_pk_map_begin(arg);
-	pack_sandbox(d, arg, sb, false);
-	dsec_pk_end(arg);
+	dsec_pk_map_begin(a->p);
+	pack_sandbox(d, a->p, sb, false);
+	dsec_pk_end(a->p);
 }
 
 void op_list(struct dsecd_req *r)
 {
 	struct dsec_pk p;
+	struct dsec_err err;
+	struct list_arg a = { &p, NULL };
 
+	dsec_err_clear(&err);
+	if (dsecd_labels_get(r->msg.root, &a.labels, &err) < 0)
+		return reply_err(r, &err);
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
 	dsec_pk_str(&p, "sandboxes");
 	dsec_pk_array_begin(&p);
-	dsecd_sb_foreach(r->d, list_one, &p);
+	dsecd_sb_foreach(r->d, list_one, &a);
+	if (a.labels)
+		dsec_strv_free(a.labels);
 	dsec_pk_end(&p);
 	dsec_pk_end(&p);
 	req_complete(r, &p);

@@ -412,6 +412,43 @@ static void create_done(void *arg, int rc, const struct dsec_err *err)
 	reply_created(r, sb);
 }
 
+/* Labels a trainer finds its sandboxes by (job, step, rollout group):
+ * "K=V" strings, at most LABELS_MAX, keys of 1-63 of [A-Za-z0-9._/-],
+ * values of at most LABEL_VALUE_MAX bytes. */
+#define LABELS_MAX 32
+#define LABEL_VALUE_MAX 256
+
+int dsecd_labels_get(const msgpack_object *m, char ***out, struct dsec_err *err)
+{
+	char **v = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = dsec_get_env_opt(m, "labels", &v, err)) < 0 || !v)
+		return rc;
+	size_t n = dsec_strv_len((const char *const *)v);
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		size_t k = strcspn(v[i], "=");
+		bool ok = k >= 1 && k <= 63 && strlen(v[i] + k + 1) <= LABEL_VALUE_MAX;
+		for (size_t j = 0; j < k && ok; j++)
+			ok = (v[i][j] | 32) >= 'a' && (v[i][j] | 32) <= 'z' ? true
+			     : strchr("0123456789._/-", v[i][j]) != NULL;
+		if (!ok)
+			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "label '%.*s' is not KEY=VALUE "
+					   "(KEY 1-63 of [A-Za-z0-9._/-], VALUE at most %d bytes)",
+					   k > 64 ? 64 : (int)k, v[i], LABEL_VALUE_MAX);
+	}
+	if (rc == 0 && n > LABELS_MAX)
+		rc = dsec_err_setc(err, DSEC_E_INVALID, E2BIG, "%zu labels: at most %d", n,
+				   LABELS_MAX);
+	if (rc < 0 || !n) {
+		dsec_strv_free(v);
+		return rc;
+	}
+	*out = v;
+	return 0;
+}
+
 void op_create(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -421,7 +458,7 @@ void op_create(struct dsecd_req *r)
 	int rc;
 
 	dsec_err_clear(&err);
-	if (parse_spec(r, &err) < 0 ||
+	if (parse_spec(r, &err) < 0 || dsecd_labels_get(m, &r->labels, &err) < 0 ||
 	    (rc = dsec_get_seconds_opt(m, "ttl", &ttl, &err)) < 0 ||
 	    (rc = dsec_get_seconds_opt(m, "idle_ttl", &idle, &err)) < 0)
 		return reply_err(r, &err);
@@ -448,6 +485,8 @@ void op_create(struct dsecd_req *r)
 		sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
 		sb->env = r->cenv;
 		r->cenv = NULL;
+		sb->labels = r->labels;
+		r->labels = NULL;
 		sb->cwd = r->ccwd;
 		r->ccwd = NULL;
 		sb->created = ev_now(d->loop) - d->started + d->started_wall;
@@ -463,6 +502,8 @@ void op_create(struct dsecd_req *r)
 	sb->idle_ttl = idle;
 	sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
 	sb->image = r->image ? xstrdup(r->image) : NULL;
+	sb->labels = r->labels;
+	r->labels = NULL;
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;

@@ -141,6 +141,7 @@ struct dsecd_req {
 									 * (create or call) */
 					struct dsec_be_spec spec;	/* what the backend gets */
 					char *call_id;	/* id given to a one-shot call */
+					char **labels;	/* create's labels, "K=V", or NULL */
 				};
 				/* the session ops (req_session_free) */
 				struct {
@@ -223,6 +224,8 @@ void op_drain(struct dsecd_req *r);
 /* ops-sandbox.c */
 /* Frees the state of create and call, and of exec, exec_start, net_allow. */
 void req_run_free(struct dsecd_req *r);
+/* create's and list's "labels" into *out ("K=V", NULL when none), checked. */
+int dsecd_labels_get(const msgpack_object *m, char ***out, struct dsec_err *err);
 /* Fails the request if the node cannot take another sandbox. */
 int check_capacity(struct dsecd *d, struct dsec_err *err);
 /* Reads backend, image, runtime, env, cwd and limits (create and call). */

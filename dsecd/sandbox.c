@@ -37,6 +37,8 @@ static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
 	free(sb->runtime);
 	free(sb->image);
 	dsec_strv_free(sb->env);
+	if (sb->labels)
+		dsec_strv_free(sb->labels);
 	free(sb->cwd);
 	free(sb->lost);
 	free(sb);

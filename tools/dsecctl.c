@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 #include "dsec.h"
 #include "fs3.h"
@@ -32,7 +33,9 @@ struct ctl_opts {
 	size_t nenv, nentry;		/* entries in config.env, config.entrypoint */
 	char **peers;			/* --peer, or $DSEC_FS3_PEERS split */
 	size_t npeers;			/* entries in peers */
-	const char *host;		/* --host: the daemon of "node" commands */
+	const char *host;		/* --host: the daemon of "node" and "sandbox" commands */
+	char **labels;			/* sandbox ls --label K=V */
+	size_t nlabels;			/* entries in labels */
 	char **args;			/* after "image CMD" */
 	int nargs;			/* entries in args */
 };
@@ -61,6 +64,12 @@ static const char usage_text[] =
 	"  image squash [--max-size BYTES] [--tag NAME[:TAG]] IMAGE\n"
 	"               merge each run of adjacent layers smaller than BYTES (default\n"
 	"               4M) into one layer: a new image with the same tree\n"
+	"       dsecctl [--host URL] sandbox COMMAND\n"
+	"  sandbox ls [--label K=V]...   the node's sandboxes (with all those labels)\n"
+	"  sandbox inspect ID            everything the node knows of one\n"
+	"  sandbox destroy | pause | resume ID...\n"
+	"  sandbox exec ID [--] CMD [ARG]...   its output here, its exit status ours\n"
+	"  sandbox cp SRC DST            a file in or out: ID:PATH on one side\n"
 	"       dsecctl [--host URL] node COMMAND\n"
 	"  node ls      the node asked and the other nodes of its cluster\n"
 	"  node drain   the node takes no new sandboxes (its own go on)\n"
@@ -260,6 +269,7 @@ enum {
 	OPT_FETCH_TIMEOUT,
 	OPT_MAX_SIZE,
 	OPT_HOST,
+	OPT_LABEL,
 	OPT_HELP,
 };
 
@@ -274,6 +284,7 @@ static const struct option long_opts[] = {
 	{ .name = "fetch-timeout", .has_arg = required_argument, .val = OPT_FETCH_TIMEOUT },
 	{ .name = "max-size",	.has_arg = required_argument,	.val = OPT_MAX_SIZE },
 	{ .name = "host",	.has_arg = required_argument,	.val = OPT_HOST },
+	{ .name = "label",	.has_arg = required_argument,	.val = OPT_LABEL },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ 0 }
 };
@@ -398,6 +409,240 @@ static int run_node(struct ctl_opts *o, const char *what, struct dsec_err *err)
 	return r;
 }
 
+/* ---- sandbox: the daemon's sandboxes ---- */
+
+/* A request of op with fields id (NULL = none) and, for list, labels;
+ * the parsed reply's result in *res.  msgpack-c's objects point into the
+ * frame: free m with dsec_msg_free, then *reply. */
+static int ask(struct dsec_client *c, const char *op, const char *id, char *const *labels,
+	       struct dsec_msg *m, const msgpack_object **res, void **reply, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	size_t len, rlen;
+	int r;
+
+	*reply = NULL;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, op);
+	if (id)
+		dsec_pk_kv_str(&p, "id", id);
+	if (labels)
+		dsec_pk_kv_env(&p, "labels", (const char *const *)labels);
+	dsec_pk_end(&p);
+	_cleanup_free_ void *req = dsec_pk_detach(&p, &rlen);
+	if ((r = dsec_raw(c, req, rlen, reply, &len, err)) < 0 ||
+	    (r = dsec_reply_check(c, *reply, len, err)) < 0 ||
+	    (r = dsec_msg_parse_n(m, *reply, len, len + 1, 1u << 22, err)) < 0) {
+		free(*reply);
+		*reply = NULL;
+		return r;
+	}
+	*res = dsec_map_get(m->root, "result");
+	return 0;
+}
+
+/* One value as text: strings as they are, maps and arrays as JSON-ish. */
+static void print_obj(const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_STR:
+		printf("%.*s", (int)o->via.str.size, o->via.str.ptr);
+		break;
+	case MSGPACK_OBJECT_BIN:
+		printf("<%u bytes>", o->via.bin.size);
+		break;
+	case MSGPACK_OBJECT_MAP:
+		printf("{");
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			printf(i ? ", " : "");
+			print_obj(&o->via.map.ptr[i].key);
+			printf(": ");
+			print_obj(&o->via.map.ptr[i].val);
+		}
+		printf("}");
+		break;
+	case MSGPACK_OBJECT_ARRAY:
+		printf("[");
+		for (uint32_t i = 0; i < o->via.array.size; i++) {
+			printf(i ? ", " : "");
+			print_obj(&o->via.array.ptr[i]);
+		}
+		printf("]");
+		break;
+	default:
+		msgpack_object_print(stdout, *o);
+	}
+}
+
+static int sandbox_ls(struct dsec_client *c, struct ctl_opts *o, struct dsec_err *err)
+{
+	const msgpack_object *res, *arr;
+	_cleanup_free_ void *reply = NULL;
+	struct dsec_msg m;
+	struct timeval tv;
+	int r;
+
+	if ((r = ask(c, "list", NULL, o->labels, &m, &res, &reply, err)) < 0)
+		return r;
+	gettimeofday(&tv, NULL);
+	printf("%-24s %-10s %-9s %8s %8s  %s\n", "ID", "BACKEND", "STATE", "AGE", "IDLE", "LABELS");
+	arr = res ? dsec_map_get(res, "sandboxes") : NULL;
+	double now = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+	for (uint32_t i = 0; arr && arr->type == MSGPACK_OBJECT_ARRAY && i < arr->via.array.size;
+	     i++) {
+		const msgpack_object *sb = &arr->via.array.ptr[i], *l;
+		_cleanup_free_ char *id = NULL, *be = NULL, *state = NULL;
+		double created = 0, idle = 0;
+		dsec_get_str(sb, "id", &id, NULL);
+		dsec_get_str(sb, "backend", &be, NULL);
+		dsec_get_str(sb, "state", &state, NULL);
+		dsec_get_double(sb, "created", &created, NULL);
+		dsec_get_double(sb, "idle", &idle, NULL);
+		printf("%-24s %-10s %-9s %7.0fs %7.0fs  ", id ? id : "?", be ? be : "?",
+		       state ? state : "?", created ? now - created : 0, idle);
+		if ((l = dsec_map_get(sb, "labels")) && l->type == MSGPACK_OBJECT_MAP)
+			for (uint32_t k = 0; k < l->via.map.size; k++) {
+				printf(k ? "," : "");
+				print_obj(&l->via.map.ptr[k].key);
+				printf("=");
+				print_obj(&l->via.map.ptr[k].val);
+			}
+		printf("\n");
+	}
+	dsec_msg_free(&m);
+	return 0;
+}
+
+static int sandbox_inspect(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	const msgpack_object *res;
+	_cleanup_free_ void *reply = NULL;
+	struct dsec_msg m;
+	int r;
+
+	if ((r = ask(c, "info", id, NULL, &m, &res, &reply, err)) < 0)
+		return r;
+	for (uint32_t i = 0; res && res->type == MSGPACK_OBJECT_MAP && i < res->via.map.size; i++) {
+		print_obj(&res->via.map.ptr[i].key);
+		printf(": ");
+		print_obj(&res->via.map.ptr[i].val);
+		printf("\n");
+	}
+	dsec_msg_free(&m);
+	return 0;
+}
+
+/* cp: "ID:PATH" names a sandbox's file (an id has a colon, so the last
+ * one splits id from path); anything else is a local file. */
+static bool split_remote(const char *s, char **id, const char **path)
+{
+	const char *c = strchr(s, ':');
+
+	if (!c || !strchr(c + 1, ':'))
+		return false;
+	c = strchr(c + 1, ':');
+	*id = xstrndup(s, (size_t)(c - s));
+	*path = c + 1;
+	return **path != '\0';
+}
+
+static int sandbox_cp(struct dsec_client *c, const char *src, const char *dst,
+		      struct dsec_err *err)
+{
+	_cleanup_free_ char *sid = NULL, *did = NULL;
+	const char *spath, *dpath;
+	bool in = split_remote(src, &sid, &spath), out = split_remote(dst, &did, &dpath);
+	struct dsec_buf b;
+	int r;
+
+	if (in == out)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cp copies between a sandbox "
+				     "(ID:PATH) and a local file: one side of each");
+	dsec_buf_init(&b);
+	if (in) {
+		if ((r = dsec_file_read(c, sid, spath, 0, 0, &b, err)) == 0) {
+			FILE *f = fopen(dst, "we");
+			bool ok = f && fwrite(b.data, 1, b.len, f) == b.len;
+			if (f && fclose(f) != 0)
+				ok = false;
+			if (!ok)
+				r = dsec_err_set(err, errno ? errno : EIO, "cannot write '%s': %s", dst,
+						 strerror(errno ? errno : EIO));
+		}
+	} else {
+		_cleanup_free_ char *data = NULL;
+		size_t len = 0;
+		if ((r = dsec_read_file(src, &data, &len)) < 0)
+			r = dsec_err_set(err, -r, "cannot read '%s': %s", src, strerror(-r));
+		else
+			r = dsec_file_write(c, did, dpath, data, len, 0644, err);
+	}
+	dsec_buf_free(&b);
+	return r;
+}
+
+static int run_sandbox(struct ctl_opts *o, int argc, char **argv)
+{
+	const char *what = argc ? argv[0] : "";
+	struct dsec_client *c;
+	struct dsec_err err;
+	int r = 0, status = 0;
+
+	if (!strcmp(what, "ls") ? argc != 1 :
+	    !strcmp(what, "inspect") ? argc != 2 :
+	    !strcmp(what, "cp") ? argc != 3 :
+	    !strcmp(what, "exec") ? argc < 3 :
+	    (!strcmp(what, "destroy") || !strcmp(what, "pause") || !strcmp(what, "resume"))
+		    ? argc < 2 : true)
+		usage_fail("expected 'sandbox ls', 'sandbox inspect ID', 'sandbox destroy|pause|resume "
+			   "ID...', 'sandbox exec ID CMD...' or 'sandbox cp SRC DST'");
+	if (o->labels && strcmp(what, "ls"))
+		usage_fail("--label goes with 'sandbox ls' only");
+	dsec_err_clear(&err);
+	if (dsec_connect_tls(&c, o->host, NULL, NULL, &err) < 0) {
+		fprintf(stderr, "dsecctl: %s\n", err.msg);
+		return 1;
+	}
+	if (!strcmp(what, "ls")) {
+		r = sandbox_ls(c, o, &err);
+	} else if (!strcmp(what, "inspect")) {
+		r = sandbox_inspect(c, argv[1], &err);
+	} else if (!strcmp(what, "cp")) {
+		r = sandbox_cp(c, argv[1], argv[2], &err);
+	} else if (!strcmp(what, "exec")) {
+		char **cmd = argv + 2;
+		if (!strcmp(cmd[0], "--"))
+			cmd++;
+		if (!cmd[0])
+			usage_fail("sandbox exec ID: no command");
+		struct dsec_cmd q = { .argv = (const char *const *)cmd };
+		struct dsec_cmd_res res;
+		if ((r = dsec_exec(c, argv[1], &q, &res, &err)) == 0) {
+			fwrite(res.out.data, 1, res.out.len, stdout);
+			fwrite(res.err.data, 1, res.err.len, stderr);
+			status = res.timed_out ? 124 : res.signal ? 128 + res.signal : res.exit_code;
+			dsec_cmd_res_free(&res);
+		}
+	} else {
+		/* destroy, pause, resume: every id, reporting each failure. */
+		int (*fn)(struct dsec_client *, const char *, struct dsec_err *) =
+			!strcmp(what, "destroy") ? dsec_destroy :
+			!strcmp(what, "pause") ? dsec_pause : dsec_resume;
+		for (int i = 1; i < argc; i++)
+			if (fn(c, argv[i], &err) < 0) {
+				fprintf(stderr, "dsecctl: %s: %s\n", argv[i], err.msg);
+				status = 1;
+			}
+	}
+	dsec_close(c);
+	if (r < 0) {
+		fprintf(stderr, "dsecctl: %s\n", err.msg);
+		return 1;
+	}
+	return status;
+}
+
 /* The store when --store does not name it.  A daemon's image store is
  * STATE_DIR/fs3 unless its image_store says otherwise, so naming the
  * daemon's state directory (--state-dir, or $DSEC_STATE_DIR as `make run`
@@ -474,6 +719,11 @@ int main(int argc, char **argv)
 		case OPT_HOST:
 			o.host = optarg;
 			break;
+		case OPT_LABEL:
+			if (!strchr(optarg, '=') || optarg[0] == '=')
+				usage_fail("--label '%s': expected KEY=VALUE", optarg);
+			strv_push(&o.labels, &o.nlabels, optarg);
+			break;
 		case OPT_HELP:
 			fputs(usage_text, stdout);
 			return 0;
@@ -493,8 +743,15 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (argc - optind >= 1 && !strcmp(argv[optind], "sandbox")) {
+		int rc = run_sandbox(&o, argc - optind - 1, argv + optind + 1);
+		dsec_strv_free(o.labels);
+		return rc;
+	}
+	if (o.labels)
+		usage_fail("--label goes with 'sandbox ls' only");
 	if (o.host)
-		usage_fail("--host goes with 'node' commands only");
+		usage_fail("--host goes with 'node' and 'sandbox' commands only");
 	if (argc - optind < 2 || strcmp(argv[optind], "image"))
 		usage_fail("%s", argc - optind < 1 ? "no command"
 						 : "expected 'image COMMAND' or 'node COMMAND'");

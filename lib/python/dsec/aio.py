@@ -502,14 +502,17 @@ class AsyncClient:
                idle_ttl: Optional[float] = None, env: Optional[Mapping[str, str]] = None,
                cwd: Optional[str] = None, network: Optional[str] = None,
                allow: Optional[Sequence[str]] = None, dns: Optional[str] = None,
-               seccomp_deny: Optional[Sequence[str]] = None) -> _Create:
-        """A new sandbox: await it, or `async with c.create(...) as sb:`."""
+               seccomp_deny: Optional[Sequence[str]] = None,
+               labels: Optional[Mapping[str, str]] = None) -> _Create:
+        """A new sandbox: await it, or `async with c.create(...) as sb:`.
+        labels: what list finds it by (job, step, rollout group)."""
         return _Create(self, {
             "backend": backend, "image": image, "runtime": runtime,
             "layers": list(layers) if layers else None, "limits": dict(limits) if limits else None,
             "ttl": ttl, "idle_ttl": idle_ttl, "env": dict(env) if env else None, "cwd": cwd,
             "network": network, "allow": list(allow) if allow else None, "dns": dns,
-            "seccomp_deny": list(seccomp_deny) if seccomp_deny else None})
+            "seccomp_deny": list(seccomp_deny) if seccomp_deny else None,
+            "labels": dict(labels) if labels else None})
 
     async def batch(self, requests: Sequence[Mapping[str, Any]], *,
                     all_or_nothing: bool = False, wait: float = 600.0) -> List[Any]:
@@ -583,7 +586,7 @@ class AsyncClient:
         """The node: its sandboxes, backends, images, cluster."""
         return await self.call("info", {})
 
-    async def list(self) -> List[Dict[str, Any]]:
-        """The node's sandboxes."""
-        r = await self.call("list", {})
+    async def list(self, *, labels: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
+        """The node's sandboxes (those with all of labels)."""
+        r = await self.call("list", {"labels": dict(labels) if labels else None})
         return list(r.get("sandboxes", []))

@@ -132,5 +132,5 @@ class Client:
     def info(self) -> Dict[str, Any]:
         return self._run(self._ac.info())
 
-    def list(self) -> List[Dict[str, Any]]:
-        return self._run(self._ac.list())
+    def list(self, **kw) -> List[Dict[str, Any]]:
+        return self._run(self._ac.list(**kw))

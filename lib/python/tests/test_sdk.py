@@ -287,3 +287,16 @@ def test_batch_runs_a_window_at_once(daemon):
     res, took = run(main())
     assert all(r.exit_code == 0 and not r.timed_out for r in res)
     assert took >= 0.8, "100 commands of 0.2 s in %.2f s: more than 32 ran at once" % took
+
+
+def test_labels(daemon):
+    with dsec.Client(daemon["url"]) as c:
+        a = c.create(backend="test", labels={"job": "j1", "step": "3"})
+        b = c.create(backend="test", labels={"job": "j1", "step": "4"})
+        x = c.create(backend="test", labels={"job": "j2"})
+        assert {s["id"] for s in c.list(labels={"job": "j1"})} == {a.id, b.id}
+        assert [s["id"] for s in c.list(labels={"job": "j1", "step": "4"})] == [b.id]
+        assert a.info()["labels"] == {"job": "j1", "step": "3"}
+        with pytest.raises(dsec.Invalid):
+            c.create(backend="test", labels={"bad key": "x"})
+        c.destroy_many([a, b, x])
