@@ -11,7 +11,8 @@ import dsec
 
 REPO = {
     "calc/__init__.py": "",
-    "calc/ops.py": "def add(a, b):\n    return a - b  # the bug\n\n\ndef mul(a, b):\n    return a * b\n",
+    "calc/ops.py": ("def add(a, b):\n    return a - b  # the bug\n\n\n"
+                    "def mul(a, b):\n    return a * b\n"),
     "tests/__init__.py": "",
     "tests/test_ops.py": (
         "import unittest\n"
