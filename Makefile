@@ -150,7 +150,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 MANPAGES    = $(wildcard man/*.[1-9])
 
 all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench \
-	gossip/libswim.a
+	gossip/libswim.a tools/swim-sim
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -170,7 +170,7 @@ SWIM_SRC    = gossip/swim.c gossip/swim_sim.c
 SWIM_OBJ    = $(SWIM_SRC:%.c=build/%.o)
 SWIM_LIBS   = gossip/libswim.a lib/libdsec.a
 SWIM_LDLIBS = -lev -lcrypto -lm $(PC_LIBS)
-SWIM_ALL    = gossip/libswim.a
+SWIM_ALL    = gossip/libswim.a tools/swim-sim
 
 gossip/libswim.a: $(SWIM_OBJ)
 	$(q) AR $@

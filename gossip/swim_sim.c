@@ -200,7 +200,7 @@ static void env_send(void *ctx, const char *addr, const void *buf, size_t len)
 			sim->lost++;
 			return;
 		}
-		delay += (uint64_t)(sim_unit(sim) * (double)dst->slow_us);
+		delay += dst->slow_us / 2 + (uint64_t)(sim_unit(sim) * (double)(dst->slow_us / 2));
 	}
 	e = sev_new(SEV_DGRAM, sim->now + delay, (unsigned)to);
 	e->from = n->idx;

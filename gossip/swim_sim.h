@@ -59,8 +59,9 @@ uint64_t swim_sim_now(const struct swim_sim *sim);
 
 void swim_sim_set_filter(struct swim_sim *sim, swim_sim_filter_fn *fn, void *arg);
 void swim_sim_set_event(struct swim_sim *sim, swim_sim_event_fn *fn, void *arg);
-/* Node i becomes slow: every datagram it receives waits up to delay_us
- * more (uniform) before it is handled, and it loses `loss` of them. */
+/* Node i becomes slow (a stalled, overloaded host): every datagram it
+ * receives waits between delay_us/2 and delay_us more (uniform) before it
+ * is handled, and it loses `loss` of them. */
 void swim_sim_set_slow(struct swim_sim *sim, unsigned i, uint64_t delay_us, double loss);
 /* Hands raw bytes to node i as a datagram, now. */
 void swim_sim_inject(struct swim_sim *sim, unsigned i, const void *buf, size_t len);
