@@ -227,4 +227,34 @@ unsigned swim_retransmit_limit(uint32_t mult, size_t n);
 const char *swim_state_name(enum swim_state st);
 const char *swim_event_name(enum swim_event ev);
 
+/* ---- the libev binding (swim_ev.c) --------------------------------------
+ * A struct swim on a libev loop: one non-blocking UDP socket for the
+ * datagrams and a TCP listener on the same port for push-pull (each
+ * stream: a 4-byte big-endian length, then the message; at most
+ * SWIM_STREAM_MAX; bounded by a timeout).  No threads.  Addresses are
+ * numeric: "1.2.3.4:7946" or "[::1]:7946". */
+struct ev_loop;
+struct swim_ev;
+
+/* What swim_ev_new needs. */
+struct swim_ev_conf {
+	const char *bind;		/* "host:port" for UDP and TCP; port 0 picks one */
+	struct swim_conf swim;		/* the protocol's; swim.addr NULL: the bound address */
+	uint32_t stream_timeout_ms;	/* a whole push-pull exchange: 10000 */
+	/* Membership events (may be NULL), as struct swim_env's event. */
+	void (*event)(void *arg, enum swim_event ev, const struct swim_member *m);
+	void *arg;			/* passed to event */
+};
+
+/* Binds the sockets and starts the node on loop (which must outlive it).
+ * -errno: the address does not parse (-EINVAL) or cannot be bound. */
+int swim_ev_new(struct swim_ev **out, struct ev_loop *loop, const struct swim_ev_conf *conf);
+/* Stops the watchers, closes the sockets and frees the node (streams in
+ * progress are dropped).  Not from inside its own event callback. */
+void swim_ev_free(struct swim_ev *e);
+/* The protocol, for swim_join, swim_leave, swim_set_meta, lookups... */
+struct swim *swim_ev_swim(struct swim_ev *e);
+/* The address it advertises ("host:port"). */
+const char *swim_ev_addr(const struct swim_ev *e);
+
 #endif
