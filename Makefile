@@ -181,6 +181,10 @@ t/c/1%.t: build/t/1%.o $(SWIM_LIBS)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(SWIM_LIBS) $(LDFLAGS) $(SWIM_LDLIBS)
 
+# Its fuzz target (fuzz/swim_packet.c, see the fuzzing section).
+FUZZ_LIBS_swim_packet = $(call fuzz_obj,$(SWIM_SRC)) -lev -lcrypto -lm
+build/fuzz/obj/fuzz/swim_packet.o: ALL_CPPFLAGS += -Igossip
+
 # The simulator: the real protocol, many nodes, simulated time (figures;
 # not run by make check but for a tiny smoke run in t/1090).
 tools/swim-sim: build/tools/swim-sim.o $(SWIM_LIBS)
