@@ -619,7 +619,8 @@ static void send_msgs(struct swim *s, const char *addr, const void *msgs, size_t
 	const uint8_t arr32[5] = { 0xdd, 0, 0, 0, 0 };
 
 	msgpack_sbuffer_write(&sb, (const char *)arr32, sizeof(arr32));
-	msgpack_sbuffer_write(&sb, msgs, len);
+	if (len)
+		msgpack_sbuffer_write(&sb, msgs, len);
 	size_t room = s->conf.mtu - SWIM_TAG_LEN;
 	size_t n = nmsgs + (sb.size < room ? take_broadcasts(s, &sb, room - sb.size) : 0);
 
