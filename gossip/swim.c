@@ -82,6 +82,14 @@ struct bcast {
 	bool leave;		/* our own leave message */
 };
 
+/* A dead member forgotten, still tried now and then (serf's reconnect),
+ * so that the two sides of a healed partition find each other again. */
+struct failed {
+	char *name;		/* its name */
+	char *addr;		/* its last address */
+	uint64_t since;		/* when it was forgotten */
+};
+
 /* Our help with someone else's indirect probe. */
 struct relay {
 	struct swim_timer t;	/* nack time, then expiry */
@@ -112,8 +120,12 @@ struct swim {
 	struct swim_timer t_ack;	/* direct ack wait of the current probe */
 	struct swim_timer t_gossip;	/* gossip period */
 	struct swim_timer t_pushpull;	/* push-pull period */
+	struct swim_timer t_reconnect;	/* reconnect period */
+	struct failed *failed;		/* dead members forgotten */
+	size_t nfailed;			/* how many */
 	struct member *probing;		/* member of the current probe, or NULL */
 	char *probing_name;		/* its name (it may be reaped meanwhile) */
+	uint64_t probe_inc;		/* its incarnation when the probe began */
 	uint32_t probe_seq;		/* seq of the current probe */
 	bool probe_acked;		/* ack seen for it */
 	unsigned expected_nacks;	/* helpers asked to nack */
@@ -430,6 +442,31 @@ static void member_free(struct swim *s, struct member *m)
 	free(m);
 }
 
+static void failed_drop(struct swim *s, size_t i)
+{
+	free(s->failed[i].name);
+	free(s->failed[i].addr);
+	s->failed[i] = s->failed[--s->nfailed];
+}
+
+static void failed_add(struct swim *s, const struct member *m)
+{
+	s->failed = xrealloc(s->failed, (s->nfailed + 1) * sizeof(*s->failed));
+	s->failed[s->nfailed++] = (struct failed){
+		.name = xstrdup(m->name), .addr = xstrdup(m->addr), .since = now(s),
+	};
+}
+
+/* A member known again is no longer tried as failed. */
+static void failed_forget(struct swim *s, const char *name)
+{
+	for (size_t i = 0; i < s->nfailed; i++)
+		if (!strcmp(s->failed[i].name, name)) {
+			failed_drop(s, i);
+			return;
+		}
+}
+
 /* ---- packets ----------------------------------------------------------- */
 
 static void tag(const uint8_t *key, size_t klen, const void *data, size_t len,
@@ -702,6 +739,8 @@ static void on_alive(struct swim *s, const char *name, const char *addr, uint64_
 		m = member_add(s, name, addr);
 		m->inc = inc;
 		set_meta(m, meta_ver, meta, meta_len);
+		if (s->nfailed)
+			failed_forget(s, name);
 		broadcast_alive(s, m);
 		emit(s, SWIM_EV_JOIN, m);
 		return;
@@ -894,10 +933,11 @@ static void probe_failed(struct swim *s)
 							       s->nacks : s->expected_nacks)));
 	else
 		awareness_delta(s, 1);
-	if (m && m->state == SWIM_ALIVE)
-		on_suspect(s, m->name, m->inc, s->self->name);
-	else if (m && m->state == SWIM_SUSPECT)
-		on_suspect(s, m->name, m->inc, s->self->name);	/* a confirmation */
+	/* The incarnation probed: a member that restarted and raised it
+	 * meanwhile is not suspected for what its old self did not answer.
+	 * Already suspect: this is a confirmation. */
+	if (m && (m->state == SWIM_ALIVE || m->state == SWIM_SUSPECT))
+		on_suspect(s, m->name, s->probe_inc, s->self->name);
 }
 
 /* Forgets the dead and the left past gossip_to_dead and reshuffles: the
@@ -912,6 +952,8 @@ static void new_round(struct swim *s)
 
 		if ((m->state == SWIM_DEAD || m->state == SWIM_LEFT) && m != s->self &&
 		    t - m->state_change > keep_us) {
+			if (m->state == SWIM_DEAD)
+				failed_add(s, m);
 			hash_remove(s, m);
 			if (s->probing == m)
 				s->probing = NULL;
@@ -969,6 +1011,7 @@ static void probe_fire(struct swim *s, struct swim_timer *t)
 		return;
 	s->probing = m;
 	s->probing_name = xstrdup(m->name);
+	s->probe_inc = m->inc;
 	s->probe_seq = ++s->seq;
 	s->probe_acked = false;
 	s->expected_nacks = s->nacks = 0;
@@ -1181,6 +1224,24 @@ static void pushpull_fire(struct swim *s, struct swim_timer *t)
 		pushpull_to(s, m->addr, false);
 	else if (s->nseeds)
 		pushpull_to(s, s->seeds[rnd(s, s->nseeds)], true);
+}
+
+/* Every reconnect period, a push-pull with one random forgotten dead
+ * member (those past the reconnect timeout are dropped first). */
+static void reconnect_fire(struct swim *s, struct swim_timer *t)
+{
+	uint64_t tnow = now(s), limit = (uint64_t)s->conf.reconnect_timeout_s * 1000000;
+
+	timer_in(s, &s->t_reconnect, ms(s->conf.reconnect_interval_ms));
+	for (size_t i = 0; i < s->nfailed;)
+		if (tnow - s->failed[i].since > limit)
+			failed_drop(s, i);
+		else
+			i++;
+	if (s->leaving || !s->nfailed)
+		return;
+	s->st.reconnects++;
+	pushpull_to(s, s->failed[rnd(s, s->nfailed)].addr, false);
 }
 
 /* ---- decoding ---------------------------------------------------------- */
@@ -1488,6 +1549,8 @@ int swim_new(struct swim **out, const struct swim_conf *conf, const struct swim_
 	DEFAULT(gossip_nodes, 3);
 	DEFAULT(gossip_to_dead_ms, 30000);
 	DEFAULT(pushpull_interval_ms, 30000);
+	DEFAULT(reconnect_interval_ms, 30000);
+	DEFAULT(reconnect_timeout_s, 86400);
 	DEFAULT(mtu, 1400);
 	if (c->mtu < 512)
 		c->mtu = 512;
@@ -1497,6 +1560,7 @@ int swim_new(struct swim **out, const struct swim_conf *conf, const struct swim_
 	timer_init(&s->t_ack, ack_fire);
 	timer_init(&s->t_gossip, gossip_fire);
 	timer_init(&s->t_pushpull, pushpull_fire);
+	timer_init(&s->t_reconnect, reconnect_fire);
 
 	uint64_t seed = wall_ms(env);
 
@@ -1509,6 +1573,8 @@ int swim_new(struct swim **out, const struct swim_conf *conf, const struct swim_
 	timer_in(s, &s->t_probe, rnd(s, ms(c->probe_interval_ms)));
 	timer_in(s, &s->t_gossip, rnd(s, ms(c->gossip_interval_ms)));
 	timer_in(s, &s->t_pushpull, pushpull_period(s) / 2 + rnd(s, pushpull_period(s) / 2));
+	timer_in(s, &s->t_reconnect, ms(c->reconnect_interval_ms) / 2 +
+		 rnd(s, ms(c->reconnect_interval_ms) / 2));
 	rearm(s);
 	*out = s;
 	return 0;
@@ -1524,6 +1590,9 @@ void swim_free(struct swim *s)
 		member_free(s, s->members[i]);
 	for (size_t i = 0; i < s->nqueue; i++)
 		bcast_drop(&s->queue[i]);
+	while (s->nfailed)
+		failed_drop(s, 0);
+	free(s->failed);
 	for (size_t i = 0; i < s->nseeds; i++)
 		free(s->seeds[i]);
 	free(s->seeds);

@@ -134,6 +134,8 @@ struct swim_conf {
 	uint32_t gossip_nodes;		/* members each gossip period: 3 */
 	uint32_t gossip_to_dead_ms;	/* gossip to (and keep) the dead this long: 30000 */
 	uint32_t pushpull_interval_ms;	/* full state exchange: 30000 (scaled up past 32 members) */
+	uint32_t reconnect_interval_ms;	/* push-pull with a forgotten dead member: 30000 */
+	uint32_t reconnect_timeout_s;	/* try the forgotten dead this long: 86400 */
 	uint32_t mtu;			/* largest datagram: 1400 */
 	unsigned flags;			/* SWIM_NO_* */
 	const struct swim_key *keys;	/* accepted keys, keys[0] signs (>= 1 required) */
@@ -160,6 +162,7 @@ struct swim_stats {
 	uint64_t refutations;		/* times this node refuted a suspicion of itself */
 	uint64_t deaths;		/* members this node marked dead */
 	uint64_t pushpulls;		/* push-pull exchanges merged (either side) */
+	uint64_t reconnects;		/* push-pulls tried with forgotten dead members */
 	uint64_t broadcasts_queued;	/* state messages queued for dissemination */
 	uint32_t awareness;		/* current health score (0 = healthy) */
 	uint32_t members;		/* members known, self and the dead included */

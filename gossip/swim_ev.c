@@ -26,6 +26,10 @@
 /* Datagrams read per wake-up at most, so one busy socket cannot starve
  * the loop. */
 #define RECV_BATCH 64
+/* Streams open at once; more are refused (closed at accept), so that
+ * strangers cannot hold much memory: a message's buffer also grows only
+ * as its bytes arrive. */
+#define CONNS_MAX 64
 
 struct swim_ev;
 
@@ -42,6 +46,7 @@ struct conn {
 	size_t hdr_off;		/* bytes of it read */
 	uint8_t *in;		/* the message being read */
 	size_t in_len, in_off;	/* its size and how much is read */
+	size_t in_cap;		/* bytes allocated for it */
 	bool reading;		/* writing done, now reading (client) */
 	struct conn *next;	/* list of connections */
 };
@@ -56,6 +61,7 @@ struct swim_ev {
 	uint64_t rng;			/* splitmix64 state */
 	double stream_timeout;		/* seconds */
 	struct conn *conns;		/* streams in progress */
+	unsigned nconns;		/* how many */
 	void (*event)(void *arg, enum swim_event ev, const struct swim_member *m); /* hook */
 	void *arg;			/* its argument */
 };
@@ -156,6 +162,7 @@ static void conn_free(struct conn *c)
 	while (*p != c)
 		p = &(*p)->next;
 	*p = c->next;
+	e->nconns--;
 	ev_io_stop(e->loop, &c->io);
 	ev_timer_stop(e->loop, &c->timeout);
 	close(c->io.fd);
@@ -196,16 +203,21 @@ static int conn_read(struct conn *c)
 		if (c->hdr_off < 4) {
 			n = read(c->io.fd, c->hdr + c->hdr_off, 4 - c->hdr_off);
 		} else {
-			if (!c->in) {
+			if (!c->in_len) {
 				c->in_len = (size_t)c->hdr[0] << 24 | (size_t)c->hdr[1] << 16 |
 					    (size_t)c->hdr[2] << 8 | c->hdr[3];
 				if (c->in_len == 0 || c->in_len > SWIM_STREAM_MAX)
 					return -EMSGSIZE;
-				c->in = xmalloc(c->in_len);
 			}
 			if (c->in_off == c->in_len)
 				return 1;
-			n = read(c->io.fd, c->in + c->in_off, c->in_len - c->in_off);
+			if (c->in_off == c->in_cap) {
+				size_t cap = c->in_cap ? 2 * c->in_cap : 65536;
+
+				c->in_cap = cap < c->in_len ? cap : c->in_len;
+				c->in = xrealloc(c->in, c->in_cap);
+			}
+			n = read(c->io.fd, c->in + c->in_off, c->in_cap - c->in_off);
 		}
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
@@ -318,6 +330,7 @@ static struct conn *conn_new(struct swim_ev *e, int fd, bool client)
 	ev_timer_start(e->loop, &c->timeout);
 	c->next = e->conns;
 	e->conns = c;
+	e->nconns++;
 	return c;
 }
 
@@ -370,6 +383,10 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 		if (fd < 0)
 			return;
+		if (e->nconns >= CONNS_MAX) {
+			close(fd);
+			continue;
+		}
 		conn_new(e, fd, false);
 	}
 }

@@ -62,6 +62,7 @@ struct simnode {
 	struct swim_conf conf;	/* as added (name/addr point here) */
 	uint64_t slow_us;	/* extra receive delay, max */
 	double slow_loss;	/* extra receive loss */
+	unsigned group;		/* partition group */
 };
 
 static uint64_t sim_rand(struct swim_sim *sim)
@@ -187,7 +188,7 @@ static void env_send(void *ctx, const char *addr, const void *buf, size_t len)
 	int to = addr_node(sim, addr);
 	struct sev *e;
 
-	if (to < 0 || sim_unit(sim) < sim->conf.loss ||
+	if (to < 0 || sim->nodes[to]->group != n->group || sim_unit(sim) < sim->conf.loss ||
 	    (sim->filter && sim->filter(sim->filter_arg, n->idx, (unsigned)to, buf, len))) {
 		sim->lost++;
 		return;
@@ -382,13 +383,20 @@ static void deliver(struct swim_sim *sim, struct sev *e)
 		}
 		break;
 	case SEV_STREAM_REQ: {
-		struct sev *r = sev_new(SEV_STREAM_REPLY, sim->now + latency(sim), e->from);
+		bool cut = sim->nodes[e->from]->group != n->group;
+		/* Across a partition the connection times out (after 10 s). */
+		struct sev *r = sev_new(SEV_STREAM_REPLY, sim->now + (cut ? 10 * 1000000 : latency(sim)),
+					e->from);
 		void *reply = NULL;
 		size_t rlen = 0;
 
 		r->gen = e->gen;
 		r->id = e->id;
-		r->rc = n->s ? swim_stream_serve(n->s, e->buf, e->len, &reply, &rlen) : -ECONNREFUSED;
+		if (cut)
+			r->rc = -ETIMEDOUT;
+		else
+			r->rc = n->s ? swim_stream_serve(n->s, e->buf, e->len, &reply, &rlen) :
+				       -ECONNREFUSED;
 		r->buf = reply;
 		r->len = rlen;
 		push(sim, r);
@@ -441,6 +449,11 @@ void swim_sim_set_slow(struct swim_sim *sim, unsigned i, uint64_t delay_us, doub
 {
 	sim->nodes[i]->slow_us = delay_us;
 	sim->nodes[i]->slow_loss = loss;
+}
+
+void swim_sim_partition(struct swim_sim *sim, unsigned i, unsigned g)
+{
+	sim->nodes[i]->group = g;
 }
 
 void swim_sim_inject(struct swim_sim *sim, unsigned i, const void *buf, size_t len)

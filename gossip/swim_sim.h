@@ -63,6 +63,9 @@ void swim_sim_set_event(struct swim_sim *sim, swim_sim_event_fn *fn, void *arg);
  * receives waits between delay_us/2 and delay_us more (uniform) before it
  * is handled, and it loses `loss` of them. */
 void swim_sim_set_slow(struct swim_sim *sim, unsigned i, uint64_t delay_us, double loss);
+/* Puts node i in partition group g (all start in 0): nothing, datagram
+ * or stream, passes between nodes of different groups. */
+void swim_sim_partition(struct swim_sim *sim, unsigned i, unsigned g);
 /* Hands raw bytes to node i as a datagram, now. */
 void swim_sim_inject(struct swim_sim *sim, unsigned i, const void *buf, size_t len);
 /* Datagrams delivered and lost so far. */

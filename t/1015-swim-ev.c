@@ -2,7 +2,12 @@
  * 127.0.0.1 in one process and one loop join through a seed (push-pull
  * over TCP), gossip by UDP, see a freed node dead and a leaving one left.
  * Fast probe settings; the bounds only stop a hang. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <ev.h>
 #include "tap.h"
 #include "swim.h"
@@ -32,6 +37,29 @@ static bool all_three(void)
 static bool two_dead(void)
 {
 	return state_of(0, "c") == SWIM_DEAD && state_of(1, "c") == SWIM_DEAD;
+}
+
+static bool refused_stream(void)
+{
+	struct swim_stats st;
+
+	swim_stats(swim_ev_swim(node[0]), &st);
+	return st.dropped_auth > 0;
+}
+
+/* A TCP connection to node 0's push-pull port that sends `len` bytes. */
+static int stream_to_a(const void *buf, size_t len)
+{
+	const char *addr = swim_ev_addr(node[0]);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(strrchr(addr, ':') + 1)) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || write(fd, buf, len) != (ssize_t)len) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 static bool one_left(void)
@@ -64,7 +92,7 @@ int main(void)
 	const char *names[3] = { "a", "b", "c" };
 	int rc = 0;
 
-	plan(8);
+	plan(10);
 	for (unsigned i = 0; i < 3; i++) {
 		struct swim_ev_conf c = {
 			.bind = "127.0.0.1:0",
@@ -87,6 +115,15 @@ int main(void)
 	ok(st.pushpulls >= 2 && st.pkts_recv > 0 && st.dropped_auth == 0 && st.dropped_malformed == 0,
 	   "a served the joins' push-pulls (%llu), got datagrams, dropped none",
 	   (unsigned long long)st.pushpulls);
+	/* Strangers on the stream port: a length over the limit, then a
+	 * message without the key's tag. */
+	int big = stream_to_a("\xff\xff\xff\xff", 4);
+	int junk = stream_to_a("\0\0\0\x28" "0123456789012345678901234567890123456789", 44);
+	ok(big >= 0 && junk >= 0 && wait_for(loop, refused_stream, 10), "an unauthenticated stream is counted");
+	char c;
+	ok(read(junk, &c, 1) == 0 && read(big, &c, 1) <= 0, "both closed without a reply");
+	close(big);
+	close(junk);
 	swim_ev_free(node[2]);	/* kill -9: gone without a word */
 	node[2] = NULL;
 	ok(wait_for(loop, two_dead, 60), "a and b see c dead");
