@@ -349,6 +349,7 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (optind != argc || o.n < 2 || o.seconds < 1 || o.loss < 0 || o.loss >= 1)
 		usage();
 	printf("swim-sim: %u nodes, loss %.1f %%, latency %.2f ms + exp(%.2f ms), %u s steady, %u kills, "
