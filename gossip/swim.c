@@ -1226,11 +1226,15 @@ static void pushpull_fire(struct swim *s, struct swim_timer *t)
 		pushpull_to(s, s->seeds[rnd(s, s->nseeds)], true);
 }
 
-/* Every reconnect period, a push-pull with one random forgotten dead
- * member (those past the reconnect timeout are dropped first). */
+/* Every reconnect period, a push-pull with one random dead member: one
+ * forgotten, or one dead past gossip_to_dead that a long round (they are
+ * forgotten only at the end of one) still holds.  Those past the
+ * reconnect timeout are dropped first. */
 static void reconnect_fire(struct swim *s, struct swim_timer *t)
 {
 	uint64_t tnow = now(s), limit = (uint64_t)s->conf.reconnect_timeout_s * 1000000;
+	uint64_t quiet = ms(s->conf.gossip_to_dead_ms);
+	size_t ndead = 0;
 
 	timer_in(s, &s->t_reconnect, ms(s->conf.reconnect_interval_ms));
 	for (size_t i = 0; i < s->nfailed;)
@@ -1238,10 +1242,26 @@ static void reconnect_fire(struct swim *s, struct swim_timer *t)
 			failed_drop(s, i);
 		else
 			i++;
-	if (s->leaving || !s->nfailed)
+	for (size_t i = 0; i < s->nmembers; i++)
+		ndead += s->members[i]->state == SWIM_DEAD && tnow - s->members[i]->state_change > quiet;
+	if (s->leaving || !(s->nfailed + ndead))
 		return;
+	size_t pick = rnd(s, s->nfailed + ndead);
+
 	s->st.reconnects++;
-	pushpull_to(s, s->failed[rnd(s, s->nfailed)].addr, false);
+	if (pick < s->nfailed) {
+		pushpull_to(s, s->failed[pick].addr, false);
+		return;
+	}
+	pick -= s->nfailed;
+	for (size_t i = 0; i < s->nmembers; i++) {
+		struct member *m = s->members[i];
+
+		if (m->state == SWIM_DEAD && tnow - m->state_change > quiet && pick-- == 0) {
+			pushpull_to(s, m->addr, false);
+			return;
+		}
+	}
 }
 
 /* ---- decoding ---------------------------------------------------------- */
