@@ -372,7 +372,7 @@ int main(int argc, char **argv)
 	simulate(&off, &base);
 	uint64_t fp_off = base.false_dead_healthy;
 	report("lifeguard off (no awareness, no suspicion scaling, no nacks)", &off, &base);
-	if (fp_on)
+	if (fp_on && fp_off >= fp_on)
 		printf("false dead verdicts on healthy nodes: %.1fx fewer with lifeguard (%llu vs %llu)\n",
 		       (double)fp_off / fp_on, (unsigned long long)fp_on, (unsigned long long)fp_off);
 	else
