@@ -155,7 +155,8 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench build/dsecd.service
+all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench build/dsecd.service \
+	gossip/libswim.a tools/swim-sim
 
 lib/libdsec.a: $(LIB_OBJ)
 	$(q) AR $@
@@ -165,6 +166,36 @@ lib/libdsec.a: $(LIB_OBJ)
 fs3/libfs3.a: $(FS3_OBJ)
 	$(q) AR $@
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+# ---- gossip: libswim (SWIM + Lifeguard membership, gossip/swim.h) ------------
+# A static library for dsecd and the t/1xxx tests: the protocol (swim.c),
+# its libev/UDP/TCP binding (swim_ev.c) and the simulated network
+# (swim_sim.c) the tests and tools/swim-sim run it on.  HMAC from
+# libcrypto; msgpack through libdsec's bounds check (proto.c).
+SWIM_SRC    = gossip/swim.c gossip/swim_ev.c gossip/swim_sim.c
+SWIM_OBJ    = $(SWIM_SRC:%.c=build/%.o)
+SWIM_LIBS   = gossip/libswim.a lib/libdsec.a
+SWIM_LDLIBS = -lev -lcrypto -lm $(PC_LIBS)
+SWIM_ALL    = gossip/libswim.a tools/swim-sim
+
+gossip/libswim.a: $(SWIM_OBJ)
+	$(q) AR $@
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+build/t/1%.o build/tools/swim-sim.o: ALL_CPPFLAGS += -Igossip
+t/c/1%.t: build/t/1%.o $(SWIM_LIBS)
+	$(q) LD $@
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(SWIM_LIBS) $(LDFLAGS) $(SWIM_LDLIBS)
+
+# Its fuzz target (fuzz/swim_packet.c, see the fuzzing section).
+FUZZ_LIBS_swim_packet = $(call fuzz_obj,$(SWIM_SRC)) -lev -lcrypto -lm
+build/fuzz/obj/fuzz/swim_packet.o: ALL_CPPFLAGS += -Igossip
+
+# The simulator: the real protocol, many nodes, simulated time (figures;
+# not run by make check but for a tiny smoke run in t/1090).
+tools/swim-sim: build/tools/swim-sim.o $(SWIM_LIBS)
+	$(q) LD $@
+	$(Q)$(CC) -o $@ $< $(SWIM_LIBS) $(LDFLAGS) $(SWIM_LDLIBS)
 
 # nng is linked in and not exported (a program may load another libnng);
 # of libdsec's own functions only those marked DSEC_API are (t/0009).
@@ -552,7 +583,7 @@ uninstall:
 clean:
 	rm -rf build
 	rm -f lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
-		$(TOOLS) tools/fs3-bench $(SIM_TOOLS) $(TEST_HELPERS)
+		$(TOOLS) tools/fs3-bench $(SIM_TOOLS) $(TEST_HELPERS) $(SWIM_ALL)
 	rm -rf t/c
 
 # clean and the fetched sources of bundled dependencies.
