@@ -122,7 +122,7 @@ FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/loader.c \
 	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
 	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c \
-	dsecd/cluster.c dsecd/metrics.c dsecd/batch.c
+	dsecd/cluster.c dsecd/metrics.c dsecd/batch.c dsecd/gossip.c
 # Placement (issue 12): pure, linked alone by its test and the simulator.
 DSECD_SRC  += dsecd/place.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
@@ -254,18 +254,21 @@ build/DSEC-CFLAGS build/DSEC-PREFIX: FORCE
 		printf '%s\n' "$$v" > $@; \
 	fi
 
-dsecd/dsecd: $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
+# dsecd gossips with libswim (gossip/, dsecd/gossip.c).
+build/dsecd/%.o: ALL_CPPFLAGS += -Igossip
+dsecd/dsecd: $(DSECD_OBJ) gossip/libswim.a fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $(DSECD_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
+	$(Q)$(CC) -o $@ $(DSECD_OBJ) gossip/libswim.a fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
+		$(LDLIBS_D) $(FS3_LIBS)
 
 # dsecd's C tests (t/5xxx.c) link its objects but main.o and server.o: the
 # test is the server.
 DSECD_TEST_OBJ = $(filter-out build/dsecd/main.o build/dsecd/server.o,$(DSECD_OBJ))
 build/t/5%.o: ALL_CPPFLAGS += -Idsecd
-t/c/5%.t: build/t/5%.o $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
+t/c/5%.t: build/t/5%.o $(DSECD_TEST_OBJ) gossip/libswim.a fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
-	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(DSECD_TEST_OBJ) fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
-		$(LDLIBS_D) $(FS3_LIBS)
+	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(DSECD_TEST_OBJ) gossip/libswim.a fs3/libfs3.a \
+		lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
 # ---- placement: dsecd/place.c's test (t/12xx) and the simulator ----
 # place.c does no I/O: what uses it links its object and libdsec (xmalloc).
@@ -473,7 +476,9 @@ fuzz_objs   = $(filter %.o,$(FUZZ_LIBS_$(1)))
 FUZZ_OBJ_lib   = $(call fuzz_obj,$(LIB_SRC))
 FUZZ_OBJ_fs3   = $(call fuzz_obj,$(FS3_SRC))
 FUZZ_OBJ_dsecd = $(call fuzz_obj,$(filter-out dsecd/main.c dsecd/server.c,$(DSECD_SRC)))
-FUZZ_LIBS_request = $(FUZZ_OBJ_dsecd) $(FUZZ_OBJ_fs3) $(FS3_LIBS) -lev -ldl -lm
+FUZZ_LIBS_request = $(FUZZ_OBJ_dsecd) $(FUZZ_OBJ_fs3) $(call fuzz_obj,$(SWIM_SRC)) $(FS3_LIBS) \
+	-lev -ldl -lm
+build/fuzz/obj/dsecd/%.o: ALL_CPPFLAGS += -Igossip
 FUZZ_LIBS_reply =
 # fs3's decoders: every fs3-NAME target links fs3 as the request target does.
 $(foreach n,$(filter fs3-%,$(FUZZ_NAMES)),$(eval FUZZ_LIBS_$(n) = $$(FUZZ_OBJ_fs3) $$(FS3_LIBS)))

@@ -8,8 +8,8 @@
  * eventfd the loop watches: the reply comes back as an event and goes to
  * the client verbatim.  Nothing blocks the loop.
  *
- * The members come from cluster_nodes ("NAME=URL", static); SWIM gossip
- * will keep the same table (planned), with each member's state: a request
+ * The members come from cluster_nodes ("NAME=URL", static) and from SWIM
+ * gossip (gossip.c), which keeps each member's state: a request
  * on a sandbox of a member known dead or gone answers node_lost, not
  * not_found.  A forwarded frame carries "fwd" (the node that sent it on):
  * a node never forwards a frame that has it, so two nodes whose tables
@@ -81,6 +81,30 @@ static void cq_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
+struct dsecd_member *dsecd_member_set(struct dsecd *d, const char *name, const char *url,
+				      enum dsecd_member_state state)
+{
+	struct dsecd_member *m;
+
+	if (!strcmp(name, d->conf.node))
+		return NULL;
+	if (!(m = dsecd_member_find(d, name, strlen(name)))) {
+		if (!url)
+			return NULL;	/* a member we cannot reach: nothing to route to */
+		d->members = xrealloc(d->members, (d->nmembers + 1) * sizeof(*d->members));
+		m = &d->members[d->nmembers++];
+		*m = (struct dsecd_member){ .name = xstrdup(name), .url = xstrdup(url) };
+	} else if (url && strcmp(url, m->url)) {
+		/* Its address changed (a restart elsewhere): reconnect. */
+		dsec_close(m->c);
+		m->c = NULL;
+		free(m->url);
+		m->url = xstrdup(url);
+	}
+	m->state = state;
+	return m;
+}
+
 int dsecd_cluster_open(struct dsecd *d, struct dsec_err *err)
 {
 	int rc;
@@ -104,14 +128,15 @@ int dsecd_cluster_open(struct dsecd *d, struct dsec_err *err)
 			.state = DSECD_MEMBER_ALIVE,
 		};
 	}
-	if (!d->nmembers)
+	if (!d->nmembers && !d->conf.gossip_listen)
 		return 0;
 	if ((rc = dsec_cq_new(&d->cq, err)) < 0)
 		return rc;
 	ev_io_init(&d->cq_watcher, cq_cb, dsec_cq_fd(d->cq), EV_READ);
 	ev_io_start(d->loop, &d->cq_watcher);
 	ev_unref(d->loop);
-	log_info("cluster: %zu other nodes (cluster_nodes)", d->nmembers);
+	if (d->nmembers)
+		log_info("cluster: %zu other nodes (cluster_nodes)", d->nmembers);
 	return 0;
 }
 
@@ -131,6 +156,7 @@ void dsecd_cluster_close(struct dsecd *d)
 	for (size_t i = 0; i < d->nmembers; i++) {
 		free(d->members[i].name);
 		free(d->members[i].url);
+		free(d->members[i].meta);
 	}
 	free(d->members);
 	d->members = NULL;
@@ -229,7 +255,8 @@ void dsecd_cluster_pack(struct dsecd *d, struct dsec_pk *p)
 {
 	dsec_pk_str(p, "cluster");
 	dsec_pk_map_begin(p);
-	dsec_pk_kv_str(p, "membership", d->nmembers ? "static (cluster_nodes)" : "none");
+	dsec_pk_kv_str(p, "membership", d->gossip ? "gossip (SWIM)" : d->nmembers
+							? "static (cluster_nodes)" : "none");
 	dsec_pk_str(p, "members");
 	dsec_pk_array_begin(p);
 	for (size_t i = 0; i < d->nmembers; i++) {
@@ -243,5 +270,6 @@ void dsecd_cluster_pack(struct dsecd *d, struct dsec_pk *p)
 		dsec_pk_end(p);
 	}
 	dsec_pk_end(p);
+	dsecd_gossip_pack(d, p);
 	dsec_pk_end(p);
 }

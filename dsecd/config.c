@@ -29,6 +29,11 @@ static const struct key_desc keys[] = {
 	{ "tls_ca", K_STR, F(tls_ca), NULL },
 	{ "cluster_nodes", K_STRV, F(cluster_nodes), NULL },	/* default: none */
 	{ "metrics_listen", K_STR, F(metrics_listen), NULL },	/* default: no metrics */
+	{ "gossip_listen", K_STR, F(gossip_listen), NULL },	/* default: no gossip */
+	{ "gossip_advertise", K_STR, F(gossip_advertise), NULL },
+	{ "gossip_seeds", K_STRV, F(gossip_seeds), NULL },
+	{ "cluster_key_file", K_STRV, F(cluster_keys), NULL },
+	{ "api_url", K_STR, F(api_url), NULL },
 	{ "state_dir", K_STR, F(state_dir), "/var/lib/dsec" },
 	{ "backend_dir", K_STR, F(backend_dir), DSEC_BACKEND_DIR },
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },
@@ -495,6 +500,11 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	free(conf->tls_cert);
 	free(conf->tls_ca);
 	free(conf->metrics_listen);
+	free(conf->gossip_listen);
+	free(conf->gossip_advertise);
+	strv_clear(&conf->gossip_seeds);
+	strv_clear(&conf->cluster_keys);
+	free(conf->api_url);
 	free(conf->pool);
 	free(conf->config_file);
 	memset(conf, 0, sizeof(*conf));

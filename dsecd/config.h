@@ -24,6 +24,11 @@ struct dsecd_conf {
 	char *tls_ca;			/* PEM: the cluster's CA(s), or NULL */
 	char **cluster_nodes;		/* other nodes, "NAME=URL", NULL-terminated, or NULL */
 	char *metrics_listen;		/* http://HOST:PORT/PATH of the metrics, or NULL */
+	char *gossip_listen;		/* "host:port" of SWIM gossip, or NULL (none) */
+	char *gossip_advertise;		/* "host:port" others gossip to, NULL = the bound one */
+	char **gossip_seeds;		/* "host:port" to join through, or NULL */
+	char **cluster_keys;		/* cluster_key_file: key files, the first signs */
+	char *api_url;			/* the API address gossiped, NULL = from listen */
 	uint32_t socket_mode;		/* permissions of ipc:// sockets */
 	char *socket_group;		/* group of ipc:// sockets, NULL = ours */
 	char *state_dir;		/* where state lives */

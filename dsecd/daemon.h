@@ -112,6 +112,8 @@ struct dsecd_member {
 	struct dsec_client *c;		/* connection for forwarding, NULL until used */
 	uint64_t forwarded;		/* requests sent on to it */
 	uint64_t failed;		/* of those, how many got no answer */
+	void *meta;			/* its gossiped capacity (msgpack), or NULL */
+	size_t meta_len;		/* its bytes */
 };
 
 struct dsecd {
@@ -159,9 +161,26 @@ struct dsecd {
 	uint64_t refused_draining;	/* and: draining */
 	struct dsecd_op_stats *op_stats;	/* per op (DSEC_OP__COUNT entries) */
 	struct dsecd_metrics *metrics;	/* the metrics endpoint, or NULL */
+	struct dsecd_gossip *gossip;	/* SWIM membership (gossip.c), or NULL */
 };
 
 extern struct dsecd *dsecd_global;
+
+/* gossip.c: membership by SWIM (gossip_listen; none when unset) */
+struct dsecd_gossip;
+int dsecd_gossip_open(struct dsecd *d, struct dsec_err *err);
+/* Starts a graceful leave (the others see "left"); shutdown and the
+ * leave op. */
+void dsecd_gossip_leave(struct dsecd *d);
+/* The leave's messages are still going out (shutdown waits, bounded). */
+bool dsecd_gossip_leaving(struct dsecd *d);
+void dsecd_gossip_close(struct dsecd *d);
+/* info's "gossip" entry (nothing without gossip). */
+void dsecd_gossip_pack(struct dsecd *d, struct dsec_pk *p);
+/* The member of that name made or updated: its API address (url NULL:
+ * kept) and state; NULL for this node's own name. */
+struct dsecd_member *dsecd_member_set(struct dsecd *d, const char *name, const char *url,
+				      enum dsecd_member_state state);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen; none when unset) */
 int dsecd_metrics_open(struct dsecd *d, struct dsec_err *err);

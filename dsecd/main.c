@@ -35,7 +35,7 @@ static void shutdown_check(struct ev_loop *loop, ev_timer *w, int revents)
 	struct dsecd *d = dsec_container_of(w, struct dsecd, shutdown_timer);
 
 	if ((d->ops_inflight == 0 && d->replies_held == 0 && dsecd_pool_pending(d->pool) == 0 &&
-	     dsecd_pool_pending(d->serve_pool) == 0) ||
+	     dsecd_pool_pending(d->serve_pool) == 0 && !dsecd_gossip_leaving(d)) ||
 	    ev_now(loop) >= d->shutdown_deadline) {
 		if (d->ops_inflight)
 			log_warn("shutdown: %u operations still running after %.0f s; stopping anyway",
@@ -57,6 +57,8 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	log_info("signal %d: shutting down (%zu sandboxes, %u operations in flight)", w->signum,
 		 d->nsandboxes, d->ops_inflight);
 	d->shutting_down = true;
+	/* The others see this node leave, not die. */
+	dsecd_gossip_leave(d);
 	/* Commands end at once, whichever backend runs them: those of
 	 * sandboxes with their destruction, one-shot calls a backend runs
 	 * without a sandbox of ours through its shutdown. */
@@ -285,7 +287,7 @@ int main(int argc, char **argv)
 	/* Only now is the endpoint ours: a second dsecd that failed to listen
 	 * must not touch the first one's pid file or socket. */
 	serving = true;
-	if (dsecd_metrics_open(d, &err) < 0) {
+	if (dsecd_gossip_open(d, &err) < 0 || dsecd_metrics_open(d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;
 		dsecd_server_free(d->server);
@@ -315,6 +317,7 @@ int main(int argc, char **argv)
 	d->pool = NULL;
 	dsecd_pool_free(d->serve_pool);
 	d->serve_pool = NULL;
+	dsecd_gossip_close(d);
 	dsecd_cluster_close(d);
 	dsecd_metrics_close(d);
 	log_info("stopping: closing the API endpoint");
@@ -322,6 +325,7 @@ int main(int argc, char **argv)
 	d->server = NULL;
 	rc = 0;
 out_backends:
+	dsecd_gossip_close(d);
 	dsecd_cluster_close(d);
 	dsecd_warm_free(d);
 	dsecd_backends_unload(d);

@@ -198,6 +198,33 @@ void op_drain(struct dsecd_req *r)
 	req_complete(r, &p);
 }
 
+/* leave: drain, and leave the gossip gracefully (the others see "left"
+ * and send no more here); the operator then stops the daemon. */
+void op_leave(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (!d->gossip) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "node '%s' does not gossip "
+			      "(gossip_listen): there is no cluster to leave", d->conf.node);
+		return reply_err(r, &err);
+	}
+	if (!d->draining)
+		log_info("node %s leaves the cluster: drains, and tells the others", d->conf.node);
+	d->draining = true;
+	dsecd_gossip_leave(d);
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "node", d->conf.node);
+	dsec_pk_kv_bool(&p, "left", true);
+	dsec_pk_kv_u64(&p, "sandboxes", d->nsandboxes);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
 void op_info(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;

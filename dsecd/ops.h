@@ -53,6 +53,7 @@ enum dsec_op {
 	DSEC_OP_USAGE,
 	DSEC_OP_DRAIN,
 	DSEC_OP_BATCH,
+	DSEC_OP_LEAVE,
 	DSEC_OP__COUNT
 };
 
@@ -220,6 +221,7 @@ void op_ping(struct dsecd_req *r);
 void op_info(struct dsecd_req *r);
 void op_list(struct dsecd_req *r);
 void op_drain(struct dsecd_req *r);
+void op_leave(struct dsecd_req *r);
 
 /* ops-sandbox.c */
 /* Frees the state of create and call, and of exec, exec_start, net_allow. */

@@ -602,6 +602,12 @@ void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v)
 	counted(p, 2);
 }
 
+void dsec_pk_u64(struct dsec_pk *p, uint64_t v)
+{
+	msgpack_pack_uint64(&p->pk, v);
+	counted(p, 1);
+}
+
 void dsec_pk_double(struct dsec_pk *p, double v)
 {
 	msgpack_pack_double(&p->pk, v);

@@ -196,6 +196,7 @@ void dsec_pk_kv_str(struct dsec_pk *p, const char *k, const char *v);	/* NULL v 
 void dsec_pk_kv_bin(struct dsec_pk *p, const char *k, const void *d, size_t n);
 void dsec_pk_kv_u64(struct dsec_pk *p, const char *k, uint64_t v);
 void dsec_pk_kv_i64(struct dsec_pk *p, const char *k, int64_t v);
+void dsec_pk_u64(struct dsec_pk *p, uint64_t v);
 void dsec_pk_double(struct dsec_pk *p, double v);
 void dsec_pk_kv_double(struct dsec_pk *p, const char *k, double v);
 void dsec_pk_kv_bool(struct dsec_pk *p, const char *k, bool v);

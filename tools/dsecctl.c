@@ -74,6 +74,7 @@ static const char usage_text[] =
 	"  node ls      the node asked and the other nodes of its cluster\n"
 	"  node drain   the node takes no new sandboxes (its own go on)\n"
 	"  node undrain it takes them again\n"
+	"  node leave   it drains and leaves the cluster's gossip (then stop it)\n"
 	"The store is --store, else STATE_DIR/fs3 with --state-dir, else $DSEC_FS3_STORE,\n"
 	"else $DSEC_STATE_DIR/fs3, else " DEFAULT_STATE_DIR "/fs3 (dsecd's image store for\n"
 	"that state directory); the origin defaults to $DSEC_FS3_ORIGIN, then\n"
@@ -343,6 +344,9 @@ static void add_config(struct ctl_opts *o, const char *kv)
 	}
 }
 
+static int ask(struct dsec_client *c, const char *op, const char *id, char *const *labels,
+	       struct dsec_msg *m, const msgpack_object **res, void **reply, struct dsec_err *err);
+
 /* ---- node: ask the daemon ---- */
 
 /* node ls: the node asked (its state, sandboxes) and its cluster's
@@ -400,6 +404,16 @@ static int run_node(struct ctl_opts *o, const char *what, struct dsec_err *err)
 	dsec_set_timeout(c, 10);
 	if (!strcmp(what, "ls")) {
 		r = node_ls(c, err);
+	} else if (!strcmp(what, "leave")) {
+		struct dsec_msg m;
+		const msgpack_object *res;
+		void *reply = NULL;
+		if ((r = ask(c, "leave", NULL, NULL, &m, &res, &reply, err)) == 0) {
+			printf("left the cluster (draining): stop the daemon once its sandboxes "
+			       "are gone\n");
+			dsec_msg_free(&m);
+		}
+		free(reply);
 	} else {
 		bool drain = !strcmp(what, "drain");
 		if ((r = dsec_drain(c, drain, err)) == 0)
@@ -734,8 +748,9 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind >= 1 && !strcmp(argv[optind], "node")) {
 		const char *what = argc - optind == 2 ? argv[optind + 1] : NULL;
-		if (!what || (strcmp(what, "ls") && strcmp(what, "drain") && strcmp(what, "undrain")))
-			usage_fail("expected 'node ls', 'node drain' or 'node undrain'");
+		if (!what || (strcmp(what, "ls") && strcmp(what, "drain") && strcmp(what, "undrain") &&
+			      strcmp(what, "leave")))
+			usage_fail("expected 'node ls', 'node drain', 'node undrain' or 'node leave'");
 		dsec_err_clear(&err);
 		if (run_node(&o, what, &err) < 0) {
 			fprintf(stderr, "dsecctl: %s\n", err.msg);
