@@ -8,16 +8,8 @@ PY=/usr/bin/python3
 "$PY" -c 'import pytest, msgpack' 2>/dev/null || skip_all "needs python3-pytest and python3-msgpack"
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-# A tree built with the sanitizers (make check-asan): libdsec needs
-# libasan loaded before it, and Python's own allocations at exit are not
-# leaks of ours.
-pre=
-if [ -n "$SAN_CFLAGS" ]; then
-	pre=$(${CC:-cc} -print-file-name=libasan.so)
-	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-fi
-out=$(cd "$TOP/lib/python" && PYTHONDONTWRITEBYTECODE=1 LD_PRELOAD="$pre" timeout 600 "$PY" \
-	-m pytest -q -rA -p no:cacheprovider tests 2>&1)
+# helper-py: also right for a tree built with the sanitizers.
+out=$(cd "$TOP/lib/python" && timeout 600 helper-py -m pytest -q -rA -p no:cacheprovider tests 2>&1)
 rc=$?
 lines=$(printf '%s\n' "$out" | grep -E '^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) ')
 if [ -z "$lines" ]; then

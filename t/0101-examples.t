@@ -17,7 +17,7 @@ export DSEC_FS3_STORE="$T/state/fs3"
 mkdir -p "$T/state"
 dsecctl image import --tag grpo-base:1 "$T/root" >/dev/null || bail "cannot import the image"
 start_dsecd --set backends=fncall,container || bail "dsecd did not start"
-ex() { PYTHONPATH="$TOP/lib/python" timeout 300 "$PY" "$TOP/examples/$1" -H "$DSEC_HOST" "${@:2}"; }
+ex() { timeout 300 helper-py "$TOP/examples/$1" -H "$DSEC_HOST" "${@:2}"; }
 
 run ex swe_rollout.py
 is "$RC" 0 "swe_rollout.py: the tests fail, the edit makes them pass, reward 1"

@@ -70,7 +70,7 @@ like "$OUT" '"stdout":"back\\n"' "once the owner answers again, so do requests t
 # to its owner, the replies come back in order.
 if /usr/bin/python3 -c 'import msgpack' 2>/dev/null; then
 	ida=$(at a create | idof) idc2=$(at c create | idof)
-	run env PYTHONPATH="$TOP/lib/python" /usr/bin/python3 -c '
+	run helper-py -c '
 import asyncio, sys, dsec
 async def main():
     async with dsec.AsyncClient(sys.argv[1]) as c:

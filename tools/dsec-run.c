@@ -713,7 +713,8 @@ int main(int argc, char **argv)
 		if (o.id_file && write_id_file(o.id_file, id) < 0) {
 			fprintf(stderr, "dsec-run: cannot write the id to '%s': %s (sandbox %s kept)\n",
 				o.id_file, strerror(errno), id);
-			return 125;
+			status = 125;
+			goto out;
 		}
 		if (!o.argv && !o.code) {
 			status = 0;
@@ -758,6 +759,7 @@ snap:
 		fprintf(stderr, "%s\n", image);
 		free(image);
 	}
+out:
 	free(id);
 	dsec_close(c);
 	dsec_buf_free(&in);

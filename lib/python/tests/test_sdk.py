@@ -199,7 +199,8 @@ def test_pip_installs_offline(tmp_path):
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
                         "import dsec, sys; print(dsec.__file__); print(dsec.AsyncClient.__name__)"],
                        capture_output=True, text=True, cwd=str(tmp_path),
-                       env=dict(os.environ, DSEC_LIBDSEC=lib))
+                       env=dict({k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                                DSEC_LIBDSEC=lib))
     assert r.returncode == 0, r.stderr
     assert str(venv) in r.stdout and "AsyncClient" in r.stdout
 
