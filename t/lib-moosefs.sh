@@ -110,5 +110,6 @@ mfs_down() {
 		wait_for 10 eval "! kill -0 $p" || kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
-	_mfs_pids= _mfs_mounts=
+	_mfs_pids=
+	_mfs_mounts=
 }
