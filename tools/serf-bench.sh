@@ -246,7 +246,8 @@ fi
 
 if [[ ,$PHASES, == *,bytes,* ]]; then
 	# rx and tx bytes of eth0 in node I's namespace.
-	nbytes() { netns exec "$1" awk '$1 == "eth0:" { print $2, $10 }' /proc/net/dev; }
+	# (A big count follows "eth0:" without a space.)
+	nbytes() { netns exec "$1" awk '{ sub(":", " ") } $1 == "eth0" { print $2, $10 }' /proc/net/dev; }
 	for i in $(seq "$N"); do nbytes "$i" >"$S/b0.$i"; done
 	ti=$(now_ms)
 	say "idle: $IDLE s"
