@@ -35,6 +35,9 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 	libssl-dev libarchive-dev libjansson-dev erofs-utils zstd debootstrap wget \
 	libfuse3-dev fuse3 cmake libmbedtls-dev patch xz-utils strace openssl libncurses-dev \
 	python3-pytest python3-setuptools python3-venv prometheus
+# Several nodes on one machine: serf is the gossip baseline (make
+# bench-gossip), MooseFS the distributed origin of the cluster tests.
+DEB_PACKAGES += serf moosefs-master moosefs-chunkserver moosefs-client
 
 # Flags: the project's own are in ALL_CPPFLAGS and ALL_CFLAGS (a target adds
 # to them with `TARGET: ALL_CFLAGS += ...`); CPPFLAGS, CFLAGS and LDFLAGS
@@ -450,6 +453,13 @@ bench-fs3: all
 # layer of the same content: p50/p99 and the difference (figures, root).
 bench-image: all $(TEST_HELPERS)
 	tools/bench-image.sh
+
+# Membership figures in 5 network namespaces (tools/serf-bench.sh): kill -9
+# detection, false failures under loss, bytes/s; serf today, dsecd's gossip
+# later with the same method.  GOSSIP_BENCH_FLAGS: its options (-k, -d ...).
+.PHONY: bench-gossip
+bench-gossip: all
+	tools/serf-bench.sh $(GOSSIP_BENCH_FLAGS)
 
 # ---- fuzzing: not part of `make check` ---------------------------------------
 # Each fuzz/NAME.c defines LLVMFuzzerTestOneInput and is built with clang's
