@@ -23,6 +23,9 @@
 
 /* Pause between two dials while dsec_connect_wait waits for a daemon. */
 #define CONNECT_RETRY_NS (20 * 1000 * 1000)
+/* Seconds one dial may take: a host that drops packets would hold a
+ * synchronous nng_dial for the system's connect timeout (minutes). */
+#define DIAL_TIMEOUT 10.0
 
 /* nng's message with a lowercase first letter, as our messages are. */
 static const char *nng_why(int rc, char *buf, size_t len)
@@ -254,16 +257,84 @@ static bool dial_final(int rc)
 	       rc == NNG_EPEERAUTH || rc == NNG_ECRYPTO;
 }
 
+/* One synchronous dial, bounded: it runs on a thread of its own, and one
+ * that has not ended after DIAL_TIMEOUT is abandoned by closing the socket
+ * (which ends it), NNG_ETIMEDOUT.  The socket is then unusable: the
+ * caller gives up on the client. */
+struct dial_job {
+	struct dsec_client *c;		/* whose socket */
+	int rc;				/* dial_once's result */
+	bool done;			/* it returned */
+	pthread_mutex_t mu;		/* guards done */
+	pthread_cond_t cv;		/* done became true */
+};
+
+static void *dial_main(void *arg)
+{
+	struct dial_job *j = arg;
+	int rc = dial_once(j->c, 0);
+
+	pthread_mutex_lock(&j->mu);
+	j->rc = rc;
+	j->done = true;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+static int dial_bounded(struct dsec_client *c, bool *closed)
+{
+	struct dial_job j = { .c = c };
+	struct timespec dl;
+	pthread_condattr_t ca;
+	pthread_t t;
+	int rc;
+
+	/* Unix sockets fail or connect at once: no thread for them. */
+	if (!strncmp(c->url, "ipc://", 6) || !strncmp(c->url, "inproc://", 9))
+		return dial_once(c, 0);
+	pthread_mutex_init(&j.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&j.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&t, NULL, dial_main, &j) != 0) {
+		rc = dial_once(c, 0);
+		goto out;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += (time_t)DIAL_TIMEOUT;
+	pthread_mutex_lock(&j.mu);
+	while (!j.done && pthread_cond_timedwait(&j.cv, &j.mu, &dl) == 0)
+		;
+	bool done = j.done;
+	pthread_mutex_unlock(&j.mu);
+	if (!done) {
+		nng_close(c->sock);	/* ends the dial */
+		*closed = true;
+	}
+	pthread_join(t, NULL);
+	rc = done ? j.rc : NNG_ETIMEDOUT;
+out:
+	pthread_cond_destroy(&j.cv);
+	pthread_mutex_destroy(&j.mu);
+	return rc;
+}
+
 /* Dials url on c's socket; with wait > 0 a daemon not listening yet is
- * dialed again until it is or wait seconds have passed. */
-static int dial(struct dsec_client *c, double wait, struct dsec_err *err)
+ * dialed again until it is or wait seconds have passed.  *closed is set
+ * when a dial that hung made the socket unusable. */
+static int dial(struct dsec_client *c, double wait, bool *closed, struct dsec_err *err)
 {
 	double until = dsec_now() + wait;
 	char why[128];
 	int rc;
 
 	for (;;) {
-		rc = dial_once(c, 0);
+		rc = dial_bounded(c, closed);
+		if (*closed)
+			return dsec_err_setc(err, DSEC_E_UNAVAILABLE, ETIMEDOUT, "cannot connect to "
+					     "'%s': no answer within %.0f s", c->url, DIAL_TIMEOUT);
 		if (rc == 0)
 			return 0;
 		if (dial_final(rc) || dsec_now() >= until)
@@ -321,6 +392,7 @@ int dsec_connect_tls(struct dsec_client **out, const char *url, const struct dse
 {
 	static const struct dsec_connect_opts none;
 	struct dsec_client *c;
+	bool closed = false;
 	char why[128];
 	int rc;
 
@@ -358,10 +430,11 @@ int dsec_connect_tls(struct dsec_client **out, const char *url, const struct dse
 			      EINVAL, "cannot connect to '%s': %s", url, nng_why(rc, why, sizeof(why)));
 		rc = -EINVAL;
 	} else if (!o->lazy) {
-		rc = dial(c, o->wait, err);
+		rc = dial(c, o->wait, &closed, err);
 	}
 	if (rc < 0 || call_init(&c->sync, c, NULL, err) < 0) {
-		nng_close(c->sock);
+		if (!closed)
+			nng_close(c->sock);
 		goto fail;
 	}
 	pthread_mutex_init(&c->mu, NULL);

@@ -137,8 +137,8 @@ struct dsec_backend_stats {
  * when nobody listens there (see dsec_connect_opts to wait); once
  * connected, a broken connection is remade in the background and a
  * request made meanwhile waits for it up to the client's timeout.  It
- * blocks while it dials (a TCP host that does not answer at all: the
- * system's connect timeout); an event loop connects with lazy. */
+ * blocks while it dials (a TCP host that does not answer at all: 10 s,
+ * then "unavailable"); an event loop connects with lazy. */
 DSEC_API
 int dsec_connect(struct dsec_client **out, const char *url, struct dsec_err *err);
 /* How dsec_connect_opts connects; zero = as dsec_connect. */
