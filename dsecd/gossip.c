@@ -183,8 +183,8 @@ static void event_cb(void *arg, enum swim_event ev, const struct swim_member *m)
 	_cleanup_free_ char *api = meta_api(m);
 	struct dsecd_member *x = dsecd_member_set(d, m->name, api, st);
 	if (x && (ev != SWIM_EV_UPDATE))
-		log_info("cluster: node %s (%s, API %s) is %s", m->name, m->addr,
-			 x->url ? x->url : "?", dsecd_member_state_name(st));
+		log_info("cluster: node %s is %s (gossip %s, API %s)", m->name,
+			 dsecd_member_state_name(st), m->addr, x->url ? x->url : "?");
 	if (x) {
 		free(x->meta);
 		x->meta = NULL;

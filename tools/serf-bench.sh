@@ -42,8 +42,8 @@
 #
 #     The implementation is a set of functions impl_IMPL_start I [SEED],
 #     impl_IMPL_failed_re NAME, impl_IMPL_alive_re NAME; an agent is the
-#     process of that name in node I's namespace.  dsecd prints "not
-#     implemented yet" until dsecd gossips.
+#     process of that name in node I's namespace.  dsecd's agents are
+#     dsecds of the test backend gossiping with their defaults.
 #
 # OUTPUT
 #     key=value lines on stdout (impl=, nodes=, detect_all_ms_median= ...);
@@ -88,12 +88,22 @@ impl_serf_alive_re() { echo "serf: EventMemberJoin: $1 "; }
 impl_serf_proc() { echo serf; }
 
 # ---- dsecd --------------------------------------------------------------
-# The slot for dsecd's gossip once it has it: start a dsecd in node I
-# joined to SEED, and the log lines of its verdicts.
-impl_dsecd_check() { say "--impl dsecd: not implemented yet (dsecd does not gossip yet)"; exit 3; }
-impl_dsecd_start() { :; }
-impl_dsecd_failed_re() { :; }
-impl_dsecd_alive_re() { :; }
+# impl_dsecd_start I [SEED]: a dsecd n<I> (the test backend: only its
+# gossip matters) gossiping on node I's address with its defaults, joined
+# to node SEED's, one cluster key for all; its log (stderr) to stdout.
+impl_dsecd_start() {
+	[ -f "$S/key" ] || head -c 32 /dev/urandom > "$S/key"
+	mkdir -p "$S/d$1"
+	netns exec "$1" "$TOP/dsecd/dsecd" --foreground --node "n$1" --state-dir "$S/d$1" \
+		--listen "ipc://$S/d$1/api.sock" --backend-dir "$TOP/t" --set backends=test \
+		--set gossip_listen="$(addr "$1"):7946" ${2:+--set gossip_seeds="$(addr "$2"):7946"} \
+		--set cluster_key_file="$S/key" --set api_url="ipc://$S/d$1/api.sock" 2>&1
+}
+impl_dsecd_check() {
+	[ -x "$TOP/dsecd/dsecd" ] && [ -e "$TOP/t/test.so" ] || die "needs dsecd/dsecd and t/test.so (make all tests)"
+}
+impl_dsecd_failed_re() { echo "cluster: node $1 is dead"; }
+impl_dsecd_alive_re() { echo "cluster: node $1 is alive"; }
 impl_dsecd_proc() { echo dsecd; }
 
 case $IMPL in serf|dsecd) ;; *) usage ;; esac
