@@ -138,7 +138,15 @@ static void pack_meta(struct dsecd_gossip *g, struct dsec_buf *out)
 static void meta_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct dsecd_gossip *g = dsec_container_of(w, struct dsecd_gossip, meta_timer);
+	struct swim *s = g->ev ? swim_ev_swim(g->ev) : NULL;
 	struct dsec_buf now;
+
+	/* Nodes started together may each find no seed up yet: while this one
+	 * knows no other, it asks the seeds again every META_PERIOD, not only
+	 * at libswim's push-pull (every 30 s). */
+	char **seeds = g->d->conf.gossip_seeds;
+	if (s && seeds && seeds[0] && swim_alive_count(s) <= 1 && revents)
+		swim_join(s, (const char *const *)seeds, dsec_strv_len((const char *const *)seeds));
 
 	dsec_buf_init(&now);
 	pack_meta(g, &now);

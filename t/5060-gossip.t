@@ -13,7 +13,7 @@ need_cmd helper-req
 need_cmd dsecctl
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 13
+plan 14
 
 P=$(( 21000 + $$ % 20000 ))
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$T/key"
@@ -70,6 +70,18 @@ wait_for a "$(member b left)"
 ok $? "... the others see it left"
 run at a exec id="$idb" 'argv[]=true'
 like "$OUT" '"code":"node_lost".*left the cluster' "... its sandboxes answer node_lost too"
+
+# A node whose seed is not up yet keeps asking: once the seed runs, both
+# are in the cluster within seconds (not at the next push-pull, 30 s on).
+start_node y --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
+	--set gossip_listen="127.0.0.1:$((P + 5))" --set gossip_seeds="127.0.0.1:$((P + 6))" \
+	--set cluster_key_file="$T/key" --set api_url="ipc://$T/y.sock"
+sleep 2
+start_node z --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
+	--set gossip_listen="127.0.0.1:$((P + 6))" --set gossip_seeds="127.0.0.1:$P" \
+	--set cluster_key_file="$T/key" --set api_url="ipc://$T/z.sock"
+wait_for y "$(member z alive)"
+ok $? "a node started before its seed joins once the seed is up"
 
 # c restarted on its state: alive again.
 mkdir -p "$T/c2"
