@@ -175,7 +175,7 @@ fs3/libfs3.a: $(FS3_OBJ)
 # its libev/UDP/TCP binding (swim_ev.c) and the simulated network
 # (swim_sim.c) the tests and tools/swim-sim run it on.  HMAC from
 # libcrypto; msgpack through libdsec's bounds check (proto.c).
-SWIM_SRC    = gossip/swim.c gossip/swim_ev.c gossip/swim_sim.c
+SWIM_SRC    = gossip/swim.c gossip/swim_recv.c gossip/swim_ev.c gossip/swim_sim.c
 SWIM_OBJ    = $(SWIM_SRC:%.c=build/%.o)
 SWIM_LIBS   = gossip/libswim.a lib/libdsec.a
 SWIM_LDLIBS = -lev -lcrypto -lm $(PC_LIBS)

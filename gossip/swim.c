@@ -8,140 +8,7 @@
  * to wake us at the earliest.  State changes are queued as encoded
  * messages (one per subject member) and piggybacked.
  */
-#include <errno.h>
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <msgpack.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
-#include "swim.h"
-#include "util.h"
-#include "proto.h"
-
-/* Message types inside a packet. */
-enum msg_type {
-	MSG_PING = 1,		/* [1, seq, target name] */
-	MSG_IPING = 2,		/* [2, seq, target name, target addr, nack] */
-	MSG_ACK = 3,		/* [3, seq] */
-	MSG_NACK = 4,		/* [4, seq] */
-	MSG_ALIVE = 5,		/* [5, name, addr, inc, meta_ver, meta] */
-	MSG_SUSPECT = 6,	/* [6, name, inc, from] */
-	MSG_DEAD = 7,		/* [7, name, inc, from]; from == name: left */
-};
-
-struct swim_timer;
-typedef void timer_fn(struct swim *s, struct swim_timer *t);
-
-/* A deadline in the heap. */
-struct swim_timer {
-	uint64_t at;		/* when it fires */
-	size_t hidx;		/* position in the heap, SIZE_MAX when unarmed */
-	timer_fn *fn;		/* what runs */
-};
-
-struct member;
-
-/* A running suspicion of one member (memberlist's suspicion.go). */
-struct suspicion {
-	struct swim_timer t;	/* fires at start + timeout(confirmations) */
-	struct member *m;	/* whom it is about */
-	uint64_t start;		/* when it began */
-	uint64_t min, max;	/* the timeout bounds */
-	unsigned k;		/* confirmations expected (0: timeout is min) */
-	unsigned n;		/* confirmations received */
-	char **from;		/* who suspected (first the starter), k+1 slots */
-	unsigned nfrom;		/* entries of from */
-};
-
-/* A member as this node knows it. */
-struct member {
-	char *name;		/* unique name */
-	char *addr;		/* "host:port" */
-	uint64_t inc;		/* incarnation */
-	enum swim_state state;	/* alive, suspect, dead, left */
-	uint64_t state_change;	/* when state last changed */
-	uint64_t meta_ver;	/* version of meta */
-	void *meta;		/* metadata blob */
-	size_t meta_len;	/* its length */
-	size_t idx;		/* position in swim.members */
-	struct member *hnext;	/* next in its hash bucket */
-	struct suspicion *susp;	/* running suspicion, or NULL */
-};
-
-/* A queued state message about one subject member. */
-struct bcast {
-	char *subject;		/* member it is about (a newer one replaces it) */
-	void *buf;		/* the encoded message */
-	size_t len;		/* its length */
-	unsigned transmits;	/* times sent so far */
-	uint64_t id;		/* queue order: higher is newer */
-	bool leave;		/* our own leave message */
-};
-
-/* A dead member forgotten, still tried now and then (serf's reconnect),
- * so that the two sides of a healed partition find each other again. */
-struct failed {
-	char *name;		/* its name */
-	char *addr;		/* its last address */
-	uint64_t since;		/* when it was forgotten */
-};
-
-/* Our help with someone else's indirect probe. */
-struct relay {
-	struct swim_timer t;	/* nack time, then expiry */
-	uint32_t seq;		/* seq of our ping to the target */
-	uint32_t req_seq;	/* the requester's seq */
-	char *req_addr;		/* the requester's address */
-	bool nack;		/* send a nack if no ack by nack time */
-	bool nacked;		/* nack time passed */
-	struct relay *next;	/* list of relays in progress */
-};
-
-struct swim {
-	struct swim_conf conf;		/* defaults filled; name, addr owned */
-	struct swim_env env;		/* the environment */
-	uint8_t keys[SWIM_KEYS_MAX][SWIM_KEY_MAX];	/* accepted keys */
-	size_t key_len[SWIM_KEYS_MAX];	/* their lengths */
-	size_t nkeys;			/* how many */
-	struct member **members;	/* in probe order */
-	size_t nmembers, cap;		/* used and allocated */
-	struct member **hash;		/* buckets */
-	size_t nbuckets;		/* power of two */
-	struct member *self;		/* our own entry */
-	size_t probe_idx;		/* next position to probe */
-	struct swim_timer **heap;	/* armed timers, min-heap on at */
-	size_t nheap, heap_cap;		/* used and allocated */
-	uint64_t timer_asked;		/* time last handed to env.set_timer */
-	struct swim_timer t_probe;	/* start of the next probe period */
-	struct swim_timer t_ack;	/* direct ack wait of the current probe */
-	struct swim_timer t_gossip;	/* gossip period */
-	struct swim_timer t_pushpull;	/* push-pull period */
-	struct swim_timer t_reconnect;	/* reconnect period */
-	struct failed *failed;		/* dead members forgotten */
-	size_t nfailed;			/* how many */
-	struct member *probing;		/* member of the current probe, or NULL */
-	char *probing_name;		/* its name (it may be reaped meanwhile) */
-	uint64_t probe_inc;		/* its incarnation when the probe began */
-	uint32_t probe_seq;		/* seq of the current probe */
-	bool probe_acked;		/* ack seen for it */
-	unsigned expected_nacks;	/* helpers asked to nack */
-	unsigned nacks;			/* nacks received */
-	uint32_t seq;			/* last seq used */
-	int awareness;			/* health score 0..awareness_max-1 */
-	struct bcast *queue;		/* broadcasts to piggyback */
-	size_t nqueue, qcap;		/* used and allocated */
-	uint64_t bcast_id;		/* last queue id */
-	struct relay *relays;		/* indirect probes we help with */
-	char **seeds;			/* join addresses, retried while alone */
-	size_t nseeds;			/* how many */
-	uint64_t stream_id;		/* last stream id */
-	bool leaving;			/* swim_leave() called */
-	struct swim_stats st;		/* counters */
-};
+#include "swim_int.h"
 
 /* ---- formulas ---------------------------------------------------------- */
 
@@ -272,7 +139,7 @@ static void timer_in(struct swim *s, struct swim_timer *t, uint64_t us)
 
 /* Asks the env for a wake-up at the earliest deadline; called at the end
  * of every entry point. */
-static void rearm(struct swim *s)
+void sw_rearm(struct swim *s)
 {
 	if (s->nheap && s->heap[0]->at != s->timer_asked) {
 		s->timer_asked = s->heap[0]->at;
@@ -291,7 +158,7 @@ void swim_tick(struct swim *s)
 		timer_stop(s, tm);
 		tm->fn(s, tm);
 	}
-	rearm(s);
+	sw_rearm(s);
 }
 
 /* ---- randomness and awareness ------------------------------------------ */
@@ -328,7 +195,7 @@ static uint64_t hash_name(const char *name)
 	return h;
 }
 
-static struct member *find(const struct swim *s, const char *name)
+struct member *sw_find(const struct swim *s, const char *name)
 {
 	struct member *m = s->hash[hash_name(name) & (s->nbuckets - 1)];
 
@@ -480,7 +347,7 @@ static void tag(const uint8_t *key, size_t klen, const void *data, size_t len,
 
 /* Is buf[0..len) body + tag under one of the accepted keys?  *body_len
  * gets the body's length. */
-static bool authentic(struct swim *s, const void *buf, size_t len, size_t *body_len)
+bool sw_authentic(struct swim *s, const void *buf, size_t len, size_t *body_len)
 {
 	uint8_t t[SWIM_TAG_LEN];
 
@@ -676,7 +543,7 @@ static void send_msgs(struct swim *s, const char *addr, const void *msgs, size_t
 }
 
 /* A one-message packet of type with a seq (ack, nack). */
-static void send_seq(struct swim *s, const char *addr, enum msg_type type, uint32_t seq)
+void sw_send_seq(struct swim *s, const char *addr, enum msg_type type, uint32_t seq)
 {
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
@@ -728,10 +595,10 @@ static void set_state(struct swim *s, struct member *m, enum swim_state st)
 	m->state_change = now(s);
 }
 
-static void on_alive(struct swim *s, const char *name, const char *addr, uint64_t inc,
+void sw_on_alive(struct swim *s, const char *name, const char *addr, uint64_t inc,
 		     uint64_t meta_ver, const void *meta, size_t meta_len)
 {
-	struct member *m = find(s, name);
+	struct member *m = sw_find(s, name);
 
 	if (!m) {
 		if (s->leaving)
@@ -825,19 +692,18 @@ static bool suspicion_confirm(struct swim *s, struct suspicion *su, const char *
 	return true;
 }
 
-static void on_dead(struct swim *s, const char *name, uint64_t inc, const char *from);
 
 static void suspicion_fire(struct swim *s, struct swim_timer *t)
 {
 	struct suspicion *su = dsec_container_of(t, struct suspicion, t);
 	struct member *m = su->m;
 
-	on_dead(s, m->name, m->inc, s->self->name);
+	sw_on_dead(s, m->name, m->inc, s->self->name);
 }
 
-static void on_suspect(struct swim *s, const char *name, uint64_t inc, const char *from)
+void sw_on_suspect(struct swim *s, const char *name, uint64_t inc, const char *from)
 {
-	struct member *m = find(s, name);
+	struct member *m = sw_find(s, name);
 
 	if (!m || inc < m->inc)
 		return;
@@ -862,9 +728,9 @@ static void on_suspect(struct swim *s, const char *name, uint64_t inc, const cha
 	emit(s, SWIM_EV_SUSPECT, m);
 }
 
-static void on_dead(struct swim *s, const char *name, uint64_t inc, const char *from)
+void sw_on_dead(struct swim *s, const char *name, uint64_t inc, const char *from)
 {
-	struct member *m = find(s, name);
+	struct member *m = sw_find(s, name);
 
 	if (!m || inc < m->inc)
 		return;
@@ -925,7 +791,7 @@ static bool helper_ok(struct swim *s, struct member *m, void *target)
 
 static void probe_failed(struct swim *s)
 {
-	struct member *m = find(s, s->probing_name);
+	struct member *m = sw_find(s, s->probing_name);
 
 	s->st.probes_failed++;
 	if (s->expected_nacks > 0)
@@ -937,7 +803,7 @@ static void probe_failed(struct swim *s)
 	 * meanwhile is not suspected for what its old self did not answer.
 	 * Already suspect: this is a confirmation. */
 	if (m && (m->state == SWIM_ALIVE || m->state == SWIM_SUSPECT))
-		on_suspect(s, m->name, s->probe_inc, s->self->name);
+		sw_on_suspect(s, m->name, s->probe_inc, s->self->name);
 }
 
 /* Forgets the dead and the left past gossip_to_dead and reshuffles: the
@@ -1023,7 +889,7 @@ static void probe_fire(struct swim *s, struct swim_timer *t)
 /* No direct ack in time: ask k helpers. */
 static void ack_fire(struct swim *s, struct swim_timer *t)
 {
-	struct member *m = s->probing_name ? find(s, s->probing_name) : NULL;
+	struct member *m = s->probing_name ? sw_find(s, s->probing_name) : NULL;
 	struct member *helpers[16];
 	size_t k = s->conf.indirect_checks < 16 ? s->conf.indirect_checks : 16;
 	bool nack = !(s->conf.flags & SWIM_NO_NACK);
@@ -1075,14 +941,14 @@ static void relay_fire(struct swim *s, struct swim_timer *t)
 	if (!r->nacked) {
 		r->nacked = true;
 		if (r->nack)
-			send_seq(s, r->req_addr, MSG_NACK, r->req_seq);
+			sw_send_seq(s, r->req_addr, MSG_NACK, r->req_seq);
 		timer_in(s, &r->t, ms(s->conf.probe_timeout_ms) / 5);
 		return;
 	}
 	relay_free(s, r);
 }
 
-static void on_iping(struct swim *s, uint32_t req_seq, const char *target, const char *taddr,
+void sw_on_iping(struct swim *s, uint32_t req_seq, const char *target, const char *taddr,
 		     const char *from_addr, bool nack)
 {
 	struct relay *r = xcalloc(1, sizeof(*r));
@@ -1099,7 +965,7 @@ static void on_iping(struct swim *s, uint32_t req_seq, const char *target, const
 	send_ping(s, &tm, r->seq);
 }
 
-static void on_ack(struct swim *s, uint32_t seq)
+void sw_on_ack(struct swim *s, uint32_t seq)
 {
 	if (s->probing_name && seq == s->probe_seq && !s->probe_acked) {
 		s->probe_acked = true;
@@ -1109,13 +975,13 @@ static void on_ack(struct swim *s, uint32_t seq)
 	}
 	for (struct relay *r = s->relays; r; r = r->next)
 		if (r->seq == seq) {
-			send_seq(s, r->req_addr, MSG_ACK, r->req_seq);
+			sw_send_seq(s, r->req_addr, MSG_ACK, r->req_seq);
 			relay_free(s, r);
 			return;
 		}
 }
 
-static void on_nack(struct swim *s, uint32_t seq)
+void sw_on_nack(struct swim *s, uint32_t seq)
 {
 	if (s->probing_name && seq == s->probe_seq) {
 		s->nacks++;
@@ -1153,7 +1019,7 @@ static void gossip_fire(struct swim *s, struct swim_timer *t)
 /* ---- push-pull --------------------------------------------------------- */
 
 /* Our whole state as a sealed stream message. */
-static void pack_state(struct swim *s, msgpack_sbuffer *sb, bool join)
+void sw_pack_state(struct swim *s, msgpack_sbuffer *sb, bool join)
 {
 	msgpack_packer pk;
 
@@ -1187,7 +1053,7 @@ static int pushpull_to(struct swim *s, const char *addr, bool join)
 	msgpack_sbuffer sb;
 	int rc;
 
-	pack_state(s, &sb, join);
+	sw_pack_state(s, &sb, join);
 	s->st.stream_bytes += sb.size;
 	rc = s->env.stream(s->env.ctx, addr, sb.data, sb.size, ++s->stream_id);
 	msgpack_sbuffer_destroy(&sb);
@@ -1262,250 +1128,6 @@ static void reconnect_fire(struct swim *s, struct swim_timer *t)
 			return;
 		}
 	}
-}
-
-/* ---- decoding ---------------------------------------------------------- */
-
-static bool get_u64(const msgpack_object *o, uint64_t *out)
-{
-	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-		return false;
-	*out = o->via.u64;
-	return true;
-}
-
-/* A str of 1..max bytes, copied NUL-terminated into buf (max+1 bytes). */
-static bool get_str(const msgpack_object *o, char *buf, size_t max)
-{
-	if (o->type != MSGPACK_OBJECT_STR || o->via.str.size == 0 || o->via.str.size > max ||
-	    memchr(o->via.str.ptr, 0, o->via.str.size))
-		return false;
-	memcpy(buf, o->via.str.ptr, o->via.str.size);
-	buf[o->via.str.size] = 0;
-	return true;
-}
-
-static bool get_bin(const msgpack_object *o, const void **d, size_t *n, size_t max)
-{
-	if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size > max)
-		return false;
-	*d = o->via.bin.ptr;
-	*n = o->via.bin.size;
-	return true;
-}
-
-static bool get_u32(const msgpack_object *o, uint32_t *out)
-{
-	uint64_t v;
-
-	if (!get_u64(o, &v) || v > UINT32_MAX)
-		return false;
-	*out = (uint32_t)v;
-	return true;
-}
-
-/* One message of a packet from (from_name, from_addr): false if it is
- * malformed. */
-static bool handle_msg(struct swim *s, const msgpack_object *o, const char *from_addr)
-{
-	char name[SWIM_NAME_MAX + 1], other[SWIM_NAME_MAX + 1], addr[SWIM_ADDR_MAX + 1];
-	const msgpack_object *a;
-	uint64_t type, inc, ver;
-	uint32_t seq;
-	const void *meta;
-	size_t n, meta_len;
-
-	if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 2)
-		return false;
-	a = o->via.array.ptr;
-	n = o->via.array.size;
-	if (!get_u64(&a[0], &type))
-		return false;
-	switch (type) {
-	case MSG_PING:
-		if (n != 3 || !get_u32(&a[1], &seq) || !get_str(&a[2], name, SWIM_NAME_MAX))
-			return false;
-		if (!strcmp(name, s->self->name))
-			send_seq(s, from_addr, MSG_ACK, seq);
-		return true;
-	case MSG_IPING:
-		if (n != 5 || !get_u32(&a[1], &seq) || !get_str(&a[2], name, SWIM_NAME_MAX) ||
-		    !get_str(&a[3], addr, SWIM_ADDR_MAX) || a[4].type != MSGPACK_OBJECT_BOOLEAN)
-			return false;
-		on_iping(s, seq, name, addr, from_addr, a[4].via.boolean);
-		return true;
-	case MSG_ACK:
-	case MSG_NACK:
-		if (n != 2 || !get_u32(&a[1], &seq))
-			return false;
-		if (type == MSG_ACK)
-			on_ack(s, seq);
-		else
-			on_nack(s, seq);
-		return true;
-	case MSG_ALIVE:
-		if (n != 6 || !get_str(&a[1], name, SWIM_NAME_MAX) ||
-		    !get_str(&a[2], addr, SWIM_ADDR_MAX) || !get_u64(&a[3], &inc) ||
-		    !get_u64(&a[4], &ver) || !get_bin(&a[5], &meta, &meta_len, SWIM_META_MAX))
-			return false;
-		on_alive(s, name, addr, inc, ver, meta, meta_len);
-		return true;
-	case MSG_SUSPECT:
-	case MSG_DEAD:
-		if (n != 4 || !get_str(&a[1], name, SWIM_NAME_MAX) || !get_u64(&a[2], &inc) ||
-		    !get_str(&a[3], other, SWIM_NAME_MAX))
-			return false;
-		if (type == MSG_SUSPECT)
-			on_suspect(s, name, inc, other);
-		else
-			on_dead(s, name, inc, other);
-		return true;
-	}
-	return false;
-}
-
-/* Authenticates and parses a packet or stream message: the body's array
- * (at least `fields` long, version first) in *up, or false (counted). */
-static bool open_packet(struct swim *s, const void *buf, size_t len, msgpack_unpacked *up,
-			uint32_t fields)
-{
-	size_t body, off = 0;
-
-	if (!authentic(s, buf, len, &body)) {
-		s->st.dropped_auth++;
-		return false;
-	}
-	msgpack_unpacked_init(up);
-	if (!dsec_msgpack_bounded(buf, body) ||
-	    msgpack_unpack_next(up, buf, body, &off) != MSGPACK_UNPACK_SUCCESS || off != body ||
-	    up->data.type != MSGPACK_OBJECT_ARRAY || up->data.via.array.size != fields ||
-	    up->data.via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-	    up->data.via.array.ptr[0].via.u64 != SWIM_PROTO_VERSION) {
-		msgpack_unpacked_destroy(up);
-		s->st.dropped_malformed++;
-		return false;
-	}
-	return true;
-}
-
-void swim_recv(struct swim *s, const void *buf, size_t len)
-{
-	char name[SWIM_NAME_MAX + 1], addr[SWIM_ADDR_MAX + 1];
-	msgpack_unpacked up;
-	const msgpack_object *a;
-
-	s->st.pkts_recv++;
-	s->st.bytes_recv += len;
-	if (!open_packet(s, buf, len, &up, 4))
-		goto out;
-	a = up.data.via.array.ptr;
-	if (!get_str(&a[1], name, SWIM_NAME_MAX) || !get_str(&a[2], addr, SWIM_ADDR_MAX) ||
-	    a[3].type != MSGPACK_OBJECT_ARRAY) {
-		s->st.dropped_malformed++;
-	} else {
-		for (uint32_t i = 0; i < a[3].via.array.size; i++)
-			if (!handle_msg(s, &a[3].via.array.ptr[i], addr)) {
-				s->st.dropped_malformed++;	/* the rest is dropped too */
-				break;
-			}
-	}
-	msgpack_unpacked_destroy(&up);
-out:
-	rearm(s);
-}
-
-/* Merges a remote state (memberlist's mergeState: alive as alive, left as
- * left, suspect and dead as suspicions of our own, so that a member's
- * death is never taken from a stale view without a refutation chance). */
-static bool merge_state(struct swim *s, const msgpack_object *list)
-{
-	char name[SWIM_NAME_MAX + 1], addr[SWIM_ADDR_MAX + 1];
-
-	if (list->type != MSGPACK_OBJECT_ARRAY)
-		return false;
-	for (uint32_t i = 0; i < list->via.array.size; i++) {
-		const msgpack_object *e = &list->via.array.ptr[i], *a;
-		uint64_t inc, st, ver;
-		const void *meta;
-		size_t meta_len;
-
-		if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 6)
-			return false;
-		a = e->via.array.ptr;
-		if (!get_str(&a[0], name, SWIM_NAME_MAX) || !get_str(&a[1], addr, SWIM_ADDR_MAX) ||
-		    !get_u64(&a[2], &inc) || !get_u64(&a[3], &st) || st > SWIM_LEFT ||
-		    !get_u64(&a[4], &ver) || !get_bin(&a[5], &meta, &meta_len, SWIM_META_MAX))
-			return false;
-		if (st == SWIM_LEFT) {
-			/* Learn of it first (meta too) so the leave applies. */
-			if (!find(s, name))
-				continue;
-			on_dead(s, name, inc, name);
-		} else if (st == SWIM_ALIVE) {
-			on_alive(s, name, addr, inc, ver, meta, meta_len);
-		} else {
-			if (find(s, name))
-				on_suspect(s, name, inc, s->self->name);
-			struct member *m = find(s, name);
-
-			if (m && meta_len && ver > m->meta_ver)
-				on_alive(s, name, addr, m->inc, ver, meta, meta_len);
-		}
-	}
-	s->st.pushpulls++;
-	return true;
-}
-
-static bool take_state(struct swim *s, const void *buf, size_t len)
-{
-	msgpack_unpacked up;
-	char name[SWIM_NAME_MAX + 1];
-	bool ok;
-
-	if (!open_packet(s, buf, len, &up, 5))
-		return false;
-	const msgpack_object *a = up.data.via.array.ptr;
-
-	ok = get_str(&a[1], name, SWIM_NAME_MAX) && a[3].type == MSGPACK_OBJECT_BOOLEAN &&
-	     merge_state(s, &a[4]);
-	if (!ok)
-		s->st.dropped_malformed++;
-	msgpack_unpacked_destroy(&up);
-	return ok;
-}
-
-int swim_stream_serve(struct swim *s, const void *req, size_t len, void **reply, size_t *reply_len)
-{
-	msgpack_sbuffer sb;
-	size_t body;
-
-	s->st.stream_bytes += len;
-	/* Authenticate first: no state of ours goes to a stranger. */
-	if (!authentic(s, req, len, &body)) {
-		s->st.dropped_auth++;
-		rearm(s);
-		return -EBADMSG;
-	}
-	pack_state(s, &sb, false);
-	if (!take_state(s, req, len)) {
-		msgpack_sbuffer_destroy(&sb);
-		rearm(s);
-		return -EBADMSG;
-	}
-	s->st.stream_bytes += sb.size;
-	*reply_len = sb.size;
-	*reply = msgpack_sbuffer_release(&sb);
-	rearm(s);
-	return 0;
-}
-
-void swim_stream_done(struct swim *s, uint64_t id, int rc, const void *buf, size_t len)
-{
-	if (rc == 0) {
-		s->st.stream_bytes += len;
-		take_state(s, buf, len);
-	}
-	rearm(s);
 }
 
 /* ---- life cycle -------------------------------------------------------- */
@@ -1595,7 +1217,7 @@ int swim_new(struct swim **out, const struct swim_conf *conf, const struct swim_
 	timer_in(s, &s->t_pushpull, pushpull_period(s) / 2 + rnd(s, pushpull_period(s) / 2));
 	timer_in(s, &s->t_reconnect, ms(c->reconnect_interval_ms) / 2 +
 		 rnd(s, ms(c->reconnect_interval_ms) / 2));
-	rearm(s);
+	sw_rearm(s);
 	*out = s;
 	return 0;
 }
@@ -1639,7 +1261,7 @@ int swim_join(struct swim *s, const char *const *seeds, size_t n)
 		if (rc == 0)
 			started++;
 	}
-	rearm(s);
+	sw_rearm(s);
 	return started ? started : rc;
 }
 
@@ -1650,9 +1272,9 @@ void swim_leave(struct swim *s)
 	s->leaving = true;
 	timer_stop(s, &s->t_ack);
 	timer_stop(s, &s->t_probe);
-	on_dead(s, s->self->name, s->self->inc, s->self->name);
+	sw_on_dead(s, s->self->name, s->self->inc, s->self->name);
 	gossip_now(s);
-	rearm(s);
+	sw_rearm(s);
 }
 
 bool swim_leave_pending(const struct swim *s)
@@ -1672,7 +1294,7 @@ int swim_set_meta(struct swim *s, const void *meta, size_t len)
 	set_meta(s->self, ver > s->self->meta_ver ? ver : s->self->meta_ver + 1, meta, len);
 	if (!s->leaving)
 		broadcast_alive(s, s->self);
-	rearm(s);
+	sw_rearm(s);
 	return 0;
 }
 
@@ -1691,7 +1313,7 @@ int swim_member_at(const struct swim *s, size_t i, struct swim_member *out)
 
 int swim_member_find(const struct swim *s, const char *name, struct swim_member *out)
 {
-	struct member *m = find(s, name);
+	struct member *m = sw_find(s, name);
 
 	if (!m)
 		return -ENOENT;
