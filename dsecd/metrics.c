@@ -98,6 +98,16 @@ static void label(struct dsec_buf *b, const char *v)
 	}
 }
 
+/* One sample: name{lname="lval"EXTRA} v, lval escaped; extra is more
+ * labels as written (",state=\"running\"") or "". */
+static void sample(struct dsec_buf *b, const char *name, const char *lname, const char *lval,
+		   const char *extra, uint64_t v)
+{
+	dsec_buf_addf(b, "%s{%s=\"", name, lname);
+	label(b, lval);
+	dsec_buf_addf(b, "\"%s} %llu\n", extra, (unsigned long long)v);
+}
+
 static void head(struct dsec_buf *b, const char *name, const char *type, const char *help)
 {
 	dsec_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -141,9 +151,9 @@ static void write_page(struct dsecd *d, struct dsec_buf *b)
 		struct sb_counts c = { be, { 0 } };
 		dsecd_sb_foreach(d, count_sb, &c);
 		for (size_t s = 0; s < DSEC_ARRAY_LEN(states); s++) {
-			dsec_buf_add(b, "dsec_sandboxes{backend=\"", 24);
-			label(b, be->name);
-			dsec_buf_addf(b, "\",state=\"%s\"} %llu\n", states[s], (unsigned long long)c.n[s]);
+			char extra[32];
+			snprintf(extra, sizeof(extra), ",state=\"%s\"", states[s]);
+			sample(b, "dsec_sandboxes", "backend", be->name, extra, c.n[s]);
 		}
 	}
 	head(b, "dsec_sandboxes_max", "gauge", "The node's max_sandboxes.");
@@ -153,9 +163,7 @@ static void write_page(struct dsecd *d, struct dsec_buf *b)
 		struct dsec_be_stats st;
 		memset(&st, 0, sizeof(st));
 		be->ops->stats(be->be, &st);
-		dsec_buf_add(b, "dsec_backend_warm_ready{backend=\"", 33);
-		label(b, be->name);
-		dsec_buf_addf(b, "\"} %u\n", st.pool_ready);
+		sample(b, "dsec_backend_warm_ready", "backend", be->name, "", st.pool_ready);
 	}
 	head(b, "dsec_draining", "gauge", "1 while the node takes no new sandboxes.");
 	dsec_buf_addf(b, "dsec_draining %d\n", d->draining ? 1 : 0);
@@ -204,18 +212,14 @@ static void write_page(struct dsecd *d, struct dsec_buf *b)
 		fs3_get_stats(d->images, &st);
 		head(b, "dsec_image_fetched_bytes_total", "counter",
 		     "Stored bytes of image objects fetched, by source (peer URL or origin).");
-		for (size_t i = 0; i < st.nsrc; i++) {
-			dsec_buf_add(b, "dsec_image_fetched_bytes_total{source=\"", 39);
-			label(b, st.src[i].name);
-			dsec_buf_addf(b, "\"} %llu\n", (unsigned long long)st.src[i].bytes);
-		}
+		for (size_t i = 0; i < st.nsrc; i++)
+			sample(b, "dsec_image_fetched_bytes_total", "source", st.src[i].name, "",
+			       st.src[i].bytes);
 		head(b, "dsec_image_fetched_objects_total", "counter",
 		     "Image objects (chunks, indexes, manifests) fetched, by source.");
-		for (size_t i = 0; i < st.nsrc; i++) {
-			dsec_buf_add(b, "dsec_image_fetched_objects_total{source=\"", 41);
-			label(b, st.src[i].name);
-			dsec_buf_addf(b, "\"} %llu\n", (unsigned long long)st.src[i].objects);
-		}
+		for (size_t i = 0; i < st.nsrc; i++)
+			sample(b, "dsec_image_fetched_objects_total", "source", st.src[i].name, "",
+			       st.src[i].objects);
 		head(b, "dsec_image_served_bytes_total", "counter",
 		     "Stored bytes of image objects given to peers (chunk_get).");
 		dsec_buf_addf(b, "dsec_image_served_bytes_total %llu\n",
@@ -230,18 +234,14 @@ static void write_page(struct dsecd *d, struct dsec_buf *b)
 			      dsecd_member_state_name(s), n);
 	}
 	head(b, "dsec_forwarded_total", "counter", "Requests sent on to their owner, by node.");
-	for (size_t i = 0; i < d->nmembers; i++) {
-		dsec_buf_add(b, "dsec_forwarded_total{node=\"", 27);
-		label(b, d->members[i].name);
-		dsec_buf_addf(b, "\"} %llu\n", (unsigned long long)d->members[i].forwarded);
-	}
+	for (size_t i = 0; i < d->nmembers; i++)
+		sample(b, "dsec_forwarded_total", "node", d->members[i].name, "",
+		       d->members[i].forwarded);
 	head(b, "dsec_forward_failures_total", "counter",
 	     "Requests sent on that got no answer, by node.");
-	for (size_t i = 0; i < d->nmembers; i++) {
-		dsec_buf_add(b, "dsec_forward_failures_total{node=\"", 34);
-		label(b, d->members[i].name);
-		dsec_buf_addf(b, "\"} %llu\n", (unsigned long long)d->members[i].failed);
-	}
+	for (size_t i = 0; i < d->nmembers; i++)
+		sample(b, "dsec_forward_failures_total", "node", d->members[i].name, "",
+		       d->members[i].failed);
 }
 
 /* Loop: answer every queued scrape with one page. */
