@@ -127,7 +127,7 @@ DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/load
 	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c \
 	dsecd/cluster.c dsecd/metrics.c dsecd/batch.c dsecd/gossip.c
 # Placement (issue 12): pure, linked alone by its test and the simulator.
-DSECD_SRC  += dsecd/place.c
+DSECD_SRC  += dsecd/place.c dsecd/placing.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # ---- backends: the sources of each (see the rules below) ----
 # backends/NAME.so is made of BE_NAME_SRC (its folder backends/NAME/) and

@@ -23,6 +23,7 @@
 #include "dsec.h"
 #include "log.h"
 #include "ops.h"
+#include "place.h"
 #include "proto.h"
 
 /* Seconds a forwarded request's reply may take beyond the request's own
@@ -63,6 +64,12 @@ static void cq_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 		d->ops_inflight--;
 		r->fwd_call = NULL;
+		if (c.rc != 0)
+			r->fwd->failed++;
+		if (r->placing && dsecd_place_reply(r, c.rc, c.reply, c.reply_len)) {
+			dsec_completion_free(&c);
+			continue;
+		}
 		if (c.rc == 0) {
 			void *copy = xmalloc(c.reply_len ? c.reply_len : 1);
 			memcpy(copy, c.reply, c.reply_len);
@@ -73,7 +80,6 @@ static void cq_cb(struct ev_loop *loop, ev_io *w, int revents)
 				r->reply_code = err.code ? err.code : DSEC_E_INTERNAL;
 			dsecd_req_release_frame(r, copy, c.reply_len);
 		} else {
-			r->fwd->failed++;
 			dsec_err_setc(&err, DSEC_E_UNAVAILABLE, EHOSTUNREACH, "node '%s' (%s) did not "
 				      "answer: %s", r->fwd->name, r->fwd->url, c.err->msg);
 			reply_err(r, &err);
@@ -193,7 +199,6 @@ bool dsecd_forward(struct dsecd_req *r)
 	const char *colon;
 	struct dsecd_member *m;
 	struct dsec_err err;
-	double wait = d->conf.exec_timeout;
 
 	if (!id || id->type != MSGPACK_OBJECT_STR)
 		return false;	/* the handler says what is wrong */
@@ -219,15 +224,25 @@ bool dsecd_forward(struct dsecd_req *r)
 		reply_err(r, &err);
 		return true;
 	}
+	if (dsecd_forward_to(r, m, &err) < 0)
+		reply_err(r, &err);
+	return true;
+}
+
+int dsecd_forward_to(struct dsecd_req *r, struct dsecd_member *m, struct dsec_err *err)
+{
+	struct dsecd *d = r->d;
+	double wait = d->conf.exec_timeout;
+	int rc;
+
 	if (!m->c) {
 		/* Lazy: nothing blocks here; a node that is down fails the
 		 * request when its time passes. */
 		static const struct dsec_connect_opts lazy = { .lazy = true };
 		struct dsec_tls tls = { .ca = d->conf.tls_ca, .cert = d->conf.tls_cert };
-		if (dsec_connect_tls(&m->c, m->url, &lazy, &tls, &err) < 0) {
-			dsec_err_prefix(&err, "cannot reach node '%s'", m->name);
-			reply_err(r, &err);
-			return true;
+		if ((rc = dsec_connect_tls(&m->c, m->url, &lazy, &tls, err)) < 0) {
+			dsec_err_prefix(err, "cannot reach node '%s'", m->name);
+			return rc;
 		}
 		dsec_set_timeout(m->c, FORWARD_SLACK);
 	}
@@ -240,16 +255,15 @@ bool dsecd_forward(struct dsecd_req *r)
 	}
 	size_t len;
 	_cleanup_free_ void *frame = mark_forwarded(r, &len);
-	if (dsec_call_async(m->c, d->cq, frame, len, wait + FORWARD_SLACK, r, &r->fwd_call,
-			    &err) < 0) {
-		dsec_err_prefix(&err, "cannot forward to node '%s'", m->name);
-		reply_err(r, &err);
-		return true;
+	if ((rc = dsec_call_async(m->c, d->cq, frame, len, wait + FORWARD_SLACK, r, &r->fwd_call,
+				  err)) < 0) {
+		dsec_err_prefix(err, "cannot forward to node '%s'", m->name);
+		return rc;
 	}
 	r->fwd = m;
 	m->forwarded++;
 	d->ops_inflight++;
-	return true;
+	return 0;
 }
 
 void dsecd_cluster_pack(struct dsecd *d, struct dsec_pk *p)
@@ -268,9 +282,26 @@ void dsecd_cluster_pack(struct dsecd *d, struct dsec_pk *p)
 		dsec_pk_kv_str(p, "state", dsecd_member_state_name(m->state));
 		dsec_pk_kv_u64(p, "forwarded", m->forwarded);
 		dsec_pk_kv_u64(p, "failed", m->failed);
+		dsec_pk_kv_u64(p, "placed", m->placed);
+		dsec_pk_kv_u64(p, "refused", m->refused);
+		if (m->cap.known) {
+			dsec_pk_str(p, "capacity");
+			dsec_pk_map_begin(p);
+			dsec_pk_kv_u64(p, "version", m->cap.version);
+			dsec_pk_kv_double(p, "age_s", ev_now(d->loop) - m->cap.heard);
+			dsec_pk_kv_bool(p, "draining", m->cap.draining);
+			dsec_pk_kv_u64(p, "sandboxes", m->cap.sandboxes);
+			dsec_pk_kv_u64(p, "max", m->cap.max);
+			dsec_pk_kv_u64(p, "creating", m->cap.creating);
+			dsec_pk_kv_u64(p, "mem_free", m->cap.mem_free);
+			dsec_pk_kv_u64(p, "load_permille", m->cap.load);
+			dsec_pk_kv_u64(p, "in_flight", d->placer ? place_inflight(d->placer, m->name) : 0);
+			dsec_pk_end(p);
+		}
 		dsec_pk_end(p);
 	}
 	dsec_pk_end(p);
+	dsecd_place_pack(d, p);
 	dsecd_gossip_pack(d, p);
 	dsec_pk_end(p);
 }

@@ -34,6 +34,8 @@ static const struct key_desc keys[] = {
 	{ "gossip_seeds", K_STRV, F(gossip_seeds), NULL },
 	{ "cluster_key_file", K_STRV, F(cluster_keys), NULL },
 	{ "api_url", K_STR, F(api_url), NULL },
+	{ "placement", K_STR, F(placement), "power_k" },
+	{ "placement_k", K_UINT, F(placement_k), "2" },
 	{ "state_dir", K_STR, F(state_dir), "/var/lib/dsec" },
 	{ "backend_dir", K_STR, F(backend_dir), DSEC_BACKEND_DIR },
 	{ "helper_dir", K_STR, F(helper_dir), DSEC_HELPER_DIR },
@@ -149,6 +151,10 @@ int dsecd_conf_set(struct dsecd_conf *conf, const char *key, const char *value,
 		if (!strcmp(key, "node") && !dsecd_node_name_ok(value))
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 					     "invalid node name '%s': use 1-63 of [A-Za-z0-9._-]", value);
+		if (!strcmp(key, "placement") && strcmp(value, "power_k") && strcmp(value, "random") &&
+		    strcmp(value, "least_loaded") && strcmp(value, "local"))
+			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "placement '%s' is not one of "
+					     "power_k, random, least_loaded, local", value);
 		free(*f);
 		*f = *value ? xstrdup(value) : NULL;
 		return 0;
@@ -505,6 +511,7 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	strv_clear(&conf->gossip_seeds);
 	strv_clear(&conf->cluster_keys);
 	free(conf->api_url);
+	free(conf->placement);
 	free(conf->pool);
 	free(conf->config_file);
 	memset(conf, 0, sizeof(*conf));

@@ -29,6 +29,8 @@ struct dsecd_conf {
 	char **gossip_seeds;		/* "host:port" to join through, or NULL */
 	char **cluster_keys;		/* cluster_key_file: key files, the first signs */
 	char *api_url;			/* the API address gossiped, NULL = from listen */
+	char *placement;		/* policy: power_k, random, least_loaded, local */
+	uint64_t placement_k;		/* nodes power_k samples */
 	uint32_t socket_mode;		/* permissions of ipc:// sockets */
 	char *socket_group;		/* group of ipc:// sockets, NULL = ours */
 	char *state_dir;		/* where state lives */

@@ -70,6 +70,7 @@ struct dsecd_sb {
 	struct dsecd_req *switcher;	/* the request that started it, or NULL */
 	struct dsecd_xs *streams;	/* exec_start commands not yet read to their end */
 	uint32_t nstreams;		/* how many */
+	uint64_t mem;			/* memory committed to it (its create's limit), bytes */
 };
 
 struct fs3;
@@ -95,6 +96,15 @@ struct dsecd_op_stats {
 
 struct dsecd_metrics;
 
+/* The machine's figures for this node's capacity (placing.c samples them
+ * each second, gossip re-sends them when they changed). */
+struct dsecd_sys {
+	uint64_t mem_total;		/* MemTotal, bytes */
+	uint64_t disk_free;		/* free bytes under state_dir */
+	uint32_t load;			/* 1-minute load per core, per mille, capped at 1000 */
+	uint32_t ncpu;			/* cores online */
+};
+
 /* What the node knows of another's health (gossip's view; static members
  * are alive). */
 enum dsecd_member_state {
@@ -102,6 +112,32 @@ enum dsecd_member_state {
 	DSECD_MEMBER_SUSPECT,
 	DSECD_MEMBER_DEAD,
 	DSECD_MEMBER_LEFT,
+};
+
+/* A node's capacity as it gossips it (placing.c packs this node's and
+ * parses the others'): what placement reads. */
+#define DSECD_CAP_BACKENDS 8		/* = PLACE_BACKENDS_MAX */
+#define DSECD_CAP_NAME 32		/* bytes of a backend name, NUL included */
+struct dsecd_cap {
+	bool known;			/* parsed from its metadata (else no figures) */
+	bool draining;			/* takes no new sandboxes */
+	uint64_t version;		/* grows with each change it gossips */
+	uint64_t sandboxes;		/* its sandboxes, those being created included */
+	uint64_t max;			/* max_sandboxes */
+	uint64_t calls;			/* one-shot calls running (hold a slot each) */
+	uint64_t creating;		/* creates accepted, not yet finished */
+	uint64_t creates;		/* creates ended since start (ok or not) */
+	uint64_t mem_total;		/* the machine's memory, bytes */
+	uint64_t mem_free;		/* of it, not committed to sandboxes (their memory
+					 * limits), bytes: placement's memory share */
+	uint64_t disk_free;		/* free bytes under state_dir */
+	uint32_t load;			/* 1-minute load per core, per mille (capped at 1000) */
+	uint32_t ncpu;			/* cores online */
+	unsigned nbe;			/* entries of the per-backend arrays */
+	char be_name[DSECD_CAP_BACKENDS][DSECD_CAP_NAME];	/* backends it offers */
+	uint32_t be_used[DSECD_CAP_BACKENDS];	/* their sandboxes */
+	uint32_t be_cap[DSECD_CAP_BACKENDS];	/* the room each reports: how many more it takes */
+	double heard;			/* loop time it arrived (a member's) */
 };
 
 /* Another node of the cluster (cluster.c). */
@@ -114,6 +150,9 @@ struct dsecd_member {
 	uint64_t failed;		/* of those, how many got no answer */
 	void *meta;			/* its gossiped capacity (msgpack), or NULL */
 	size_t meta_len;		/* its bytes */
+	struct dsecd_cap cap;		/* meta parsed (placing.c) */
+	uint64_t placed;		/* creates and calls this node placed on it */
+	uint64_t refused;		/* of those, how many it refused (placed again) */
 };
 
 struct dsecd {
@@ -162,6 +201,14 @@ struct dsecd {
 	struct dsecd_op_stats *op_stats;	/* per op (DSEC_OP__COUNT entries) */
 	struct dsecd_metrics *metrics;	/* the metrics endpoint, or NULL */
 	struct dsecd_gossip *gossip;	/* SWIM membership (gossip.c), or NULL */
+	unsigned creating;		/* creates started on a backend, not yet ended */
+	uint64_t mem_committed;		/* the memory limits of the sandboxes in the table */
+	struct place *placer;		/* placement (placing.c), NULL: every create is local */
+	struct dsecd_sys sys;		/* the machine's figures, sampled each second */
+	uint64_t placed_here;		/* creates and calls placement kept on this node */
+	uint64_t placed_away;		/* and sent to another */
+	uint64_t placed_again;		/* refusals placed again */
+	uint64_t placed_none;		/* answered capacity: no node had room */
 };
 
 extern struct dsecd *dsecd_global;
@@ -181,6 +228,30 @@ void dsecd_gossip_pack(struct dsecd *d, struct dsec_pk *p);
  * kept) and state; NULL for this node's own name. */
 struct dsecd_member *dsecd_member_set(struct dsecd *d, const char *name, const char *url,
 				      enum dsecd_member_state state);
+
+/* placing.c: where a create or call runs, and the capacity gossip carries */
+struct dsecd_req;
+int dsecd_place_open(struct dsecd *d, struct dsec_err *err);
+void dsecd_place_close(struct dsecd *d);
+/* Samples d->sys (the machine's memory, disk, load); rounded so that an
+ * idle node's figures do not change every second. */
+void dsecd_sys_sample(struct dsecd *d);
+/* This node's capacity now (version left 0). */
+void dsecd_cap_self(struct dsecd *d, struct dsecd_cap *c);
+/* Whether two capacities differ in anything but their version. */
+bool dsecd_cap_differs(const struct dsecd_cap *a, const struct dsecd_cap *b);
+/* c as gossip metadata (a map: the format is in placing.c), with the API
+ * address others reach this node at. */
+void dsecd_cap_pack(const struct dsecd_cap *c, const char *api, struct dsec_pk *p);
+/* A member's metadata parsed into c (c->known false when it is not a
+ * capacity this version reads); the API address it names in *api
+ * (malloc'd) when api is not NULL. */
+void dsecd_cap_parse(struct dsecd_cap *c, const void *meta, size_t len, char **api);
+/* info's "placement" entry, into the map open in p. */
+void dsecd_place_pack(struct dsecd *d, struct dsec_pk *p);
+/* The version this node's next gossiped capacity carries (a create's
+ * reply names it: the first that counts the create), 0 without gossip. */
+uint64_t dsecd_gossip_next_version(struct dsecd *d);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen; none when unset) */
 int dsecd_metrics_open(struct dsecd *d, struct dsec_err *err);

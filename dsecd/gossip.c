@@ -6,9 +6,10 @@
  * a member that joins or comes back is alive with the API address its
  * metadata names, one suspected is suspect, one declared dead is dead (its
  * sandboxes answer node_lost), one that left is left.  Its own capacity
- * goes out as its metadata, re-sent when it changes (at most once a
- * second): the API address, drain state, sandboxes and the limit, per
- * backend its sandboxes and the room it reports, free memory and load.
+ * goes out as its metadata (the format is placing.c's), re-sent under a
+ * new version when it changed, at most once a second: the API address,
+ * drain state, sandboxes and the limit, per backend its sandboxes and the
+ * room it reports, creates in progress, free memory and disk, load.
  * Every packet is authenticated with the cluster key (cluster_key_file;
  * the first of them signs, all are accepted: rotation).
  */
@@ -26,8 +27,6 @@
 #include "proto.h"
 #include "swim.h"
 
-/* Metadata format version (the "v" of the map). */
-#define META_V 1
 /* Seconds between looks at whether the capacity changed. */
 #define META_PERIOD 1.0
 
@@ -35,7 +34,7 @@ struct dsecd_gossip {
 	struct dsecd *d;		/* the daemon */
 	struct swim_ev *ev;		/* libswim on the loop */
 	ev_timer meta_timer;		/* re-sends the capacity when it changed */
-	struct dsec_buf last;		/* the metadata last sent */
+	struct dsecd_cap last;		/* the capacity last sent (its version the latest) */
 	char *api;			/* the API address the metadata names */
 	struct swim_key keys[SWIM_KEYS_MAX];	/* accepted keys, the first signs */
 	size_t nkeys;			/* entries in keys */
@@ -99,36 +98,15 @@ static char *api_url(struct dsecd *d, const char *gossip_addr)
 	return xstrdup(d->conf.listen && d->conf.listen[0] ? d->conf.listen[0] : DSEC_DEFAULT_URL);
 }
 
-/* This node's capacity as metadata. */
-static void pack_meta(struct dsecd_gossip *g, struct dsec_buf *out)
+/* This node's capacity as metadata, under the next version. */
+static void pack_meta(struct dsecd_gossip *g, const struct dsecd_cap *c, struct dsec_buf *out)
 {
-	struct dsecd *d = g->d;
 	struct dsec_pk p;
 	void *bytes;
 	size_t len;
 
 	dsec_pk_init(&p);
-	dsec_pk_map_begin(&p);
-	dsec_pk_kv_u64(&p, "v", META_V);
-	dsec_pk_kv_str(&p, "api", g->api);
-	dsec_pk_kv_bool(&p, "draining", d->draining);
-	dsec_pk_kv_u64(&p, "sandboxes", d->nsandboxes);
-	dsec_pk_kv_u64(&p, "max", d->conf.max_sandboxes);
-	dsec_pk_kv_u64(&p, "calls", d->calls);
-	dsec_pk_str(&p, "backends");
-	dsec_pk_map_begin(&p);
-	for (struct dsecd_backend *b = d->backends; b; b = b->next) {
-		struct dsec_be_stats st;
-		memset(&st, 0, sizeof(st));
-		b->ops->stats(b->be, &st);
-		dsec_pk_str(&p, b->name);
-		dsec_pk_array_begin(&p);
-		dsec_pk_u64(&p, b->sandboxes);
-		dsec_pk_u64(&p, st.capacity);
-		dsec_pk_end(&p);
-	}
-	dsec_pk_end(&p);
-	dsec_pk_end(&p);
+	dsecd_cap_pack(c, g->api, &p);
 	bytes = dsec_pk_detach(&p, &len);
 	dsec_buf_reset(out);
 	dsec_buf_add(out, bytes, len);
@@ -148,30 +126,18 @@ static void meta_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (s && seeds && seeds[0] && swim_alive_count(s) <= 1 && revents)
 		swim_join(s, (const char *const *)seeds, dsec_strv_len((const char *const *)seeds));
 
+	struct dsecd_cap cap;
+	if (revents)
+		dsecd_sys_sample(g->d);
+	dsecd_cap_self(g->d, &cap);
+	if (g->last.known && !dsecd_cap_differs(&cap, &g->last))
+		return;
+	cap.version = g->last.version + 1;
 	dsec_buf_init(&now);
-	pack_meta(g, &now);
-	if (now.len <= SWIM_META_MAX &&
-	    (now.len != g->last.len || memcmp(now.data, g->last.data, now.len))) {
-		if (swim_set_meta(swim_ev_swim(g->ev), now.data, now.len) == 0) {
-			dsec_buf_reset(&g->last);
-			dsec_buf_add(&g->last, now.data, now.len);
-		}
-	}
+	pack_meta(g, &cap, &now);
+	if (now.len <= SWIM_META_MAX && swim_set_meta(swim_ev_swim(g->ev), now.data, now.len) == 0)
+		g->last = cap;
 	dsec_buf_free(&now);
-}
-
-/* The API address a member's metadata names (caller frees), or NULL. */
-static char *meta_api(const struct swim_member *m)
-{
-	struct dsec_msg msg;
-	struct dsec_err err;
-	char *api = NULL;
-
-	if (!m->meta_len || dsec_msg_parse(&msg, m->meta, m->meta_len, SWIM_META_MAX, &err) < 0)
-		return NULL;
-	dsec_get_str(msg.root, "api", &api, NULL);
-	dsec_msg_free(&msg);
-	return api;
 }
 
 static void event_cb(void *arg, enum swim_event ev, const struct swim_member *m)
@@ -188,7 +154,9 @@ static void event_cb(void *arg, enum swim_event ev, const struct swim_member *m)
 	case SWIM_EV_LEFT: st = DSECD_MEMBER_LEFT; break;
 	default: st = DSECD_MEMBER_ALIVE; break;
 	}
-	_cleanup_free_ char *api = meta_api(m);
+	struct dsecd_cap cap;
+	_cleanup_free_ char *api = NULL;
+	dsecd_cap_parse(&cap, m->meta, m->meta_len, &api);
 	struct dsecd_member *x = dsecd_member_set(d, m->name, api, st);
 	if (x && (ev != SWIM_EV_UPDATE))
 		log_info("cluster: node %s is %s (gossip %s, API %s)", m->name,
@@ -202,6 +170,12 @@ static void event_cb(void *arg, enum swim_event ev, const struct swim_member *m)
 			memcpy(x->meta, m->meta, m->meta_len);
 			x->meta_len = m->meta_len;
 		}
+		/* libswim hands over a member's metadata only when newer (a
+		 * higher incarnation than the one it holds), so a newer
+		 * capacity replaces an older one, never the reverse, also for
+		 * a restarted node, whose versions count from 1 again. */
+		x->cap = cap;
+		x->cap.heard = ev_now(d->loop);
 	}
 }
 
@@ -217,7 +191,6 @@ int dsecd_gossip_open(struct dsecd *d, struct dsec_err *err)
 				     "key: cluster_key_file");
 	g = xcalloc(1, sizeof(*g));
 	g->d = d;
-	dsec_buf_init(&g->last);
 	for (char **k = d->conf.cluster_keys; *k; k++) {
 		if (g->nkeys == SWIM_KEYS_MAX) {
 			rc = dsec_err_setc(err, DSEC_E_INVALID, E2BIG, "at most %d cluster keys",
@@ -256,9 +229,13 @@ int dsecd_gossip_open(struct dsecd *d, struct dsec_err *err)
 		 d->conf.node, g->api, nseeds);
 	return 0;
 fail:
-	dsec_buf_free(&g->last);
 	free(g);
 	return rc;
+}
+
+uint64_t dsecd_gossip_next_version(struct dsecd *d)
+{
+	return d->gossip ? d->gossip->last.version + 1 : 0;
 }
 
 void dsecd_gossip_leave(struct dsecd *d)
@@ -283,7 +260,6 @@ void dsecd_gossip_close(struct dsecd *d)
 	ev_ref(d->loop);
 	ev_timer_stop(d->loop, &g->meta_timer);
 	swim_ev_free(g->ev);
-	dsec_buf_free(&g->last);
 	free(g->api);
 	free(g);
 	d->gossip = NULL;

@@ -249,7 +249,7 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out_pool;
 	}
-	if (dsecd_cluster_open(d, &err) < 0) {
+	if (dsecd_cluster_open(d, &err) < 0 || dsecd_place_open(d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;
 		goto out_backends;
@@ -319,6 +319,7 @@ int main(int argc, char **argv)
 	d->serve_pool = NULL;
 	dsecd_gossip_close(d);
 	dsecd_cluster_close(d);
+	dsecd_place_close(d);
 	dsecd_metrics_close(d);
 	log_info("stopping: closing the API endpoint");
 	dsecd_server_free(d->server);
@@ -327,6 +328,7 @@ int main(int argc, char **argv)
 out_backends:
 	dsecd_gossip_close(d);
 	dsecd_cluster_close(d);
+	dsecd_place_close(d);
 	dsecd_warm_free(d);
 	dsecd_backends_unload(d);
 out_pool:

@@ -242,6 +242,12 @@ static void write_page(struct dsecd *d, struct dsec_buf *b)
 	for (size_t i = 0; i < d->nmembers; i++)
 		sample(b, "dsec_forward_failures_total", "node", d->members[i].name, "",
 		       d->members[i].failed);
+	head(b, "dsec_placements_total", "counter",
+	     "Creates and calls placed: kept here, sent away, refused and placed again, no room.");
+	sample(b, "dsec_placements_total", "result", "here", "", d->placed_here);
+	sample(b, "dsec_placements_total", "result", "away", "", d->placed_away);
+	sample(b, "dsec_placements_total", "result", "again", "", d->placed_again);
+	sample(b, "dsec_placements_total", "result", "no_room", "", d->placed_none);
 }
 
 /* Loop: answer every queued scrape with one page. */

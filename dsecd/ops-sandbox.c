@@ -381,6 +381,8 @@ static void reply_created(struct dsecd_req *r, const struct dsecd_sb *sb)
 	dsec_pk_kv_str(&p, "id", sb->id);
 	dsec_pk_kv_str(&p, "node", r->d->conf.node);
 	dsec_pk_kv_str(&p, "backend", r->be->name);
+	if (r->d->gossip)	/* the first version of its gossiped capacity that counts it */
+		dsec_pk_kv_u64(&p, "capacity_version", dsecd_gossip_next_version(r->d));
 	dsec_pk_end(&p);
 	req_complete(r, &p);
 }
@@ -393,6 +395,7 @@ static void create_done(void *arg, int rc, const struct dsec_err *err)
 	struct dsec_err e;
 
 	d->ops_inflight--;
+	d->creating--;
 	if (rc < 0) {
 		count_create(r, false);
 		e = *err;
@@ -502,12 +505,16 @@ void op_create(struct dsecd_req *r)
 	sb->idle_ttl = idle;
 	sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
 	sb->image = r->image ? xstrdup(r->image) : NULL;
+	sb->mem = l->memory;
+	d->mem_committed += sb->mem;
 	sb->labels = r->labels;
 	r->labels = NULL;
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;
+	d->creating++;
 	if (start_create(r, create_done, &err) < 0) {
+		d->creating--;
 		count_create(r, false);
 		dsecd_sb_destroy(d, sb, "create failed", NULL);
 		dsec_err_prefix(&err, "cannot create %s sandbox", r->be->name);

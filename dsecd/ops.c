@@ -31,6 +31,7 @@ static void req_free(struct dsecd_req *r)
 		dsecd_sb_unref(r->d, r->sb);
 	if (dsecd_ops[r->op].free)
 		dsecd_ops[r->op].free(r);
+	free(r->placing);
 	dsec_msg_free(&r->msg);
 	free(r);
 }
@@ -356,17 +357,17 @@ void rerun(struct dsecd_req *r)
  * whose 'id' names another node to that node (the node is the id's part
  * before the colon: no lookup of the sandbox) through dsecd_forward
  * (cluster.c), the frame as it came plus "fwd", and the answer comes back
- * as an event on the loop.  DSECD_ROUTE_PLACE (a create or call) is served
- * here until placement is built (planned: the node power-of-k choices
- * picks over the gossiped view, possibly this one).  True when r is
- * taken. */
+ * as an event on the loop.  DSECD_ROUTE_PLACE (a create or call) goes to
+ * the node placement picks over the capacity gossip carries (placing.c),
+ * this one or another, the same way.  True when r is taken. */
 static bool route(struct dsecd_req *r)
 {
 	switch (dsecd_ops[r->op].route) {
 	case DSECD_ROUTE_OWNER:
 		return r->d->nmembers && dsecd_forward(r);
-	case DSECD_ROUTE_LOCAL:
 	case DSECD_ROUTE_PLACE:
+		return r->d->placer && dsecd_place(r);
+	case DSECD_ROUTE_LOCAL:
 		break;
 	}
 	return false;

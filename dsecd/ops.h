@@ -118,6 +118,7 @@ struct dsecd_req {
 	struct dsecd_batch *batch;	/* a batch's own state (op_batch), or NULL */
 	struct dsecd_member *fwd;	/* forwarded to it (cluster.c), or NULL */
 	struct dsec_call *fwd_call;	/* that call while it runs */
+	struct dsecd_placing *placing;	/* placement's state (placing.c), or NULL */
 	union {
 		/* create, call, exec, exec_start, net_allow, the session ops */
 		struct {
@@ -189,6 +190,17 @@ void dsecd_req_release_frame(struct dsecd_req *r, void *reply, size_t len);
  * is taken (sent on, or answered: unknown node, node_lost), false when it
  * is served here (cluster.c). */
 bool dsecd_forward(struct dsecd_req *r);
+/* Sends r on to member m as it came, with "fwd"; its reply comes to the
+ * completion queue.  0, or -errno with err (nothing sent, r not answered). */
+int dsecd_forward_to(struct dsecd_req *r, struct dsecd_member *m, struct dsec_err *err);
+/* placing.c: route() of a create or call: true when r is taken (sent to
+ * another node, or answered capacity), false when it is served here. */
+bool dsecd_place(struct dsecd_req *r);
+/* A placed request's reply came from its target (rc 0, reply and len) or
+ * did not (rc < 0): counted; true when r is taken again (the target
+ * refused: placed on another node, or answered), false when the reply
+ * goes to the client as usual. */
+bool dsecd_place_reply(struct dsecd_req *r, int rc, const void *reply, size_t len);
 /* batch.c: a request of several.  Runs the frame as dsecd_handle does;
  * with parent, as request index of that batch, its reply going to
  * dsecd_batch_done instead of a client. */

@@ -111,6 +111,7 @@ static void table_remove(struct dsecd *d, struct dsecd_sb *sb)
 			sb->hnext = NULL;
 			d->nsandboxes--;
 			sb->be->sandboxes--;
+			d->mem_committed -= sb->mem;
 			return;
 		}
 	}

@@ -23,26 +23,15 @@ gnode() { # NAME PORT [KEY] [more dsecd flags]
 	shift 3
 	start_node "$n" --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
 		--set gossip_listen="127.0.0.1:$port" --set gossip_seeds="127.0.0.1:$P" \
-		--set cluster_key_file="$key" --set api_url="ipc://$T/$n.sock" "$@"
+		--set cluster_key_file="$key" --set api_url="ipc://$T/$n.sock" --set placement=local "$@"
 }
 gnode a "$P" ""
 gnode b $((P + 1)) ""
 gnode c $((P + 2)) ""
-# wait_for NODE PATTERN: until NODE's info matches (30 s at most).
-wait_for() {
-	local i out
-	for i in $(seq 150); do
-		out=$(at "$1" info)
-		[[ $out =~ $2 ]] && return 0
-		sleep 0.2
-	done
-	diag "$1: $out"
-	return 1
-}
 member() { echo "\"name\":\"$1\",\"url\":\"ipc://$T/$1.sock\",\"state\":\"$2\""; }
-wait_for a "$(member b alive).*$(member c alive)|$(member c alive).*$(member b alive)"
+wait_info a "$(member b alive).*$(member c alive)|$(member c alive).*$(member b alive)"
 ok $? "node a learns of b and c, and their API addresses, from the gossip"
-wait_for c "$(member a alive)"
+wait_info c "$(member a alive)"
 ok $? "... and c of a"
 like "$(at a info)" '"membership":"gossip \(SWIM\)"' "info says the membership is gossip's"
 idb=$(at b create | idof)
@@ -58,7 +47,7 @@ like "$(at a info)" '"dropped_unauthenticated":[1-9]' "... its packets are dropp
 # kill -9: dead, its sandboxes node_lost.
 idc=$(at c create | idof)
 eval "kill -9 \$NODE_PID_c"
-wait_for a "$(member c dead)"
+wait_info a "$(member c dead)"
 ok $? "a node killed with -9 is declared dead"
 run at a exec id="$idc" 'argv[]=true'
 like "$OUT" '"code":"node_lost".*c.*is dead' "... and its sandboxes answer node_lost"
@@ -66,7 +55,7 @@ like "$OUT" '"code":"node_lost".*c.*is dead' "... and its sandboxes answer node_
 # A graceful leave: left, not dead.
 run dsecctl --host "ipc://$T/b.sock" node leave
 like "$OUT" "left" "dsecctl node leave"
-wait_for a "$(member b left)"
+wait_info a "$(member b left)"
 ok $? "... the others see it left"
 run at a exec id="$idb" 'argv[]=true'
 like "$OUT" '"code":"node_lost".*left the cluster' "... its sandboxes answer node_lost too"
@@ -80,7 +69,7 @@ sleep 2
 start_node z --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
 	--set gossip_listen="127.0.0.1:$((P + 6))" --set gossip_seeds="127.0.0.1:$P" \
 	--set cluster_key_file="$T/key" --set api_url="ipc://$T/z.sock"
-wait_for y "$(member z alive)"
+wait_info y "$(member z alive)"
 ok $? "a node started before its seed joins once the seed is up"
 
 # c restarted on its state: alive again.
@@ -88,7 +77,7 @@ mkdir -p "$T/c2"
 start_node c2 --node c --backend-dir "$TOP/t" --set backends=test \
 	--set gossip_listen="127.0.0.1:$((P + 2))" --set gossip_seeds="127.0.0.1:$P" \
 	--set cluster_key_file="$T/key" --set api_url="ipc://$T/c.sock" --listen "ipc://$T/c.sock"
-wait_for a "$(member c alive)"
+wait_info a "$(member c alive)"
 ok $? "a restarted node is alive again"
 run dsecctl --host "ipc://$T/a.sock" node ls
 like "$(echo $OUT)" "c alive - ipc://$T/c.sock" "dsecctl node ls shows the gossiped cluster"

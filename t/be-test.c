@@ -11,6 +11,9 @@
  * Code: 'echo "$NAME"' prints NAME from the env (dsec-bench's check);
  * any other code is echoed back as stdout.
  * Files live in memory per sandbox.  A create with image "fail" fails.
+ * With the key test.admit = N, a create beyond N sandboxes is refused
+ * (capacity) while stats keep reporting room: a node whose admission is
+ * stricter than what it gossips, for placement's tests.
  * pause and resume complete at once, after 1 s with image "slow-pause";
  * with image "fail-pause" (or "fail-resume") that op fails.  exec and the
  * file ops on a paused sandbox are refused, so a daemon that forgets to
@@ -62,6 +65,7 @@ struct tjob {
 struct tb {
 	const struct dsec_be_host *host;	/* daemon services */
 	uint32_t sandboxes;			/* alive */
+	long admit;				/* test.admit: most sandboxes created, -1: any */
 	uint32_t running;			/* jobs pending */
 	uint64_t calls;				/* execs done */
 };
@@ -137,8 +141,10 @@ static int tb_init(const struct dsec_be_host *host, void **be, struct dsec_err *
 	struct tb *tb = xcalloc(1, sizeof(*tb));
 
 	for (const char *const *k = host->conf_keys(host); *k; k++)
-		if (!strncmp(*k, "test.", 5) && strcmp(*k, "test.greeting"))
+		if (!strncmp(*k, "test.", 5) && strcmp(*k, "test.greeting") && strcmp(*k, "test.admit"))
 			return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "unknown key '%s'", *k);
+	const char *admit = host->conf_get(host, "test.admit");
+	tb->admit = admit ? strtol(admit, NULL, 10) : -1;
 	tb->host = host;
 	*be = tb;
 	return 0;
@@ -156,6 +162,9 @@ static int tb_create(void *be, const struct dsec_be_spec *spec, void **out, dsec
 
 	if (spec->image && !strcmp(spec->image, "refuse"))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "image 'refuse' is refused");
+	if (tb->admit >= 0 && tb->sandboxes >= tb->admit)
+		return dsec_err_setc(err, DSEC_E_CAPACITY, EAGAIN, "test: admits %ld sandboxes",
+				     tb->admit);
 	static const char *const quirks[] = { "slow-pause", "fail-pause", "fail-resume" };
 	struct tsb *sb = xcalloc(1, sizeof(*sb));
 	sb->tb = tb;

@@ -172,6 +172,18 @@ test_cluster() {
 	done
 }
 at() { local n=$1; shift; "$TOP/t/helper-req" "ipc://$T/$n.sock" "$@"; }
+# wait_info NODE PATTERN: until start_node NODE's info matches the bash
+# regex PATTERN (30 s at most); 1, and the last info as a diagnostic, if not.
+wait_info() {
+	local i out
+	for i in $(seq 150); do
+		out=$(at "$1" info)
+		[[ $out =~ $2 ]] && return 0
+		sleep 0.2
+	done
+	diag "$1: $out"
+	return 1
+}
 idof() { sed -n 's/.*"id":"\([^"]*\)".*/\1/p'; }
 
 # stop_nodes: SIGTERM every start_node daemon, SIGKILL after 10 s.

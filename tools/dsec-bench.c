@@ -76,6 +76,7 @@ struct bench_opts {
 	const char *lat_file;		/* --latencies: appended to, or NULL */
 	int pid;			/* --pid of the daemon for VmRSS, 0 = none */
 	double timeout;			/* --timeout per command, 0 = daemon default */
+	bool keep;			/* --keep: create mode leaves its sandboxes */
 };
 
 /* One worker thread. */
@@ -120,6 +121,7 @@ enum {
 	OPT_LATENCIES,
 	OPT_PID,
 	OPT_TIMEOUT,
+	OPT_KEEP,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -141,6 +143,7 @@ static const struct option long_opts[] = {
 	{ .name = "latencies",	.has_arg = required_argument,	.val = OPT_LATENCIES },
 	{ .name = "pid",	.has_arg = required_argument,	.val = OPT_PID },
 	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
+	{ .name = "keep",	.has_arg = no_argument,		.val = OPT_KEEP },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
 	{ 0 }
@@ -152,7 +155,7 @@ static const char usage_text[] =
 	"                  [--backend B] [--runtime R] [--image I [--layer REF]...]\n"
 	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
-	"                  [--latencies FILE]\n"
+	"                  [--latencies FILE] [--keep]\n"
 	"\n"
 	"Load a running dsecd and report rate and latency.\n"
 	"\n"
@@ -177,6 +180,7 @@ static const char usage_text[] =
 	"      --pid PID          report VmRSS of the daemon PID before and after\n"
 	"      --json             print one JSON object instead of the table\n"
 	"      --latencies FILE   append each measured latency (ms) to FILE, one a line\n"
+	"      --keep             create mode: leave the sandboxes (no destroy)\n"
 	"\n"
 	"Exit status: 0 if every request succeeded and matched, 1 if not, 2 on error.\n";
 
@@ -276,6 +280,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_LATENCIES:
 			opt.lat_file = optarg;
+			break;
+		case OPT_KEEP:
+			opt.keep = true;
 			break;
 		case OPT_PID:
 			opt.pid = (int)parse_count("pid", optarg, 1);
@@ -524,6 +531,10 @@ static int one_request(struct worker *w, double *lat)
 			note_error(w, "cannot create sandbox: %s (%s)", err.msg,
 				   dsec_code_name(err.code));
 			return -1;
+		}
+		if (opt.keep) {	/* a node filling up (placement's spread) */
+			free(id);
+			return 0;
 		}
 		rc = dsec_destroy(w->client, id, &err);
 		if (rc < 0)

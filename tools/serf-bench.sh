@@ -136,6 +136,10 @@ agent_pid() {
 	return 0
 }
 running() { [ -n "$(agent_pid "$1")" ]; }
+# listening I: node I's agent has its gossip port (UDP 7946) bound.  A
+# serf agent started with -join exits when its seed does not answer, so
+# the others start only once the first one listens.
+listening() { [ -n "$(netns exec "$1" ss -Hlun 'sport = :7946' 2>/dev/null)" ]; }
 # first_after FILE MS RE: the stamp of FILE's first line after MS matching RE.
 first_after() { awk -v t="$2" -v re="$3" '$1 >= t && index($0, re) { print $1; exit }' "$1"; }
 # seen_alive I SINCE: every other node logged node I alive after SINCE.
@@ -160,7 +164,7 @@ max() { sort -n | tail -1; }
 netns up "$N" >/dev/null
 t0=$(now_ms)
 start 1
-wait_until 10 running 1 || die "agent 1 did not start (see its log)"
+wait_until 10 listening 1 || die "agent 1 did not start (see its log)"
 for i in $(seq 2 "$N"); do start "$i" 1; done
 for i in $(seq 2 "$N"); do
 	wait_until 30 seen_alive "$i" "$t0" || die "agent $i did not join within 30 s"
