@@ -461,6 +461,12 @@ bench-image: all $(TEST_HELPERS)
 bench-gossip: all
 	tools/serf-bench.sh $(GOSSIP_BENCH_FLAGS)
 
+# Placement on five nodes in namespaces: the spread of creates per policy
+# and arrival, and a forwarded create's cost over a local one.
+.PHONY: bench-place
+bench-place: all tests
+	tools/place-bench.sh $(PLACE_BENCH_FLAGS)
+
 # ---- fuzzing: not part of `make check` ---------------------------------------
 # Each fuzz/NAME.c defines LLVMFuzzerTestOneInput and is built with clang's
 # libFuzzer, ASan and UBSan into build/fuzz/NAME, linked with libdsec's

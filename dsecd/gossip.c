@@ -27,8 +27,12 @@
 #include "proto.h"
 #include "swim.h"
 
-/* Seconds between looks at whether the capacity changed. */
-#define META_PERIOD 1.0
+/* Seconds between looks at whether the capacity changed: a placing node's
+ * view of the others is this much behind, plus the gossip's spread (a few
+ * 200 ms rounds).  Only a change is sent, so an idle node sends none. */
+#define META_PERIOD 0.25
+/* Looks between asks of the seeds while the node knows no other (1 s). */
+#define REJOIN_TICKS 4
 
 struct dsecd_gossip {
 	struct dsecd *d;		/* the daemon */
@@ -40,6 +44,7 @@ struct dsecd_gossip {
 	size_t nkeys;			/* entries in keys */
 	unsigned char keybuf[SWIM_KEYS_MAX][SWIM_KEY_MAX];	/* their bytes */
 	bool left;			/* swim_leave was called (leave op, shutdown) */
+	unsigned ticks;			/* meta_timer's, counted */
 };
 
 /* Reads a key file: its bytes as they are, or hex when the file is hex
@@ -120,10 +125,11 @@ static void meta_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct dsec_buf now;
 
 	/* Nodes started together may each find no seed up yet: while this one
-	 * knows no other, it asks the seeds again every META_PERIOD, not only
+	 * knows no other, it asks the seeds again every second, not only
 	 * at libswim's push-pull (every 30 s). */
 	char **seeds = g->d->conf.gossip_seeds;
-	if (s && seeds && seeds[0] && swim_alive_count(s) <= 1 && revents)
+	if (s && seeds && seeds[0] && swim_alive_count(s) <= 1 && revents &&
+	    ++g->ticks % REJOIN_TICKS == 0)
 		swim_join(s, (const char *const *)seeds, dsec_strv_len((const char *const *)seeds));
 
 	struct dsecd_cap cap;

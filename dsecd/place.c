@@ -45,7 +45,22 @@
 struct flight_be {
 	char name[PLACE_NAME_MAX];	/* backend name; "" = unused */
 	uint32_t pending;		/* forwarded, no reply yet */
-	uint32_t recent;		/* created, not yet in the node's gossiped figures */
+};
+
+/* Versions whose recent creates are counted apart; past it the newest
+ * bucket takes the next ones (counted a little longer, never less). */
+#define RECENT_MAX 8
+
+/* Creates made whose replies named one capacity version of the node: the
+ * view counts them once it shows that version, so until then they are
+ * added.  Each version has its own bucket: under a steady stream of
+ * creates the replies name ever newer versions, and one bucket for all
+ * would wait for the newest, counting again what the view already has. */
+struct recent {
+	uint64_t version;		/* the node's version that counts them */
+	uint32_t slots[PLACE_BACKENDS_MAX]; /* per backend, as f->be[] */
+	uint64_t mem;			/* memory they asked, bytes */
+	uint64_t disk;			/* their disk, bytes */
 };
 
 /* This node's placements to one node not yet in the view.  Slots are per
@@ -56,9 +71,8 @@ struct flight {
 	struct flight_be be[PLACE_BACKENDS_MAX]; /* per backend, as the creates name them */
 	uint64_t pending_mem;		/* memory asked by the pending creates, bytes */
 	uint64_t pending_disk;		/* their disk, bytes */
-	uint64_t recent_mem;		/* memory asked by the recent ones, bytes */
-	uint64_t recent_disk;		/* their disk, bytes */
-	uint64_t recent_version;	/* the view counts the recent ones from this node version on */
+	struct recent rec[RECENT_MAX];	/* created, not yet in the view: by version, oldest first */
+	unsigned nrec;			/* buckets in use */
 	uint64_t seen_version;		/* the newest version of the node place_choose() saw */
 };
 
@@ -236,12 +250,6 @@ static struct flight_be *flight_be(struct flight *f, const char *backend)
 	return NULL;
 }
 
-/* Whether the view still misses f's recent creates. */
-static bool recent_unseen(const struct flight *f, uint64_t version)
-{
-	return version < f->recent_version;
-}
-
 /* What is in flight to nd that nd's view entry does not count yet. */
 struct extra {
 	uint32_t slots;			/* creates of the backend asked about */
@@ -249,21 +257,31 @@ struct extra {
 	uint64_t disk;			/* their disk, bytes */
 };
 
-/* What f (may be NULL) adds to nd for backend. */
+/* What f (may be NULL) adds to nd for backend: the pending creates, and
+ * the recent ones of versions newer than nd's. */
 static struct extra extra_of(const struct flight *f, const struct place_node *nd,
 			     const char *backend)
 {
 	struct extra x = { 0, 0, 0 };
-	bool unseen;
+	int bi = -1;
 
 	if (!f)
 		return x;
-	unseen = recent_unseen(f, nd->version);
-	x.mem = f->pending_mem + (unseen ? f->recent_mem : 0);
-	x.disk = f->pending_disk + (unseen ? f->recent_disk : 0);
+	x.mem = f->pending_mem;
+	x.disk = f->pending_disk;
 	for (unsigned i = 0; i < PLACE_BACKENDS_MAX && f->be[i].name[0]; i++)
-		if (!strcmp(f->be[i].name, backend))
-			x.slots = f->be[i].pending + (unseen ? f->be[i].recent : 0);
+		if (!strcmp(f->be[i].name, backend)) {
+			x.slots = f->be[i].pending;
+			bi = (int)i;
+		}
+	for (unsigned r = 0; r < f->nrec; r++) {
+		if (f->rec[r].version <= nd->version)
+			continue;
+		x.mem += f->rec[r].mem;
+		x.disk += f->rec[r].disk;
+		if (bi >= 0)
+			x.slots += f->rec[r].slots[bi];
+	}
 	return x;
 }
 
@@ -275,15 +293,41 @@ static struct extra flight_extra(const struct place *p, const struct place_node 
 	return extra_of(flight_find(p, nd->name), nd, backend);
 }
 
-/* Drops f's recent creates once the view has shown their version. */
+/* Drops the buckets of versions the view has shown. */
 static void flight_catch_up(struct flight *f)
 {
-	if (recent_unseen(f, f->seen_version))
+	unsigned n = 0;
+
+	while (n < f->nrec && f->rec[n].version <= f->seen_version)
+		n++;
+	if (!n)
 		return;
-	for (unsigned i = 0; i < PLACE_BACKENDS_MAX; i++)
-		f->be[i].recent = 0;
-	f->recent_mem = 0;
-	f->recent_disk = 0;
+	memmove(f->rec, f->rec + n, (f->nrec - n) * sizeof(f->rec[0]));
+	f->nrec -= n;
+	memset(f->rec + f->nrec, 0, n * sizeof(f->rec[0]));
+}
+
+/* The bucket of version in f (kept in order), made if new; when all are
+ * in use, the newest one, its version raised to version if lower. */
+static struct recent *flight_recent(struct flight *f, uint64_t version)
+{
+	unsigned i = 0;
+
+	while (i < f->nrec && f->rec[i].version < version)
+		i++;
+	if (i < f->nrec && f->rec[i].version == version)
+		return &f->rec[i];
+	if (f->nrec == RECENT_MAX) {
+		struct recent *last = &f->rec[RECENT_MAX - 1];
+		if (last->version < version)
+			last->version = version;
+		return i < RECENT_MAX ? &f->rec[i] : last;
+	}
+	memmove(f->rec + i + 1, f->rec + i, (f->nrec - i) * sizeof(f->rec[0]));
+	f->nrec++;
+	memset(&f->rec[i], 0, sizeof(f->rec[i]));
+	f->rec[i].version = version;
+	return &f->rec[i];
 }
 
 void place_inflight_add(struct place *p, const char *node, const struct place_req *req)
@@ -310,6 +354,7 @@ void place_inflight_remove(struct place *p, const char *node, const struct place
 {
 	struct flight *f = flight_find(p, node);
 	struct flight_be *b;
+	struct recent *r;
 
 	DSEC_ASSERT(f && req->backend);
 	b = flight_be(f, req->backend);
@@ -320,17 +365,16 @@ void place_inflight_remove(struct place *p, const char *node, const struct place
 	f->pending_disk = sub_sat(f->pending_disk, req->disk);
 	if (!version)
 		return;
-	/* The recent ones the view has caught up with go first, or this
-	 * create's newer version would count them again. */
 	flight_catch_up(f);
 	if (version == PLACE_VERSION_NEXT)
 		version = f->seen_version + 1;
+	if (version <= f->seen_version)
+		return;		/* the view shows it already */
+	r = flight_recent(f, version);
 	if (b)
-		b->recent++;
-	f->recent_mem += req->mem;
-	f->recent_disk += req->disk;
-	if (version > f->recent_version)
-		f->recent_version = version;
+		r->slots[b - f->be]++;
+	r->mem += req->mem;
+	r->disk += req->disk;
 }
 
 unsigned place_inflight(const struct place *p, const char *node)
@@ -338,8 +382,12 @@ unsigned place_inflight(const struct place *p, const char *node)
 	const struct flight *f = flight_find(p, node);
 	unsigned n = 0;
 
-	for (unsigned i = 0; f && i < PLACE_BACKENDS_MAX; i++)
-		n += f->be[i].pending + (recent_unseen(f, f->seen_version) ? f->be[i].recent : 0);
+	for (unsigned i = 0; f && i < PLACE_BACKENDS_MAX; i++) {
+		n += f->be[i].pending;
+		for (unsigned r = 0; r < f->nrec; r++)
+			if (f->rec[r].version > f->seen_version)
+				n += f->rec[r].slots[i];
+	}
 	return n;
 }
 

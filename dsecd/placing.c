@@ -271,10 +271,13 @@ static enum place_health health_of(enum dsecd_member_state s)
 	return PLACE_LEFT;
 }
 
-/* One node of the view from its capacity.  A backend's limit is its
- * sandboxes and the room it reports (how many more its admission takes),
- * that room bounded by the node's: max_sandboxes less what the node's
- * sandboxes and calls hold. */
+/* One node of the view from its capacity.  A backend's slots are the
+ * node's: its sandboxes and what max_sandboxes leaves (less the node's
+ * sandboxes and calls).  The room a backend reports only says whether it
+ * takes more now (0: it is full): what it counts is its own (fncall's is
+ * commands running, not sandboxes), and taken as slots it would make a
+ * stream of short-lived sandboxes, counted in flight until the gossip
+ * shows them, look like a full node. */
 static void view_node(struct place_node *n, const char *name, enum place_health h,
 		      const struct dsecd_cap *c, double now)
 {
@@ -286,7 +289,7 @@ static void view_node(struct place_node *n, const char *name, enum place_health 
 	n->health = h;
 	n->draining = c->draining;
 	for (unsigned i = 0; i < c->nbe; i++) {
-		uint64_t room = c->be_cap[i] < node_free ? c->be_cap[i] : node_free;
+		uint64_t room = c->be_cap[i] ? node_free : 0;
 		n->be[i] = (struct place_backend){ c->be_name[i], c->be_used[i],
 						   u32(c->be_used[i] + room) };
 	}
