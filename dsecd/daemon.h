@@ -252,6 +252,9 @@ void dsecd_place_pack(struct dsecd *d, struct dsec_pk *p);
 /* The version this node's next gossiped capacity carries (a create's
  * reply names it: the first that counts the create), 0 without gossip. */
 uint64_t dsecd_gossip_next_version(struct dsecd *d);
+/* This node's capacity as it last gossiped it (the others' view of it),
+ * or NULL before the first. */
+const struct dsecd_cap *dsecd_gossip_last(struct dsecd *d);
 
 /* metrics.c: the Prometheus endpoint (metrics_listen; none when unset) */
 int dsecd_metrics_open(struct dsecd *d, struct dsec_err *err);

@@ -239,6 +239,11 @@ fail:
 	return rc;
 }
 
+const struct dsecd_cap *dsecd_gossip_last(struct dsecd *d)
+{
+	return d->gossip && d->gossip->last.known ? &d->gossip->last : NULL;
+}
+
 uint64_t dsecd_gossip_next_version(struct dsecd *d)
 {
 	return d->gossip ? d->gossip->last.version + 1 : 0;

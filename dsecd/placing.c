@@ -304,17 +304,27 @@ static void view_node(struct place_node *n, const char *name, enum place_health 
 	n->age_ms = c->heard > 0 && now > c->heard ? (uint64_t)((now - c->heard) * 1000) : 0;
 }
 
-/* The view: this node first (its figures now), then every member whose
- * capacity gossip told.  *members gets each entry's member (NULL: this
- * node).  Returns the entries; the arrays are the caller's, nmembers + 1
- * long. */
+/* The view: this node first, then every member whose capacity gossip
+ * told.  This node's entry is what it last gossiped, as the others see
+ * it, its own placements here since counted in flight like those sent
+ * away: its figures now would count every other sender's creates to it
+ * while its figures of the others miss theirs, so it would look the most
+ * loaded in every comparison and place nothing on itself.  *members gets
+ * each entry's member (NULL: this node).  Returns the entries; the arrays
+ * are the caller's, nmembers + 1 long. */
 static size_t build_view(struct dsecd *d, struct place_node *view, struct dsecd_member **members,
 			 struct dsecd_cap *self)
 {
+	const struct dsecd_cap *last = dsecd_gossip_last(d);
 	double now = ev_now(d->loop);
 	size_t n = 0;
 
-	dsecd_cap_self(d, self);
+	if (last) {
+		*self = *last;
+		self->draining = d->draining;	/* a drain takes effect here at once */
+	} else {
+		dsecd_cap_self(d, self);
+	}
 	view_node(&view[n], d->conf.node, PLACE_ALIVE, self, now);
 	members[n++] = NULL;
 	for (size_t i = 0; i < d->nmembers; i++) {
@@ -400,6 +410,11 @@ static bool place_next(struct dsecd_req *r, bool first)
 			return true;
 		}
 		if (!mem[i]) {
+			/* Counted as a create here until the gossip of this
+			 * node's capacity shows it (see build_view). */
+			place_inflight_add(d->placer, d->conf.node, &pl->req);
+			place_inflight_remove(d->placer, d->conf.node, &pl->req,
+					      r->op == DSEC_OP_CREATE ? dsecd_gossip_next_version(d) : 0);
 			d->placed_here++;
 			if (first)
 				return false;

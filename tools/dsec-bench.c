@@ -77,6 +77,7 @@ struct bench_opts {
 	int pid;			/* --pid of the daemon for VmRSS, 0 = none */
 	double timeout;			/* --timeout per command, 0 = daemon default */
 	bool keep;			/* --keep: create mode leaves its sandboxes */
+	double rate;			/* --rate: requests per second in all, 0 = as fast as they go */
 };
 
 /* One worker thread. */
@@ -122,6 +123,7 @@ enum {
 	OPT_PID,
 	OPT_TIMEOUT,
 	OPT_KEEP,
+	OPT_RATE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -144,6 +146,7 @@ static const struct option long_opts[] = {
 	{ .name = "pid",	.has_arg = required_argument,	.val = OPT_PID },
 	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
 	{ .name = "keep",	.has_arg = no_argument,		.val = OPT_KEEP },
+	{ .name = "rate",	.has_arg = required_argument,	.val = OPT_RATE },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
 	{ 0 }
@@ -155,7 +158,7 @@ static const char usage_text[] =
 	"                  [--backend B] [--runtime R] [--image I [--layer REF]...]\n"
 	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
-	"                  [--latencies FILE] [--keep]\n"
+	"                  [--latencies FILE] [--keep] [--rate PER_SECOND]\n"
 	"\n"
 	"Load a running dsecd and report rate and latency.\n"
 	"\n"
@@ -181,6 +184,8 @@ static const char usage_text[] =
 	"      --json             print one JSON object instead of the table\n"
 	"      --latencies FILE   append each measured latency (ms) to FILE, one a line\n"
 	"      --keep             create mode: leave the sandboxes (no destroy)\n"
+	"      --rate R           start R requests a second in all, spread over the threads\n"
+	"                         (open loop: a late one starts at once)\n"
 	"\n"
 	"Exit status: 0 if every request succeeded and matched, 1 if not, 2 on error.\n";
 
@@ -284,6 +289,13 @@ static void parse_args(int argc, char **argv)
 		case OPT_KEEP:
 			opt.keep = true;
 			break;
+		case OPT_RATE: {
+			char *end;
+			opt.rate = strtod(optarg, &end);
+			if (*end || !(opt.rate > 0) || opt.rate > 1e7)
+				usage_error("invalid rate '%s'", optarg);
+			break;
+		}
 		case OPT_PID:
 			opt.pid = (int)parse_count("pid", optarg, 1);
 			break;
@@ -631,9 +643,19 @@ static void *worker_main(void *arg)
 	pthread_barrier_wait(&barrier);	/* warmup done everywhere */
 	pthread_barrier_wait(&barrier);	/* main started the clock */
 
+	/* --rate: this thread's requests are due every threads / rate s. */
+	double start = dsec_now(), every = opt.rate > 0 ? opt.threads / opt.rate : 0;
+	uint64_t done = 0;
 	for (;;) {
 		if (opt.duration > 0 ? dsec_now() >= deadline : !take_token(&measured_left))
 			break;
+		if (every > 0) {
+			/* the threads staggered over one period */
+			double due = start + every * ((double)w->index / opt.threads + (double)done++);
+			double wait = due - dsec_now();
+			if (wait > 0)
+				usleep((useconds_t)(wait * 1e6));
+		}
 		r = one_request(w, &lat);	/* sets lat: not in record()'s argument list */
 		record(w, r, lat);
 	}

@@ -4,8 +4,8 @@
 #     and what a forwarded create costs over a local one
 #
 # SYNOPSIS
-#     tools/place-bench.sh [-n NODES] [-k CREATES] [-c CONC] [-r ROUNDS]
-#                          [-f REQUESTS] [-p spread,forward]
+#     tools/place-bench.sh [-n NODES] [-k CREATES] [-c CONC] [-R RATE]
+#                          [-r ROUNDS] [-f REQUESTS] [-p spread,forward]
 #
 # DESCRIPTION
 #     Makes NODES (default 5) node namespaces with tools/dsec-netns (set
@@ -14,10 +14,14 @@
 #     each phase of -p (default both), on a fresh cluster each time:
 #
 #     spread   for each policy (power_k, random) and each arrival (all:
-#              CREATES creates sent to every node at once, by one
-#              dsec-bench --mode create --keep -c CONC per node; one: all
-#              NODES x CREATES sent to node 1), the sandboxes each node
-#              holds after, and max/mean - 1 over the nodes.
+#              CREATES (default 500) creates sent to every node at once,
+#              RATE a second (default 50: DSec's 5,000/s over 160 nodes is
+#              31), by one dsec-bench --mode create --keep -c CONC --rate
+#              RATE per node; one: all NODES x CREATES sent to node 1 at
+#              NODES x RATE), the sandboxes each node holds after, and
+#              max/mean - 1 over the nodes.  RATE 0: as fast as they go
+#              (the views are then a few gossip periods behind the whole
+#              run).
 #     forward  every node but 1 and 2 draining, and node 1 too: a create
 #              sent to node 2 runs there (local), one sent to node 1 is
 #              placed on node 2 (forwarded over TCP between namespaces).
@@ -34,7 +38,7 @@
 #     nsenter and the built tree (make).  Scratch under $TMPDIR (removed).
 set -eu
 TOP=$(cd "$(dirname "$0")/.." && pwd)
-N=5 K=200 C=2 ROUNDS=3 FREQ=500 PHASES=spread,forward
+N=5 K=500 C=2 RATE=50 ROUNDS=3 FREQ=500 PHASES=spread,forward
 
 usage() { sed -n '/^# SYNOPSIS/,/^# DESCRIPTION/s/^#     //p' "$0" | sed '$d;1s/^/usage: /' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -42,6 +46,7 @@ while [ $# -gt 0 ]; do
 	-n) N=$2; shift 2 ;;
 	-k) K=$2; shift 2 ;;
 	-c) C=$2; shift 2 ;;
+	-R) RATE=$2; shift 2 ;;
 	-r) ROUNDS=$2; shift 2 ;;
 	-f) FREQ=$2; shift 2 ;;
 	-p) PHASES=$2; shift 2 ;;
@@ -109,6 +114,7 @@ imbalance() { awk '{ s += $1; if ($1 > m) m = $1 } END { printf "%.2f", NR && s 
 bench() { local i=$1; shift; netns exec "$i" "$TOP/tools/dsec-bench" -H "$(ipc "$i")" --backend fncall "$@"; }
 
 if [[ ,$PHASES, == *,spread,* ]]; then
+	rate=; [ "$RATE" = 0 ] || rate=$RATE
 	for policy in power_k random; do
 		for arrival in all one; do
 			cluster --set placement="$policy"
@@ -116,19 +122,31 @@ if [[ ,$PHASES, == *,spread,* ]]; then
 			if [ "$arrival" = all ]; then
 				bp=()
 				for i in $(seq "$N"); do
-					bench "$i" --mode create --keep -n "$K" -c "$C" --json > "$S/b$i.json" &
+					bench "$i" --mode create --keep -n "$K" -c "$C" ${rate:+--rate "$RATE"} \
+						--json > "$S/b$i.json" &
 					bp+=($!)
 				done
 				wait "${bp[@]}" || say "a dsec-bench failed (see $S/b*.json)"
 			else
-				bench 1 --mode create --keep -n $((N * K)) -c "$C" --json > "$S/b1.json"
+				bench 1 --mode create --keep -n $((N * K)) -c "$C" \
+					${rate:+--rate $((N * RATE))} --json > "$S/b1.json"
 			fi
-			sleep 2
+			sleep ${PB_SETTLE:-2}
 			counts=$(for i in $(seq "$N"); do held "$i"; done | tr '\n' ' ')
 			total=$(tr ' ' '\n' <<<"$counts" | awk '{ s += $1 } END { print s }')
 			echo "spread_${policy}_${arrival}_held=${counts% }"
 			echo "spread_${policy}_${arrival}_total=$total"
 			echo "spread_${policy}_${arrival}_max_over_mean_pct=$(tr ' ' '\n' <<<"$counts" | grep . | imbalance)"
+			# where each node sent what it got: here, then per member
+			for i in $(seq "$N"); do
+				req "$i" info | /usr/bin/python3 -c '
+import json, sys
+c = json.load(sys.stdin)["result"]["cluster"]
+print("spread_'"${policy}_${arrival}"'_from_n'"$i"'=here:%d %s" % (c["placement"]["here"],
+      " ".join("%s:%d" % (m["name"], m["placed"]) for m in sorted(c["members"], key=lambda m: m["name"]))))
+if "'"${PB_DEBUG:-}"'":
+    print("  in flight", " ".join("%s:%d/%d/v%d" % (m["name"], m["capacity"]["in_flight"], m["capacity"]["sandboxes"], m["capacity"]["version"]) for m in c["members"]))'
+			done
 		done
 	done
 fi
