@@ -320,6 +320,9 @@ typedef void (*dsecd_image_done_fn)(void *arg, struct fs3_acquired *a, int rc,
 /* Opens the store (image_store, default STATE_DIR/fs3) as its mounter. */
 int dsecd_images_open(struct dsecd *d, struct dsec_err *err);
 void dsecd_images_close(struct dsecd *d);
+/* With gossip: the image store's peers become the alive members (their
+ * API addresses), at most FS3_PEERS_MAX of them; after each change. */
+void dsecd_images_peers(struct dsecd *d);
 /* Acquires image ref on the pool, with the images of extras (NULL or a
  * NULL-terminated vector, bottom first; copied) stacked over it (see
  * fs3_image_acquire_stack), with devs its layers as loop devices too

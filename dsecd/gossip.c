@@ -182,6 +182,7 @@ static void event_cb(void *arg, enum swim_event ev, const struct swim_member *m)
 		 * a restarted node, whose versions count from 1 again. */
 		x->cap = cap;
 		x->cap.heard = ev_now(d->loop);
+		dsecd_images_peers(d);	/* cheap when nothing changed */
 	}
 }
 

@@ -56,6 +56,8 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		.peers = peers,
 		.fetch_timeout = d->conf.image_fetch_timeout,
 		.tls = &tls,
+		/* With gossip the members are peers too (dsecd_images_peers). */
+		.dynamic_peers = d->conf.gossip_listen != NULL,
 	};
 	int rc;
 
@@ -71,6 +73,55 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 		 d->conf.image_on_demand ? "layers on demand" : "layers fetched whole",
 		 dsec_strv_len(peers), d->conf.image_fetch_timeout);
 	return 0;
+}
+
+/* FNV-1a of a and b: a member's rank for this node's peer list. */
+static uint64_t peer_rank(const char *a, const char *b)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (const char *c = a; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ull;
+	h = (h ^ 0xff) * 1099511628211ull;
+	for (const char *c = b; *c; c++)
+		h = (h ^ (unsigned char)*c) * 1099511628211ull;
+	return h;
+}
+
+void dsecd_images_peers(struct dsecd *d)
+{
+	const char *urls[FS3_PEERS_MAX];
+	uint64_t rank[FS3_PEERS_MAX];
+	size_t n = 0;
+	struct dsec_err err;
+
+	if (!d->images)
+		return;
+	/* The alive members, at most FS3_PEERS_MAX: those that rank first for
+	 * this node (rendezvous hashing of the two names), so that with more
+	 * members each node asks its own few and every member is asked by
+	 * some. */
+	for (size_t i = 0; i < d->nmembers; i++) {
+		const struct dsecd_member *m = &d->members[i];
+		if (m->state != DSECD_MEMBER_ALIVE || !m->url)
+			continue;
+		uint64_t r = peer_rank(d->conf.node, m->name);
+		size_t at = n < FS3_PEERS_MAX ? n++ : FS3_PEERS_MAX;
+		while (at > 0 && rank[at - 1] < r) {
+			if (at < FS3_PEERS_MAX) {
+				rank[at] = rank[at - 1];
+				urls[at] = urls[at - 1];
+			}
+			at--;
+		}
+		if (at < FS3_PEERS_MAX) {
+			rank[at] = r;
+			urls[at] = m->url;
+		}
+	}
+	dsec_err_clear(&err);
+	if (fs3_set_peers(d->images, urls, n, &err) < 0 && err.msg[0])
+		log_warn("images: a member's address is not a peer: %s", err.msg);
 }
 
 void dsecd_images_close(struct dsecd *d)

@@ -255,6 +255,15 @@ int fs3_open(struct fs3 **out, const struct fs3_conf *conf, struct dsec_err *err
 		r = fs3_store_add_source(&fs->st, fs3_peer_name(p), fs3_peer_get, p);
 		DSEC_ASSERT(r == 0);
 	}
+	if (conf->dynamic_peers) {
+		fs3_peerset_new(&fs->dyn, fs->st.origin_timeout, conf->tls);
+		if (fs3_store_add_source(&fs->st, "peers", fs3_peerset_get, fs->dyn) < 0) {
+			r = dsec_err_setc(err, DSEC_E_INVALID, E2BIG, "cannot open store '%s': %d "
+					  "static peers leave no room for the cluster's", fs->dir,
+					  fs->npeers);
+			goto fail;
+		}
+	}
 	*out = fs;
 	return 0;
 fail:
@@ -289,10 +298,18 @@ void fs3_close(struct fs3 *fs)
 	fs3_store_fini(&fs->st);
 	for (int i = 0; i < fs->npeers; i++)
 		fs3_peer_free(fs->peers[i]);
+	fs3_peerset_free(fs->dyn);
 	pthread_cond_destroy(&fs->cv);
 	pthread_mutex_destroy(&fs->mu);
 	free(fs->dir);
 	free(fs);
+}
+
+int fs3_set_peers(struct fs3 *fs, const char *const *urls, size_t n, struct dsec_err *err)
+{
+	if (!fs->dyn)
+		return -EINVAL;
+	return fs3_peerset_set(fs->dyn, urls, n, err);
 }
 
 void fs3_get_stats(struct fs3 *fs, struct fs3_stats *out)

@@ -80,6 +80,9 @@ struct fs3_conf {
 	const struct dsec_tls *tls; /* for tls+tcp:// peers: the node's certificate and
 				 * the cluster's CA (copied); NULL = from the
 				 * environment (see dsec_connect_tls) */
+	bool dynamic_peers;	/* a set of peers fs3_set_peers changes (the cluster's
+				 * members), asked after the static ones, before the
+				 * origin */
 	double linger;		/* seconds a local layer stays mounted once no acquire
 				 * holds it, so that a sandbox made again soon of the
 				 * same image shares the mount (and its page cache);
@@ -441,6 +444,12 @@ int fs3_layer_local(struct fs3 *fs, const char *layer, size_t *present, size_t *
 /* Fetches the rest of an on-demand layer in the background, after which it
  * is local.  -ENOENT when it is not served on demand. */
 int fs3_layer_fill(struct fs3 *fs, const char *layer);
+
+/* With fs3_conf.dynamic_peers: the set becomes urls[0..n-1] (at most
+ * FS3_PEERS_MAX: the rest are left out); fetches running go on with the
+ * peers they hold.  From one thread at a time.  0, -EINVAL without
+ * dynamic_peers, or -errno with err for an address nng cannot use. */
+int fs3_set_peers(struct fs3 *fs, const char *const *urls, size_t n, struct dsec_err *err);
 
 /* Collects what no tag and no acquire (of any process on this node) reaches:
  * manifests, indexes and chunks in the origin and the cache, and unmounted

@@ -85,6 +85,7 @@ struct fs3 {
 	size_t nhi, caphi;	/* used, allocated */
 	struct fs3_peer *peers[FS3_PEERS_MAX];	/* sources before the origin */
 	int npeers;		/* entries in peers */
+	struct fs3_peerset *dyn; /* conf.dynamic_peers: the set fs3_set_peers changes */
 	uint64_t served_objects; /* objects fs3_serve gave out (atomic) */
 	uint64_t served_bytes;	/* their stored bytes (atomic) */
 };

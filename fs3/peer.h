@@ -27,4 +27,23 @@ const char *fs3_peer_name(const struct fs3_peer *p);
 /* A struct fs3_source get(): ctx is the struct fs3_peer. */
 int fs3_peer_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, struct dsec_buf *out);
 
+/* A set of peers that changes while fetches run: the cluster's members,
+ * as gossip tells them.  One source of the store (fs3_peerset_get, ctx
+ * the set) asks, for each object, the FS3_PEERSET_TRIES of them that rank
+ * first for it (rendezvous hashing of the digest and the address), so a
+ * node with many peers does not ask them all before the origin.  Set from
+ * one thread (fs3_set_peers); fetches from any.  A peer left out is freed
+ * when the last fetch using it ends. */
+#define FS3_PEERSET_TRIES 3
+struct fs3_peerset;
+void fs3_peerset_new(struct fs3_peerset **out, double timeout, const struct dsec_tls *tls);
+void fs3_peerset_free(struct fs3_peerset *ps);
+/* The set becomes urls[0..n-1] (at most FS3_PEERS_MAX; the same address
+ * keeps its peer and connections).  0, or -errno with err for an address
+ * nng cannot use (the ones before it are set). */
+int fs3_peerset_set(struct fs3_peerset *ps, const char *const *urls, size_t n,
+		    struct dsec_err *err);
+size_t fs3_peerset_count(struct fs3_peerset *ps);
+int fs3_peerset_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, struct dsec_buf *out);
+
 #endif
