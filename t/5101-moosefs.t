@@ -3,7 +3,9 @@
 # and chunkservers on nodes 2 and 3, each in its namespace; a file written
 # on node 1's mount is read on node 2's; an image imported on node 1 into
 # the origin on its mount is then run (or pulled) on node 2 from node 2's
-# own mount, node 1's being gone by then.
+# own mount, node 1's being gone by then; node 3, gossiping with node 2,
+# fetches the image's objects from node 2 (a member, no image_peers)
+# before its own mount of the origin.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-cluster.sh"
 . "$(dirname "$0")/lib-moosefs.sh"
@@ -14,7 +16,7 @@ need_cmd dsecctl
 WHY_NO_CONTAINER=$(container_images_missing)
 cluster_up 3
 
-plan 15
+plan 17
 
 mfs_up 1 2 3
 is "$(grep -c "chunkserver register end" "$T/mfs/master.log")" 2 "a MooseFS master on node 1 with the chunkservers of nodes 2 and 3"
@@ -51,13 +53,25 @@ ok $([ "$(du -s "$T/mfs/cs2/hdd" | cut -f1)" -gt 0 ] && [ "$(du -s "$T/mfs/cs3/h
 mfs_umount "$T/mfs1"
 ok $(! mountpoint -q "$T/mfs1"; echo $?) "node 1's mount is gone"
 
+head -c 32 /dev/urandom > "$T/key"
+gossip() { echo --set gossip_listen="$(node_addr "$1"):7946" --set gossip_seeds="$(node_addr 2):7946" \
+	--set cluster_key_file="$T/key" --set placement=local; }
 if [ -z "$WHY_NO_CONTAINER" ]; then
-	node_start 2 --set backends=container --set "image_origin=$T/mfs2/origin"
+	node_start 2 --set backends=container --set "image_origin=$T/mfs2/origin" $(gossip 2)
 	like "$(node_log 2)" "origin $T/mfs2/origin" "a dsecd on node 2 with the origin on its own mount"
 	run env DSEC_HOST="$(node_ipc 2)" dsec-run --backend container --image dist:1 -c 'cat /hello.txt'
 	is "$OUT" "hello from the distributed origin" "... runs a container sandbox of the image node 1 imported"
+	mfs_mount 3 "$T/mfs3"
+	node_start 3 --set backends=container --set "image_origin=$T/mfs3/origin" $(gossip 3)
+	wait_for 30 eval "node_req 3 info | grep -q '\"name\":\"n2\",\"url\":\"[^\"]*\",\"state\":\"alive\"'"
+	run env DSEC_HOST="$(node_ipc 3)" dsec-run --backend container --image dist:1 -c 'cat /hello.txt'
+	is "$OUT" "hello from the distributed origin" "node 3, gossiping with node 2, runs one too"
+	like "$(node_req 3 info)" '\{"name":"peers","objects":[1-9][0-9]*' \
+		"... its objects fetched from node 2, a member, before its own mount of the origin"
+	node_stop 3
+	mfs_umount "$T/mfs3"
 else
-	skip "$WHY_NO_CONTAINER"; skip "$WHY_NO_CONTAINER"
+	for i in 1 2 3 4; do skip "$WHY_NO_CONTAINER"; done
 fi
 run dsecctl --store "$T/n3/fs3" --origin "$T/mfs2/origin" image pull dist:1
 is "$RC" 0 "dsecctl pulls it into a store of its own from node 2's mount"
