@@ -296,6 +296,11 @@ void dsecd_cluster_pack(struct dsecd *d, struct dsec_pk *p)
 			dsec_pk_kv_u64(p, "mem_free", m->cap.mem_free);
 			dsec_pk_kv_u64(p, "load_permille", m->cap.load);
 			dsec_pk_kv_u64(p, "in_flight", d->placer ? place_inflight(d->placer, m->name) : 0);
+			dsec_pk_str(p, "images");
+			dsec_pk_array_begin(p);
+			for (unsigned j = 0; j < m->cap.nimages; j++)
+				dsec_pk_str(p, m->cap.images[j]);
+			dsec_pk_end(p);
 			dsec_pk_end(p);
 		}
 		dsec_pk_end(p);

@@ -118,6 +118,8 @@ enum dsecd_member_state {
  * parses the others'): what placement reads. */
 #define DSECD_CAP_BACKENDS 8		/* = PLACE_BACKENDS_MAX */
 #define DSECD_CAP_NAME 32		/* bytes of a backend name, NUL included */
+#define DSECD_CAP_IMAGES 6		/* images a node names as local */
+#define DSECD_CAP_IMAGE 49		/* bytes of one (a longer ref is cut), NUL included */
 struct dsecd_cap {
 	bool known;			/* parsed from its metadata (else no figures) */
 	bool draining;			/* takes no new sandboxes */
@@ -137,6 +139,10 @@ struct dsecd_cap {
 	char be_name[DSECD_CAP_BACKENDS][DSECD_CAP_NAME];	/* backends it offers */
 	uint32_t be_used[DSECD_CAP_BACKENDS];	/* their sandboxes */
 	uint32_t be_cap[DSECD_CAP_BACKENDS];	/* the room each reports: how many more it takes */
+	unsigned nimages;		/* entries of images */
+	char images[DSECD_CAP_IMAGES][DSECD_CAP_IMAGE];	/* images local there: its
+					 * sandboxes' (as their creates named them), then
+					 * those it had lately (their chunks still cached) */
 	double heard;			/* loop time it arrived (a member's) */
 };
 
@@ -203,6 +209,8 @@ struct dsecd {
 	struct dsecd_gossip *gossip;	/* SWIM membership (gossip.c), or NULL */
 	unsigned creating;		/* creates started on a backend, not yet ended */
 	uint64_t mem_committed;		/* the memory limits of the sandboxes in the table */
+	struct dsecd_img_use *img_use;	/* images of its sandboxes, counted (placing.c) */
+	size_t nimg_use;		/* entries in img_use */
 	struct place *placer;		/* placement (placing.c), NULL: every create is local */
 	struct dsecd_sys sys;		/* the machine's figures, sampled each second */
 	uint64_t placed_here;		/* creates and calls placement kept on this node */
@@ -249,6 +257,10 @@ void dsecd_cap_pack(const struct dsecd_cap *c, const char *api, struct dsec_pk *
 void dsecd_cap_parse(struct dsecd_cap *c, const void *meta, size_t len, char **api);
 /* info's "placement" entry, into the map open in p. */
 void dsecd_place_pack(struct dsecd *d, struct dsec_pk *p);
+/* A sandbox of image ref came (delta 1) or went (-1): the images this
+ * node names as local in its capacity. */
+void dsecd_image_use(struct dsecd *d, const char *ref, int delta);
+
 /* The version this node's next gossiped capacity carries (a create's
  * reply names it: the first that counts the create), 0 without gossip. */
 uint64_t dsecd_gossip_next_version(struct dsecd *d);

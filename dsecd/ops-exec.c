@@ -282,6 +282,7 @@ void op_call(struct dsecd_req *r)
 		sb->ttl = (r->ereq.timeout > 0 ? r->ereq.timeout : d->conf.max_exec_timeout) + 60;
 		sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
 		sb->image = r->image ? xstrdup(r->image) : NULL;
+		dsecd_image_use(r->d, sb->image, 1);
 		dsecd_sb_ref(sb);
 		r->sb = sb;
 		r->spec.id = sb->id;

@@ -505,6 +505,7 @@ void op_create(struct dsecd_req *r)
 	sb->idle_ttl = idle;
 	sb->runtime = r->runtime ? xstrdup(r->runtime) : NULL;
 	sb->image = r->image ? xstrdup(r->image) : NULL;
+	dsecd_image_use(d, sb->image, 1);
 	sb->mem = l->memory;
 	d->mem_committed += sb->mem;
 	sb->labels = r->labels;

@@ -37,6 +37,9 @@
  *   mem_total, mem_free, disk_free             bytes
  *   load, ncpu  1-minute load per core per mille; cores
  *   backends   {NAME: [sandboxes, room]}
+ *   images     [REF...]: images local there (its sandboxes', then those
+ *              it had in the last half hour), each cut to 48 bytes; a
+ *              create naming one prefers the nodes that have it
  */
 #include <errno.h>
 #include <stdio.h>
@@ -54,11 +57,22 @@
 #include "swim.h"
 
 #define META_V 1
+/* Images tracked for locality, and how long one no sandbox uses is still
+ * named (its chunks are likely cached yet). */
+#define IMG_TRACK 32
+#define IMG_LINGER 1800.0
+
+struct dsecd_img_use {
+	char ref[DSECD_CAP_IMAGE];	/* as creates name it, cut */
+	uint32_t n;			/* sandboxes of it now */
+	double last;			/* loop time it was last in use */
+};
 
 /* A request placement took: what it asked and where it was tried. */
 struct dsecd_placing {
-	struct place_req req;		/* backend, memory, disk (image: none yet) */
+	struct place_req req;		/* backend, image, memory, disk */
 	char backend[DSECD_CAP_NAME];	/* req.backend's bytes */
+	char image[DSECD_CAP_IMAGE];	/* req.image's (cut as capacities name images) */
 	struct place_try t;		/* targets tried */
 	char target[PLACE_NAME_MAX];	/* the one it is forwarded to now */
 	double started;			/* loop time placement took it */
@@ -94,6 +108,80 @@ void dsecd_place_close(struct dsecd *d)
 {
 	place_free(d->placer);
 	d->placer = NULL;
+	free(d->img_use);
+	d->img_use = NULL;
+	d->nimg_use = 0;
+}
+
+void dsecd_image_use(struct dsecd *d, const char *ref, int delta)
+{
+	char cut[DSECD_CAP_IMAGE];
+	struct dsecd_img_use *u = NULL, *victim = NULL;
+	double now = ev_now(d->loop);
+
+	if (!ref || !*ref)
+		return;
+	snprintf(cut, sizeof(cut), "%s", ref);
+	for (size_t i = 0; i < d->nimg_use; i++) {
+		if (!strcmp(d->img_use[i].ref, cut)) {
+			u = &d->img_use[i];
+			break;
+		}
+		if (!d->img_use[i].n && (!victim || d->img_use[i].last < victim->last))
+			victim = &d->img_use[i];
+	}
+	if (!u && delta < 0)
+		return;
+	if (!u) {
+		if (d->nimg_use < IMG_TRACK) {
+			if (!d->img_use)
+				d->img_use = xcalloc(IMG_TRACK, sizeof(*d->img_use));
+			u = &d->img_use[d->nimg_use++];
+		} else if (!(u = victim)) {
+			return;	/* IMG_TRACK images all in use: this one is not named */
+		}
+		memset(u, 0, sizeof(*u));
+		strcpy(u->ref, cut);
+	}
+	if (delta > 0)
+		u->n++;
+	else if (u->n)
+		u->n--;
+	u->last = now;
+}
+
+/* Whether a should be named before b. */
+static bool img_before(const struct dsecd_img_use *a, const struct dsecd_img_use *b)
+{
+	if ((a->n > 0) != (b->n > 0))
+		return a->n > 0;
+	return a->n != b->n ? a->n > b->n : a->last > b->last;
+}
+
+/* The images c names: in use first (most sandboxes first), then those
+ * used in the last IMG_LINGER, the latest first. */
+static void cap_images(struct dsecd *d, struct dsecd_cap *c)
+{
+	const struct dsecd_img_use *pick[DSECD_CAP_IMAGES];
+	double now = ev_now(d->loop);
+	unsigned n = 0;
+
+	for (size_t i = 0; i < d->nimg_use; i++) {
+		const struct dsecd_img_use *u = &d->img_use[i];
+		if (!u->n && now - u->last > IMG_LINGER)
+			continue;
+		unsigned at = n < DSECD_CAP_IMAGES ? n++ : DSECD_CAP_IMAGES;
+		while (at > 0 && img_before(u, pick[at - 1])) {
+			if (at < DSECD_CAP_IMAGES)
+				pick[at] = pick[at - 1];
+			at--;
+		}
+		if (at < DSECD_CAP_IMAGES)
+			pick[at] = u;
+	}
+	for (unsigned i = 0; i < n; i++)
+		strcpy(c->images[i], pick[i]->ref);
+	c->nimages = n;
 }
 
 void dsecd_sys_sample(struct dsecd *d)
@@ -157,6 +245,7 @@ void dsecd_cap_self(struct dsecd *d, struct dsecd_cap *c)
 		c->be_cap[c->nbe] = st.capacity > UINT32_MAX ? UINT32_MAX : (uint32_t)st.capacity;
 		c->nbe++;
 	}
+	cap_images(d, c);
 }
 
 bool dsecd_cap_differs(const struct dsecd_cap *a, const struct dsecd_cap *b)
@@ -194,6 +283,11 @@ void dsecd_cap_pack(const struct dsecd_cap *c, const char *api, struct dsec_pk *
 		dsec_pk_u64(p, c->be_cap[i]);
 		dsec_pk_end(p);
 	}
+	dsec_pk_end(p);
+	dsec_pk_str(p, "images");
+	dsec_pk_array_begin(p);
+	for (unsigned i = 0; i < c->nimages; i++)
+		dsec_pk_str(p, c->images[i]);
 	dsec_pk_end(p);
 	dsec_pk_end(p);
 }
@@ -255,6 +349,15 @@ void dsecd_cap_parse(struct dsecd_cap *c, const void *meta, size_t len, char **a
 			c->nbe++;
 		}
 	}
+	v = dsec_map_get(msg.root, "images");
+	for (uint32_t i = 0; v && v->type == MSGPACK_OBJECT_ARRAY && i < v->via.array.size &&
+			     c->nimages < DSECD_CAP_IMAGES; i++) {
+		const msgpack_object *e = &v->via.array.ptr[i];
+		if (e->type != MSGPACK_OBJECT_STR || !e->via.str.size ||
+		    e->via.str.size >= DSECD_CAP_IMAGE || memchr(e->via.str.ptr, 0, e->via.str.size))
+			continue;
+		memcpy(c->images[c->nimages++], e->via.str.ptr, e->via.str.size);
+	}
 	c->known = true;
 out:
 	dsec_msg_free(&msg);
@@ -279,7 +382,7 @@ static enum place_health health_of(enum dsecd_member_state s)
  * stream of short-lived sandboxes, counted in flight until the gossip
  * shows them, look like a full node. */
 static void view_node(struct place_node *n, const char *name, enum place_health h,
-		      const struct dsecd_cap *c, double now)
+		      const struct dsecd_cap *c, double now, const char **images)
 {
 	uint64_t held = c->sandboxes + c->calls;
 	uint64_t node_free = c->max > held ? c->max - held : 0;
@@ -300,6 +403,10 @@ static void view_node(struct place_node *n, const char *name, enum place_health 
 	n->mem_free = c->mem_free;
 	n->disk_free = c->disk_free ? c->disk_free : UINT64_MAX;	/* unknown: no filter */
 	n->queue = u32(c->creating);
+	for (unsigned i = 0; i < c->nimages; i++)
+		images[i] = c->images[i];
+	n->images = images;
+	n->nimages = c->nimages;
 	n->version = c->version;
 	n->age_ms = c->heard > 0 && now > c->heard ? (uint64_t)((now - c->heard) * 1000) : 0;
 }
@@ -313,7 +420,7 @@ static void view_node(struct place_node *n, const char *name, enum place_health 
  * each entry's member (NULL: this node).  Returns the entries; the arrays
  * are the caller's, nmembers + 1 long. */
 static size_t build_view(struct dsecd *d, struct place_node *view, struct dsecd_member **members,
-			 struct dsecd_cap *self)
+			 const char *(*imgs)[DSECD_CAP_IMAGES], struct dsecd_cap *self)
 {
 	const struct dsecd_cap *last = dsecd_gossip_last(d);
 	double now = ev_now(d->loop);
@@ -325,13 +432,13 @@ static size_t build_view(struct dsecd *d, struct place_node *view, struct dsecd_
 	} else {
 		dsecd_cap_self(d, self);
 	}
-	view_node(&view[n], d->conf.node, PLACE_ALIVE, self, now);
+	view_node(&view[n], d->conf.node, PLACE_ALIVE, self, now, imgs[n]);
 	members[n++] = NULL;
 	for (size_t i = 0; i < d->nmembers; i++) {
 		struct dsecd_member *m = &d->members[i];
 		if (!m->cap.known)
 			continue;
-		view_node(&view[n], m->name, health_of(m->state), &m->cap, now);
+		view_node(&view[n], m->name, health_of(m->state), &m->cap, now, imgs[n]);
 		members[n++] = m;
 	}
 	return n;
@@ -396,12 +503,13 @@ static bool place_next(struct dsecd_req *r, bool first)
 	size_t cap = d->nmembers + 1, i;
 	_cleanup_free_ struct place_node *view = xcalloc(cap, sizeof(*view));
 	_cleanup_free_ struct dsecd_member **mem = xcalloc(cap, sizeof(*mem));
+	_cleanup_free_ const char *(*imgs)[DSECD_CAP_IMAGES] = xcalloc(cap, sizeof(*imgs));
 	struct dsecd_cap self;
 	struct dsec_err err;
 	int rc;
 
 	for (;;) {
-		size_t n = build_view(d, view, mem, &self);
+		size_t n = build_view(d, view, mem, imgs, &self);
 		rc = place_choose(d->placer, view, n, &pl->req, &pl->t, &i);
 		if (rc == -ENODEV && first)
 			return false;	/* no node offers it: this one says so (no_backend) */
@@ -452,6 +560,13 @@ bool dsecd_place(struct dsecd_req *r)
 	if (!pl->backend[0] || memchr(pl->backend, 0, strlen(pl->backend))) {
 		free(pl);
 		return false;	/* the handler says what is wrong with it */
+	}
+	v = dsec_map_get(root, "image");
+	if (v && v->type == MSGPACK_OBJECT_STR && v->via.str.size &&
+	    !memchr(v->via.str.ptr, 0, v->via.str.size)) {
+		size_t l = v->via.str.size < DSECD_CAP_IMAGE - 1 ? v->via.str.size : DSECD_CAP_IMAGE - 1;
+		memcpy(pl->image, v->via.str.ptr, l);
+		pl->req.image = pl->image;
 	}
 	lim = dsec_map_get(root, "limits");
 	if (lim && lim->type == MSGPACK_OBJECT_MAP) {

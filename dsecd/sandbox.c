@@ -112,6 +112,7 @@ static void table_remove(struct dsecd *d, struct dsecd_sb *sb)
 			d->nsandboxes--;
 			sb->be->sandboxes--;
 			d->mem_committed -= sb->mem;
+			dsecd_image_use(d, sb->image, -1);
 			return;
 		}
 	}

@@ -192,6 +192,7 @@ static void warm_fill(struct dsecd_warm *w)
 		c->sb = dsecd_sb_new(d, w->be);
 		c->sb->pooled = true;
 		c->sb->image = w->image ? xstrdup(w->image) : NULL;
+		dsecd_image_use(d, c->sb->image, 1);
 		dsecd_sb_ref(c->sb);
 		c->spec.id = c->sb->id;
 		c->spec.image = w->image;

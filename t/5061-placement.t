@@ -13,7 +13,7 @@ need_cmd helper-req
 need_cmd dsecctl
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 21
+plan 24
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -73,6 +73,19 @@ asyncio.run(main())' "ipc://$T/a.sock"
 else
 	skip "needs python3-msgpack"
 fi
+
+# Image locality: c has sandboxes of image "hot" (made there: fwd pins a
+# create to the node it is sent to); creates of it at a go to c.
+for i in 1 2; do at c create image=hot fwd=test > /dev/null; done
+wait_info a '"name":"c",[^}]*"capacity":\{[^}]*"images":\["hot"'
+ok $? "a's view of c names the image as local there"
+creates 10 a image=hot > "$T/placed"
+ok $([ "$(grep -cx c "$T/placed")" -ge 9 ]; echo $?) \
+	"10 creates of an image node c has go there ($(spread < "$T/placed"))"
+creates 30 a image=cold > "$T/placed"
+ca=$(grep -cx a "$T/placed") cb=$(grep -cx b "$T/placed") cc=$(grep -cx c "$T/placed")
+ok $([ "$cc" -le "$ca" ] && [ "$cc" -le "$cb" ]; echo $?) \
+	"... those of an image no node has go by load: c, now the fullest, gets the fewest ($(spread < "$T/placed"))"
 
 # A draining node takes no new sandboxes.
 dsecctl --host "ipc://$T/b.sock" node drain >/dev/null
