@@ -163,7 +163,6 @@ void dsecd_cluster_close(struct dsecd *d)
 	for (size_t i = 0; i < d->nmembers; i++) {
 		free(d->members[i].name);
 		free(d->members[i].url);
-		free(d->members[i].meta);
 	}
 	free(d->members);
 	d->members = NULL;

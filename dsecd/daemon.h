@@ -154,9 +154,7 @@ struct dsecd_member {
 	struct dsec_client *c;		/* connection for forwarding, NULL until used */
 	uint64_t forwarded;		/* requests sent on to it */
 	uint64_t failed;		/* of those, how many got no answer */
-	void *meta;			/* its gossiped capacity (msgpack), or NULL */
-	size_t meta_len;		/* its bytes */
-	struct dsecd_cap cap;		/* meta parsed (placing.c) */
+	struct dsecd_cap cap;		/* its gossiped capacity, parsed (placing.c) */
 	uint64_t placed;		/* creates and calls this node placed on it */
 	uint64_t refused;		/* of those, how many it refused (placed again) */
 };

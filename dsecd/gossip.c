@@ -163,27 +163,22 @@ static void event_cb(void *arg, enum swim_event ev, const struct swim_member *m)
 	struct dsecd_cap cap;
 	_cleanup_free_ char *api = NULL;
 	dsecd_cap_parse(&cap, m->meta, m->meta_len, &api);
-	struct dsecd_member *x = dsecd_member_set(d, m->name, api, st);
-	if (x && (ev != SWIM_EV_UPDATE))
+	struct dsecd_member *x = dsecd_member_find(d, m->name, strlen(m->name));
+	bool changed = !x || x->state != st || (api && strcmp(api, x->url));
+	x = dsecd_member_set(d, m->name, api, st);
+	if (!x)
+		return;
+	if (ev != SWIM_EV_UPDATE)
 		log_info("cluster: node %s is %s (gossip %s, API %s)", m->name,
 			 dsecd_member_state_name(st), m->addr, x->url ? x->url : "?");
-	if (x) {
-		free(x->meta);
-		x->meta = NULL;
-		x->meta_len = 0;
-		if (m->meta_len) {
-			x->meta = xmalloc(m->meta_len);
-			memcpy(x->meta, m->meta, m->meta_len);
-			x->meta_len = m->meta_len;
-		}
-		/* libswim hands over a member's metadata only when newer (a
-		 * higher incarnation than the one it holds), so a newer
-		 * capacity replaces an older one, never the reverse, also for
-		 * a restarted node, whose versions count from 1 again. */
-		x->cap = cap;
-		x->cap.heard = ev_now(d->loop);
-		dsecd_images_peers(d);	/* cheap when nothing changed */
-	}
+	/* libswim hands over a member's metadata only when newer (a higher
+	 * incarnation than the one it holds), so a newer capacity replaces an
+	 * older one, never the reverse, also for a restarted node, whose
+	 * versions count from 1 again. */
+	x->cap = cap;
+	x->cap.heard = ev_now(d->loop);
+	if (changed)
+		dsecd_images_peers(d);	/* the image store's peers: the alive members */
 }
 
 int dsecd_gossip_open(struct dsecd *d, struct dsec_err *err)
