@@ -13,7 +13,7 @@ need_cmd helper-req
 need_cmd dsecctl
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 24
+plan 25
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -101,6 +101,20 @@ like "$OUT" '"code":"capacity","message":"no node of the cluster has room for a 
 	"a create no node has room for: capacity, saying so"
 like "$OUT" 'memory asked, at most [0-9]+ MiB free on one node.*"cluster":\{"nodes":3,"alive":[23],"offering":[23],.*"mem_free_max":[1-9]' \
 	"... with the cluster's free capacity in the message and the error"
+if /usr/bin/python3 -c 'import msgpack' 2>/dev/null; then
+	run helper-py -c '
+import asyncio, sys, dsec
+async def main():
+    async with dsec.AsyncClient(sys.argv[1]) as c:
+        try:
+            await c.create(backend="test", limits={"memory": 1 << 50})
+        except dsec.NoCapacity as e:
+            print(e.code, e.cluster["nodes"], e.cluster["mem_free_max"] > 0)
+asyncio.run(main())' "ipc://$T/a.sock"
+	is "$OUT" "capacity 3 True" "the Python SDK raises NoCapacity with the cluster's free capacity (.cluster)"
+else
+	skip "needs python3-msgpack"
+fi
 run at a create backend=nosuch
 like "$OUT" '"code":"no_backend"' "a backend no node offers: no_backend"
 

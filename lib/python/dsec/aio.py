@@ -48,7 +48,7 @@ def _unpack(frame: bytes) -> Dict[str, Any]:
     err = reply.get("error")
     if not isinstance(err, dict) or not isinstance(err.get("code"), str) or err["code"] == "ok":
         raise Internal("an error reply that breaks the protocol: no 'code'")
-    raise error_for(err["code"], str(err.get("message", "")))
+    raise error_for(err["code"], str(err.get("message", "")), err)
 
 
 @dataclasses.dataclass

@@ -8,8 +8,15 @@ one, but start it again.
 
 
 class DsecError(Exception):
-    """A request failed: .code is the stable name, .message the text."""
+    """A request failed: .code is the stable name, .message the text.
+
+    .cluster is the cluster's free capacity when a create or call found
+    no node with room (NoCapacity from a node that places over the
+    cluster): a dict of nodes, alive, offering, with_room, slots_free,
+    slots_limit, slots_free_max, mem_free, mem_free_max, queue; else None.
+    """
     code = "internal"
+    cluster = None
 
     def __init__(self, message, code=None):
         super().__init__(message)
@@ -55,9 +62,11 @@ _CODES = [
 BY_CODE = {code: _define(name, code, base, doc) for name, code, base, doc in _CODES}
 
 
-def error_for(code, message):
-    """The exception for a code (an unknown one is Internal's kind)."""
+def error_for(code, message, error=None):
+    """The exception for a code (an unknown one is Internal's kind);
+    error is the reply's error map, for what it carries besides."""
     cls = BY_CODE.get(code)
-    if cls is None:
-        return DsecError(message, code)
-    return cls(message)
+    exc = DsecError(message, code) if cls is None else cls(message)
+    if isinstance(error, dict) and isinstance(error.get("cluster"), dict):
+        exc.cluster = error["cluster"]
+    return exc
