@@ -358,6 +358,14 @@ tools/dsec-top: build/tools/dsec-top.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(CURSES_LIBS)
 
+# dsec-run --batch reads its jobs with jansson.
+JANSSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
+JANSSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
+build/tools/run-batch.o: ALL_CFLAGS += $(JANSSON_CFLAGS)
+tools/dsec-run: build/tools/dsec-run.o build/tools/run-batch.o lib/libdsec.a $(NNG_LIB)
+	$(q) LD $@
+	$(Q)$(CC) -o $@ build/tools/dsec-run.o build/tools/run-batch.o lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(JANSSON_LIBS) -lm
+
 tools/%: build/tools/%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "dsec.h"
+#include "run-batch.h"
 #include "util.h"
 
 /* Exit statuses of our own, after env(1) and timeout(1). */
@@ -58,6 +59,10 @@ struct run_opts {
 	const char *snapshot;		/* --snapshot: tag to save the sandbox as, or NULL */
 	bool stream;			/* --stream: output as it comes, signals forwarded */
 	bool tty;			/* -t: on a terminal of the sandbox (implies --stream) */
+	const char *batch;		/* --batch FILE: many jobs (run-batch.c), or NULL */
+	unsigned jobs;			/* -j: batch jobs at once */
+	unsigned retries;		/* --retries */
+	bool keep_going;		/* --keep-going */
 };
 
 enum {
@@ -88,6 +93,9 @@ enum {
 	OPT_DISK,
 	OPT_TTL,
 	OPT_IDLE_TTL,
+	OPT_BATCH,
+	OPT_RETRIES,
+	OPT_KEEP_GOING,
 };
 
 static const struct option long_opts[] = {
@@ -121,6 +129,10 @@ static const struct option long_opts[] = {
 	{ .name = "ttl",	.has_arg = required_argument,	.val = OPT_TTL },
 	{ .name = "idle-ttl",	.has_arg = required_argument,	.val = OPT_IDLE_TTL },
 	{ .name = "tty",	.has_arg = no_argument,		.val = 't' },
+	{ .name = "batch",	.has_arg = required_argument,	.val = OPT_BATCH },
+	{ .name = "jobs",	.has_arg = required_argument,	.val = 'j' },
+	{ .name = "retries",	.has_arg = required_argument,	.val = OPT_RETRIES },
+	{ .name = "keep-going",	.has_arg = no_argument,		.val = OPT_KEEP_GOING },
 	{ 0 }
 };
 
@@ -134,6 +146,7 @@ static const char usage_text[] =
 	"                [--client-timeout S]\n"
 	"                [--stream | -t]\n"
 	"                (-c CODE | [--] CMD [ARG]...)\n"
+	"       dsec-run [-H ADDR] --batch JOBS.jsonl [-j N] [--keep-going] [--retries N]\n"
 	"\n"
 	"Run a command in a fresh dsec sandbox; its stdout and stderr come out here and\n"
 	"its exit status is ours.\n"
@@ -175,6 +188,12 @@ static const char usage_text[] =
 	"                           and SIGINT, SIGTERM, SIGHUP, SIGQUIT (container)\n"
 	"  -t, --tty                run on a terminal in the sandbox, ours in raw mode\n"
 	"                           (implies --stream; stdin is forwarded)\n"
+	"      --batch FILE         run the jobs of FILE (- = stdin), a JSON object a line,\n"
+	"                           each in a fresh sandbox; a JSON line of result each\n"
+	"  -j, --jobs N             with --batch: N jobs at once (default 1)\n"
+	"      --keep-going         with --batch: go on after a job failed\n"
+	"      --retries N          with --batch: attempts more after an infrastructure\n"
+	"                           failure (default 2)\n"
 	"      --help               show this help\n"
 	"      --version            show the version\n"
 	"\n"
@@ -255,7 +274,8 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 	int c;
 
 	/* "+": stop at the first non-option so the command's own flags stay its. */
-	while ((c = getopt_long(argc, argv, "+H:c:t", long_opts, NULL)) != -1) {
+	o->retries = 2;
+	while ((c = getopt_long(argc, argv, "+H:c:tj:", long_opts, NULL)) != -1) {
 		switch (c) {
 		case 'H':
 			o->url = optarg;
@@ -369,6 +389,28 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 		case 't':
 			o->tty = o->stream = true;
 			break;
+		case OPT_BATCH:
+			o->batch = optarg;
+			break;
+		case 'j': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || !v || v > 4096)
+				usage_error("invalid job count '%s' (1-4096)", optarg);
+			o->jobs = (unsigned)v;
+			break;
+		}
+		case OPT_RETRIES: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (*end || v > 100)
+				usage_error("invalid retry count '%s' (0-100)", optarg);
+			o->retries = (unsigned)v;
+			break;
+		}
+		case OPT_KEEP_GOING:
+			o->keep_going = true;
+			break;
 		case OPT_HELP:
 			fputs(usage_text, stdout);
 			exit(fflush(stdout) == 0 ? 0 : EXIT_FAILED);
@@ -383,6 +425,14 @@ static void parse_args(int argc, char **argv, struct run_opts *o)
 	if (optind < argc)
 		o->argv = argv + optind;
 
+	if (o->batch) {
+		if (o->argv || o->code || o->keep || o->id || o->snapshot || o->stream)
+			usage_error("--batch takes its commands from the jobs file: no command, "
+				    "-c, --keep, --id, --snapshot nor --stream");
+		return;
+	}
+	if ((o->jobs || o->keep_going) && !o->batch)
+		usage_error("-j and --keep-going go with --batch");
 	if (o->code && o->argv)
 		usage_error("-c and a command are exclusive: give one");
 	if (!o->code && !o->argv && !o->keep && !(o->id && o->snapshot))
@@ -686,6 +736,14 @@ int main(int argc, char **argv)
 	dsec_err_clear(&err);
 	dsec_buf_init(&in);
 	parse_args(argc, argv, &o);
+	if (o.batch) {
+		struct batch_opts b = {
+			.path = o.batch, .url = o.url, .jobs = o.jobs, .retries = o.retries,
+			.keep_going = o.keep_going, .client_timeout = o.client_timeout,
+			.tty = isatty(STDERR_FILENO),
+		};
+		return dsec_run_batch(&b);
+	}
 
 	if (o.stdin_path && !o.stream)
 		load_stdin(o.stdin_path, &in);
