@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -238,6 +239,17 @@ int main(int argc, char **argv)
 	    (rc = dsecd_pool_new(&d->serve_pool, d->loop, DSECD_SERVE_THREADS)) < 0) {
 		log_error("cannot start worker pool: %s", strerror(-rc));
 		return 1;
+	}
+	/* Descriptors are what a node holding thousands of sandboxes runs
+	 * out of first: the soft limit goes up to the hard one (info says
+	 * both). */
+	struct rlimit nofile;
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		rlim_t was = nofile.rlim_cur;
+		nofile.rlim_cur = nofile.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &nofile) == 0)
+			log_info("descriptors: soft limit raised from %llu to %llu (the hard limit)",
+				 (unsigned long long)was, (unsigned long long)nofile.rlim_max);
 	}
 	if (dsecd_images_open(d, &err) < 0) {
 		log_error("%s", err.msg);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -172,6 +173,16 @@ static void pack_machine(struct dsec_pk *p)
 	dsec_pk_map_begin(p);
 	dsec_pk_kv_u64(p, "total", total * 1024);
 	dsec_pk_kv_u64(p, "available", avail * 1024);
+	dsec_pk_end(p);
+	/* The process limits a node full of sandboxes meets. */
+	struct rlimit nofile = { 0, 0 }, nproc = { 0, 0 };
+	getrlimit(RLIMIT_NOFILE, &nofile);
+	getrlimit(RLIMIT_NPROC, &nproc);
+	dsec_pk_str(p, "limits");
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_u64(p, "nofile", nofile.rlim_cur == RLIM_INFINITY ? 0 : nofile.rlim_cur);
+	dsec_pk_kv_u64(p, "nofile_hard", nofile.rlim_max == RLIM_INFINITY ? 0 : nofile.rlim_max);
+	dsec_pk_kv_u64(p, "nproc", nproc.rlim_cur == RLIM_INFINITY ? 0 : nproc.rlim_cur);
 	dsec_pk_end(p);
 }
 
