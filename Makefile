@@ -480,10 +480,12 @@ bench-place: all tests
 # libFuzzer, ASan and UBSan into build/fuzz/NAME, linked with libdsec's
 # sources built the same way and with what FUZZ_LIBS_NAME adds: objects of
 # FUZZ_OBJ_fs3 or FUZZ_OBJ_dsecd (dsecd without main.c and server.c),
-# libraries.  Its seeds are in fuzz/corpus/NAME/.  `make fuzz-build` builds
-# every target; `make fuzz` builds them and runs each for FUZZ_TIME seconds
-# (new inputs go to build/fuzz/corpus/NAME, crashes to build/fuzz/NAME-*;
-# FUZZ_FLAGS adds libFuzzer flags).
+# libraries.  Its seeds are in fuzz/corpus/NAME/, text: a binary seed is
+# kept as FILE.hex (hex digits, 64 a line), and `make fuzz-seeds` writes
+# every seed as its bytes to build/fuzz/seeds/NAME/.  `make fuzz-build`
+# builds every target; `make fuzz` builds them, makes the seeds and runs
+# each for FUZZ_TIME seconds (new inputs go to build/fuzz/corpus/NAME,
+# crashes to build/fuzz/NAME-*; FUZZ_FLAGS adds libFuzzer flags).
 FUZZ_CC     ?= clang
 FUZZ_TIME   ?= 600
 FUZZ_FLAGS  ?=
@@ -523,13 +525,26 @@ fuzz-deps:
 fuzz-build: fuzz-deps
 	$(MAKE) $(FUZZ_BIN)
 
-fuzz: fuzz-build
+fuzz-seeds:
 	@for t in $(FUZZ_NAMES); do \
-		mkdir -p build/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
+		rm -rf build/fuzz/seeds/$$t && mkdir -p build/fuzz/seeds/$$t || exit 1; \
+		for f in fuzz/corpus/$$t/*; do \
+			[ -f "$$f" ] || continue; \
+			case $$f in \
+			*.hex) perl -ne 'chomp; print pack("H*", $$_)' "$$f" \
+				> build/fuzz/seeds/$$t/$$(basename "$$f" .hex) ;; \
+			*) cp "$$f" build/fuzz/seeds/$$t/ ;; \
+			esac || exit 1; \
+		done; \
+	done
+
+fuzz: fuzz-build fuzz-seeds
+	@for t in $(FUZZ_NAMES); do \
+		mkdir -p build/fuzz/corpus/$$t || exit 1; \
 		echo "fuzz $$t: $(FUZZ_TIME) s"; \
 		build/fuzz/$$t -max_total_time=$(FUZZ_TIME) -print_final_stats=1 \
 			-artifact_prefix=build/fuzz/$$t- $(FUZZ_FLAGS) \
-			build/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; \
+			build/fuzz/corpus/$$t build/fuzz/seeds/$$t || exit 1; \
 	done
 
 # The whole tree built with AddressSanitizer and UBSan (SAN=1) in a copy
@@ -620,7 +635,7 @@ distclean: clean
 	rm -rf $(NNG_CACHE)
 
 .PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image lint-man run \
-	install uninstall clean distclean fuzz fuzz-build fuzz-deps FORCE
+	install uninstall clean distclean fuzz fuzz-build fuzz-deps fuzz-seeds FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:
 
