@@ -242,6 +242,9 @@ void dsecd_place_close(struct dsecd *d);
 /* Samples d->sys (the machine's memory, disk, load); rounded so that an
  * idle node's figures do not change every second. */
 void dsecd_sys_sample(struct dsecd *d);
+/* The machine's 1, 5 and 15 minute load averages and its memory, total
+ * and available, bytes (/proc; zeros for what cannot be read). */
+void dsecd_machine_read(double load[3], uint64_t *mem_total, uint64_t *mem_avail);
 /* This node's capacity now (version left 0). */
 void dsecd_cap_self(struct dsecd *d, struct dsecd_cap *c);
 /* Whether two capacities differ in anything but their version. */

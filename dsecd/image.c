@@ -75,17 +75,11 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
 	return 0;
 }
 
-/* FNV-1a of a and b: a member's rank for this node's peer list. */
+/* A member's rank for this node's peer list: FNV-1a of both names (with
+ * their NULs, so "ab"+"c" is not "a"+"bc"). */
 static uint64_t peer_rank(const char *a, const char *b)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	for (const char *c = a; *c; c++)
-		h = (h ^ (unsigned char)*c) * 1099511628211ull;
-	h = (h ^ 0xff) * 1099511628211ull;
-	for (const char *c = b; *c; c++)
-		h = (h ^ (unsigned char)*c) * 1099511628211ull;
-	return h;
+	return dsec_fnv1a(dsec_fnv1a(DSEC_FNV1A_INIT, a, strlen(a) + 1), b, strlen(b) + 1);
 }
 
 void dsecd_images_peers(struct dsecd *d)

@@ -143,18 +143,16 @@ static void pack_creates(struct dsecd *d, struct dsec_pk *p)
 	dsec_pk_end(p);
 }
 
-/* "load" (the 1, 5 and 15 minute averages) and "memory" (total and
- * available bytes) of the machine, what an operator compares nodes by. */
-static void pack_machine(struct dsec_pk *p)
+void dsecd_machine_read(double load[3], uint64_t *mem_total, uint64_t *mem_avail)
 {
-	double l[3] = { 0, 0, 0 };
 	unsigned long long total = 0, avail = 0;
 	char line[256];
 	FILE *f;
 
+	load[0] = load[1] = load[2] = 0;
 	if ((f = fopen("/proc/loadavg", "re"))) {
-		if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3)
-			l[0] = l[1] = l[2] = 0;
+		if (fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3)
+			load[0] = load[1] = load[2] = 0;
 		fclose(f);
 	}
 	if ((f = fopen("/proc/meminfo", "re"))) {
@@ -164,6 +162,18 @@ static void pack_machine(struct dsec_pk *p)
 		}
 		fclose(f);
 	}
+	*mem_total = total * 1024;
+	*mem_avail = avail * 1024;
+}
+
+/* "load" (the 1, 5 and 15 minute averages) and "memory" (total and
+ * available bytes) of the machine, what an operator compares nodes by. */
+static void pack_machine(struct dsec_pk *p)
+{
+	double l[3];
+	uint64_t total, avail;
+
+	dsecd_machine_read(l, &total, &avail);
 	dsec_pk_str(p, "load");
 	dsec_pk_array_begin(p);
 	for (int i = 0; i < 3; i++)
@@ -171,8 +181,8 @@ static void pack_machine(struct dsec_pk *p)
 	dsec_pk_end(p);
 	dsec_pk_str(p, "memory");
 	dsec_pk_map_begin(p);
-	dsec_pk_kv_u64(p, "total", total * 1024);
-	dsec_pk_kv_u64(p, "available", avail * 1024);
+	dsec_pk_kv_u64(p, "total", total);
+	dsec_pk_kv_u64(p, "available", avail);
 	dsec_pk_end(p);
 	/* The process limits a node full of sandboxes meets. */
 	struct rlimit nofile = { 0, 0 }, nproc = { 0, 0 };

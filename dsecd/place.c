@@ -178,11 +178,7 @@ void place_free(struct place *p)
 
 static size_t name_hash(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a */
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-	return (size_t)h;
+	return (size_t)dsec_fnv1a(DSEC_FNV1A_INIT, s, strlen(s));
 }
 
 static bool name_ok(const char *name)

@@ -248,12 +248,8 @@ size_t fs3_peerset_count(struct fs3_peerset *ps)
  * one object and the asks for many objects spread over all of them. */
 static uint64_t rank(const struct fs3_digest *d, const char *url)
 {
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = dsec_fnv1a(dsec_fnv1a(DSEC_FNV1A_INIT, d->b, FS3_DIGEST_LEN), url, strlen(url));
 
-	for (size_t i = 0; i < FS3_DIGEST_LEN; i++)
-		h = (h ^ d->b[i]) * 1099511628211ull;
-	for (const char *c = url; *c; c++)
-		h = (h ^ (unsigned char)*c) * 1099511628211ull;
 	return h ^ (h >> 29);
 }
 

@@ -145,6 +145,15 @@ char *dsec_buf_detach(struct dsec_buf *b, size_t *len)
 	return d;
 }
 
+uint64_t dsec_fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 1099511628211ull;
+	return h;
+}
+
 uint64_t dsec_now_ns(void)
 {
 	struct timespec ts;

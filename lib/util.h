@@ -77,6 +77,11 @@ void dsec_strv_free(char **v);
 size_t dsec_strv_len(const char *const *v);
 char **dsec_strv_dup(const char *const *v);
 
+/* FNV-1a over n bytes at p, continuing from h (DSEC_FNV1A_INIT to
+ * start): a cheap, stable hash for tables and rendezvous ranks. */
+#define DSEC_FNV1A_INIT 14695981039346656037ull
+uint64_t dsec_fnv1a(uint64_t h, const void *p, size_t n);
+
 /* Monotonic clock in nanoseconds and seconds. */
 uint64_t dsec_now_ns(void);
 double dsec_now(void);
