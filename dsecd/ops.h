@@ -197,7 +197,8 @@ int dsecd_forward_to(struct dsecd_req *r, struct dsecd_member *m, struct dsec_er
  * another node, or answered capacity), false when it is served here. */
 bool dsecd_place(struct dsecd_req *r);
 /* A placed request's reply came from its target (rc 0, reply and len) or
- * did not (rc < 0): counted; true when r is taken again (the target
+ * did not (rc < 0): counted, its code in r->reply_code; true when r is
+ * taken again (the target
  * refused: placed on another node, or answered), false when the reply
  * goes to the client as usual. */
 bool dsecd_place_reply(struct dsecd_req *r, int rc, const void *reply, size_t len);

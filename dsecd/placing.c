@@ -96,9 +96,8 @@ int dsecd_place_open(struct dsecd *d, struct dsec_err *err)
 	if (d->conf.placement_k > 64)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "placement_k %llu is over 64",
 				     (unsigned long long)d->conf.placement_k);
-	uint64_t seed = dsec_now_ns() ^ ((uint64_t)getpid() << 32);
-	for (const char *s = d->conf.node; *s; s++)
-		seed = seed * 1099511628211ull ^ (unsigned char)*s;
+	uint64_t seed = dsec_fnv1a(dsec_now_ns() ^ ((uint64_t)getpid() << 32), d->conf.node,
+				   strlen(d->conf.node));
 	if ((rc = place_new(&d->placer, &c, seed | 1)) < 0)
 		return dsec_err_setc(err, DSEC_E_INVALID, -rc, "placement settings refused");
 	return 0;
@@ -187,28 +186,16 @@ static void cap_images(struct dsecd *d, struct dsecd_cap *c)
 void dsecd_sys_sample(struct dsecd *d)
 {
 	struct dsecd_sys *s = &d->sys;
-	unsigned long long total = 0;
-	double load = 0;
+	uint64_t avail;
+	double load[3];
 	struct statvfs vfs;
-	char line[256];
-	FILE *f;
 
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	s->ncpu = n > 0 ? (uint32_t)n : 1;
-	if ((f = fopen("/proc/loadavg", "re"))) {
-		if (fscanf(f, "%lf", &load) != 1)
-			load = 0;
-		fclose(f);
-	}
-	if ((f = fopen("/proc/meminfo", "re"))) {
-		while (!total && fgets(line, sizeof(line), f))
-			sscanf(line, "MemTotal: %llu kB", &total);
-		fclose(f);
-	}
+	dsecd_machine_read(load, &s->mem_total, &avail);
 	/* Rounded: an idle node's figures then stay as they are, and its
-	 * capacity is not gossiped again every second for noise. */
-	s->mem_total = total * 1024;
-	double pm = load / s->ncpu * 1000;
+	 * capacity is not gossiped again for noise. */
+	double pm = load[0] / s->ncpu * 1000;
 	s->load = pm >= 1000 ? 1000 : (uint32_t)(pm / 50) * 50;	/* 5 % steps */
 	s->disk_free = 0;
 	if (d->conf.state_dir && statvfs(d->conf.state_dir, &vfs) == 0)
@@ -553,11 +540,12 @@ bool dsecd_place(struct dsecd_req *r)
 		return false;	/* no cluster to place over, or placed by its sender */
 	pl = xcalloc(1, sizeof(*pl));
 	v = dsec_map_get(root, "backend");
-	if (v && v->type == MSGPACK_OBJECT_STR && v->via.str.size && v->via.str.size < DSECD_CAP_NAME)
+	if (v && v->type == MSGPACK_OBJECT_STR && v->via.str.size && v->via.str.size < DSECD_CAP_NAME &&
+	    !memchr(v->via.str.ptr, 0, v->via.str.size))
 		memcpy(pl->backend, v->via.str.ptr, v->via.str.size);
 	else if (!v || v->type == MSGPACK_OBJECT_NIL)
 		snprintf(pl->backend, sizeof(pl->backend), "%s", d->conf.default_backend);
-	if (!pl->backend[0] || memchr(pl->backend, 0, strlen(pl->backend))) {
+	if (!pl->backend[0]) {
 		free(pl);
 		return false;	/* the handler says what is wrong with it */
 	}
@@ -580,10 +568,11 @@ bool dsecd_place(struct dsecd_req *r)
 	return place_next(r, true);
 }
 
-/* The reply's code and its capacity_version (0 when it has none). */
+/* The reply's code and its result's capacity_version (0 when it has
+ * none). */
 static enum dsec_code reply_code(const void *reply, size_t len, uint64_t *version)
 {
-	const msgpack_object *ok, *e, *c;
+	const msgpack_object *ok, *e, *c, *res;
 	enum dsec_code code = DSEC_E_INTERNAL;
 	struct dsec_msg msg;
 	struct dsec_err err;
@@ -594,7 +583,8 @@ static enum dsec_code reply_code(const void *reply, size_t len, uint64_t *versio
 	ok = dsec_map_get(msg.root, "ok");
 	if (ok && ok->type == MSGPACK_OBJECT_BOOLEAN && ok->via.boolean) {
 		code = DSEC_E_OK;
-		*version = get_u64(msg.root, "capacity_version");
+		if ((res = dsec_map_get(msg.root, "result")) && res->type == MSGPACK_OBJECT_MAP)
+			*version = get_u64(res, "capacity_version");
 	} else if ((e = dsec_map_get(msg.root, "error")) && e->type == MSGPACK_OBJECT_MAP &&
 		   (c = dsec_map_get(e, "code")) && c->type == MSGPACK_OBJECT_STR) {
 		code = dsec_code_from_name(c->via.str.ptr, c->via.str.size);
@@ -611,6 +601,8 @@ bool dsecd_place_reply(struct dsecd_req *r, int rc, const void *reply, size_t le
 	enum dsec_code code = rc == 0 ? reply_code(reply, len, &version) : DSEC_E_UNAVAILABLE;
 	struct dsecd_member *m = dsecd_member_find(d, pl->target, strlen(pl->target));
 
+	if (rc == 0)
+		r->reply_code = code;	/* for a batch (cq_cb does not parse it again) */
 	/* A create made counts until the view shows it; a call made is over
 	 * (its slot is free again); a refusal or failure made nothing. */
 	if (code == DSEC_E_OK && r->op == DSEC_OP_CREATE)
