@@ -131,7 +131,7 @@ if [[ ,$PHASES, == *,spread,* ]]; then
 				bench 1 --mode create --keep -n $((N * K)) -c "$C" \
 					${rate:+--rate $((N * RATE))} --json > "$S/b1.json"
 			fi
-			sleep ${PB_SETTLE:-2}
+			sleep 2	# the last creates' gossip
 			counts=$(for i in $(seq "$N"); do held "$i"; done | tr '\n' ' ')
 			total=$(tr ' ' '\n' <<<"$counts" | awk '{ s += $1 } END { print s }')
 			echo "spread_${policy}_${arrival}_held=${counts% }"
@@ -143,9 +143,7 @@ if [[ ,$PHASES, == *,spread,* ]]; then
 import json, sys
 c = json.load(sys.stdin)["result"]["cluster"]
 print("spread_'"${policy}_${arrival}"'_from_n'"$i"'=here:%d %s" % (c["placement"]["here"],
-      " ".join("%s:%d" % (m["name"], m["placed"]) for m in sorted(c["members"], key=lambda m: m["name"]))))
-if "'"${PB_DEBUG:-}"'":
-    print("  in flight", " ".join("%s:%d/%d/v%d" % (m["name"], m["capacity"]["in_flight"], m["capacity"]["sandboxes"], m["capacity"]["version"]) for m in c["members"]))'
+      " ".join("%s:%d" % (m["name"], m["placed"]) for m in sorted(c["members"], key=lambda m: m["name"]))))'
 			done
 		done
 	done

@@ -161,8 +161,7 @@ static json_t *error_json(const struct dsec_err *err, const char *phase)
 			 "message", text(err->msg, strlen(err->msg)));
 }
 
-/* Writes the job's files into sandbox id.  0, or -1 with err (and the
- * phase's name in *what). */
+/* Writes the job's files into sandbox id.  0, or -1 with err. */
 static int put_files(struct dsec_client *c, const char *id, json_t *files, struct dsec_err *err)
 {
 	const char *k;
@@ -253,13 +252,11 @@ static json_t *attempt(struct dsec_client *c, const struct job *j, bool *infra, 
 	json_array_foreach(commands, i, cmd) {
 		struct dsec_cmd req = { .env = (const char *const *)env, .cwd = cwd, .timeout = timeout };
 		struct dsec_cmd_res res = { 0 };
+		const char *shv[] = { "sh", "-c", json_string_value(cmd), NULL };
 		const char **argv = NULL;
 		double tc = dsec_now();
 		if (json_is_string(cmd)) {
-			static const char *const sh[] = { "sh", "-c", NULL, NULL };
-			argv = xmalloc(sizeof(sh));
-			memcpy(argv, sh, sizeof(sh));
-			argv[2] = json_string_value(cmd);
+			req.argv = shv;
 		} else if (json_is_array(cmd) && json_array_size(cmd)) {
 			argv = xcalloc(json_array_size(cmd) + 1, sizeof(*argv));
 			for (size_t k = 0; k < json_array_size(cmd); k++)
@@ -271,7 +268,8 @@ static json_t *attempt(struct dsec_client *c, const struct job *j, bool *infra, 
 			json_object_set_new(out, "error", error_json(&err, "exec"));
 			goto destroy;
 		}
-		req.argv = argv;
+		if (argv)
+			req.argv = argv;
 		int r = dsec_exec(c, id, &req, &res, &err);
 		free(argv);
 		if (r < 0) {
