@@ -57,7 +57,7 @@ is() {
 	if [ "$1" = "$2" ]; then echo "ok $_tap_n - $3"
 	else
 		echo "not ok $_tap_n - $3"; _tap_fail=$((_tap_fail + 1))
-		printf '#   got:      %s\n#   expected: %s\n' "$1" "$2"
+		printf '#   got:      %s\n#   expected: %s\n' "$1" "$2" >&2	# prove shows stderr
 	fi
 }
 # like GOT REGEX DESCRIPTION (extended regex, grep -E: matches if any line
@@ -74,7 +74,7 @@ like() {
 	if [ $_m = 0 ]; then echo "ok $_tap_n - $3"
 	else
 		echo "not ok $_tap_n - $3"; _tap_fail=$((_tap_fail + 1))
-		printf '#   got:      %s\n#   expected to match: %s\n' "$1" "$2"
+		printf '#   got:      %s\n#   expected to match: %s\n' "$1" "$2" >&2
 	fi
 }
 skip() { _tap_n=$((_tap_n + 1)); echo "ok $_tap_n # SKIP $*"; }
