@@ -128,6 +128,8 @@ DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/load
 	dsecd/cluster.c dsecd/metrics.c dsecd/batch.c dsecd/gossip.c
 # Placement (issue 12): pure, linked alone by its test and the simulator.
 DSECD_SRC  += dsecd/place.c dsecd/placing.c
+# rlcoord (issue 13): the trajectory log, leases, idempotent creates.
+DSECD_SRC  += rlcoord/tlog.c rlcoord/journal.c rlcoord/token.c rlcoord/lease.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # ---- backends: the sources of each (see the rules below) ----
 # backends/NAME.so is made of BE_NAME_SRC (its folder backends/NAME/) and
@@ -258,7 +260,8 @@ build/DSEC-CFLAGS build/DSEC-PREFIX: FORCE
 	fi
 
 # dsecd gossips with libswim (gossip/, dsecd/gossip.c).
-build/dsecd/%.o: ALL_CPPFLAGS += -Igossip
+build/dsecd/%.o: ALL_CPPFLAGS += -Igossip -Irlcoord
+build/rlcoord/%.o: ALL_CPPFLAGS += -Idsecd -Igossip -Irlcoord
 dsecd/dsecd: $(DSECD_OBJ) gossip/libswim.a fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $(DSECD_OBJ) gossip/libswim.a fs3/libfs3.a lib/libdsec.a $(LDFLAGS) \
@@ -361,10 +364,11 @@ tools/dsec-top: build/tools/dsec-top.o lib/libdsec.a $(NNG_LIB)
 # dsec-run --batch reads its jobs with jansson.
 JANSSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
-build/tools/run-batch.o: ALL_CFLAGS += $(JANSSON_CFLAGS)
-tools/dsec-run: build/tools/dsec-run.o build/tools/run-batch.o lib/libdsec.a $(NNG_LIB)
+build/tools/run-batch.o build/tools/run-traj.o: ALL_CFLAGS += $(JANSSON_CFLAGS)
+RUN_OBJ = build/tools/dsec-run.o build/tools/run-batch.o build/tools/run-traj.o
+tools/dsec-run: $(RUN_OBJ) lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ build/tools/dsec-run.o build/tools/run-batch.o lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(JANSSON_LIBS) -lm
+	$(Q)$(CC) -o $@ $(RUN_OBJ) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(JANSSON_LIBS) -lm
 
 tools/%: build/tools/%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
@@ -504,7 +508,7 @@ FUZZ_OBJ_fs3   = $(call fuzz_obj,$(FS3_SRC))
 FUZZ_OBJ_dsecd = $(call fuzz_obj,$(filter-out dsecd/main.c dsecd/server.c,$(DSECD_SRC)))
 FUZZ_LIBS_request = $(FUZZ_OBJ_dsecd) $(FUZZ_OBJ_fs3) $(call fuzz_obj,$(SWIM_SRC)) $(FS3_LIBS) \
 	-lev -ldl -lm
-build/fuzz/obj/dsecd/%.o: ALL_CPPFLAGS += -Igossip
+build/fuzz/obj/dsecd/%.o build/fuzz/obj/rlcoord/%.o: ALL_CPPFLAGS += -Igossip -Irlcoord
 FUZZ_LIBS_reply =
 # fs3's decoders: every fs3-NAME target links fs3 as the request target does.
 $(foreach n,$(filter fs3-%,$(FUZZ_NAMES)),$(eval FUZZ_LIBS_$(n) = $$(FUZZ_OBJ_fs3) $$(FS3_LIBS)))

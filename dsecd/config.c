@@ -69,6 +69,8 @@ static const struct key_desc keys[] = {
 	{ "image_fetch_timeout", K_SECONDS, F(image_fetch_timeout), "5s" },
 	{ "image_linger", K_SECONDS, F(image_linger), "0" },
 	{ "pool", K_STR, F(pool), NULL },	/* default: no warm pools */
+	{ "trajectory_dir", K_STR, F(trajectory_dir), NULL },	/* default: STATE_DIR/trajectory */
+	{ "trajectory_keep", K_SECONDS, F(trajectory_keep), "1d" },
 };
 #undef F
 
@@ -284,7 +286,7 @@ static int check_conf(struct dsecd_conf *conf, struct dsec_err *err)
 {
 	/* Paths become absolute: the daemon changes to / when it detaches. */
 	char **paths[] = { &conf->state_dir, &conf->backend_dir, &conf->helper_dir,
-			   &conf->log_file, &conf->pid_file };
+			   &conf->log_file, &conf->pid_file, &conf->trajectory_dir };
 	char cwd[4096];
 
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(paths); i++) {
@@ -502,6 +504,7 @@ void dsecd_conf_free(struct dsecd_conf *conf)
 	strv_clear(&conf->be_keys);
 	strv_clear(&conf->be_vals);
 	free(conf->image_store);
+	free(conf->trajectory_dir);
 	free(conf->image_origin);
 	free(conf->tls_cert);
 	free(conf->tls_ca);

@@ -56,6 +56,9 @@ struct dsecd_conf {
 	double lost_grace;		/* a lost sandbox stays (failed, sandbox_lost) this long */
 	double shutdown_grace;		/* seconds SIGTERM waits for requests */
 	char *image_store;		/* fs3 store, NULL = STATE_DIR/fs3 */
+	char *trajectory_dir;		/* trajectory logs, NULL = STATE_DIR/trajectory */
+	double trajectory_keep;		/* a gone sandbox's log is removed this long after its
+					 * last entry, 0 = never */
 	char *image_origin;		/* fs3 origin, NULL = IMAGE_STORE/origin */
 	uint64_t image_cache_max;	/* bytes of chunk cache */
 	bool image_on_demand;		/* mount layers before they are local (FUSE) */

@@ -71,6 +71,10 @@ struct dsecd_sb {
 	struct dsecd_xs *streams;	/* exec_start commands not yet read to their end */
 	uint32_t nstreams;		/* how many */
 	uint64_t mem;			/* memory committed to it (its create's limit), bytes */
+	struct rlc_log *tlog;		/* its trajectory log (rlcoord/tlog.c), or NULL */
+	double ttl_left;		/* paused: what was left of its wall TTL, s (0: none) */
+	struct rlc_lease *lease;	/* the lease it belongs to (rlcoord/lease.c), or NULL */
+	char *token;			/* its create's client token, or NULL */
 };
 
 struct fs3;
@@ -215,6 +219,7 @@ struct dsecd {
 	uint64_t placed_away;		/* and sent to another */
 	uint64_t placed_again;		/* refusals placed again */
 	uint64_t placed_none;		/* answered capacity: no node had room */
+	struct rlc *rlc;		/* rlcoord (rlcoord/rlc.h), NULL before it starts */
 };
 
 extern struct dsecd *dsecd_global;
@@ -307,9 +312,12 @@ struct dsecd_sb *dsecd_sb_find(struct dsecd *d, const char *id, struct dsec_err 
 struct dsecd_sb *dsecd_sb_lookup(struct dsecd *d, const char *id);
 /* Starts TTL timers; marks ready. */
 void dsecd_sb_ready(struct dsecd *d, struct dsecd_sb *sb);
+/* sb was paused or resumed (sb->paused says which): a paused sandbox's
+ * wall TTL stops, what was left of it runs again on resume. */
+void dsecd_sb_paused(struct dsecd *d, struct dsecd_sb *sb);
 /* A request used the sandbox: restart its idle timer.  A paused sandbox
- * is never idle (the idle timer only looks again later); its wall TTL
- * runs on. */
+ * is never idle (the idle timer only looks again later) and its wall TTL
+ * is stopped (dsecd_sb_paused). */
 void dsecd_sb_touch(struct dsecd *d, struct dsecd_sb *sb);
 void dsecd_sb_ref(struct dsecd_sb *sb);
 void dsecd_sb_unref(struct dsecd *d, struct dsecd_sb *sb);

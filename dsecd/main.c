@@ -22,6 +22,7 @@
 #include "dsec.h"
 #include "log.h"
 #include "ops.h"
+#include "rlc.h"
 
 struct dsecd *dsecd_global;
 
@@ -251,6 +252,11 @@ int main(int argc, char **argv)
 			log_info("descriptors: soft limit raised from %llu to %llu (the hard limit)",
 				 (unsigned long long)was, (unsigned long long)nofile.rlim_max);
 	}
+	if (rlc_open(d, &err) < 0) {
+		log_error("%s", err.msg);
+		rc = 1;
+		goto out_pool;
+	}
 	if (dsecd_images_open(d, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;
@@ -329,6 +335,7 @@ int main(int argc, char **argv)
 	d->pool = NULL;
 	dsecd_pool_free(d->serve_pool);
 	d->serve_pool = NULL;
+	rlc_close(d);
 	dsecd_gossip_close(d);
 	dsecd_cluster_close(d);
 	dsecd_place_close(d);
@@ -344,6 +351,7 @@ out_backends:
 	dsecd_warm_free(d);
 	dsecd_backends_unload(d);
 out_pool:
+	rlc_close(d);
 	dsecd_pool_free(d->pool);
 	dsecd_pool_free(d->serve_pool);
 	/* Sandboxes freed during teardown, and those the backends left. */

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
+#include "rlc.h"
 
 static void pack_session(void *arg, const struct dsec_session_info *i)
 {
@@ -59,6 +60,7 @@ static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_
 	dsec_pk_kv_u64(p, "execs", sb->execs);
 	dsec_pk_kv_u64(p, "running", sb->running);
 	dsec_pk_kv_u64(p, "streams", sb->nstreams);
+	rlc_pack_sb(d, sb, p);
 }
 
 void op_ping(struct dsecd_req *r)
@@ -297,6 +299,7 @@ void op_info(struct dsecd_req *r)
 	dsecd_warm_pack(d, &p);
 	pack_images(d, &p);
 	dsecd_cluster_pack(d, &p);
+	rlc_pack_node(d, &p);
 	dsec_pk_str(&p, "backends");
 	dsec_pk_array_begin(&p);
 	for (struct dsecd_backend *b = d->backends; b; b = b->next) {

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
+#include "rlc.h"
 
 /* Fails the request if the node cannot take another sandbox. */
 int check_capacity(struct dsecd *d, struct dsec_err *err)
@@ -162,6 +163,7 @@ static void switch_done(void *arg, int rc, const struct dsec_err *err)
 	sb->gate = NULL;
 	if (rc == 0) {
 		sb->paused = !sb->paused;
+		dsecd_sb_paused(d, sb);
 		log_debug("sandbox %s %s", sb->id, sb->paused ? "paused" : "resumed");
 		if (sb->state == SB_READY)
 			dsecd_sb_touch(d, sb);
@@ -458,10 +460,13 @@ void op_create(struct dsecd_req *r)
 	const msgpack_object *m = r->msg.root;
 	struct dsec_err err;
 	double ttl = d->conf.ttl, idle = d->conf.idle_ttl;
+	bool trajectory = false;
 	int rc;
 
 	dsec_err_clear(&err);
 	if (parse_spec(r, &err) < 0 || dsecd_labels_get(m, &r->labels, &err) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "trajectory", &trajectory, &err)) < 0 ||
+	    rlc_lease_create(r, &trajectory, &err) < 0 ||
 	    (rc = dsec_get_seconds_opt(m, "ttl", &ttl, &err)) < 0 ||
 	    (rc = dsec_get_seconds_opt(m, "idle_ttl", &idle, &err)) < 0)
 		return reply_err(r, &err);
@@ -479,6 +484,8 @@ void op_create(struct dsecd_req *r)
 
 	if (d->draining && check_capacity(d, &err) < 0)
 		return reply_err(r, &err);
+	if (rlc_token_create(r))
+		return;
 	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
 	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk || r->spec.cpu_weight) &&
 	    !r->network && !r->allow && !r->dns && !r->deny && !r->layers &&
@@ -493,9 +500,15 @@ void op_create(struct dsecd_req *r)
 		sb->cwd = r->ccwd;
 		r->ccwd = NULL;
 		sb->created = ev_now(d->loop) - d->started + d->started_wall;
+		if (trajectory)
+			rlc_log_start(d, sb);
+		rlc_lease_join(d, sb, r->lease);
 		dsecd_sb_ready(d, sb);
 		dsecd_sb_touch(d, sb);
 		log_debug("sandbox %s handed over from a warm pool", sb->id);
+		/* The create's entry needs r to hold the sandbox, as below. */
+		dsecd_sb_ref(sb);
+		r->sb = sb;
 		return reply_created(r, sb);
 	}
 	if (check_capacity(d, &err) < 0)
@@ -510,6 +523,9 @@ void op_create(struct dsecd_req *r)
 	d->mem_committed += sb->mem;
 	sb->labels = r->labels;
 	r->labels = NULL;
+	if (trajectory)
+		rlc_log_start(d, sb);
+	rlc_lease_join(d, sb, r->lease);
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;

@@ -24,15 +24,18 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
+#include "rlc.h"
 
 static void req_free(struct dsecd_req *r)
 {
+	rlc_req_free(r);
 	if (r->sb)
 		dsecd_sb_unref(r->d, r->sb);
 	if (dsecd_ops[r->op].free)
 		dsecd_ops[r->op].free(r);
 	free(r->placing);
 	dsec_msg_free(&r->msg);
+	free(r->own_frame);
 	free(r);
 }
 
@@ -70,6 +73,15 @@ void dsecd_req_release(struct dsecd_req *r)
 	log_debug("op %s done in %.3f ms", dsecd_ops[r->op].name, secs * 1e3);
 	if (!r->fwd && r->d->op_stats)	/* a forwarded one is counted where it ran */
 		dsecd_metrics_request(r->d, r->op, r->reply_code, secs);
+	if (r->on_reply) {
+		/* The daemon's own request (dsecd_request): its reply goes to
+		 * the function that made it. */
+		r->on_reply(r->on_reply_arg, r->reply, r->reply_len, r->reply_code);
+		free(r->reply);
+		r->reply = NULL;
+		req_free(r);
+		return;
+	}
 	if (r->parent) {
 		/* One of a batch: its reply goes into the batch's, which may
 		 * answer and be freed then; this one is gone first. */
@@ -190,6 +202,7 @@ int unsupported(struct dsecd_req *r, struct dsec_err *err)
 #define RUNNING DSECD_OP_NEEDS_RUNNING
 #define SHUTDOWN_OK DSECD_OP_SHUTDOWN_OK
 #define LOST_OK DSECD_OP_LOST_OK
+#define LOGGED DSECD_OP_LOGGED
 
 /* The op table: one row per op, the columns in struct dsecd_op (ops.h).
  * Adding an op is adding a row here and writing its handler. */
@@ -204,67 +217,67 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 			   .route = LOCAL, .flags = QUICK | SHUTDOWN_OK,
 			   .summary = "list sandboxes" },
 	[DSEC_OP_CREATE] = { .name = "create", .run = op_create,
-			     .free = req_run_free, .route = PLACE, .flags = 0,
+			     .free = req_run_free, .route = PLACE, .flags = LOGGED,
 			     .summary = "create a sandbox" },
 	[DSEC_OP_EXEC] = { .name = "exec", .run = op_exec,
-			   .free = req_run_free, .route = OWNER, .flags = ID | RUNNING,
+			   .free = req_run_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 			   .summary = "run a command in a sandbox" },
 	[DSEC_OP_CALL] = { .name = "call", .run = op_call,
 			   .free = req_run_free, .route = PLACE, .flags = 0,
 			   .summary = "run a command in a fresh one-shot sandbox" },
 	[DSEC_OP_FILE_READ] = { .name = "file_read", .run = op_file,
-				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				.summary = "read a file in a sandbox" },
 	[DSEC_OP_FILE_WRITE] = { .name = "file_write", .run = op_file,
-				 .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				 .free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				 .summary = "write a file in a sandbox" },
 	[DSEC_OP_DESTROY] = { .name = "destroy", .run = op_destroy,
 			      .route = OWNER, .flags = ID | LOST_OK,
 			      .summary = "destroy a sandbox" },
 	[DSEC_OP_NET_ALLOW] = { .name = "net_allow", .run = op_net_allow,
-				.free = req_run_free, .route = OWNER, .flags = ID,
+				.free = req_run_free, .route = OWNER, .flags = ID | LOGGED,
 				.summary = "change what a sandbox's network may reach" },
 	[DSEC_OP_PAUSE] = { .name = "pause", .run = op_switch,
-			    .route = OWNER, .flags = ID,
+			    .route = OWNER, .flags = ID | LOGGED,
 			    .summary = "pause a sandbox" },
 	[DSEC_OP_RESUME] = { .name = "resume", .run = op_switch,
-			     .route = OWNER, .flags = ID,
+			     .route = OWNER, .flags = ID | LOGGED,
 			     .summary = "resume a paused sandbox" },
 	[DSEC_OP_FILE_STAT] = { .name = "file_stat", .run = op_fs,
-				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				.summary = "describe a file in a sandbox" },
 	[DSEC_OP_FILE_LIST] = { .name = "file_list", .run = op_fs,
-				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				.free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				.summary = "list a directory in a sandbox" },
 	[DSEC_OP_FILE_MKDIR] = { .name = "file_mkdir", .run = op_fs,
-				 .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				 .free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				 .summary = "make a directory in a sandbox" },
 	[DSEC_OP_FILE_REMOVE] = { .name = "file_remove", .run = op_fs,
-				  .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				  .free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				  .summary = "remove a file in a sandbox" },
 	[DSEC_OP_FILE_UPLOAD] = { .name = "file_upload", .run = op_fs,
-				  .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				  .free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				  .summary = "unpack a tar archive in a sandbox" },
 	[DSEC_OP_FILE_DOWNLOAD] = { .name = "file_download", .run = op_fs,
-				    .free = req_file_free, .route = OWNER, .flags = ID | RUNNING,
+				    .free = req_file_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				    .summary = "pack a tree of a sandbox as a tar archive" },
 	[DSEC_OP_SESSION_OPEN] = { .name = "session_open", .run = op_session_open,
-				   .free = req_session_free, .route = OWNER, .flags = ID | RUNNING,
+				   .free = req_session_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				   .summary = "open a persistent shell session in a sandbox" },
 	[DSEC_OP_SESSION_EXEC] = { .name = "session_exec", .run = op_session_exec,
-				   .free = req_session_free, .route = OWNER, .flags = ID | RUNNING,
+				   .free = req_session_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				   .summary = "run a command in a shell session" },
 	[DSEC_OP_SESSION_CLOSE] = { .name = "session_close", .run = op_session_close,
-				    .free = req_session_free, .route = OWNER, .flags = ID | RUNNING,
+				    .free = req_session_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				    .summary = "close a shell session" },
 	[DSEC_OP_SNAPSHOT] = { .name = "snapshot", .run = op_snapshot,
-			       .free = req_snap_free, .route = OWNER, .flags = ID,
+			       .free = req_snap_free, .route = OWNER, .flags = ID | LOGGED,
 			       .summary = "save a sandbox's files as a new image" },
 	[DSEC_OP_CHUNK_GET] = { .name = "chunk_get", .run = op_chunk_get,
 				.free = req_chunk_free, .route = LOCAL, .flags = 0,
 				.summary = "an fs3 object this node holds verified (node to node)" },
 	[DSEC_OP_EXEC_START] = { .name = "exec_start", .run = op_exec_start,
-				 .free = req_run_free, .route = OWNER, .flags = ID | RUNNING,
+				 .free = req_run_free, .route = OWNER, .flags = ID | RUNNING | LOGGED,
 				 .summary = "start a command whose output is read as it comes" },
 	[DSEC_OP_EXEC_READ] = { .name = "exec_read", .run = op_exec_read,
 				.route = OWNER, .flags = ID,
@@ -290,6 +303,27 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_BATCH] = { .name = "batch", .run = op_batch, .free = req_batch_free,
 			    .route = LOCAL, .flags = 0,
 			    .summary = "run several requests in one: each routed as it says" },
+	[DSEC_OP_TRAJECTORY] = { .name = "trajectory", .run = op_trajectory,
+				 .route = OWNER, .flags = 0,
+				 .summary = "read a sandbox's trajectory log, page by page" },
+	[DSEC_OP_LEASE_OPEN] = { .name = "lease_open", .run = op_lease_open,
+				 .route = LOCAL, .flags = QUICK,
+				 .summary = "open a trainer's lease" },
+	[DSEC_OP_LEASE_RENEW] = { .name = "lease_renew", .run = op_lease,
+				  .route = OWNER, .flags = QUICK | SHUTDOWN_OK,
+				  .summary = "renew a lease (the trainer is alive)" },
+	[DSEC_OP_LEASE_INFO] = { .name = "lease_info", .run = op_lease,
+				 .route = OWNER, .flags = QUICK | SHUTDOWN_OK,
+				 .summary = "a lease's state and sandboxes" },
+	[DSEC_OP_LEASE_PAUSE] = { .name = "lease_pause", .run = op_lease,
+				  .route = OWNER, .flags = 0,
+				  .summary = "pause every sandbox of a lease" },
+	[DSEC_OP_LEASE_RESUME] = { .name = "lease_resume", .run = op_lease,
+				   .route = OWNER, .flags = 0,
+				   .summary = "resume every sandbox of a lease" },
+	[DSEC_OP_LEASE_CLOSE] = { .name = "lease_close", .run = op_lease,
+				  .route = OWNER, .flags = 0,
+				  .summary = "close a lease, destroying its sandboxes" },
 };
 
 #undef LOCAL
@@ -300,6 +334,7 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 #undef RUNNING
 #undef SHUTDOWN_OK
 #undef LOST_OK
+#undef LOGGED
 
 const struct dsecd_op *dsecd_op_find(const char *name, size_t len)
 {
@@ -328,6 +363,10 @@ static void run(struct dsecd_req *r)
 		dsec_err_clear(&err);
 		if (get_sandbox(r, &err) < 0)
 			return reply_err(r, &err);
+		/* A step the trajectory log answers runs nothing (and does
+		 * not resume a paused sandbox). */
+		if (rlc_step(r))
+			return;
 		if ((op->flags & DSECD_OP_NEEDS_RUNNING) && !need_running(r))
 			return;
 	}
@@ -366,6 +405,10 @@ static bool route(struct dsecd_req *r)
 	case DSECD_ROUTE_OWNER:
 		return r->d->nmembers && dsecd_forward(r);
 	case DSECD_ROUTE_PLACE:
+		/* A token and a lease are this node's (rlcoord): a create
+		 * that names one is served here. */
+		if (dsec_has(r->msg.root, "token") || dsec_has(r->msg.root, "lease"))
+			return false;
 		return r->d->placer && dsecd_place(r);
 	case DSECD_ROUTE_LOCAL:
 		break;
@@ -379,13 +422,12 @@ void dsecd_handle(void *arg, struct dsecd_conn *conn, const void *frame, size_t 
 	dsecd_handle_frame(arg, conn, NULL, 0, frame, len);
 }
 
+static void handle(struct dsecd_req *r);
+
 void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_req *parent,
 			size_t index, const void *frame, size_t len)
 {
 	struct dsecd_req *r = xcalloc(1, sizeof(*r));
-	const struct dsecd_op *desc;
-	const msgpack_object *v, *op;
-	struct dsec_err err;
 
 	r->d = d;
 	r->conn = conn;
@@ -393,6 +435,31 @@ void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_r
 	r->index = index;
 	r->frame = frame;
 	r->frame_len = len;
+	handle(r);
+}
+
+void dsecd_request(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn, void *arg)
+{
+	struct dsecd_req *r = xcalloc(1, sizeof(*r));
+
+	r->d = d;
+	r->own_frame = frame;
+	r->frame = frame;
+	r->frame_len = len;
+	r->on_reply = fn;
+	r->on_reply_arg = arg;
+	handle(r);
+}
+
+static void handle(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	const void *frame = r->frame;
+	size_t len = r->frame_len;
+	const struct dsecd_op *desc;
+	const msgpack_object *v, *op;
+	struct dsec_err err;
+
 	r->t0 = dsec_now_ns();
 	r->op = DSEC_OP_PING;
 	dsec_err_clear(&err);
@@ -424,7 +491,7 @@ void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_r
 		return reply_err(r, &err);
 	}
 	r->op = (enum dsec_op)(desc - dsecd_ops);
-	if (parent && r->op == DSEC_OP_BATCH) {
+	if (r->parent && r->op == DSEC_OP_BATCH) {
 		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "a batch cannot hold a batch");
 		return reply_err(r, &err);
 	}

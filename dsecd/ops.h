@@ -54,6 +54,13 @@ enum dsec_op {
 	DSEC_OP_DRAIN,
 	DSEC_OP_BATCH,
 	DSEC_OP_LEAVE,
+	DSEC_OP_TRAJECTORY,
+	DSEC_OP_LEASE_OPEN,
+	DSEC_OP_LEASE_RENEW,
+	DSEC_OP_LEASE_INFO,
+	DSEC_OP_LEASE_PAUSE,
+	DSEC_OP_LEASE_RESUME,
+	DSEC_OP_LEASE_CLOSE,
 	DSEC_OP__COUNT
 };
 
@@ -78,6 +85,9 @@ enum dsecd_route {
 						 * first, and the request runs again then */
 #define DSECD_OP_SHUTDOWN_OK	(1u << 3)	/* served while the node shuts down */
 #define DSECD_OP_LOST_OK	(1u << 4)	/* also on a lost sandbox (SB_FAILED) */
+#define DSECD_OP_LOGGED		(1u << 5)	/* changes or observes its sandbox: an
+						 * entry of its trajectory log, and may
+						 * carry a step (rlcoord/tlog.c) */
 
 /* One row per op (tmux's cmd_entry): adding an op is adding a row and its
  * handler. */
@@ -119,6 +129,20 @@ struct dsecd_req {
 	struct dsecd_member *fwd;	/* forwarded to it (cluster.c), or NULL */
 	struct dsec_call *fwd_call;	/* that call while it runs */
 	struct dsecd_placing *placing;	/* placement's state (placing.c), or NULL */
+	void *own_frame;		/* frame, when r owns it (dsecd_request) */
+	void (*on_reply)(void *, const void *, size_t, enum dsec_code);	/* dsecd_request's fn */
+	void *on_reply_arg;		/* its arg */
+	/* rlcoord/tlog.c: its step */
+	bool has_step;			/* it carries one */
+	bool rl_answered;		/* answered without running (from the log, joined,
+					 * diverged): nothing of it is logged */
+	uint64_t step;			/* its value */
+	uint8_t rl_hash[32];		/* its request's hash (RLC_HASH) */
+	struct rlc_log *rl_log;		/* the log it is pending in (a ref), or NULL */
+	struct dsecd_req *rl_next;	/* that log's pending list, or a joined list */
+	struct dsecd_req *rl_joined;	/* requests of the same step waiting for its reply */
+	struct rlc_token *rl_token;	/* create: the token it makes a sandbox for, or NULL */
+	struct rlc_lease *lease;	/* create: the lease it makes one in, or NULL */
 	union {
 		/* create, call, exec, exec_start, net_allow, the session ops */
 		struct {
@@ -205,6 +229,12 @@ bool dsecd_place_reply(struct dsecd_req *r, int rc, const void *reply, size_t le
 /* batch.c: a request of several.  Runs the frame as dsecd_handle does;
  * with parent, as request index of that batch, its reply going to
  * dsecd_batch_done instead of a client. */
+/* The daemon's own request (a lease pausing its sandboxes): frame (msgpack,
+ * malloc'd; taken) is served as a client's would be, routed, gated and
+ * logged the same, and its reply (len bytes and its code, valid during the
+ * call) goes to fn(arg, ...) on the loop instead of a client. */
+typedef void (*dsecd_reply_fn)(void *arg, const void *reply, size_t len, enum dsec_code code);
+void dsecd_request(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn, void *arg);
 void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_req *parent,
 			size_t index, const void *frame, size_t len);
 void dsecd_batch_done(struct dsecd_req *batch, size_t index, void *reply, size_t len,

@@ -16,6 +16,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "rlc.h"
 
 static size_t bucket_of(const struct dsecd *d, uint64_t serial)
 {
@@ -41,6 +42,8 @@ static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
 		dsec_strv_free(sb->labels);
 	free(sb->cwd);
 	free(sb->lost);
+	rlc_log_drop(d, sb);
+	free(sb->token);
 	free(sb);
 }
 
@@ -259,6 +262,22 @@ void dsecd_sb_ready(struct dsecd *d, struct dsecd_sb *sb)
 	}
 }
 
+void dsecd_sb_paused(struct dsecd *d, struct dsecd_sb *sb)
+{
+	if (sb->state != SB_READY)
+		return;		/* a lost one's timer is its lost_grace */
+	if (sb->paused && ev_is_active(&sb->ttl_timer)) {
+		sb->ttl_left = ev_timer_remaining(d->loop, &sb->ttl_timer);
+		if (sb->ttl_left <= 0)
+			sb->ttl_left = 0.001;
+		ev_timer_stop(d->loop, &sb->ttl_timer);
+	} else if (!sb->paused && sb->ttl_left > 0) {
+		ev_timer_set(&sb->ttl_timer, sb->ttl_left, 0);
+		ev_timer_start(d->loop, &sb->ttl_timer);
+		sb->ttl_left = 0;
+	}
+}
+
 void dsecd_sb_touch(struct dsecd *d, struct dsecd_sb *sb)
 {
 	sb->last_used = ev_now(d->loop);
@@ -314,6 +333,7 @@ void dsecd_sb_destroy(struct dsecd *d, struct dsecd_sb *sb, const char *reason,
 	sb->state = SB_DESTROYING;
 	sb->waiters = waiter;
 	table_remove(d, sb);
+	rlc_sb_gone(d, sb);
 	ev_timer_stop(d->loop, &sb->ttl_timer);
 	ev_timer_stop(d->loop, &sb->idle_timer);
 	dsecd_streams_drop(d, sb);

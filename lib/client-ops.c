@@ -21,6 +21,8 @@ struct reply {
 	const char *bad;		/* the first result field of the wrong type, or NULL */
 };
 
+static int id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err);
+
 static void reply_free(struct reply *r)
 {
 	dsec_msg_free(&r->msg);
@@ -345,15 +347,34 @@ static void pack_create(struct dsec_pk *p, const struct dsec_create_opts *o, boo
 int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **id,
 		struct dsec_err *err)
 {
+	return dsec_create_rl(c, o, NULL, id, err);
+}
+
+int dsec_create_rl(struct dsec_client *c, const struct dsec_create_opts *o,
+		   const struct dsec_rl_opts *rl, char **id, struct dsec_err *err)
+{
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
 
 	if ((rc = check_create(o, err)) < 0)
 		return rc;
+	if (rl && rl->struct_size < sizeof(size_t))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "dsec_rl_opts.struct_size is "
+				     "not set");
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "create");
 	pack_create(&p, o, false);
+	/* Fields past the caller's struct_size are not read (an older
+	 * program's struct is smaller). */
+#define HAS(f) (rl && rl->struct_size >= offsetof(struct dsec_rl_opts, f) + sizeof(rl->f))
+	if (HAS(token) && rl->token)
+		dsec_pk_kv_str(&p, "token", rl->token);
+	if (HAS(lease) && rl->lease)
+		dsec_pk_kv_str(&p, "lease", rl->lease);
+	if (HAS(trajectory) && rl->trajectory >= 0)
+		dsec_pk_kv_bool(&p, "trajectory", rl->trajectory > 0);
+#undef HAS
 	/* Creating may take long (a VM boots): wait beyond the client timeout. */
 	rc = roundtrip(c, &p, 300, &r, err);
 	if (rc == 0)
@@ -413,8 +434,9 @@ static int unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res
 	return rc;
 }
 
-int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
-	      struct dsec_cmd_res *res, struct dsec_err *err)
+static int exec_common(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+		       const uint64_t *step, bool *replayed, struct dsec_cmd_res *res,
+		       struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -426,9 +448,70 @@ int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
 	dsec_pk_request_begin(&p, "exec");
 	dsec_pk_kv_str(&p, "id", id);
 	pack_exec(&p, req);
+	if (step)
+		dsec_pk_kv_u64(&p, "step", *step);
 	rc = roundtrip(c, &p, 300 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
+	if (rc == 0 && replayed)
+		*replayed = dsec_has(r.result, "replayed");
 	if (rc == 0)
 		rc = unpack_exec(&r, "exec", res, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_exec(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+	      struct dsec_cmd_res *res, struct dsec_err *err)
+{
+	return exec_common(c, id, req, NULL, NULL, res, err);
+}
+
+int dsec_exec_step(struct dsec_client *c, const char *id, uint64_t step,
+		   const struct dsec_cmd *req, struct dsec_cmd_res *res, bool *replayed,
+		   struct dsec_err *err)
+{
+	if (replayed)
+		*replayed = false;
+	return exec_common(c, id, req, &step, replayed, res, err);
+}
+
+int dsec_lease_open(struct dsec_client *c, double timeout, double grace,
+		    const char *const *labels, char **id, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "lease_open");
+	if (timeout > 0)
+		dsec_pk_kv_double(&p, "timeout", timeout);
+	if (grace > 0)
+		dsec_pk_kv_double(&p, "grace", grace);
+	if (labels)
+		dsec_pk_kv_env(&p, "labels", labels);
+	rc = roundtrip(c, &p, 0, &r, err);
+	if (rc == 0)
+		rc = get_str_need(&r, "lease_open", "id", id, err);
+	reply_free(&r);
+	return rc;
+}
+
+int dsec_lease_renew(struct dsec_client *c, const char *id, struct dsec_err *err)
+{
+	return id_op(c, "lease_renew", id, err);
+}
+
+int dsec_lease_close(struct dsec_client *c, const char *id, bool destroy, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "lease_close");
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_kv_bool(&p, "destroy", destroy);
+	rc = roundtrip(c, &p, 60, &r, err);
 	reply_free(&r);
 	return rc;
 }

@@ -205,6 +205,41 @@ struct dsec_create_opts {
 DSEC_API
 int dsec_create(struct dsec_client *c, const struct dsec_create_opts *o, char **id,
 		struct dsec_err *err);
+
+/* What a create adds for a rollout (rlcoord, dsec-protocol(7)).  Set
+ * struct_size to sizeof(struct dsec_rl_opts): fields are only appended,
+ * and the library reads none past the size a program was built with. */
+struct dsec_rl_opts {
+	size_t struct_size;
+	const char *token;		/* client token: sent again, the same sandbox; or NULL */
+	const char *lease;		/* the lease it belongs to (dsec_lease_open), or NULL */
+	int trajectory;			/* keep its trajectory log: 1 yes, 0 no, -1 the default
+					 * (yes in a lease, else no) */
+};
+/* dsec_create with rl (NULL: none of it). */
+DSEC_API
+int dsec_create_rl(struct dsec_client *c, const struct dsec_create_opts *o,
+		   const struct dsec_rl_opts *rl, char **id, struct dsec_err *err);
+/* dsec_exec as step `step` of a sandbox with a trajectory: a step its log
+ * has is answered from it without running (*replayed true, when replayed
+ * is not NULL); the same step with another request fails "diverged". */
+DSEC_API
+int dsec_exec_step(struct dsec_client *c, const char *id, uint64_t step,
+		   const struct dsec_cmd *req, struct dsec_cmd_res *res, bool *replayed,
+		   struct dsec_err *err);
+/* A trainer's lease: sandboxes created in it (dsec_rl_opts.lease) are
+ * paused when it is not renewed for timeout seconds and destroyed grace
+ * seconds after (0: the daemon's defaults, 30 s and 600 s); labels are
+ * "K=V" strings or NULL.  *id: the caller frees. */
+DSEC_API
+int dsec_lease_open(struct dsec_client *c, double timeout, double grace,
+		    const char *const *labels, char **id, struct dsec_err *err);
+DSEC_API
+int dsec_lease_renew(struct dsec_client *c, const char *id, struct dsec_err *err);
+/* Ends the lease; its sandboxes are destroyed, or with destroy false kept
+ * outside any lease. */
+DSEC_API
+int dsec_lease_close(struct dsec_client *c, const char *id, bool destroy, struct dsec_err *err);
 /* Runs a command in sandbox id; res is filled (free its buffers with
  * dsec_cmd_res_free).  A non-zero exit is not an error. */
 DSEC_API

@@ -27,6 +27,7 @@ static const char *const code_names[DSEC_E__COUNT] = {
 	[DSEC_E_BUSY] = "busy",
 	[DSEC_E_SANDBOX_LOST] = "sandbox_lost",
 	[DSEC_E_NODE_LOST] = "node_lost",
+	[DSEC_E_DIVERGED] = "diverged",
 };
 
 const char *dsec_code_name(enum dsec_code code)

@@ -38,6 +38,9 @@ enum dsec_code {
 				 * command's; every later op on it fails so */
 	DSEC_E_NODE_LOST,	/* "node_lost": the node that owns the sandbox is dead or
 				 * left the cluster (not not_found: it was there) */
+	DSEC_E_DIVERGED,	/* "diverged": a request's step is logged (or running)
+				 * with another request: the trajectory log keeps the
+				 * first; nothing ran */
 	DSEC_E__COUNT
 };
 

@@ -9,7 +9,7 @@ need_container
 [ -d /sys/fs/cgroup/freezer ] || [ -e /sys/fs/cgroup/cgroup.controllers ] || skip_all "needs a cgroup freezer"
 [ -r /proc/self/schedstat ] || skip_all "needs /proc/PID/schedstat (CONFIG_SCHED_INFO)"
 
-plan 39
+plan 40
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -123,7 +123,8 @@ run req pause id="$fid"
 like "$OUT" '"code":"unsupported".*fncall' "fncall: pause is unsupported, with the backend named"
 req destroy id="$fid" >/dev/null
 
-# Idle TTL spares a paused sandbox; the wall TTL does not.
+# Neither TTL ends a paused sandbox: the idle TTL waits, and what is
+# left of the wall TTL stops until the resume, then runs out.
 idle=$(new_sb idle_ttl%=2)
 req pause id="$idle" >/dev/null
 wall=$(new_sb ttl%=2)
@@ -133,8 +134,11 @@ sleep 3.5
 is "$(state "$idle")" "paused" "a paused sandbox outlives its idle TTL"
 run req info id="$ctl"
 like "$OUT" '"code":"not_found"' "(an unpaused one with the same idle TTL expired)"
+is "$(state "$wall")" "paused" "a paused sandbox outlives its wall TTL: its time stops"
+req resume id="$wall" >/dev/null
+sleep 2.5
 run req info id="$wall"
-like "$OUT" '"code":"not_found"' "the wall TTL still expires a paused sandbox"
+like "$OUT" '"code":"not_found"' "... and runs out once it is resumed"
 req destroy id="$idle" >/dev/null
 
 # dsec-bench --mode pause: a row for pause and one for resume, no errors.

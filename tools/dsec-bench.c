@@ -44,7 +44,14 @@
 #define MAX_THREADS 4096
 #define ERR_SHOWN 5		/* errors printed in full; the rest only counted */
 
-enum mode { MODE_CALL, MODE_EXEC, MODE_CREATE, MODE_FIRST, MODE_PAUSE, MODE_PING, MODE_LOCAL };
+enum mode {
+	MODE_CALL, MODE_EXEC, MODE_CREATE, MODE_FIRST, MODE_PAUSE, MODE_PING, MODE_LOCAL,
+	MODE_REPLAY,
+};
+
+/* --mode replay: steps each thread's sandbox runs before the clock starts,
+ * then sends again, round and round. */
+#define REPLAY_STEPS 100
 
 static const char *const mode_names[] = {
 	[MODE_CALL] = "call",
@@ -54,6 +61,7 @@ static const char *const mode_names[] = {
 	[MODE_PAUSE] = "pause",
 	[MODE_PING] = "ping",
 	[MODE_LOCAL] = "local",
+	[MODE_REPLAY] = "replay",
 };
 
 /* Settings from the command line, read-only once threads start. */
@@ -78,6 +86,7 @@ struct bench_opts {
 	double timeout;			/* --timeout per command, 0 = daemon default */
 	bool keep;			/* --keep: create mode leaves its sandboxes */
 	double rate;			/* --rate: requests per second in all, 0 = as fast as they go */
+	bool trajectory;		/* --trajectory: exec's sandboxes log every step */
 };
 
 /* One worker thread. */
@@ -94,6 +103,8 @@ struct worker {
 	uint64_t requests;		/* measured requests done */
 	uint64_t errors;		/* measured requests that failed */
 	uint64_t mismatches;		/* measured replies that were wrong */
+	uint64_t step;			/* --trajectory, replay: the next step it sends */
+	bool priming;			/* replay: running the steps it will send again */
 };
 
 static struct bench_opts opt = {
@@ -124,6 +135,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_KEEP,
 	OPT_RATE,
+	OPT_TRAJECTORY,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -147,6 +159,7 @@ static const struct option long_opts[] = {
 	{ .name = "timeout",	.has_arg = required_argument,	.val = OPT_TIMEOUT },
 	{ .name = "keep",	.has_arg = no_argument,		.val = OPT_KEEP },
 	{ .name = "rate",	.has_arg = required_argument,	.val = OPT_RATE },
+	{ .name = "trajectory",	.has_arg = no_argument,		.val = OPT_TRAJECTORY },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
 	{ 0 }
@@ -154,11 +167,11 @@ static const struct option long_opts[] = {
 
 static const char usage_text[] =
 	"usage: dsec-bench [-H ADDR] [-c N] [-n N | -d SECONDS]\n"
-	"                  [--mode call|exec|create|first|pause|ping|local]\n"
+	"                  [--mode call|exec|create|first|pause|ping|local|replay]\n"
 	"                  [--backend B] [--runtime R] [--image I [--layer REF]...]\n"
 	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
-	"                  [--latencies FILE] [--keep] [--rate PER_SECOND]\n"
+	"                  [--latencies FILE] [--keep] [--rate PER_SECOND] [--trajectory]\n"
 	"\n"
 	"Load a running dsecd and report rate and latency.\n"
 	"\n"
@@ -185,6 +198,8 @@ static const char usage_text[] =
 	"      --latencies FILE   append each measured latency (ms) to FILE, one a line\n"
 	"      --keep             create mode: leave the sandboxes (no destroy)\n"
 	"      --rate R           start R requests a second in all, spread over the threads\n"
+	"      --trajectory       exec mode: the sandboxes keep a trajectory log and each\n"
+	"                         request is a new step (durable before its reply)\n"
 	"                         (open loop: a late one starts at once)\n"
 	"\n"
 	"Exit status: 0 if every request succeeded and matched, 1 if not, 2 on error.\n";
@@ -254,7 +269,7 @@ static void parse_args(int argc, char **argv)
 					break;
 			if (i == DSEC_ARRAY_LEN(mode_names))
 				usage_error("unknown mode '%s': expected call, exec, create, first, "
-					    "pause, ping or local", optarg);
+					    "pause, ping, local or replay", optarg);
 			opt.mode = (enum mode)i;
 			break;
 		case OPT_BACKEND:
@@ -288,6 +303,9 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_KEEP:
 			opt.keep = true;
+			break;
+		case OPT_TRAJECTORY:
+			opt.trajectory = true;
 			break;
 		case OPT_RATE: {
 			char *end;
@@ -508,7 +526,11 @@ static int one_request(struct worker *w, double *lat)
 	int rc, ret;
 
 	dsec_err_clear(&err);
-	snprintf(x, sizeof(x), "b%d-%" PRIuFAST64, (int)getpid(), atomic_fetch_add(&seq, 1));
+	if (opt.mode == MODE_REPLAY)	/* the request step k was, every time */
+		snprintf(x, sizeof(x), "r%u-%" PRIu64, w->index, w->step % REPLAY_STEPS);
+	else
+		snprintf(x, sizeof(x), "b%d-%" PRIuFAST64, (int)getpid(),
+			 atomic_fetch_add(&seq, 1));
 	snprintf(envx, sizeof(envx), "X=%s", x);
 	fill_create_opts(&co);
 	fill_req(&req, env, sh_argv);
@@ -519,8 +541,24 @@ static int one_request(struct worker *w, double *lat)
 		rc = dsec_call(w->client, &co, &req, &res, &err);
 		break;
 	case MODE_EXEC:
-		rc = dsec_exec(w->client, w->sandbox, &req, &res, &err);
+		if (opt.trajectory)
+			rc = dsec_exec_step(w->client, w->sandbox, w->step++, &req, &res, NULL, &err);
+		else
+			rc = dsec_exec(w->client, w->sandbox, &req, &res, &err);
 		break;
+	case MODE_REPLAY: {
+		bool replayed = false;
+		rc = dsec_exec_step(w->client, w->sandbox, w->step++ % REPLAY_STEPS, &req, &res,
+				    &replayed, &err);
+		if (rc == 0 && !replayed && !w->priming) {
+			*lat = dsec_now() - t0;
+			note_error(w, "step %" PRIu64 " ran again: it was not answered from the log",
+				   (w->step - 1) % REPLAY_STEPS);
+			dsec_cmd_res_free(&res);
+			return 1;
+		}
+		break;
+	}
 	case MODE_LOCAL:
 		if (run_local(w, &req, envx, &res) < 0) {
 			dsec_cmd_res_free(&res);
@@ -877,11 +915,26 @@ static int setup_workers(struct worker *ws)
 			fprintf(stderr, "dsec-bench: %s (%s)\n", err.msg, dsec_code_name(err.code));
 			return -1;
 		}
-		if ((opt.mode == MODE_EXEC || opt.mode == MODE_PAUSE) &&
-		    dsec_create(ws[i].client, &co, &ws[i].sandbox, &err) < 0) {
+		struct dsec_rl_opts rl = { .struct_size = sizeof(rl), .trajectory = 1 };
+		bool logged = opt.trajectory || opt.mode == MODE_REPLAY;
+		if ((opt.mode == MODE_EXEC || opt.mode == MODE_PAUSE || opt.mode == MODE_REPLAY) &&
+		    dsec_create_rl(ws[i].client, &co, logged ? &rl : NULL, &ws[i].sandbox, &err) < 0) {
 			fprintf(stderr, "dsec-bench: cannot create the sandbox of thread %u: %s (%s)\n",
 				i, err.msg, dsec_code_name(err.code));
 			return -1;
+		}
+		/* replay: the steps it sends again, run once. */
+		for (uint64_t k = 0; opt.mode == MODE_REPLAY && k < REPLAY_STEPS; k++) {
+			double lat;
+			ws[i].step = k;
+			ws[i].priming = true;
+			if (one_request(&ws[i], &lat) != 0) {
+				fprintf(stderr, "dsec-bench: cannot run step %" PRIu64 " of thread %u\n",
+					k, i);
+				return -1;
+			}
+			ws[i].priming = false;
+			ws[i].step = 0;
 		}
 	}
 	return 0;

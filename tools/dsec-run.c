@@ -147,6 +147,8 @@ static const char usage_text[] =
 	"                [--stream | -t]\n"
 	"                (-c CODE | [--] CMD [ARG]...)\n"
 	"       dsec-run [-H ADDR] --batch JOBS.jsonl [-j N] [--keep-going] [--retries N]\n"
+	"       dsec-run [-H ADDR] trajectory SANDBOX\n"
+	"       dsec-run [-H ADDR] replay FILE\n"
 	"\n"
 	"Run a command in a fresh dsec sandbox; its stdout and stderr come out here and\n"
 	"its exit status is ours.\n"
@@ -735,6 +737,12 @@ int main(int argc, char **argv)
 
 	dsec_err_clear(&err);
 	dsec_buf_init(&in);
+	/* dsec-run [-H ADDR] trajectory|replay ... (run-traj.c) */
+#define SUB(s) (!strcmp((s), "trajectory") || !strcmp((s), "replay"))
+	if ((argc >= 2 && SUB(argv[1])) ||
+	    (argc >= 4 && (!strcmp(argv[1], "-H") || !strcmp(argv[1], "--host")) && SUB(argv[3])))
+		return dsec_run_traj(argc, argv);
+#undef SUB
 	parse_args(argc, argv, &o);
 	if (o.batch) {
 		struct batch_opts b = {

@@ -17,4 +17,8 @@ struct batch_opts {
 /* Runs the jobs, a JSON line of result each on stdout; the exit status. */
 int dsec_run_batch(const struct batch_opts *o);
 
+/* run-traj.c: dsec-run [-H ADDR] trajectory SANDBOX | replay FILE (argv[1]
+ * or argv[3] the subcommand); the exit status. */
+int dsec_run_traj(int argc, char **argv);
+
 #endif

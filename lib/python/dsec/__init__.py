@@ -17,11 +17,14 @@ them.  Errors are exceptions per stable code (dsec.errors).
     asyncio.run(main())
 """
 from .aio import AsyncClient, AsyncSandbox, ExecResult, Process, Session
+from .lease import AsyncLease
 from .errors import *  # noqa: F401,F403 (the exception classes)
 from .errors import BY_CODE, DsecError, InfrastructureError, error_for
-from .sync import Client, Sandbox
+from .sync import Client, Lease, Sandbox
 
-__all__ = ["AsyncClient", "AsyncSandbox", "Client", "Sandbox", "ExecResult", "Process",
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncLease", "Client", "Lease", "Sandbox",
+           "ExecResult",
+           "Process",
            "Session", "DsecError",
            "InfrastructureError", "error_for"] + [c.__name__ for c in BY_CODE.values()]
 __version__ = "0.1.0"

@@ -16,6 +16,7 @@ import msgpack
 
 from . import _native as N
 from .errors import Busy, DsecError, Internal, Unavailable, error_for
+from .lease import AsyncLease
 
 PROTO_VERSION = 1
 # Seconds a reply may come after the request's own time.
@@ -64,6 +65,7 @@ class ExecResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     oom_killed: bool = False
+    replayed: Optional[int] = None
 
     @property
     def stdout(self) -> str:
@@ -85,7 +87,8 @@ class ExecResult:
                    duration=float(r.get("duration", 0.0)),
                    stdout_truncated=bool(r.get("stdout_truncated", False)),
                    stderr_truncated=bool(r.get("stderr_truncated", False)),
-                   oom_killed=bool(r.get("oom_killed", False)))
+                   oom_killed=bool(r.get("oom_killed", False)),
+                   replayed=r.get("replayed"))
 
 
 def _cmd_fields(cmd: Union[str, Sequence[str]], timeout, stdin, env, cwd, output_cap):
@@ -245,11 +248,18 @@ class AsyncSandbox:
 
     async def exec(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
                    stdin: Union[bytes, str, None] = None, env: Optional[Mapping[str, str]] = None,
-                   cwd: Optional[str] = None, output_cap: Optional[int] = None) -> ExecResult:
+                   cwd: Optional[str] = None, output_cap: Optional[int] = None,
+                   step: Optional[int] = None) -> ExecResult:
         """Run cmd (an argv list, or a string for the backend's shell or
-        runtime) to its end; its output comes whole."""
+        runtime) to its end; its output comes whole.
+
+        step: this action's number in the rollout, on a sandbox created
+        with trajectory=True.  A step the sandbox's trajectory log has is
+        answered from it without running (the result's .replayed is the
+        step); the same step with another command raises Diverged."""
         f = _cmd_fields(cmd, timeout, stdin, env, cwd, output_cap)
         f["id"] = self.id
+        f["step"] = step
         r = await self.client.call("exec", f, wait=timeout or DEFAULT_EXEC_TIMEOUT)
         return ExecResult._from(r)
 
@@ -295,20 +305,21 @@ class AsyncSandbox:
             raise Internal("session_open's reply has no 'session'")
         return Session(self, r["session"])
 
-    async def read_file(self, path: str, *, offset: int = 0, length: int = 0) -> bytes:
+    async def read_file(self, path: str, *, offset: int = 0, length: int = 0,
+                        step: Optional[int] = None) -> bytes:
         """The bytes of a file (from offset; length 0: to its end)."""
         r = await self.client.call("file_read", {"id": self.id, "path": path,
                                                  "offset": offset or None,
-                                                 "length": length or None})
+                                                 "length": length or None, "step": step})
         return bytes(r.get("data", b""))
 
     async def write_file(self, path: str, data: Union[bytes, str], *,
-                         mode: Optional[int] = None) -> None:
+                         mode: Optional[int] = None, step: Optional[int] = None) -> None:
         """Write a whole file (made or replaced; parents made)."""
         if isinstance(data, str):
             data = data.encode()
         await self.client.call("file_write", {"id": self.id, "path": path, "data": data,
-                                              "mode": mode})
+                                              "mode": mode, "step": step})
 
     async def stat(self, path: str) -> Dict[str, Any]:
         """A file's type, size, mode, owner and times."""
@@ -345,6 +356,18 @@ class AsyncSandbox:
     async def info(self) -> Dict[str, Any]:
         """What the node knows of it: state, backend, TTLs, sessions..."""
         return await self.client.call("info", {"id": self.id})
+
+    async def trajectory(self, *, start: int = 0) -> List[Dict[str, Any]]:
+        """Its trajectory log from entry start on (a sandbox created with
+        trajectory=True; also after it is destroyed): each entry a dict of
+        seq, step (or None), op, hash, t, dur_us, code, request, reply."""
+        out: List[Dict[str, Any]] = []
+        while True:
+            r = await self.client.call("trajectory", {"id": self.id, "from": start})
+            out.extend(r.get("entries", []))
+            if r.get("end", True) or r.get("next", start) <= start:
+                return out
+            start = r["next"]
 
     async def destroy(self) -> None:
         """Destroy it (one already gone is not an error)."""
@@ -503,16 +526,41 @@ class AsyncClient:
                cwd: Optional[str] = None, network: Optional[str] = None,
                allow: Optional[Sequence[str]] = None, dns: Optional[str] = None,
                seccomp_deny: Optional[Sequence[str]] = None,
-               labels: Optional[Mapping[str, str]] = None) -> _Create:
+               labels: Optional[Mapping[str, str]] = None,
+               trajectory: Optional[bool] = None, token: Optional[str] = None,
+               lease: Optional[str] = None) -> _Create:
         """A new sandbox: await it, or `async with c.create(...) as sb:`.
-        labels: what list finds it by (job, step, rollout group)."""
+        labels: what list finds it by (job, step, rollout group).
+        trajectory: keep its trajectory log (every command and its result,
+        durable before the reply), so that steps re-sent are answered
+        from it (the default in a lease).  token: a name of this create
+        of the caller's choosing: sent again with it, the create gets the
+        sandbox the first made, never a second one.  lease: the id of the
+        lease it belongs to (see lease())."""
         return _Create(self, {
             "backend": backend, "image": image, "runtime": runtime,
             "layers": list(layers) if layers else None, "limits": dict(limits) if limits else None,
             "ttl": ttl, "idle_ttl": idle_ttl, "env": dict(env) if env else None, "cwd": cwd,
             "network": network, "allow": list(allow) if allow else None, "dns": dns,
             "seccomp_deny": list(seccomp_deny) if seccomp_deny else None,
-            "labels": dict(labels) if labels else None})
+            "labels": dict(labels) if labels else None, "trajectory": trajectory,
+            "token": token, "lease": lease})
+
+    async def lease(self, *, timeout: float = 30.0, grace: float = 600.0,
+                    labels: Optional[Mapping[str, str]] = None,
+                    keep: bool = False) -> AsyncLease:
+        """Open a trainer's lease (use as `async with await c.lease() as
+        l:`): sandboxes created in it are paused when it is not renewed
+        for timeout seconds and destroyed grace seconds later."""
+        r = await self.call("lease_open", {"timeout": timeout, "grace": grace,
+                                           "labels": dict(labels) if labels else None})
+        return AsyncLease(self, r["id"], float(r.get("timeout", timeout)), keep=keep)
+
+    async def attach_lease(self, lease_id: str, *, keep: bool = False) -> AsyncLease:
+        """Take back a lease a trainer before this one opened (renewed
+        now; its sandboxes resume on first use)."""
+        r = await self.call("lease_renew", {"id": lease_id})
+        return AsyncLease(self, lease_id, float(r.get("timeout", 30.0)), keep=keep)
 
     async def batch(self, requests: Sequence[Mapping[str, Any]], *,
                     all_or_nothing: bool = False, wait: float = 600.0) -> List[Any]:

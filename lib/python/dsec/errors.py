@@ -58,6 +58,8 @@ _CODES = [
     ("Busy", "busy", DsecError, "The object is running something: retry after it."),
     ("SandboxLost", "sandbox_lost", InfrastructureError, "The sandbox died under its commands."),
     ("NodeLost", "node_lost", InfrastructureError, "The sandbox's node is dead or gone."),
+    ("Diverged", "diverged", DsecError,
+     "A step the trajectory log has (or runs) with another request: nothing ran."),
 ]
 BY_CODE = {code: _define(name, code, base, doc) for name, code, base, doc in _CODES}
 

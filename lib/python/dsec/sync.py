@@ -5,6 +5,7 @@ import asyncio
 from typing import Any, Dict, List, Optional
 
 from .aio import AsyncClient, AsyncSandbox, ExecResult
+from .lease import AsyncLease
 
 
 class Sandbox:
@@ -63,8 +64,55 @@ class Sandbox:
     def info(self) -> Dict[str, Any]:
         return self._run(self._sb.info())
 
+    def trajectory(self, **kw) -> List[Dict[str, Any]]:
+        """As AsyncSandbox.trajectory."""
+        return self._run(self._sb.trajectory(**kw))
+
     def destroy(self) -> None:
         return self._run(self._sb.destroy())
+
+
+class Lease:
+    """A lease of a Client (as AsyncLease, synchronous).  Nothing renews it
+    in the background: call renew() more often than its timeout (a
+    trainer's step loop does), or it lapses and its sandboxes pause."""
+
+    def __init__(self, client: "Client", lease: AsyncLease):
+        self._client = client
+        self._lease = lease
+        self.id = lease.id
+        self.timeout = lease.timeout
+
+    def __repr__(self):
+        return "Lease(%r)" % self.id
+
+    def __enter__(self) -> "Lease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._lease.keep:
+            self.close()
+
+    def _run(self, coro):
+        return self._client._run(coro)
+
+    def renew(self) -> Dict[str, Any]:
+        return self._run(self._lease.renew())
+
+    def info(self) -> Dict[str, Any]:
+        return self._run(self._lease.info())
+
+    def create(self, **kw) -> Sandbox:
+        return self._client.create(lease=self.id, **kw)
+
+    def pause(self) -> Dict[str, Any]:
+        return self._run(self._lease.pause())
+
+    def resume(self) -> Dict[str, Any]:
+        return self._run(self._lease.resume())
+
+    def close(self, **kw) -> Dict[str, Any]:
+        return self._run(self._lease.close(**kw))
 
 
 class Client:
@@ -98,6 +146,14 @@ class Client:
     def create(self, **kw) -> Sandbox:
         """As AsyncClient.create."""
         return Sandbox(self, self._run(self._ac.create(**kw)._make()))
+
+    def lease(self, **kw) -> Lease:
+        """As AsyncClient.lease (see Lease: renew it yourself)."""
+        return Lease(self, self._run(self._ac.lease(**kw)))
+
+    def attach_lease(self, lease_id: str, **kw) -> Lease:
+        """As AsyncClient.attach_lease."""
+        return Lease(self, self._run(self._ac.attach_lease(lease_id, **kw)))
 
     def batch(self, requests, **kw):
         """As AsyncClient.batch."""

@@ -301,3 +301,32 @@ def test_labels(daemon):
         with pytest.raises(dsec.Invalid):
             c.create(backend="test", labels={"bad key": "x"})
         c.destroy_many([a, b, x])
+
+
+def test_rollouts_steps_tokens_leases(daemon):
+    """Steps answered from the trajectory log, Diverged, client tokens,
+    a lease that lapses (pausing its sandbox) and is taken back."""
+    with dsec.Client(daemon["url"]) as c:
+        sb = c.create(backend="test", trajectory=True, token="sdk-rollout-1")
+        assert c.create(backend="test", token="sdk-rollout-1").id == sb.id
+        r = sb.exec(["echo", "one"], step=0)
+        assert r.stdout == "one\n" and r.replayed is None
+        again = sb.exec(["echo", "one"], step=0)
+        assert again.stdout == "one\n" and again.replayed == 0
+        with pytest.raises(dsec.Diverged) as e:
+            sb.exec(["echo", "two"], step=0)
+        assert e.value.code == "diverged"
+        entries = sb.trajectory()
+        assert [x["op"] for x in entries] == ["create", "exec"]
+        assert entries[1]["step"] == 0 and entries[1]["hash"].startswith("sha256:")
+        sb.destroy()
+        with c.lease(timeout=0.3, grace=30) as lease:
+            s2 = lease.create(backend="test")
+            assert "trajectory" in s2.info()
+            time.sleep(0.8)
+            assert lease.info()["state"] == "lapsed"
+            assert s2.info()["state"] == "paused"
+            back = c.attach_lease(lease.id)
+            assert back.info()["state"] == "active"
+            assert s2.exec(["echo", "back"], step=1).stdout == "back\n"
+        assert c.list(labels=None) == [] or all(x["id"] != s2.id for x in c.list())

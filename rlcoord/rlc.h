@@ -1,0 +1,86 @@
+/* rlc.h - rlcoord: what keeps a rollout alive past its trainer (dsecd only).
+ *
+ *   tlog.c   the trajectory log: per sandbox, in order, every op that
+ *            changes or observes it, with a hash of its request and its
+ *            reply (zstd), durable (fdatasync, group commit through the
+ *            before-reply hook) before the reply goes out; fast-forward
+ *            of a request whose step is logged; the trajectory op
+ *   token.c  idempotent creates: a create's client token names the
+ *            sandbox the first one with it made (or is making)
+ *   lease.c  trainer leases: sandboxes that belong to a lease are paused
+ *            when it lapses and destroyed when its grace ends
+ *
+ * The log's format and the ops are in dsec-protocol(7) and dsec-rlcoord(7).
+ */
+#ifndef DSEC_RLC_H
+#define DSEC_RLC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct dsecd;
+struct dsecd_req;
+struct dsecd_sb;
+struct dsec_err;
+struct dsec_pk;
+
+/* SHA-256 bytes of a request's hash. */
+#define RLC_HASH 32
+
+struct rlc;
+struct rlc_lease;
+
+/* Starts rlcoord (the trajectory directory, its writer thread, the
+ * before-reply hook); after the pools.  0 or -errno with err. */
+int rlc_open(struct dsecd *d, struct dsec_err *err);
+/* Waits for the log's writes and frees rlcoord; after the loop ended. */
+void rlc_close(struct dsecd *d);
+
+/* A create asked for a trajectory: sb's log begins (its file is made by
+ * the first write). */
+void rlc_log_start(struct dsecd *d, struct dsecd_sb *sb);
+/* sb is freed: its log's memory goes (its file stays, see trajectory_keep). */
+void rlc_log_drop(struct dsecd *d, struct dsecd_sb *sb);
+/* Reads r's "step", for an op on sandbox r->sb, before anything runs:
+ * true when r is taken (answered from the log, diverged, or joined to the
+ * same step still running), false when it runs.  Replies with an error
+ * (and returns true) for a step on a sandbox without a trajectory. */
+bool rlc_step(struct dsecd_req *r);
+/* info's "trajectory" entry of a sandbox (nothing without a log), and the
+ * node's (the log's directory, its durability, what it wrote). */
+void rlc_pack_sb(struct dsecd *d, const struct dsecd_sb *sb, struct dsec_pk *p);
+void rlc_pack_node(struct dsecd *d, struct dsec_pk *p);
+
+/* The request hash the log keeps: SHA-256 over the op and the request's
+ * fields but v, id, fwd and step, in key order, each value as msgpack-c
+ * packs it (so two clients that send the same request get the same hash
+ * whatever their encoders' integer widths or key order). */
+struct msgpack_object;
+void rlc_request_hash(const struct msgpack_object *root, uint8_t out[RLC_HASH]);
+/* r is freed: whatever of its step is still pending ends. */
+void rlc_req_free(struct dsecd_req *r);
+
+/* The trajectory op (export of a log, page by page). */
+void op_trajectory(struct dsecd_req *r);
+
+/* token.c: a create's "token", before it makes anything: true when r is
+ * answered (the sandbox the token made, an error) or waits for the create
+ * making it; false when it goes on (and its reply ends the wait of the
+ * others: rlc_token_made, from the reply hook). */
+bool rlc_token_create(struct dsecd_req *r);
+void rlc_token_made(struct dsecd_req *r);
+
+/* lease.c: a create's "lease", found in r->lease (renewed; *trajectory
+ * set true unless the create says), or 0 without one; -errno with err. */
+int rlc_lease_create(struct dsecd_req *r, bool *trajectory, struct dsec_err *err);
+/* sb, made by a create in lease L (NULL: none), belongs to it. */
+void rlc_lease_join(struct dsecd *d, struct dsecd_sb *sb, struct rlc_lease *L);
+/* sb is being destroyed: it leaves its lease, its token is forgotten. */
+void rlc_sb_gone(struct dsecd *d, struct dsecd_sb *sb);
+/* The lease ops: lease_open; lease_renew, lease_info, lease_pause,
+ * lease_resume and lease_close (op_lease, on the lease 'id' names). */
+void op_lease_open(struct dsecd_req *r);
+void op_lease(struct dsecd_req *r);
+
+#endif

@@ -1,0 +1,1253 @@
+/* tlog.c - the trajectory log: durable before the reply, answered from on a re-sent step.
+ *
+ * A sandbox created with trajectory: true has a log, TRAJECTORY_DIR/ID.log:
+ * an entry per op that changed or observed it (the rows flagged
+ * DSECD_OP_LOGGED, and its create first), in the order their replies were
+ * made.  The before-reply hook (dsecd_reply_hook_set) holds each such reply
+ * and queues its entry; an ev_prepare, once per loop iteration, hands the
+ * queue to the log's own writer thread, which compresses each entry's
+ * request and reply (zstd), appends them to their files, fdatasyncs each
+ * file once (and its directory once, when the file is new) and returns;
+ * then the replies go out in order.  Group commit: the replies of one loop
+ * iteration share one sync per sandbox (redis' appendfsync from
+ * beforeSleep).  While a batch is on disk the next one gathers.
+ *
+ * A record is u32 length (little-endian), u32 check (FNV-1a of the
+ * payload, folded), then the payload: a msgpack map {seq, step (or nil),
+ * op, hash (bin 32), t (unix s), dur_us, code, req (zstd), req_len, reply
+ * (zstd), reply_len}.  A record cut short by a crash fails its length or
+ * check and ends the log there (what a reader believes); so does a zero
+ * length: the file is zero-filled ahead of its end (zero_ahead), so that
+ * an entry's sync flushes its data and not the journal.
+ *
+ * Steps.  A request on a logged sandbox may carry "step" (an unsigned
+ * integer the trainer numbers its actions with).  A step the log has with
+ * the same request hash is answered from the log without running anything
+ * (the reply as logged, plus "replayed": STEP); a different request at a
+ * logged step is refused "diverged" (both hashes named); a step running
+ * now gets the running one's reply when it comes (a trainer that re-sent
+ * it after a timeout must not run it twice); any other step runs.  Replies
+ * that say nothing ran (bad_request, invalid, too_large, unsupported,
+ * busy, capacity, shutting_down, unavailable, internal, sandbox_lost,
+ * node_lost, backend_error) are not logged: the step runs when re-sent.
+ * What is logged is ok and the codes a command or a file op answers
+ * having looked: not_found, exists, timeout, permission.
+ */
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <zstd.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "rlc.h"
+#include "rlc-int.h"
+
+#define REC_HEAD 8			/* length + check */
+#define REC_MAX (64u << 20)		/* a record longer is not one (a torn header) */
+#define ZLEVEL 1			/* zstd level: the loop waits on the writer */
+#define PAGE_ENTRIES 1000		/* trajectory: entries per reply, by default and at most */
+
+/* A logged step: where its entry is and what its request hashed to. */
+struct rlc_step {
+	uint64_t step;
+	uint64_t off;			/* its record's offset in the file */
+	uint32_t len;			/* and length, header included */
+	uint8_t hash[RLC_HASH];
+	uint16_t op;			/* enum dsec_op */
+};
+
+/* A sandbox's log (sb->tlog; queued entries hold refs). */
+struct rlc_log {
+	unsigned refs;
+	char *id;			/* the sandbox's */
+	char *path;			/* its file */
+	uint64_t seq;			/* entries queued so far: the next one's seq */
+	uint64_t entries;		/* of them, on disk */
+	uint64_t bytes;			/* the file's bytes on disk (loop) */
+	uint64_t wsize;			/* the file's bytes (the writer's, during a batch) */
+	int err;			/* errno of a write that failed: no more steps */
+	int werr;			/* the writer's: the same, as it found it */
+	uint32_t jgen;			/* the writer's: the journal's generation it is marked in */
+	char *name;			/* its file's name in the directory */
+	struct rlc_step *steps;		/* logged steps, by step */
+	size_t nsteps, capsteps;
+	struct dsecd_req *pending;	/* requests with a step running now (r->rl_next) */
+	struct dsec_buf wbuf;		/* the writer's: this batch's records */
+	struct rlc_log *bnext;		/* the writer's: logs of this batch */
+	bool in_batch;
+};
+
+/* One entry on its way to disk. */
+struct rlc_ent {
+	struct rlc_ent *next;
+	struct dsecd_req *r;		/* the held request */
+	struct rlc_log *log;		/* a ref */
+	uint64_t seq;
+	uint64_t step;
+	bool has_step;
+	uint16_t op;
+	uint8_t hash[RLC_HASH];
+	enum dsec_code code;
+	double t;			/* unix time the request came */
+	uint64_t dur_us;		/* until its reply */
+	void *req;			/* its frame, a copy */
+	size_t req_len;
+	const void *reply;		/* r's reply (held with r) */
+	size_t reply_len;
+	uint64_t off;			/* where it went (the writer's) */
+	uint32_t len;
+};
+
+
+/* A read of one logged entry (fast-forward) or of a page (trajectory). */
+struct rlc_read {
+	struct dsecd_req *r;
+	char *path;
+	uint64_t off, from, limit, max_bytes;
+	uint32_t len;
+	int rc;
+	struct dsec_err err;
+	void *out;			/* the reply as logged / the page's packed entries */
+	size_t out_len;
+	uint64_t n, next;		/* page: entries packed, seq after the last */
+	bool end;			/* page: the log ends there */
+};
+
+static void hex(const uint8_t *h, char out[2 * RLC_HASH + 8])
+{
+	memcpy(out, "sha256:", 7);
+	for (size_t i = 0; i < RLC_HASH; i++)
+		snprintf(out + 7 + 2 * i, 3, "%02x", h[i]);
+}
+
+/* ---- the request hash ---------------------------------------------------- */
+
+static bool hashed_key(const msgpack_object *k)
+{
+	static const char *const skip[] = { "v", "id", "fwd", "step" };
+
+	if (k->type != MSGPACK_OBJECT_STR)
+		return true;
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(skip); i++)
+		if (k->via.str.size == strlen(skip[i]) &&
+		    !memcmp(k->via.str.ptr, skip[i], k->via.str.size))
+			return false;
+	return true;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+	const msgpack_object_kv *x = *(const msgpack_object_kv *const *)a;
+	const msgpack_object_kv *y = *(const msgpack_object_kv *const *)b;
+	size_t n = x->key.via.str.size < y->key.via.str.size ? x->key.via.str.size
+							     : y->key.via.str.size;
+	int c = memcmp(x->key.via.str.ptr, y->key.via.str.ptr, n);
+
+	if (c)
+		return c;
+	return x->key.via.str.size < y->key.via.str.size ? -1
+	       : x->key.via.str.size > y->key.via.str.size;
+}
+
+static int sbuf_write(void *data, const char *buf, size_t len)
+{
+	EVP_DigestUpdate(data, buf, len);
+	return 0;
+}
+
+void rlc_request_hash(const msgpack_object *root, uint8_t out[RLC_HASH])
+{
+	const msgpack_object_kv **keys = xmalloc((root->via.map.size + 1) * sizeof(*keys));
+	size_t n = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	msgpack_packer pk;
+
+	DSEC_ASSERT(ctx);
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	/* Keys in byte order (a map from the wire has str keys: the parser
+	 * took it; a key of another type is hashed as it comes, last). */
+	for (uint32_t i = 0; i < root->via.map.size; i++)
+		if (hashed_key(&root->via.map.ptr[i].key) &&
+		    root->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR)
+			keys[n++] = &root->via.map.ptr[i];
+	qsort(keys, n, sizeof(keys[0]), key_cmp);
+	msgpack_packer_init(&pk, ctx, sbuf_write);
+	for (size_t i = 0; i < n; i++) {
+		msgpack_pack_object(&pk, keys[i]->key);
+		msgpack_pack_object(&pk, keys[i]->val);
+	}
+	for (uint32_t i = 0; i < root->via.map.size; i++)
+		if (root->via.map.ptr[i].key.type != MSGPACK_OBJECT_STR) {
+			msgpack_pack_object(&pk, root->via.map.ptr[i].key);
+			msgpack_pack_object(&pk, root->via.map.ptr[i].val);
+		}
+	unsigned len = RLC_HASH;
+	EVP_DigestFinal_ex(ctx, out, &len);
+	EVP_MD_CTX_free(ctx);
+	free(keys);
+}
+
+/* ---- logs ---------------------------------------------------------------- */
+
+static void log_unref(struct rlc_log *L)
+{
+	if (!L || --L->refs)
+		return;
+	DSEC_ASSERT(!L->pending);
+	free(L->id);
+	free(L->path);
+	free(L->name);
+	free(L->steps);
+	dsec_buf_free(&L->wbuf);
+	free(L);
+}
+
+void rlc_log_start(struct dsecd *d, struct dsecd_sb *sb)
+{
+	struct rlc_log *L;
+
+	if (!d->rlc || sb->tlog)
+		return;
+	L = xcalloc(1, sizeof(*L));
+	L->refs = 1;
+	L->id = xstrdup(sb->id);
+	L->path = xasprintf("%s/%s.log", d->rlc->dir, sb->id);
+	L->name = xasprintf("%s.log", sb->id);
+	sb->tlog = L;
+}
+
+void rlc_log_drop(struct dsecd *d, struct dsecd_sb *sb)
+{
+	log_unref(sb->tlog);
+	sb->tlog = NULL;
+}
+
+static struct rlc_step *step_find(struct rlc_log *L, uint64_t step, size_t *at)
+{
+	size_t lo = 0, hi = L->nsteps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (L->steps[mid].step < step)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*at = lo;
+	return lo < L->nsteps && L->steps[lo].step == step ? &L->steps[lo] : NULL;
+}
+
+static void step_add(struct rlc_log *L, const struct rlc_ent *e)
+{
+	size_t at;
+
+	if (step_find(L, e->step, &at))
+		return;		/* cannot be: a logged step is never run again */
+	if (L->nsteps == L->capsteps) {
+		L->capsteps = L->capsteps ? 2 * L->capsteps : 16;
+		L->steps = xrealloc(L->steps, L->capsteps * sizeof(*L->steps));
+	}
+	memmove(&L->steps[at + 1], &L->steps[at], (L->nsteps - at) * sizeof(*L->steps));
+	L->nsteps++;
+	L->steps[at] = (struct rlc_step){ .step = e->step, .off = e->off, .len = e->len,
+					  .op = e->op };
+	memcpy(L->steps[at].hash, e->hash, RLC_HASH);
+}
+
+/* ---- replies that are not run ---------------------------------------------- */
+
+static bool key_is(const msgpack_object *k, const char *s)
+{
+	return k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(s) &&
+	       !memcmp(k->via.str.ptr, s, k->via.str.size);
+}
+
+/* A map with "replayed": step added (one it had replaced). */
+static void pack_marked(struct dsec_pk *p, const msgpack_object *map, uint64_t step)
+{
+	dsec_pk_map_begin(p);
+	for (uint32_t i = 0; i < map->via.map.size; i++)
+		if (!key_is(&map->via.map.ptr[i].key, "replayed")) {
+			dsec_pk_object(p, &map->via.map.ptr[i].key);
+			dsec_pk_object(p, &map->via.map.ptr[i].val);
+		}
+	dsec_pk_kv_u64(p, "replayed", step);
+	dsec_pk_end(p);
+}
+
+/* reply (len bytes) with "replayed": step in its result map (or its
+ * error map), so a client sees it where it reads the rest. */
+static void *mark_replayed(const void *reply, size_t len, uint64_t step, size_t *out_len)
+{
+	struct dsec_msg m;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, &err) < 0) {
+		dsec_msg_free(&m);
+		void *copy = xmalloc(len ? len : 1);
+		memcpy(copy, reply, len);
+		*out_len = len;
+		return copy;
+	}
+	dsec_pk_init(&p);
+	dsec_pk_map_begin(&p);
+	for (uint32_t i = 0; i < m.root->via.map.size; i++) {
+		const msgpack_object_kv *kv = &m.root->via.map.ptr[i];
+		dsec_pk_object(&p, &kv->key);
+		if ((key_is(&kv->key, "result") || key_is(&kv->key, "error")) &&
+		    kv->val.type == MSGPACK_OBJECT_MAP)
+			pack_marked(&p, &kv->val, step);
+		else
+			dsec_pk_object(&p, &kv->val);
+	}
+	dsec_pk_end(&p);
+	dsec_msg_free(&m);
+	return dsec_pk_detach(&p, out_len);
+}
+
+static enum dsec_code reply_code_of(const void *reply, size_t len)
+{
+	struct dsec_msg m;
+	struct dsec_err err;
+	enum dsec_code code = DSEC_E_INTERNAL;
+	const msgpack_object *ok, *e, *c;
+
+	dsec_err_clear(&err);
+	if (dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, &err) == 0 &&
+	    (ok = dsec_map_get(m.root, "ok")) && ok->type == MSGPACK_OBJECT_BOOLEAN) {
+		if (ok->via.boolean)
+			code = DSEC_E_OK;
+		else if ((e = dsec_map_get(m.root, "error")) && e->type == MSGPACK_OBJECT_MAP &&
+			 (c = dsec_map_get(e, "code")) && c->type == MSGPACK_OBJECT_STR)
+			code = dsec_code_from_name(c->via.str.ptr, c->via.str.size);
+	}
+	dsec_msg_free(&m);
+	return code;
+}
+
+/* r, whose step was answered without running it, gets reply (a copy). */
+static void answer(struct dsecd_req *r, const void *reply, size_t len, uint64_t step)
+{
+	size_t n;
+	void *copy = mark_replayed(reply, len, step, &n);
+
+	r->rl_answered = true;
+	r->reply_code = reply_code_of(copy, n);
+	dsecd_req_release_frame(r, copy, n);
+}
+
+/* r's reply is out (or about to be): the requests that joined its step get it. */
+static void pending_end(struct dsecd_req *r)
+{
+	struct rlc_log *L = r->rl_log;
+	struct dsecd_req **pp, *j;
+
+	if (!L)
+		return;
+	r->rl_log = NULL;
+	for (pp = &L->pending; *pp; pp = &(*pp)->rl_next)
+		if (*pp == r) {
+			*pp = r->rl_next;
+			break;
+		}
+	r->rl_next = NULL;
+	while ((j = r->rl_joined)) {
+		r->rl_joined = j->rl_next;
+		j->rl_next = NULL;
+		if (r->reply) {
+			answer(j, r->reply, r->reply_len, r->step);
+		} else {
+			struct dsec_err err;
+			dsec_err_setc(&err, DSEC_E_INTERNAL, EIO, "step %" PRIu64 " ended without "
+				      "a reply", r->step);
+			j->rl_answered = true;
+			reply_err(j, &err);
+		}
+	}
+	log_unref(L);
+}
+
+void rlc_req_free(struct dsecd_req *r)
+{
+	pending_end(r);
+	if (r->rl_token)	/* a create ended without a reply (cannot be) */
+		rlc_token_made(r);
+}
+
+static void diverged(struct dsecd_req *r, uint64_t step, const uint8_t *logged, uint16_t lop,
+		     bool running)
+{
+	char a[2 * RLC_HASH + 8], b[2 * RLC_HASH + 8];
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	hex(logged, a);
+	hex(r->rl_hash, b);
+	dsec_err_setc(&err, DSEC_E_DIVERGED, EEXIST, "step %" PRIu64 " of sandbox '%s' %s %s "
+		      "request %s; this %s request is %s", step, r->sb->id,
+		      running ? "is running another" : "is logged with another",
+		      dsecd_ops[lop].name, a, dsecd_ops[r->op].name, b);
+	r->d->rlc->diverged++;
+	r->reply_code = DSEC_E_DIVERGED;
+	dsec_pk_init(&p);
+	dsec_pk_map_begin(&p);
+	dsec_pk_kv_bool(&p, "ok", false);
+	dsec_pk_str(&p, "error");
+	dsec_pk_map_begin(&p);
+	dsec_pk_kv_str(&p, "code", dsec_code_name(DSEC_E_DIVERGED));
+	dsec_pk_kv_str(&p, "message", err.msg);
+	dsec_pk_kv_u64(&p, "step", step);
+	dsec_pk_kv_str(&p, "logged", a);
+	dsec_pk_kv_str(&p, "logged_op", dsecd_ops[lop].name);
+	dsec_pk_kv_str(&p, "sent", b);
+	dsec_pk_end(&p);
+	dsec_pk_end(&p);
+	r->rl_answered = true;	/* nothing of it is logged */
+	req_complete(r, &p);
+}
+
+/* ---- reading entries on the writer's thread ------------------------------------ */
+
+/* The record at off (len bytes with its header) parsed; 0 or -errno. */
+static int rec_read(int fd, uint64_t off, uint32_t len, struct dsec_buf *b, struct dsec_msg *m,
+		    struct dsec_err *err)
+{
+	uint32_t n, check;
+
+	dsec_buf_reset(b);
+	dsec_buf_grow(b, len);
+	ssize_t got = pread(fd, b->data, len, (off_t)off);
+	if (got != (ssize_t)len)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EIO, "short read of the trajectory log");
+	memcpy(&n, b->data, 4);
+	memcpy(&check, b->data + 4, 4);
+	n = le32toh(n);
+	if (n + REC_HEAD != len || rlc_check(b->data + REC_HEAD, n) != le32toh(check))
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EIO, "a trajectory log entry fails its "
+				     "check");
+	return dsec_msg_parse_n(m, b->data + REC_HEAD, n, SIZE_MAX, SIZE_MAX, err);
+}
+
+/* The bin of key in entry e decompressed to its logged length (key_len). */
+static int unzip(const msgpack_object *e, const char *key, const char *key_len, void **out,
+		 size_t *out_len, struct dsec_err *err)
+{
+	const void *z;
+	size_t zn;
+	uint64_t n = 0;
+
+	if (dsec_get_bin(e, key, REC_MAX, &z, &zn, err) < 0 ||
+	    dsec_get_u64(e, key_len, &n, err) < 0 || n > REC_MAX)
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EIO, "a trajectory log entry lacks '%s'",
+				     key);
+	*out = xmalloc(n ? n : 1);
+	size_t got = ZSTD_decompress(*out, n, z, zn);
+	if (ZSTD_isError(got) || got != n) {
+		free(*out);
+		*out = NULL;
+		return dsec_err_setc(err, DSEC_E_INTERNAL, EIO, "a trajectory log entry does not "
+				     "decompress");
+	}
+	*out_len = n;
+	return 0;
+}
+
+static void read_entry_work(void *arg)
+{
+	struct rlc_read *rd = arg;
+	struct dsec_buf b = { 0 };
+	struct dsec_msg m = { 0 };
+	int fd = open(rd->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		rd->rc = dsec_err_setc(&rd->err, DSEC_E_INTERNAL, errno, "cannot open '%s': %s",
+				       rd->path, strerror(errno));
+		return;
+	}
+	if ((rd->rc = rec_read(fd, rd->off, rd->len, &b, &m, &rd->err)) == 0)
+		rd->rc = unzip(m.root, "reply", "reply_len", &rd->out, &rd->out_len, &rd->err);
+	dsec_msg_free(&m);
+	dsec_buf_free(&b);
+	close(fd);
+}
+
+static void read_entry_done(void *arg)
+{
+	struct rlc_read *rd = arg;
+	struct dsecd_req *r = rd->r;
+
+	r->d->ops_inflight--;
+	if (rd->rc < 0) {
+		r->rl_answered = true;
+		reply_err(r, &rd->err);
+	} else {
+		r->d->rlc->replayed++;
+		answer(r, rd->out, rd->out_len, r->step);
+	}
+	free(rd->out);
+	free(rd->path);
+	free(rd);
+}
+
+/* ---- steps --------------------------------------------------------------- */
+
+static void step_err(struct dsecd_req *r, enum dsec_code code, const char *fmt, ...)
+	DSEC_PRINTF(3, 4);
+static void step_err(struct dsecd_req *r, enum dsec_code code, const char *fmt, ...)
+{
+	struct dsec_err err;
+	va_list ap;
+
+	dsec_err_clear(&err);
+	err.code = code;
+	err.errnum = EINVAL;
+	va_start(ap, fmt);
+	char tmp[DSEC_ERR_MSG_MAX];
+	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	dsec_utf8_clean(err.msg, sizeof(err.msg), tmp, strlen(tmp));
+	r->rl_answered = true;
+	reply_err(r, &err);
+}
+
+bool rlc_step(struct dsecd_req *r)
+{
+	const msgpack_object *s = dsec_map_get(r->msg.root, "step");
+	struct rlc_log *L;
+	struct rlc_step *at;
+	size_t pos;
+
+	if (!s || s->type == MSGPACK_OBJECT_NIL || r->rl_log)
+		return false;	/* no step, or run again after a pause or resume */
+	if (s->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		step_err(r, DSEC_E_BAD_REQUEST, "field 'step' must be an unsigned integer");
+		return true;
+	}
+	if (!r->sb || !(L = r->sb->tlog)) {
+		step_err(r, DSEC_E_INVALID, "sandbox '%s' keeps no trajectory: a step needs a "
+			 "sandbox created with trajectory: true", r->sb ? r->sb->id : "?");
+		return true;
+	}
+	if (!(dsecd_ops[r->op].flags & DSECD_OP_LOGGED)) {
+		step_err(r, DSEC_E_INVALID, "%s is not logged: it takes no step",
+			 dsecd_ops[r->op].name);
+		return true;
+	}
+	r->has_step = true;
+	r->step = s->via.u64;
+	rlc_request_hash(r->msg.root, r->rl_hash);
+	if ((at = step_find(L, r->step, &pos))) {
+		if (memcmp(at->hash, r->rl_hash, RLC_HASH)) {
+			diverged(r, r->step, at->hash, at->op, false);
+			return true;
+		}
+		struct rlc_read *rd = xcalloc(1, sizeof(*rd));
+		rd->r = r;
+		rd->path = xstrdup(L->path);
+		rd->off = at->off;
+		rd->len = at->len;
+		dsec_err_clear(&rd->err);
+		if (dsecd_pool_submit(r->d->rlc->writer, read_entry_work, read_entry_done, rd) < 0) {
+			free(rd->path);
+			free(rd);
+			step_err(r, DSEC_E_INTERNAL, "cannot read the trajectory log");
+			return true;
+		}
+		r->d->ops_inflight++;
+		return true;
+	}
+	for (struct dsecd_req *p = L->pending; p; p = p->rl_next)
+		if (p->step == r->step) {
+			if (memcmp(p->rl_hash, r->rl_hash, RLC_HASH)) {
+				diverged(r, r->step, p->rl_hash, (uint16_t)p->op, true);
+				return true;
+			}
+			/* The same request, running: it gets that one's reply. */
+			r->d->rlc->joined++;
+			r->rl_next = p->rl_joined;
+			p->rl_joined = r;
+			return true;
+		}
+	if (L->err) {
+		step_err(r, dsec_code_from_errno(L->err), "the trajectory log of sandbox '%s' "
+			 "cannot be written (%s): it takes no more steps", r->sb->id,
+			 strerror(L->err));
+		return true;
+	}
+	r->rl_log = L;
+	L->refs++;
+	r->rl_next = L->pending;
+	L->pending = r;
+	return false;
+}
+
+/* ---- the hook and the writer ----------------------------------------------- */
+
+/* Whether a reply of this code says the op ran (and so is logged). */
+static bool ran(enum dsec_code c)
+{
+	switch (c) {
+	case DSEC_E_OK: case DSEC_E_NOT_FOUND: case DSEC_E_EXISTS: case DSEC_E_TIMEOUT:
+	case DSEC_E_PERMISSION:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool hook(void *arg, struct dsecd_req *r)
+{
+	struct rlc *rl = arg;
+	struct dsecd *d = rl->d;
+	struct rlc_log *L = r->sb ? r->sb->tlog : NULL;
+	struct rlc_ent *e;
+
+	if (r->rl_answered)
+		return false;
+	if (r->op == DSEC_OP_CREATE)
+		rlc_token_made(r);
+	if (r->rl_log && r->rl_log != L) {	/* its sandbox went while it waited */
+		pending_end(r);
+		return false;
+	}
+	if (!L || !(dsecd_ops[r->op].flags & DSECD_OP_LOGGED))
+		return false;
+	if (!ran(r->reply_code) || (r->op == DSEC_OP_CREATE && r->reply_code) || L->err) {
+		pending_end(r);
+		return false;
+	}
+	e = xcalloc(1, sizeof(*e));
+	e->r = r;
+	e->log = L;
+	L->refs++;
+	e->seq = L->seq++;
+	e->has_step = r->has_step;
+	e->step = r->step;
+	e->op = (uint16_t)r->op;
+	if (r->has_step)
+		memcpy(e->hash, r->rl_hash, RLC_HASH);
+	else
+		rlc_request_hash(r->msg.root, e->hash);
+	e->code = r->reply_code;
+	uint64_t now = dsec_now_ns();
+	e->dur_us = (now - r->t0) / 1000;
+	e->t = ev_now(d->loop) - d->started + d->started_wall - (double)e->dur_us / 1e6;
+	e->req = xmalloc(r->frame_len ? r->frame_len : 1);
+	memcpy(e->req, r->frame, r->frame_len);
+	e->req_len = r->frame_len;
+	e->reply = r->reply;
+	e->reply_len = r->reply_len;
+	*rl->qtail = e;
+	rl->qtail = &e->next;
+	return true;
+}
+
+static void pack_zipped(msgpack_packer *pk, const char *k, const char *klen, const void *p,
+			size_t n, struct dsec_buf *z, ZSTD_CCtx *zc)
+{
+	size_t bound = ZSTD_compressBound(n);
+
+	dsec_buf_reset(z);
+	dsec_buf_grow(z, bound);
+	size_t zn = ZSTD_compressCCtx(zc, z->data, bound, p, n, ZLEVEL);
+	DSEC_ASSERT(!ZSTD_isError(zn));
+	msgpack_pack_str_with_body(pk, k, strlen(k));
+	msgpack_pack_bin_with_body(pk, z->data, zn);
+	msgpack_pack_str_with_body(pk, klen, strlen(klen));
+	msgpack_pack_uint64(pk, n);
+}
+
+static void pack_entry(const struct rlc_ent *e, msgpack_sbuffer *sb, struct dsec_buf *z,
+		       ZSTD_CCtx *zc)
+{
+	msgpack_packer pk;
+	const char *op = dsecd_ops[e->op].name, *code = dsec_code_name(e->code);
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 11);
+	msgpack_pack_str_with_body(&pk, "seq", 3);
+	msgpack_pack_uint64(&pk, e->seq);
+	msgpack_pack_str_with_body(&pk, "step", 4);
+	if (e->has_step)
+		msgpack_pack_uint64(&pk, e->step);
+	else
+		msgpack_pack_nil(&pk);
+	msgpack_pack_str_with_body(&pk, "op", 2);
+	msgpack_pack_str_with_body(&pk, op, strlen(op));
+	msgpack_pack_str_with_body(&pk, "hash", 4);
+	msgpack_pack_bin_with_body(&pk, e->hash, RLC_HASH);
+	msgpack_pack_str_with_body(&pk, "t", 1);
+	msgpack_pack_double(&pk, e->t);
+	msgpack_pack_str_with_body(&pk, "dur_us", 6);
+	msgpack_pack_uint64(&pk, e->dur_us);
+	msgpack_pack_str_with_body(&pk, "code", 4);
+	msgpack_pack_str_with_body(&pk, code, strlen(code));
+	pack_zipped(&pk, "req", "req_len", e->req, e->req_len, z, zc);
+	pack_zipped(&pk, "reply", "reply_len", e->reply, e->reply_len, z, zc);
+}
+
+static void batch_work(void *arg)
+{
+	struct rlc *rl = arg;
+	struct rlc_log *logs = NULL;
+	msgpack_sbuffer sb;
+	struct dsec_buf z = { 0 };
+	int rc = 0;
+	uint64_t t0 = dsec_now_ns();
+
+	msgpack_sbuffer_init(&sb);
+	for (struct rlc_ent *e = rl->batch; e; e = e->next) {
+		struct rlc_log *L = e->log;
+		uint32_t head[2];
+
+		if (!L->in_batch) {
+			L->in_batch = true;
+			L->bnext = logs;
+			logs = L;
+			dsec_buf_reset(&L->wbuf);
+		}
+		msgpack_sbuffer_clear(&sb);
+		pack_entry(e, &sb, &z, rl->zc);
+		head[0] = htole32((uint32_t)sb.size);
+		head[1] = htole32(rlc_check(sb.data, sb.size));
+		e->off = L->wsize + L->wbuf.len;
+		e->len = (uint32_t)(sb.size + REC_HEAD);
+		dsec_buf_add(&L->wbuf, head, sizeof(head));
+		dsec_buf_add(&L->wbuf, sb.data, sb.size);
+	}
+	msgpack_sbuffer_destroy(&sb);
+	dsec_buf_free(&z);
+	/* Durable: the batch in the journal, one sync.  Then each log's
+	 * file gets its entries, unsynced (a checkpoint syncs them; after a
+	 * crash the journal writes them again). */
+	uint64_t s0 = dsec_now_ns();
+	for (struct rlc_log *L = logs; L; L = L->bnext)
+		if (L->wbuf.len)
+			rlc_journal_add(rl->journal, L->name, L->wsize, L->wbuf.data, L->wbuf.len);
+	if ((rc = rlc_journal_commit(rl->journal)) < 0) {
+		snprintf(rl->batch_err, sizeof(rl->batch_err), "cannot write the journal in '%s': "
+			 "%s", rl->dir, strerror(-rc));
+		for (struct rlc_log *L = logs; L; L = L->bnext) {
+			L->in_batch = false;
+			L->werr = -rc;
+		}
+		rl->batch_rc = rc;
+		rl->batch_ns += dsec_now_ns() - t0;
+		return;
+	}
+	rl->sync_ns += dsec_now_ns() - s0;
+	__atomic_add_fetch(&rl->syncs, 1, __ATOMIC_RELAXED);
+	uint32_t gen = rlc_journal_gen(rl->journal);
+	for (struct rlc_log *L = logs; L; L = L->bnext) {
+		int fd = open(L->path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600), r = 0;
+
+		L->in_batch = false;
+		if (fd < 0 || (r = rlc_pwrite_full(fd, L->wbuf.data, L->wbuf.len, L->wsize)) < 0) {
+			r = fd < 0 ? -errno : r;
+			/* The journal has them: durable, but this log cannot be
+			 * read; it takes no more. */
+			if (!rc) {
+				rc = r;
+				snprintf(rl->batch_err, sizeof(rl->batch_err), "cannot write '%s': %s",
+					 L->path, strerror(-r));
+			}
+			L->werr = -r;
+		} else {
+			L->wsize += L->wbuf.len;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (L->jgen != gen) {
+			rlc_journal_mark(rl->journal, L->name);
+			L->jgen = gen;
+		}
+		dsec_buf_reset(&L->wbuf);
+	}
+	rl->batch_rc = rc;
+	rl->batch_ns += dsec_now_ns() - t0;
+}
+
+static void batch_done(void *arg)
+{
+	struct rlc *rl = arg;
+	struct rlc_ent *e = rl->batch;
+
+	rl->d->ops_inflight--;
+	rl->batch = NULL;
+	rl->batches++;
+	if (rl->batch_rc < 0)
+		log_error("trajectory: %s; the sandboxes it concerns take no more steps",
+			  rl->batch_err);
+	while (e) {
+		struct rlc_ent *next = e->next;
+		struct rlc_log *L = e->log;
+		struct dsecd_req *r = e->r;
+
+		if (L->werr && !L->err)
+			L->err = L->werr;
+		if (e->off + e->len <= L->wsize) {
+			L->entries++;
+			L->bytes = L->wsize;
+			rl->written++;
+			rl->wbytes += e->len;
+			if (e->has_step)
+				step_add(L, e);
+		} else {
+			rl->failed++;
+		}
+		/* The command ran: its reply goes out whatever the disk did (a
+		 * re-sent step then runs again: the log said so in info and in
+		 * every step refused since). */
+		pending_end(r);
+		dsecd_req_release(r);
+		log_unref(L);
+		free(e->req);
+		free(e);
+		e = next;
+	}
+}
+
+static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct rlc *rl = dsec_container_of(w, struct rlc, prep);
+
+	if (rl->batch || !rl->queue)
+		return;
+	rl->batch = rl->queue;
+	rl->queue = NULL;
+	rl->qtail = &rl->queue;
+	rl->batch_rc = 0;
+	if (dsecd_pool_submit(rl->writer, batch_work, batch_done, rl) < 0) {
+		/* Cannot be (the pool takes every job); written at once then. */
+		batch_work(rl);
+		rl->d->ops_inflight++;
+		batch_done(rl);
+		return;
+	}
+	rl->d->ops_inflight++;
+}
+
+/* ---- the trajectory op ---------------------------------------------------- */
+
+static bool id_ok(const char *id)
+{
+	const char *colon = strchr(id, ':');
+	char node[256];
+
+	if (!colon || (size_t)(colon - id) >= sizeof(node) || !colon[1])
+		return false;
+	memcpy(node, id, (size_t)(colon - id));
+	node[colon - id] = '\0';
+	if (!dsecd_node_name_ok(node))
+		return false;
+	return strspn(colon + 1, "0123456789abcdef") == strlen(colon + 1);
+}
+
+static void page_work(void *arg)
+{
+	struct rlc_read *rd = arg;
+	struct dsec_buf b = { 0 };
+	struct dsec_pk p;
+	uint64_t off = 0;
+	struct stat st;
+	int fd = open(rd->path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		rd->rc = dsec_err_setc(&rd->err, errno == ENOENT ? DSEC_E_NOT_FOUND : DSEC_E_INTERNAL,
+				       errno, "no trajectory of that sandbox on this node%s%s",
+				       errno == ENOENT ? "" : ": ", errno == ENOENT ? "" :
+				       strerror(errno));
+		return;
+	}
+	fstat(fd, &st);
+	dsec_pk_init(&p);
+	dsec_pk_array_begin(&p);
+	rd->end = true;
+	rd->next = rd->from;
+	while (off + REC_HEAD <= (uint64_t)st.st_size) {
+		uint32_t head[2];
+		struct dsec_msg m = { 0 };
+		struct dsec_err err;
+		uint64_t seq = 0;
+
+		if (pread(fd, head, sizeof(head), (off_t)off) != sizeof(head))
+			break;
+		uint32_t n = le32toh(head[0]);
+		if (n == 0 || n > REC_MAX || off + REC_HEAD + n > (uint64_t)st.st_size)
+			break;	/* the zeros past the end, or a torn entry */
+		dsec_err_clear(&err);
+		if (rec_read(fd, off, n + REC_HEAD, &b, &m, &err) < 0 ||
+		    dsec_get_u64(m.root, "seq", &seq, &err) < 0) {
+			dsec_msg_free(&m);
+			break;	/* a torn tail: the log ends before it */
+		}
+		off += REC_HEAD + n;
+		if (seq < rd->from) {
+			dsec_msg_free(&m);
+			continue;
+		}
+		if (rd->n >= rd->limit || p.sb.size >= rd->max_bytes) {
+			dsec_msg_free(&m);
+			rd->end = false;
+			break;
+		}
+		void *req = NULL, *rep = NULL;
+		size_t req_len = 0, rep_len = 0;
+		if (unzip(m.root, "req", "req_len", &req, &req_len, &err) < 0 ||
+		    unzip(m.root, "reply", "reply_len", &rep, &rep_len, &err) < 0 ||
+		    !dsec_msgpack_bounded(req, req_len) || !dsec_msgpack_bounded(rep, rep_len)) {
+			free(req);
+			free(rep);
+			dsec_msg_free(&m);
+			break;
+		}
+		dsec_pk_map_begin(&p);
+		for (uint32_t i = 0; i < m.root->via.map.size; i++) {
+			const msgpack_object_kv *kv = &m.root->via.map.ptr[i];
+			const char *k = kv->key.via.str.ptr;
+			size_t kn = kv->key.type == MSGPACK_OBJECT_STR ? kv->key.via.str.size : 0;
+#define IS(s) (kn == sizeof(s) - 1 && !memcmp(k, s, kn))
+			if (IS("req") || IS("reply") || IS("req_len") || IS("reply_len") ||
+			    IS("hash"))
+				continue;
+#undef IS
+			dsec_pk_object(&p, &kv->key);
+			dsec_pk_object(&p, &kv->val);
+		}
+		const void *h;
+		size_t hn;
+		if (dsec_get_bin(m.root, "hash", RLC_HASH, &h, &hn, &err) == 0 && hn == RLC_HASH) {
+			char hx[2 * RLC_HASH + 8];
+			hex(h, hx);
+			dsec_pk_kv_str(&p, "hash", hx);
+		}
+		dsec_pk_str(&p, "request");
+		dsec_pk_raw(&p, req, req_len);
+		dsec_pk_str(&p, "reply");
+		dsec_pk_raw(&p, rep, rep_len);
+		dsec_pk_end(&p);
+		free(req);
+		free(rep);
+		dsec_msg_free(&m);
+		rd->n++;
+		rd->next = seq + 1;
+	}
+	dsec_pk_end(&p);
+	rd->out = dsec_pk_detach(&p, &rd->out_len);
+	dsec_buf_free(&b);
+	close(fd);
+}
+
+static void page_done(void *arg)
+{
+	struct rlc_read *rd = arg;
+	struct dsecd_req *r = rd->r;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	if (rd->rc < 0) {
+		reply_err(r, &rd->err);
+	} else {
+		_cleanup_free_ char *id = NULL;
+		dsec_get_str(r->msg.root, "id", &id, NULL);
+		dsec_pk_init(&p);
+		dsec_pk_reply_begin(&p);
+		dsec_pk_kv_str(&p, "id", id);
+		dsec_pk_str(&p, "entries");
+		dsec_pk_raw(&p, rd->out, rd->out_len);
+		dsec_pk_kv_u64(&p, "next", rd->next);
+		dsec_pk_kv_bool(&p, "end", rd->end);
+		dsec_pk_end(&p);
+		req_complete(r, &p);
+	}
+	free(rd->out);
+	free(rd->path);
+	free(rd);
+}
+
+void op_trajectory(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	_cleanup_free_ char *id = NULL;
+	struct dsec_err err;
+	uint64_t from = 0, limit = PAGE_ENTRIES;
+	int rc;
+
+	dsec_err_clear(&err);
+	if ((rc = dsec_get_str(r->msg.root, "id", &id, &err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "trajectory needs field 'id'");
+		return reply_err(r, &err);
+	}
+	if (dsec_get_u64_opt(r->msg.root, "from", &from, &err) < 0 ||
+	    dsec_get_u64_opt(r->msg.root, "limit", &limit, &err) < 0)
+		return reply_err(r, &err);
+	if (!d->rlc) {
+		dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP, "node '%s' keeps no trajectories",
+			      d->conf.node);
+		return reply_err(r, &err);
+	}
+	if (!id_ok(id)) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "'%.64s' is not a sandbox id", id);
+		return reply_err(r, &err);
+	}
+	struct rlc_read *rd = xcalloc(1, sizeof(*rd));
+	rd->r = r;
+	rd->path = xasprintf("%s/%s.log", d->rlc->dir, id);
+	rd->from = from;
+	rd->limit = limit == 0 || limit > PAGE_ENTRIES ? PAGE_ENTRIES : limit;
+	rd->max_bytes = d->conf.max_frame / 2;
+	dsec_err_clear(&rd->err);
+	/* The writer's thread: a page read after a batch sees the batch. */
+	if (dsecd_pool_submit(d->rlc->writer, page_work, page_done, rd) < 0) {
+		free(rd->path);
+		free(rd);
+		dsec_err_setc(&err, DSEC_E_INTERNAL, EAGAIN, "cannot read the trajectory log");
+		return reply_err(r, &err);
+	}
+	d->ops_inflight++;
+}
+
+/* ---- removing old logs ------------------------------------------------------ */
+
+struct sweep {
+	struct rlc *rl;
+	char **live;			/* the names of the logs of sandboxes in the table, sorted */
+	size_t nlive;
+	double keep;
+	uint64_t removed;
+};
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The writer's: removes the logs not written for keep seconds that no
+ * sandbox of the table has (a live one is never removed, however idle). */
+static void sweep_work(void *arg)
+{
+	struct sweep *s = arg;
+	DIR *dir = opendir(s->rl->dir);
+	struct dirent *de;
+	struct stat st;
+	time_t now = time(NULL);
+
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		size_t n = strlen(de->d_name);
+		const char *name = de->d_name;
+		if (n <= 4 || strcmp(name + n - 4, ".log") || name[0] == '.')
+			continue;
+		if (bsearch(&name, s->live, s->nlive, sizeof(*s->live), name_cmp))
+			continue;
+		if (fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+		    difftime(now, st.st_mtime) < s->keep)
+			continue;
+		if (unlinkat(dirfd(dir), name, 0) == 0)
+			s->removed++;
+	}
+	closedir(dir);
+}
+
+static void sweep_done(void *arg)
+{
+	struct sweep *s = arg;
+
+	s->rl->d->ops_inflight--;
+	s->rl->swept += s->removed;
+	s->rl->sweeping = false;
+	if (s->removed)
+		log_info("trajectory: removed %llu logs of sandboxes gone for more than "
+			 "trajectory_keep (%.0f s)", (unsigned long long)s->removed, s->keep);
+	for (size_t i = 0; i < s->nlive; i++)
+		free(s->live[i]);
+	free(s->live);
+	free(s);
+}
+
+static void sweep_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rlc *rl = dsec_container_of(w, struct rlc, sweep_timer);
+	struct dsecd *d = rl->d;
+	struct sweep *s;
+	size_t cap = 16;
+
+	if (rl->sweeping || d->conf.trajectory_keep <= 0)
+		return;
+	s = xcalloc(1, sizeof(*s));
+	s->rl = rl;
+	s->keep = d->conf.trajectory_keep;
+	s->live = xmalloc(cap * sizeof(*s->live));
+	for (struct dsecd_sb *sb = d->all; sb; sb = sb->anext)
+		if (sb->tlog) {
+			if (s->nlive == cap)
+				s->live = xrealloc(s->live, (cap *= 2) * sizeof(*s->live));
+			s->live[s->nlive++] = xstrdup(sb->tlog->name);
+		}
+	qsort(s->live, s->nlive, sizeof(*s->live), name_cmp);
+	rl->sweeping = true;
+	if (dsecd_pool_submit(rl->writer, sweep_work, sweep_done, s) < 0) {
+		rl->sweeping = false;
+		for (size_t i = 0; i < s->nlive; i++)
+			free(s->live[i]);
+		free(s->live);
+		free(s);
+		return;
+	}
+	d->ops_inflight++;
+}
+
+/* ---- info, start, stop ------------------------------------------------------ */
+
+void rlc_pack_sb(struct dsecd *d, const struct dsecd_sb *sb, struct dsec_pk *p)
+{
+	const struct rlc_log *L = sb->tlog;
+
+	if (!L)
+		return;
+	dsec_pk_str(p, "trajectory");
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_u64(p, "entries", L->entries);
+	dsec_pk_kv_u64(p, "steps", L->nsteps);
+	if (L->nsteps)
+		dsec_pk_kv_u64(p, "last_step", L->steps[L->nsteps - 1].step);
+	dsec_pk_kv_u64(p, "bytes", L->bytes);
+	dsec_pk_kv_bool(p, "writable", !L->err);
+	dsec_pk_end(p);
+}
+
+void rlc_pack_node(struct dsecd *d, struct dsec_pk *p)
+{
+	struct rlc *rl = d->rlc;
+
+	if (!rl)
+		return;
+	dsec_pk_str(p, "trajectory");
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_str(p, "dir", rl->dir);
+	/* Where an acknowledged entry is: this node's disk (fdatasync)
+	 * before the reply.  Copies on peers are to come. */
+	dsec_pk_kv_str(p, "durability", "local_disk");
+	dsec_pk_kv_u64(p, "checkpoints", rlc_journal_checkpoints(rl->journal));
+	dsec_pk_kv_u64(p, "replicas", 0);
+	dsec_pk_kv_u64(p, "entries", rl->written);
+	dsec_pk_kv_u64(p, "bytes", rl->wbytes);
+	dsec_pk_kv_u64(p, "batches", rl->batches);
+	dsec_pk_kv_u64(p, "syncs", __atomic_load_n(&rl->syncs, __ATOMIC_RELAXED));
+	dsec_pk_kv_double(p, "batch_ms", rl->batches ? (double)rl->batch_ns / 1e6 /
+			  (double)rl->batches : 0);
+	dsec_pk_kv_double(p, "sync_ms", rl->syncs ? (double)rl->sync_ns / 1e6 /
+			  (double)rl->syncs : 0);
+	dsec_pk_kv_u64(p, "replayed", rl->replayed);
+	dsec_pk_kv_u64(p, "joined", rl->joined);
+	dsec_pk_kv_u64(p, "diverged", rl->diverged);
+	dsec_pk_kv_u64(p, "failed", rl->failed);
+	dsec_pk_kv_double(p, "keep", d->conf.trajectory_keep);
+	dsec_pk_kv_u64(p, "removed", rl->swept);
+	dsec_pk_end(p);
+	dsec_pk_str(p, "leases");
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_u64(p, "open", rl->nleases);
+	dsec_pk_kv_u64(p, "lapsed", rl->leases_lapsed);
+	dsec_pk_kv_u64(p, "expired", rl->leases_expired);
+	dsec_pk_end(p);
+	dsec_pk_str(p, "tokens");
+	dsec_pk_map_begin(p);
+	dsec_pk_kv_u64(p, "held", rl->ntokens);
+	dsec_pk_kv_u64(p, "reused", rl->tokens_reused);
+	dsec_pk_end(p);
+}
+
+int rlc_open(struct dsecd *d, struct dsec_err *err)
+{
+	struct rlc *rl;
+	char *dir = d->conf.trajectory_dir ? xstrdup(d->conf.trajectory_dir)
+					   : xasprintf("%s/trajectory", d->conf.state_dir);
+	int rc;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		rc = dsec_err_setc(err, DSEC_E_INTERNAL, errno, "cannot make trajectory_dir '%s': %s",
+				   dir, strerror(errno));
+		free(dir);
+		return rc;
+	}
+	rl = xcalloc(1, sizeof(*rl));
+	rl->d = d;
+	rl->dir = dir;
+	rl->qtail = &rl->queue;
+	rl->zc = ZSTD_createCCtx();
+	DSEC_ASSERT(rl->zc);
+	if ((rc = rlc_journal_open(dir, &rl->journal, err)) < 0) {
+		ZSTD_freeCCtx(rl->zc);
+		free(dir);
+		free(rl);
+		return rc;
+	}
+	if ((rc = dsecd_pool_new(&rl->writer, d->loop, 1)) < 0) {
+		rlc_journal_close(rl->journal);
+		ZSTD_freeCCtx(rl->zc);
+		free(dir);
+		free(rl);
+		return dsec_err_setc(err, DSEC_E_INTERNAL, -rc, "cannot start the trajectory "
+				     "writer: %s", strerror(-rc));
+	}
+	ev_prepare_init(&rl->prep, prepare_cb);
+	ev_prepare_start(d->loop, &rl->prep);
+	/* Old logs go: soon after a start (a node back from a crash), then
+	 * every few minutes. */
+	double every = d->conf.trajectory_keep > 0 && d->conf.trajectory_keep < 600
+		       ? d->conf.trajectory_keep / 4 : 300;
+	ev_timer_init(&rl->sweep_timer, sweep_cb, every < 1 ? 1 : every, every < 1 ? 1 : every);
+	if (d->conf.trajectory_keep > 0) {
+		ev_timer_start(d->loop, &rl->sweep_timer);
+		ev_unref(d->loop);	/* it keeps no loop alive */
+	}
+	d->rlc = rl;
+	dsecd_reply_hook_set(d, hook, rl);
+	return 0;
+}
+
+void rlc_close(struct dsecd *d)
+{
+	struct rlc *rl = d->rlc;
+
+	if (!rl)
+		return;
+	/* A queue left means the loop ended with replies held: write them
+	 * (they are acknowledged to nobody now, but they ran). */
+	if (rl->queue && !rl->batch)
+		prepare_cb(d->loop, &rl->prep, 0);
+	if (ev_is_active(&rl->sweep_timer)) {
+		ev_ref(d->loop);
+		ev_timer_stop(d->loop, &rl->sweep_timer);
+	}
+	dsecd_pool_free(rl->writer);
+	ev_prepare_stop(d->loop, &rl->prep);
+	rlc_leases_free(rl);
+	rlc_tokens_free(rl);
+	rlc_journal_close(rl->journal);
+	ZSTD_freeCCtx(rl->zc);
+	dsecd_reply_hook_set(d, NULL, NULL);
+	d->rlc = NULL;
+	free(rl->dir);
+	free(rl);
+}

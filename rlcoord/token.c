@@ -1,0 +1,168 @@
+/* token.c - idempotent creates: a client token names what its first create made.
+ *
+ * A create may carry "token" (1-128 bytes the client chose, unique per
+ * sandbox it means to make).  The first create with a token makes the
+ * sandbox; one sent again with it while the first is still making gets the
+ * first one's reply when it comes; one sent after gets the sandbox the
+ * first made ({id, node, backend, existing: true}).  So a create that
+ * timed out on the client and is sent again never makes a second sandbox
+ * (nor leaks the first).  A failed create forgets its token (a retry makes
+ * a new attempt); so does the destruction of its sandbox.  Tokens are this
+ * node's: a create with one is served by the node it is sent to, not
+ * placed.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "rlc.h"
+#include "rlc-int.h"
+
+#define TOKEN_MAX 128
+
+static size_t bucket(const char *t)
+{
+	return dsec_fnv1a(DSEC_FNV1A_INIT, t, strlen(t)) % RLC_TOKEN_BUCKETS;
+}
+
+static struct rlc_token **find(struct rlc *rl, const char *t)
+{
+	struct rlc_token **pp = &rl->tokens[bucket(t)];
+
+	while (*pp && strcmp((*pp)->token, t))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void token_free(struct rlc *rl, struct rlc_token **pp)
+{
+	struct rlc_token *k = *pp;
+
+	*pp = k->next;
+	rl->ntokens--;
+	free(k->token);
+	free(k->id);
+	free(k);
+}
+
+bool rlc_token_create(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	struct rlc *rl = d->rlc;
+	_cleanup_free_ char *t = NULL;
+	struct rlc_token **pp, *k;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (dsec_get_text_opt(r->msg.root, "token", TOKEN_MAX, &t, &err) < 0) {
+		reply_err(r, &err);
+		return true;
+	}
+	if (!t)
+		return false;
+	if (!*t || !rl) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, !rl ? "node '%s' keeps no tokens"
+			      : "field 'token' is empty%s", !rl ? d->conf.node : "");
+		reply_err(r, &err);
+		return true;
+	}
+	pp = find(rl, t);
+	if ((k = *pp)) {
+		rl->tokens_reused++;
+		if (!k->id) {
+			/* Still being made: this one gets that one's reply. */
+			r->rl_next = k->waiters;
+			k->waiters = r;
+			return true;
+		}
+		struct dsecd_sb *sb = dsecd_sb_lookup(d, k->id);
+		dsec_pk_init(&p);
+		dsec_pk_reply_begin(&p);
+		dsec_pk_kv_str(&p, "id", k->id);
+		dsec_pk_kv_str(&p, "node", d->conf.node);
+		dsec_pk_kv_str(&p, "backend", sb ? sb->be->name : "");
+		dsec_pk_kv_bool(&p, "existing", true);
+		dsec_pk_end(&p);
+		r->rl_answered = true;
+		req_complete(r, &p);
+		return true;
+	}
+	k = xcalloc(1, sizeof(*k));
+	k->token = t;
+	t = NULL;
+	k->maker = r;
+	k->next = *pp;
+	*pp = k;
+	rl->ntokens++;
+	r->rl_token = k;
+	return false;
+}
+
+/* The waiters of k get reply (or an error when there is none). */
+static void answer_waiters(struct rlc_token *k, const void *reply, size_t len,
+			   enum dsec_code code)
+{
+	struct dsecd_req *w;
+
+	while ((w = k->waiters)) {
+		k->waiters = w->rl_next;
+		w->rl_next = NULL;
+		w->rl_answered = true;
+		if (reply) {
+			void *copy = xmalloc(len ? len : 1);
+			memcpy(copy, reply, len);
+			w->reply_code = code;
+			dsecd_req_release_frame(w, copy, len);
+		} else {
+			struct dsec_err err;
+			dsec_err_setc(&err, DSEC_E_INTERNAL, EIO, "the create with this token ended "
+				      "without a reply");
+			reply_err(w, &err);
+		}
+	}
+}
+
+void rlc_token_made(struct dsecd_req *r)
+{
+	struct rlc *rl = r->d->rlc;
+	struct rlc_token *k = r->rl_token;
+
+	if (!k)
+		return;
+	r->rl_token = NULL;
+	k->maker = NULL;
+	if (r->reply && r->reply_code == DSEC_E_OK && r->sb && r->sb->state == SB_READY) {
+		k->id = xstrdup(r->sb->id);
+		free(r->sb->token);
+		r->sb->token = xstrdup(k->token);
+		answer_waiters(k, r->reply, r->reply_len, r->reply_code);
+		return;
+	}
+	answer_waiters(k, r->reply, r->reply_len, r->reply_code);
+	token_free(rl, find(rl, k->token));
+}
+
+void rlc_token_gone(struct dsecd *d, struct dsecd_sb *sb)
+{
+	struct rlc_token **pp;
+
+	if (!sb->token || !d->rlc)
+		return;
+	pp = find(d->rlc, sb->token);
+	if (*pp && (*pp)->id && !strcmp((*pp)->id, sb->id))
+		token_free(d->rlc, pp);
+	free(sb->token);
+	sb->token = NULL;
+}
+
+void rlc_tokens_free(struct rlc *rl)
+{
+	for (size_t b = 0; b < RLC_TOKEN_BUCKETS; b++)
+		while (rl->tokens[b])
+			token_free(rl, &rl->tokens[b]);
+}

@@ -1,0 +1,397 @@
+/* run-traj.c - dsec-run trajectory and dsec-run replay: provenance and replay of a rollout.
+ *
+ * `dsec-run trajectory SANDBOX` prints the sandbox's trajectory log
+ * (dsec-protocol(7), ROLLOUTS) as JSON lines, one an entry, in order: seq,
+ * step, op, hash, t, dur_us, code, the request and the reply as JSON (a
+ * bin that is UTF-8 text becomes a string, another {"hex": ...}), and
+ * "msgpack": the request's exact bytes in hex, which replay sends again.
+ *
+ * `dsec-run replay FILE` reads such lines (- = stdin), makes a fresh
+ * sandbox with the first entry's create, sends every later request to it
+ * in order, its id put in and its step left out, and compares each reply
+ * with the one logged: a command's exit status, signal, timeout, stdout
+ * and stderr, a read's data, and for any other op whether it succeeded
+ * and its error code.  It reports the first entry whose result differs
+ * and exits 1, or 0 when every one is the same; 125 when it could not
+ * replay.  Streams (exec_start) and snapshots are not sent again.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "dsec.h"
+#include "proto.h"
+#include "run-batch.h"
+#include "util.h"
+
+#define EXIT_INFRA 125
+
+static json_t *to_json(const msgpack_object *o);
+
+static json_t *bytes_json(const char *p, size_t n)
+{
+	json_t *s = json_stringn(p, n);	/* NULL when not UTF-8 */
+	if (s)
+		return s;
+	char *hx = xmalloc(2 * n + 1);
+	for (size_t i = 0; i < n; i++)
+		snprintf(hx + 2 * i, 3, "%02x", (unsigned char)p[i]);
+	json_t *j = json_pack("{s:s}", "hex", hx);
+	free(hx);
+	return j;
+}
+
+static json_t *to_json(const msgpack_object *o)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_NIL:
+		return json_null();
+	case MSGPACK_OBJECT_BOOLEAN:
+		return json_boolean(o->via.boolean);
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		return json_integer(o->via.u64 > INT64_MAX ? INT64_MAX : (json_int_t)o->via.u64);
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		return json_integer(o->via.i64);
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+		return json_real(o->via.f64);
+	case MSGPACK_OBJECT_STR:
+		return bytes_json(o->via.str.ptr, o->via.str.size);
+	case MSGPACK_OBJECT_BIN:
+		return bytes_json(o->via.bin.ptr, o->via.bin.size);
+	case MSGPACK_OBJECT_ARRAY: {
+		json_t *a = json_array();
+		for (uint32_t i = 0; i < o->via.array.size; i++)
+			json_array_append_new(a, to_json(&o->via.array.ptr[i]));
+		return a;
+	}
+	case MSGPACK_OBJECT_MAP: {
+		json_t *m = json_object();
+		for (uint32_t i = 0; i < o->via.map.size; i++) {
+			const msgpack_object *k = &o->via.map.ptr[i].key;
+			char key[256];
+			if (k->type != MSGPACK_OBJECT_STR)
+				continue;
+			snprintf(key, sizeof(key), "%.*s", (int)k->via.str.size, k->via.str.ptr);
+			json_object_set_new(m, key, to_json(&o->via.map.ptr[i].val));
+		}
+		return m;
+	}
+	default:
+		return json_null();
+	}
+}
+
+static char *hex_of(const char *p, size_t n)
+{
+	char *hx = xmalloc(2 * n + 1);
+	for (size_t i = 0; i < n; i++)
+		snprintf(hx + 2 * i, 3, "%02x", (unsigned char)p[i]);
+	hx[2 * n] = '\0';
+	return hx;
+}
+
+/* One request, its reply parsed into m (the caller frees both); -1 with
+ * a message on stderr. */
+static int call(struct dsec_client *c, struct dsec_pk *p, struct dsec_msg *m, void **reply)
+{
+	struct dsec_err err;
+	size_t len;
+
+	dsec_err_clear(&err);
+	if (dsec_raw(c, p->sb.data, p->sb.size, reply, &len, &err) < 0 ||
+	    dsec_msg_parse_n(m, *reply, len, SIZE_MAX, SIZE_MAX, &err) < 0) {
+		fprintf(stderr, "dsec-run: %s (%s)\n", err.msg, dsec_code_name(err.code));
+		return -1;
+	}
+	return 0;
+}
+
+static int trajectory(struct dsec_client *c, const char *id)
+{
+	uint64_t from = 0;
+
+	for (;;) {
+		struct dsec_pk p;
+		struct dsec_msg m = { 0 };
+		void *reply = NULL;
+		const msgpack_object *ok, *res, *ents, *next, *end, *e;
+
+		dsec_pk_init(&p);
+		dsec_pk_request_begin(&p, "trajectory");
+		dsec_pk_kv_str(&p, "id", id);
+		dsec_pk_kv_u64(&p, "from", from);
+		dsec_pk_end(&p);
+		int rc = call(c, &p, &m, &reply);
+		dsec_pk_free(&p);
+		if (rc < 0) {
+			free(reply);
+			return EXIT_INFRA;
+		}
+		ok = dsec_map_get(m.root, "ok");
+		if (!ok || ok->type != MSGPACK_OBJECT_BOOLEAN || !ok->via.boolean) {
+			const msgpack_object *er = dsec_map_get(m.root, "error");
+			const msgpack_object *msg = er ? dsec_map_get(er, "message") : NULL;
+			fprintf(stderr, "dsec-run: %.*s\n", msg && msg->type == MSGPACK_OBJECT_STR
+				? (int)msg->via.str.size : 5, msg && msg->type == MSGPACK_OBJECT_STR
+				? msg->via.str.ptr : "error");
+			dsec_msg_free(&m);
+			free(reply);
+			return EXIT_INFRA;
+		}
+		res = dsec_map_get(m.root, "result");
+		ents = res ? dsec_map_get(res, "entries") : NULL;
+		next = res ? dsec_map_get(res, "next") : NULL;
+		end = res ? dsec_map_get(res, "end") : NULL;
+		for (uint32_t i = 0; ents && ents->type == MSGPACK_OBJECT_ARRAY &&
+		     i < ents->via.array.size; i++) {
+			e = &ents->via.array.ptr[i];
+			json_t *j = to_json(e);
+			const msgpack_object *rq = dsec_map_get(e, "request");
+			if (rq) {
+				/* The request's own bytes, for replay. */
+				msgpack_sbuffer sb;
+				msgpack_packer pk;
+				msgpack_sbuffer_init(&sb);
+				msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+				msgpack_pack_object(&pk, *rq);
+				char *hx = hex_of(sb.data, sb.size);
+				json_object_set_new(j, "msgpack", json_string(hx));
+				free(hx);
+				msgpack_sbuffer_destroy(&sb);
+			}
+			char *line = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			puts(line ? line : "{}");
+			free(line);
+			json_decref(j);
+		}
+		bool done = !end || end->type != MSGPACK_OBJECT_BOOLEAN || end->via.boolean ||
+			    !next || next->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+			    next->via.u64 <= from;
+		if (!done)
+			from = next->via.u64;
+		dsec_msg_free(&m);
+		free(reply);
+		if (done)
+			return fflush(stdout) == 0 ? 0 : EXIT_INFRA;
+	}
+}
+
+/* ---- replay ------------------------------------------------------------- */
+
+static int unhex(const char *s, struct dsec_buf *out)
+{
+	size_t n = strlen(s);
+
+	if (n % 2)
+		return -1;
+	for (size_t i = 0; i < n; i += 2) {
+		unsigned v;
+		if (sscanf(s + i, "%2x", &v) != 1)
+			return -1;
+		char ch = (char)v;
+		dsec_buf_add(out, &ch, 1);
+	}
+	return 0;
+}
+
+/* The request of msgpack bytes b, "id" set to id (NULL: none) and the
+ * fields skip names left out, into p. */
+static int rebuild(const struct dsec_buf *b, const char *id, const char *const *skip,
+		   struct dsec_pk *p)
+{
+	struct dsec_msg m = { 0 };
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	if (dsec_msg_parse(&m, b->data, b->len, SIZE_MAX, &err) < 0) {
+		dsec_msg_free(&m);
+		return -1;
+	}
+	dsec_pk_init(p);
+	dsec_pk_map_begin(p);
+	for (uint32_t i = 0; i < m.root->via.map.size; i++) {
+		const msgpack_object *k = &m.root->via.map.ptr[i].key;
+		bool drop = k->type == MSGPACK_OBJECT_STR && k->via.str.size == 2 &&
+			    !memcmp(k->via.str.ptr, "id", 2);
+		for (size_t s = 0; skip[s] && !drop; s++)
+			drop = k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(skip[s]) &&
+			       !memcmp(k->via.str.ptr, skip[s], k->via.str.size);
+		if (drop)
+			continue;
+		dsec_pk_object(p, k);
+		dsec_pk_object(p, &m.root->via.map.ptr[i].val);
+	}
+	if (id)
+		dsec_pk_kv_str(p, "id", id);
+	dsec_pk_end(p);
+	dsec_msg_free(&m);
+	return 0;
+}
+
+/* What of a reply replay compares, as text. */
+static char *outcome(json_t *reply, const char *op)
+{
+	json_t *ok = json_object_get(reply, "ok");
+	json_t *res = json_object_get(reply, "result");
+	json_t *pick = json_object();
+
+	if (!json_is_true(ok)) {
+		json_t *e = json_object_get(reply, "error");
+		json_object_set(pick, "code", json_object_get(e, "code"));
+	} else if (!strcmp(op, "exec") || !strcmp(op, "session_exec")) {
+		static const char *const keys[] = { "exit_code", "signal", "timed_out", "stdout",
+						    "stderr" };
+		for (size_t i = 0; i < DSEC_ARRAY_LEN(keys); i++)
+			if (json_object_get(res, keys[i]))
+				json_object_set(pick, keys[i], json_object_get(res, keys[i]));
+	} else if (!strcmp(op, "file_read")) {
+		json_object_set(pick, "data", json_object_get(res, "data"));
+	} else {
+		json_object_set_new(pick, "ok", json_true());
+	}
+	char *s = json_dumps(pick, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(pick);
+	return s;
+}
+
+static int replay(struct dsec_client *c, const char *path)
+{
+	static const char *const create_skip[] = { "token", "lease", "trajectory", "fwd",
+						   "step", NULL };
+	static const char *const op_skip[] = { "step", "fwd", NULL };
+	FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
+	char *line = NULL, *id = NULL;
+	size_t cap = 0, n = 0, same = 0, skipped = 0;
+	int status = 0;
+
+	if (!f) {
+		fprintf(stderr, "dsec-run: cannot open '%s': %s\n", path, strerror(errno));
+		return EXIT_INFRA;
+	}
+	while (getline(&line, &cap, f) > 0 && status == 0) {
+		json_error_t je;
+		json_t *e = json_loads(line, 0, &je);
+		const char *op = json_string_value(json_object_get(e, "op"));
+		const char *hx = json_string_value(json_object_get(e, "msgpack"));
+		struct dsec_buf b = { 0 };
+		struct dsec_pk p;
+		struct dsec_msg m = { 0 };
+		void *reply = NULL;
+
+		n++;
+		if (!e || !op || !hx || unhex(hx, &b) < 0) {
+			fprintf(stderr, "dsec-run: line %zu is not an entry of `dsec-run trajectory`\n",
+				n);
+			status = EXIT_INFRA;
+		} else if (!id && strcmp(op, "create")) {
+			fprintf(stderr, "dsec-run: the first entry is %s, not the create\n", op);
+			status = EXIT_INFRA;
+		} else if (!strcmp(op, "exec_start") || !strcmp(op, "snapshot") ||
+			   !strcmp(op, "create")) {
+			if (!strcmp(op, "create") && !id) {
+				if (rebuild(&b, NULL, create_skip, &p) < 0 || call(c, &p, &m, &reply) < 0) {
+					status = EXIT_INFRA;
+				} else {
+					const msgpack_object *res = dsec_map_get(m.root, "result");
+					if (!res || dsec_get_str(res, "id", &id, NULL) < 0) {
+						fprintf(stderr, "dsec-run: the create failed\n");
+						status = EXIT_INFRA;
+					} else {
+						printf("replaying in a fresh sandbox %s\n", id);
+					}
+					dsec_pk_free(&p);
+				}
+			} else {
+				skipped++;
+			}
+		} else if (rebuild(&b, id, op_skip, &p) < 0 || call(c, &p, &m, &reply) < 0) {
+			status = EXIT_INFRA;
+		} else {
+			json_t *got = to_json(m.root);
+			char *a = outcome(json_object_get(e, "reply"), op), *g = outcome(got, op);
+			json_t *step = json_object_get(e, "step");
+			if (a && g && !strcmp(a, g)) {
+				same++;
+			} else {
+				char st[32] = "none";
+				if (json_is_integer(step))
+					snprintf(st, sizeof(st), "%lld",
+						 (long long)json_integer_value(step));
+				printf("entry %lld (step %s, %s) differs:\n  logged: %s\n  now:    %s\n",
+				       (long long)json_integer_value(json_object_get(e, "seq")), st, op,
+				       a ? a : "?", g ? g : "?");
+				status = 1;
+			}
+			free(a);
+			free(g);
+			json_decref(got);
+			dsec_pk_free(&p);
+		}
+		dsec_msg_free(&m);
+		free(reply);
+		dsec_buf_free(&b);
+		json_decref(e);
+	}
+	if (status == 0)
+		printf("%zu entries replayed, every result the same%s\n", same,
+		       skipped ? " (streams and snapshots not sent again)" : "");
+	if (id) {
+		struct dsec_err err;
+		dsec_err_clear(&err);
+		dsec_destroy(c, id, &err);
+	}
+	free(id);
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	return status;
+}
+
+int dsec_run_traj(int argc, char **argv)
+{
+	const char *url = getenv("DSEC_HOST");
+	struct dsec_client *c = NULL;
+	struct dsec_err err;
+	int ch, rc;
+	bool is_replay;
+	static const struct option opts[] = {
+		{ .name = "host", .has_arg = required_argument, .val = 'H' },
+		{ 0 }
+	};
+
+	/* dsec-run [-H ADDR] SUB ...: the subcommand first. */
+	if (argv[1][0] == '-') {
+		url = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
+	is_replay = !strcmp(argv[1], "replay");
+	optind = 2;
+	while ((ch = getopt_long(argc, argv, "+H:", opts, NULL)) != -1) {
+		if (ch != 'H') {
+			fprintf(stderr, "usage: dsec-run [-H ADDR] trajectory SANDBOX\n"
+					"       dsec-run [-H ADDR] replay FILE\n");
+			return 2;
+		}
+		url = optarg;
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "dsec-run: %s takes one %s\n", argv[1],
+			is_replay ? "file (- = stdin)" : "sandbox id");
+		return 2;
+	}
+	dsec_err_clear(&err);
+	if (dsec_connect(&c, url && *url ? url : DSEC_DEFAULT_URL, &err) < 0) {
+		fprintf(stderr, "dsec-run: %s (%s)\n", err.msg, dsec_code_name(err.code));
+		return EXIT_INFRA;
+	}
+	rc = is_replay ? replay(c, argv[optind]) : trajectory(c, argv[optind]);
+	dsec_close(c);
+	return rc;
+}
