@@ -25,6 +25,7 @@
 #include "ops.h"
 #include "proto.h"
 #include "rlc.h"
+#include "rlc-int.h"
 
 static void req_free(struct dsecd_req *r)
 {
@@ -306,6 +307,9 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_TRAJECTORY] = { .name = "trajectory", .run = op_trajectory,
 				 .route = OWNER, .flags = 0,
 				 .summary = "read a sandbox's trajectory log, page by page" },
+	[DSEC_OP_TLOG_APPEND] = { .name = "tlog_append", .run = op_tlog_append,
+				  .route = LOCAL, .flags = 0,
+				  .summary = "keep copies of another node's trajectory entries (node to node)" },
 	[DSEC_OP_LEASE_OPEN] = { .name = "lease_open", .run = op_lease_open,
 				 .route = LOCAL, .flags = QUICK,
 				 .summary = "open a trainer's lease" },
@@ -403,6 +407,9 @@ static bool route(struct dsecd_req *r)
 {
 	switch (dsecd_ops[r->op].route) {
 	case DSECD_ROUTE_OWNER:
+		/* A replica of a log is read where it is asked. */
+		if (r->op == DSEC_OP_TRAJECTORY && dsec_has(r->msg.root, "replica"))
+			return false;
 		return r->d->nmembers && dsecd_forward(r);
 	case DSECD_ROUTE_PLACE:
 		/* A token and a lease are this node's (rlcoord): a create

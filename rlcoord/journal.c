@@ -336,6 +336,11 @@ int rlc_journal_commit(struct rlc_journal *j)
 	return 0;
 }
 
+int rlc_journal_dirfd(const struct rlc_journal *j)
+{
+	return j->dfd;
+}
+
 uint64_t rlc_journal_checkpoints(const struct rlc_journal *j)
 {
 	return j ? j->checkpoints : 0;

@@ -9,7 +9,72 @@ struct dsecd_req;
 struct dsecd_sb;
 struct dsec_err;
 
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "err.h"
+#include "rlc.h"
+
 #define RLC_TOKEN_BUCKETS 1024
+#define RLC_REPLICAS 2			/* copies of a log on peers */
+#define RLC_PEER_CLIENTS 16		/* the writer's connections to peers, at most */
+
+/* A logged step: where its entry is and what its request hashed to. */
+struct rlc_step {
+	uint64_t step;
+	uint64_t off;			/* its record's offset in the file */
+	uint32_t len;			/* and length, header included */
+	uint8_t hash[RLC_HASH];
+	uint16_t op;			/* enum dsec_op */
+};
+
+/* A sandbox's log (sb->tlog; queued entries hold refs). */
+struct rlc_log {
+	unsigned refs;
+	char *id;			/* the sandbox's */
+	char *path;			/* its file */
+	uint64_t seq;			/* entries queued so far: the next one's seq */
+	uint64_t entries;		/* of them, on disk */
+	uint64_t bytes;			/* the file's bytes on disk (loop) */
+	uint64_t wsize;			/* the file's bytes (the writer's, during a batch) */
+	int err;			/* errno of a write that failed: no more steps */
+	int werr;			/* the writer's: the same, as it found it */
+	uint32_t jgen;			/* the writer's: the journal's generation it is marked in */
+	char *name;			/* its file's name in the directory */
+	struct rlc_step *steps;		/* logged steps, by step */
+	size_t nsteps, capsteps;
+	struct dsecd_req *pending;	/* requests with a step running now (r->rl_next) */
+	struct dsec_buf wbuf;		/* the writer's: this batch's records */
+	struct rlc_log *bnext;		/* the writer's: logs of this batch */
+	bool in_batch;
+};
+
+/* One entry on its way to disk. */
+struct rlc_ent {
+	struct rlc_ent *next;
+	struct dsecd_req *r;		/* the held request */
+	struct rlc_log *log;		/* a ref */
+	uint64_t seq;
+	uint64_t step;
+	bool has_step;
+	uint16_t op;
+	uint8_t hash[RLC_HASH];
+	enum dsec_code code;
+	double t;			/* unix time the request came */
+	uint64_t dur_us;		/* until its reply */
+	void *req;			/* its frame, a copy */
+	size_t req_len;
+	const void *reply;		/* r's reply (held with r) */
+	size_t reply_len;
+	uint64_t off;			/* where it went (the writer's) */
+	uint32_t len;
+	size_t boff;			/* the writer's: its record's place in log->wbuf */
+	char *peer[RLC_REPLICAS];	/* API addresses of its log's replicas, or NULL */
+	unsigned copies;		/* of them, how many acknowledged it */
+};
+
+
 
 /* A create's client token (token.c). */
 struct rlc_token {
@@ -52,6 +117,17 @@ struct rlc {
 	uint64_t sync_ns;		/* of it, on open, write, fdatasync and close */
 	struct ZSTD_CCtx_s *zc;		/* the writer's compressor */
 	struct rlc_journal *journal;	/* the writer's */
+	/* replica.c (the writer's, but the counters) */
+	struct dsec_cq *cq;		/* replies of the peers, NULL without gossip */
+	struct { char *url; struct dsec_client *c; } peers[RLC_PEER_CLIENTS];
+	size_t npeers;
+	char *tls_ca, *tls_cert;	/* the node's credential, for tls+tcp:// peers */
+	bool *peer_failed, *answered;	/* per peer of the batch being sent */
+	uintptr_t batch_seq;		/* tags the peers' replies with their batch */
+	char peer_err[640];		/* why a peer last refused, for the log */
+	uint64_t replicated;		/* entries with both copies acknowledged */
+	uint64_t under_replicated;	/* entries with fewer (a peer failed or none alive) */
+	uint64_t replica_entries;	/* entries of other nodes' logs kept here */
 	ev_timer sweep_timer;		/* removes logs older than trajectory_keep */
 	bool sweeping;			/* a sweep is on the writer */
 	uint64_t swept;			/* logs it removed */
@@ -88,6 +164,20 @@ uint32_t rlc_journal_gen(const struct rlc_journal *j);
 /* Writes the batch and syncs it: 0 (durable) or -errno. */
 int rlc_journal_commit(struct rlc_journal *j);
 uint64_t rlc_journal_checkpoints(const struct rlc_journal *j);
+
+/* replica.c */
+/* The API addresses of the two members that keep id's log (urls[k] NULL
+ * when there are fewer alive; malloc'd); the loop's. */
+void rlc_replica_pick(struct dsecd *d, const char *id, char *urls[RLC_REPLICAS]);
+/* The writer's: sends rl->batch's entries to their peers; then
+ * rlc_replicate_wait sets each entry's copies. */
+void rlc_replicate_start(struct rlc *rl, const char ***urls, size_t *nurls, size_t *ncalls);
+void rlc_replicate_wait(struct rlc *rl, const char **urls, size_t nurls, size_t ncalls);
+/* The tlog_append op (node to node). */
+void op_tlog_append(struct dsecd_req *r);
+/* Whether name is "ID.log" of a sandbox of another node. */
+bool rlc_log_name_ok(struct dsecd *d, const char *name);
+int rlc_journal_dirfd(const struct rlc_journal *j);
 
 struct rlc_lease *rlc_lease_find(struct rlc *rl, const char *id);
 void rlc_leases_free(struct rlc *rl);

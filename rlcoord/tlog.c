@@ -62,58 +62,6 @@
 #define ZLEVEL 1			/* zstd level: the loop waits on the writer */
 #define PAGE_ENTRIES 1000		/* trajectory: entries per reply, by default and at most */
 
-/* A logged step: where its entry is and what its request hashed to. */
-struct rlc_step {
-	uint64_t step;
-	uint64_t off;			/* its record's offset in the file */
-	uint32_t len;			/* and length, header included */
-	uint8_t hash[RLC_HASH];
-	uint16_t op;			/* enum dsec_op */
-};
-
-/* A sandbox's log (sb->tlog; queued entries hold refs). */
-struct rlc_log {
-	unsigned refs;
-	char *id;			/* the sandbox's */
-	char *path;			/* its file */
-	uint64_t seq;			/* entries queued so far: the next one's seq */
-	uint64_t entries;		/* of them, on disk */
-	uint64_t bytes;			/* the file's bytes on disk (loop) */
-	uint64_t wsize;			/* the file's bytes (the writer's, during a batch) */
-	int err;			/* errno of a write that failed: no more steps */
-	int werr;			/* the writer's: the same, as it found it */
-	uint32_t jgen;			/* the writer's: the journal's generation it is marked in */
-	char *name;			/* its file's name in the directory */
-	struct rlc_step *steps;		/* logged steps, by step */
-	size_t nsteps, capsteps;
-	struct dsecd_req *pending;	/* requests with a step running now (r->rl_next) */
-	struct dsec_buf wbuf;		/* the writer's: this batch's records */
-	struct rlc_log *bnext;		/* the writer's: logs of this batch */
-	bool in_batch;
-};
-
-/* One entry on its way to disk. */
-struct rlc_ent {
-	struct rlc_ent *next;
-	struct dsecd_req *r;		/* the held request */
-	struct rlc_log *log;		/* a ref */
-	uint64_t seq;
-	uint64_t step;
-	bool has_step;
-	uint16_t op;
-	uint8_t hash[RLC_HASH];
-	enum dsec_code code;
-	double t;			/* unix time the request came */
-	uint64_t dur_us;		/* until its reply */
-	void *req;			/* its frame, a copy */
-	size_t req_len;
-	const void *reply;		/* r's reply (held with r) */
-	size_t reply_len;
-	uint64_t off;			/* where it went (the writer's) */
-	uint32_t len;
-};
-
-
 /* A read of one logged entry (fast-forward) or of a page (trajectory). */
 struct rlc_read {
 	struct dsecd_req *r;
@@ -727,6 +675,7 @@ static void batch_work(void *arg)
 		pack_entry(e, &sb, &z, rl->zc);
 		head[0] = htole32((uint32_t)sb.size);
 		head[1] = htole32(rlc_check(sb.data, sb.size));
+		e->boff = L->wbuf.len;
 		e->off = L->wsize + L->wbuf.len;
 		e->len = (uint32_t)(sb.size + REC_HEAD);
 		dsec_buf_add(&L->wbuf, head, sizeof(head));
@@ -738,10 +687,17 @@ static void batch_work(void *arg)
 	 * file gets its entries, unsynced (a checkpoint syncs them; after a
 	 * crash the journal writes them again). */
 	uint64_t s0 = dsec_now_ns();
+	const char **peers;
+	size_t npeers, ncalls;
+	/* The peers' copies go out first and are synced there while this
+	 * node syncs its own. */
+	rlc_replicate_start(rl, &peers, &npeers, &ncalls);
 	for (struct rlc_log *L = logs; L; L = L->bnext)
 		if (L->wbuf.len)
 			rlc_journal_add(rl->journal, L->name, L->wsize, L->wbuf.data, L->wbuf.len);
-	if ((rc = rlc_journal_commit(rl->journal)) < 0) {
+	rc = rlc_journal_commit(rl->journal);
+	rlc_replicate_wait(rl, peers, npeers, ncalls);
+	if (rc < 0) {
 		snprintf(rl->batch_err, sizeof(rl->batch_err), "cannot write the journal in '%s': "
 			 "%s", rl->dir, strerror(-rc));
 		for (struct rlc_log *L = logs; L; L = L->bnext) {
@@ -795,6 +751,10 @@ static void batch_done(void *arg)
 	if (rl->batch_rc < 0)
 		log_error("trajectory: %s; the sandboxes it concerns take no more steps",
 			  rl->batch_err);
+	if (rl->peer_err[0]) {
+		log_warn("trajectory: a peer did not keep its copies: %s", rl->peer_err);
+		rl->peer_err[0] = '\0';
+	}
 	while (e) {
 		struct rlc_ent *next = e->next;
 		struct rlc_log *L = e->log;
@@ -815,6 +775,17 @@ static void batch_done(void *arg)
 		/* The command ran: its reply goes out whatever the disk did (a
 		 * re-sent step then runs again: the log said so in info and in
 		 * every step refused since). */
+		if (rl->cq) {
+			unsigned want = 0;
+			for (size_t k = 0; k < RLC_REPLICAS; k++) {
+				want += e->peer[k] != NULL;
+				free(e->peer[k]);
+			}
+			if (want == RLC_REPLICAS && e->copies == RLC_REPLICAS)
+				rl->replicated++;
+			else
+				rl->under_replicated++;
+		}
 		pending_end(r);
 		dsecd_req_release(r);
 		log_unref(L);
@@ -834,6 +805,9 @@ static void prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	rl->queue = NULL;
 	rl->qtail = &rl->queue;
 	rl->batch_rc = 0;
+	if (rl->cq)
+		for (struct rlc_ent *e = rl->batch; e; e = e->next)
+			rlc_replica_pick(rl->d, e->log->id, e->peer);
 	if (dsecd_pool_submit(rl->writer, batch_work, batch_done, rl) < 0) {
 		/* Cannot be (the pool takes every job); written at once then. */
 		batch_work(rl);
@@ -858,6 +832,18 @@ static bool id_ok(const char *id)
 	if (!dsecd_node_name_ok(node))
 		return false;
 	return strspn(colon + 1, "0123456789abcdef") == strlen(colon + 1);
+}
+
+bool rlc_log_name_ok(struct dsecd *d, const char *name)
+{
+	size_t n = strlen(name), node = strlen(d->conf.node);
+	char id[DSEC_STR_MAX];
+
+	if (n <= 4 || n - 4 >= sizeof(id) || strcmp(name + n - 4, ".log"))
+		return false;
+	memcpy(id, name, n - 4);
+	id[n - 4] = '\0';
+	return id_ok(id) && !(strncmp(id, d->conf.node, node) == 0 && id[node] == ':');
 }
 
 static void page_work(void *arg)
@@ -1144,11 +1130,14 @@ void rlc_pack_node(struct dsecd *d, struct dsec_pk *p)
 	dsec_pk_str(p, "trajectory");
 	dsec_pk_map_begin(p);
 	dsec_pk_kv_str(p, "dir", rl->dir);
-	/* Where an acknowledged entry is: this node's disk (fdatasync)
-	 * before the reply.  Copies on peers are to come. */
-	dsec_pk_kv_str(p, "durability", "local_disk");
+	/* Where an acknowledged entry is: this node's disk (the journal's
+	 * fdatasync) and, with gossip, the disks of two peers. */
+	dsec_pk_kv_str(p, "durability", rl->cq ? "local_disk+peers" : "local_disk");
+	dsec_pk_kv_u64(p, "replicas", rl->cq ? RLC_REPLICAS : 0);
+	dsec_pk_kv_u64(p, "replicated", rl->replicated);
+	dsec_pk_kv_u64(p, "under_replicated", rl->under_replicated);
+	dsec_pk_kv_u64(p, "replica_entries", rl->replica_entries);
 	dsec_pk_kv_u64(p, "checkpoints", rlc_journal_checkpoints(rl->journal));
-	dsec_pk_kv_u64(p, "replicas", 0);
 	dsec_pk_kv_u64(p, "entries", rl->written);
 	dsec_pk_kv_u64(p, "bytes", rl->wbytes);
 	dsec_pk_kv_u64(p, "batches", rl->batches);
@@ -1202,8 +1191,20 @@ int rlc_open(struct dsecd *d, struct dsec_err *err)
 		free(rl);
 		return rc;
 	}
+	if (d->conf.gossip_listen && (rc = dsec_cq_new(&rl->cq, err)) < 0) {
+		rlc_journal_close(rl->journal);
+		ZSTD_freeCCtx(rl->zc);
+		free(dir);
+		free(rl);
+		return rc;
+	}
+	rl->tls_ca = d->conf.tls_ca ? xstrdup(d->conf.tls_ca) : NULL;
+	rl->tls_cert = d->conf.tls_cert ? xstrdup(d->conf.tls_cert) : NULL;
 	if ((rc = dsecd_pool_new(&rl->writer, d->loop, 1)) < 0) {
 		rlc_journal_close(rl->journal);
+		dsec_cq_free(rl->cq);
+		free(rl->tls_ca);
+		free(rl->tls_cert);
 		ZSTD_freeCCtx(rl->zc);
 		free(dir);
 		free(rl);
@@ -1244,6 +1245,13 @@ void rlc_close(struct dsecd *d)
 	ev_prepare_stop(d->loop, &rl->prep);
 	rlc_leases_free(rl);
 	rlc_tokens_free(rl);
+	for (size_t i = 0; i < rl->npeers; i++) {
+		dsec_close(rl->peers[i].c);
+		free(rl->peers[i].url);
+	}
+	dsec_cq_free(rl->cq);
+	free(rl->tls_ca);
+	free(rl->tls_cert);
 	rlc_journal_close(rl->journal);
 	ZSTD_freeCCtx(rl->zc);
 	dsecd_reply_hook_set(d, NULL, NULL);

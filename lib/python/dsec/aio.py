@@ -357,13 +357,16 @@ class AsyncSandbox:
         """What the node knows of it: state, backend, TTLs, sessions..."""
         return await self.client.call("info", {"id": self.id})
 
-    async def trajectory(self, *, start: int = 0) -> List[Dict[str, Any]]:
+    async def trajectory(self, *, start: int = 0, replica: bool = False) -> List[Dict[str, Any]]:
         """Its trajectory log from entry start on (a sandbox created with
         trajectory=True; also after it is destroyed): each entry a dict of
-        seq, step (or None), op, hash, t, dur_us, code, request, reply."""
+        seq, step (or None), op, hash, t, dur_us, code, request, reply.
+        replica: read the copy the node this client talks to keeps (one of
+        the log's two peers), as after the death of the sandbox's node."""
         out: List[Dict[str, Any]] = []
         while True:
-            r = await self.client.call("trajectory", {"id": self.id, "from": start})
+            r = await self.client.call("trajectory", {"id": self.id, "from": start,
+                                                      "replica": replica or None})
             out.extend(r.get("entries", []))
             if r.get("end", True) or r.get("next", start) <= start:
                 return out

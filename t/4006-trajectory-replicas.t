@@ -1,0 +1,65 @@
+#!/bin/bash
+# Replicas of the trajectory log (rlcoord/replica.c): in a gossiping
+# cluster every entry is on two peers' disks before its reply, so a kill
+# -9 of the sandbox's owner loses no acknowledged step: each peer reads
+# the whole log back (trajectory with replica: true).  A peer refuses
+# entries of its own sandboxes or that are no log's.  Nodes on loopback
+# with the test backend.
+. "$(dirname "$0")/lib.sh"
+
+need_cmd helper-req
+[ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
+/usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
+plan 9
+
+P=$(( 21000 + ($$ + 5555) % 20000 ))
+head -c 32 /dev/urandom > "$T/key"
+gnode() { # NAME PORT
+	start_node "$1" --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
+		--set gossip_listen="127.0.0.1:$2" --set gossip_seeds="127.0.0.1:$P" \
+		--set cluster_key_file="$T/key" --set api_url="ipc://$T/$1.sock"
+}
+gnode a "$P"
+gnode b $((P + 1))
+gnode c $((P + 2))
+alive() { echo "\"name\":\"$1\",[^}]*\"state\":\"alive\""; }
+wait_info a "$(alive b)" && wait_info a "$(alive c)" && wait_info b "$(alive a)" &&
+	wait_info b "$(alive c)" && wait_info c "$(alive a)" && wait_info c "$(alive b)"
+ok $? "three nodes know each other alive"
+
+out=$(at a create backend=test trajectory?=true)
+id=$(printf '%s' "$out" | idof)
+owner=${id%%:*}
+like "$owner" '^[abc]$' "a sandbox with a trajectory on node $owner"
+okc=0
+for k in $(seq 0 19); do
+	at "$owner" exec "id=$id" "argv[]=echo" "argv[]=step $k" "step#=$k" | grep -q '"exit_code":0' &&
+		okc=$((okc + 1))
+done
+is "$okc" 20 "20 steps acknowledged"
+run at "$owner" info
+like "$OUT" '"durability":"local_disk\+peers","replicas":2,"replicated":21,"under_replicated":0' \
+	"... each entry on two peers before its reply"
+
+kill -KILL "$(eval echo \$NODE_PID_$owner)"
+peers=$(echo a b c | tr ' ' '\n' | grep -v "^$owner$")
+for n in $peers; do
+	run at "$n" trajectory "id=$id" "replica?=true"
+	is "$(printf '%s' "$OUT" | grep -o '"seq":' | wc -l)" 21 \
+		"owner killed: node $n reads all 21 acknowledged entries of its log"
+	like "$OUT" '"op":"exec","t":[^}]*"request":\{[^}]*"argv":\["echo","step 19"\]' \
+		"... the last step's request among them"
+done
+run helper-py -c '
+import asyncio, sys, dsec
+async def main():
+    async with dsec.AsyncClient(sys.argv[1]) as c:
+        own = (await c.info())["node"]
+        for name in (own + ":00000000000000aa.log", "../x.log", "b:zz.log"):
+            try:
+                await c.call("tlog_append", {"records": [{"name": name, "off": 0, "rec": b"x"}]})
+                print("taken")
+            except dsec.DsecError as e:
+                print(e.code)
+asyncio.run(main())' "ipc://$T/$(echo "$peers" | head -1).sock"
+is "$(echo $OUT)" "invalid invalid invalid" "tlog_append refuses its own sandboxes' logs and names that are no log's"
