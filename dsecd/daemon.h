@@ -75,6 +75,7 @@ struct dsecd_sb {
 	double ttl_left;		/* paused: what was left of its wall TTL, s (0: none) */
 	struct rlc_lease *lease;	/* the lease it belongs to (rlcoord/lease.c), or NULL */
 	char *token;			/* its create's client token, or NULL */
+	char **grade_layers;		/* images grade stacks over its snapshot, or NULL */
 };
 
 struct fs3;

@@ -461,6 +461,7 @@ void op_create(struct dsecd_req *r)
 	struct dsec_err err;
 	double ttl = d->conf.ttl, idle = d->conf.idle_ttl;
 	bool trajectory = false;
+	char **grade_layers = NULL;
 	int rc;
 
 	dsec_err_clear(&err);
@@ -470,6 +471,22 @@ void op_create(struct dsecd_req *r)
 	    (rc = dsec_get_seconds_opt(m, "ttl", &ttl, &err)) < 0 ||
 	    (rc = dsec_get_seconds_opt(m, "idle_ttl", &idle, &err)) < 0)
 		return reply_err(r, &err);
+	if ((rc = dsec_get_strv_opt(m, "grade_layers", &grade_layers, &err)) < 0)
+		return reply_err(r, &err);
+	if (grade_layers && !grade_layers[0]) {
+		dsec_strv_free(grade_layers);
+		grade_layers = NULL;
+	}
+	if (grade_layers && (!r->image || !*r->image || r->layers ||
+			     !(r->be->ops->caps & DSEC_BE_CAP_LAYERS) ||
+			     dsec_strv_len((const char *const *)grade_layers) >= FS3_STACK_MAX - 1)) {
+		dsec_strv_free(grade_layers);
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "grade_layers need a backend that runs "
+			      "images from layers, an image and no 'layers', and at most %d images",
+			      FS3_STACK_MAX - 2);
+		return reply_err(r, &err);
+	}
+	r->grade_layers = grade_layers;
 	if (ttl <= 0)
 		ttl = d->conf.ttl;
 	if (idle <= 0)
@@ -503,6 +520,8 @@ void op_create(struct dsecd_req *r)
 		if (trajectory)
 			rlc_log_start(d, sb);
 		rlc_lease_join(d, sb, r->lease);
+		sb->grade_layers = r->grade_layers;
+		r->grade_layers = NULL;
 		dsecd_sb_ready(d, sb);
 		dsecd_sb_touch(d, sb);
 		log_debug("sandbox %s handed over from a warm pool", sb->id);
@@ -526,6 +545,8 @@ void op_create(struct dsecd_req *r)
 	if (trajectory)
 		rlc_log_start(d, sb);
 	rlc_lease_join(d, sb, r->lease);
+	sb->grade_layers = r->grade_layers;
+	r->grade_layers = NULL;
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;

@@ -30,6 +30,7 @@
 static void req_free(struct dsecd_req *r)
 {
 	rlc_req_free(r);
+	dsec_strv_free(r->grade_layers);
 	if (r->sb)
 		dsecd_sb_unref(r->d, r->sb);
 	if (dsecd_ops[r->op].free)
@@ -310,6 +311,9 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_TLOG_APPEND] = { .name = "tlog_append", .run = op_tlog_append,
 				  .route = LOCAL, .flags = 0,
 				  .summary = "keep copies of another node's trajectory entries (node to node)" },
+	[DSEC_OP_GRADE] = { .name = "grade", .run = op_grade,
+			    .route = OWNER, .flags = ID | LOGGED,
+			    .summary = "run a grader over a sandbox's changes and its grade layers" },
 	[DSEC_OP_LEASE_OPEN] = { .name = "lease_open", .run = op_lease_open,
 				 .route = LOCAL, .flags = QUICK,
 				 .summary = "open a trainer's lease" },

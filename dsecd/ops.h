@@ -62,6 +62,7 @@ enum dsec_op {
 	DSEC_OP_LEASE_RESUME,
 	DSEC_OP_LEASE_CLOSE,
 	DSEC_OP_TLOG_APPEND,
+	DSEC_OP_GRADE,
 	DSEC_OP__COUNT
 };
 
@@ -144,6 +145,7 @@ struct dsecd_req {
 	struct dsecd_req *rl_joined;	/* requests of the same step waiting for its reply */
 	struct rlc_token *rl_token;	/* create: the token it makes a sandbox for, or NULL */
 	struct rlc_lease *lease;	/* create: the lease it makes one in, or NULL */
+	char **grade_layers;		/* create: its grade_layers until the sandbox has them */
 	union {
 		/* create, call, exec, exec_start, net_allow, the session ops */
 		struct {

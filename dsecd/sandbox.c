@@ -44,6 +44,7 @@ static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
 	free(sb->lost);
 	rlc_log_drop(d, sb);
 	free(sb->token);
+	dsec_strv_free(sb->grade_layers);
 	free(sb);
 }
 

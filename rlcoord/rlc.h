@@ -81,6 +81,8 @@ void rlc_sb_gone(struct dsecd *d, struct dsecd_sb *sb);
 /* The lease ops: lease_open; lease_renew, lease_info, lease_pause,
  * lease_resume and lease_close (op_lease, on the lease 'id' names). */
 void op_lease_open(struct dsecd_req *r);
+/* grade.c: the grade op (on the sandbox 'id' names). */
+void op_grade(struct dsecd_req *r);
 void op_lease(struct dsecd_req *r);
 
 #endif

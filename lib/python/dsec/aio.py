@@ -357,6 +357,17 @@ class AsyncSandbox:
         """What the node knows of it: state, backend, TTLs, sessions..."""
         return await self.client.call("info", {"id": self.id})
 
+    async def grade(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
+                    env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+                    step: Optional[int] = None) -> ExecResult:
+        """Run a grader in a fresh sandbox of this one's changes with its
+        create's grade_layers on top (nothing the agent changed can hijack
+        it); the grader's result."""
+        f = _cmd_fields(cmd, timeout, None, env, cwd, None)
+        f.update(id=self.id, step=step)
+        r = await self.client.call("grade", f, wait=(timeout or DEFAULT_EXEC_TIMEOUT) + 600)
+        return ExecResult._from(r)
+
     async def trajectory(self, *, start: int = 0, replica: bool = False) -> List[Dict[str, Any]]:
         """Its trajectory log from entry start on (a sandbox created with
         trajectory=True; also after it is destroyed): each entry a dict of
@@ -531,7 +542,8 @@ class AsyncClient:
                seccomp_deny: Optional[Sequence[str]] = None,
                labels: Optional[Mapping[str, str]] = None,
                trajectory: Optional[bool] = None, token: Optional[str] = None,
-               lease: Optional[str] = None) -> _Create:
+               lease: Optional[str] = None,
+               grade_layers: Optional[Sequence[str]] = None) -> _Create:
         """A new sandbox: await it, or `async with c.create(...) as sb:`.
         labels: what list finds it by (job, step, rollout group).
         trajectory: keep its trajectory log (every command and its result,
@@ -539,7 +551,10 @@ class AsyncClient:
         from it (the default in a lease).  token: a name of this create
         of the caller's choosing: sent again with it, the create gets the
         sandbox the first made, never a second one.  lease: the id of the
-        lease it belongs to (see lease())."""
+        lease it belongs to (see lease()).  grade_layers: images (tests,
+        graders, trusted tools) that never reach this sandbox;
+        AsyncSandbox.grade runs a grader over its changes with them on
+        top."""
         return _Create(self, {
             "backend": backend, "image": image, "runtime": runtime,
             "layers": list(layers) if layers else None, "limits": dict(limits) if limits else None,
@@ -547,7 +562,8 @@ class AsyncClient:
             "network": network, "allow": list(allow) if allow else None, "dns": dns,
             "seccomp_deny": list(seccomp_deny) if seccomp_deny else None,
             "labels": dict(labels) if labels else None, "trajectory": trajectory,
-            "token": token, "lease": lease})
+            "token": token, "lease": lease,
+            "grade_layers": list(grade_layers) if grade_layers else None})
 
     async def lease(self, *, timeout: float = 30.0, grace: float = 600.0,
                     labels: Optional[Mapping[str, str]] = None,

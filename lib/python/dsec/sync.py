@@ -64,6 +64,10 @@ class Sandbox:
     def info(self) -> Dict[str, Any]:
         return self._run(self._sb.info())
 
+    def grade(self, cmd, **kw) -> ExecResult:
+        """As AsyncSandbox.grade."""
+        return self._run(self._sb.grade(cmd, **kw))
+
     def trajectory(self, **kw) -> List[Dict[str, Any]]:
         """As AsyncSandbox.trajectory."""
         return self._run(self._sb.trajectory(**kw))
