@@ -76,6 +76,10 @@ struct dsecd_sb {
 	struct rlc_lease *lease;	/* the lease it belongs to (rlcoord/lease.c), or NULL */
 	char *token;			/* its create's client token, or NULL */
 	char **grade_layers;		/* images grade stacks over its snapshot, or NULL */
+	void *spec_frame;		/* its create's request, for reset and fork */
+	size_t spec_len;
+	char *be_id;			/* the id its backend sandbox was made with, when not id
+					 * (a reset swapped it in), else NULL */
 };
 
 struct fs3;

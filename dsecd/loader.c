@@ -59,6 +59,12 @@ static void host_sandbox_lost(const struct dsec_be_host *host, const char *id,
 	struct dsecd *d = ((struct ld_host *)host->ctx)->d;
 	struct dsecd_sb *sb = dsecd_sb_lookup(d, id);
 
+	/* A reset sandbox's backend sandbox has another id (sb->be_id). */
+	if (sb && sb->be_id)
+		sb = NULL;
+	for (struct dsecd_sb *s = d->all; !sb && s; s = s->anext)
+		if (s->be_id && !strcmp(s->be_id, id) && s->state != SB_DESTROYING)
+			sb = s;
 	if (sb && &sb->be->host == host)
 		dsecd_sb_lost(d, sb, why && why->msg[0] ? why->msg : "its init died");
 }

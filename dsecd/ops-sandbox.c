@@ -522,6 +522,7 @@ void op_create(struct dsecd_req *r)
 		rlc_lease_join(d, sb, r->lease);
 		sb->grade_layers = r->grade_layers;
 		r->grade_layers = NULL;
+		rlc_keep_spec(sb, r->frame, r->frame_len);
 		dsecd_sb_ready(d, sb);
 		dsecd_sb_touch(d, sb);
 		log_debug("sandbox %s handed over from a warm pool", sb->id);
@@ -547,6 +548,7 @@ void op_create(struct dsecd_req *r)
 	rlc_lease_join(d, sb, r->lease);
 	sb->grade_layers = r->grade_layers;
 	r->grade_layers = NULL;
+	rlc_keep_spec(sb, r->frame, r->frame_len);
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;

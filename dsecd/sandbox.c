@@ -45,6 +45,8 @@ static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
 	rlc_log_drop(d, sb);
 	free(sb->token);
 	dsec_strv_free(sb->grade_layers);
+	free(sb->spec_frame);
+	free(sb->be_id);
 	free(sb);
 }
 

@@ -48,8 +48,7 @@ static void grade_free(struct grade *g)
 	free(g);
 }
 
-/* The error of a reply (or "internal" for one that is not). */
-static void reply_error(const void *reply, size_t len, const char *what, struct dsec_err *err)
+void rlc_reply_error(const void *reply, size_t len, const char *what, struct dsec_err *err)
 {
 	struct dsec_msg m = { 0 };
 	const msgpack_object *e, *c, *msg;
@@ -108,7 +107,7 @@ static void finish(void *arg)
 	if (g->failed) {
 		reply_err(r, &g->err);
 	} else if (!(res = result_of(&m, g->result, g->result_len))) {
-		reply_error(g->result, g->result_len, "the grader's command", &g->err);
+		rlc_reply_error(g->result, g->result_len, "the grader's command", &g->err);
 		reply_err(r, &g->err);
 	} else {
 		dsec_pk_init(&p);
@@ -174,7 +173,7 @@ static void created(void *arg, const void *reply, size_t len, enum dsec_code cod
 	struct dsec_pk p;
 
 	if (!(res = result_of(&m, reply, len)) || dsec_get_str(res, "id", &g->gid, NULL) < 0) {
-		reply_error(reply, len, "cannot make the grading sandbox", &g->err);
+		rlc_reply_error(reply, len, "cannot make the grading sandbox", &g->err);
 		g->failed = true;
 		dsec_msg_free(&m);
 		return end_chain(g);
@@ -203,7 +202,7 @@ static void snapped(void *arg, const void *reply, size_t len, enum dsec_code cod
 	struct dsec_pk p;
 
 	if (!(res = result_of(&m, reply, len)) || dsec_get_str(res, "image", &g->image, NULL) < 0) {
-		reply_error(reply, len, "cannot snapshot the sandbox to grade it", &g->err);
+		rlc_reply_error(reply, len, "cannot snapshot the sandbox to grade it", &g->err);
 		g->failed = true;
 		dsec_msg_free(&m);
 		free(g->tag);

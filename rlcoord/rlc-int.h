@@ -179,6 +179,10 @@ void op_tlog_append(struct dsecd_req *r);
 bool rlc_log_name_ok(struct dsecd *d, const char *name);
 int rlc_journal_dirfd(const struct rlc_journal *j);
 
+/* grade.c: *err is the error a reply (len bytes, or NULL) holds, its
+ * message after what; "internal" for one that holds none. */
+void rlc_reply_error(const void *reply, size_t len, const char *what, struct dsec_err *err);
+
 struct rlc_lease *rlc_lease_find(struct rlc *rl, const char *id);
 void rlc_leases_free(struct rlc *rl);
 void rlc_tokens_free(struct rlc *rl);

@@ -83,6 +83,11 @@ void rlc_sb_gone(struct dsecd *d, struct dsecd_sb *sb);
 void op_lease_open(struct dsecd_req *r);
 /* grade.c: the grade op (on the sandbox 'id' names). */
 void op_grade(struct dsecd_req *r);
+/* reset.c: sb keeps its create's request (frame, len bytes), which reset
+ * and fork make it again from; the reset and fork ops. */
+void rlc_keep_spec(struct dsecd_sb *sb, const void *frame, size_t len);
+void op_reset(struct dsecd_req *r);
+void op_fork(struct dsecd_req *r);
 void op_lease(struct dsecd_req *r);
 
 #endif

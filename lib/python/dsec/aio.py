@@ -368,6 +368,18 @@ class AsyncSandbox:
         r = await self.client.call("grade", f, wait=(timeout or DEFAULT_EXEC_TIMEOUT) + 600)
         return ExecResult._from(r)
 
+    async def reset(self, *, image: Optional[str] = None) -> None:
+        """Make it again, same id: from its create (its creation state), or
+        from image (a checkpoint: an image snapshot() made of it).  Its
+        processes, sessions and files are the new ones'."""
+        await self.client.call("reset", {"id": self.id, "image": image}, wait=600)
+
+    async def fork(self, n: int) -> List["AsyncSandbox"]:
+        """n new sandboxes of this one's files as they are now, in one
+        request (all or none)."""
+        r = await self.client.call("fork", {"id": self.id, "n": n}, wait=600)
+        return [AsyncSandbox(self.client, i, backend=self.backend) for i in r.get("ids", [])]
+
     async def trajectory(self, *, start: int = 0, replica: bool = False) -> List[Dict[str, Any]]:
         """Its trajectory log from entry start on (a sandbox created with
         trajectory=True; also after it is destroyed): each entry a dict of

@@ -64,6 +64,14 @@ class Sandbox:
     def info(self) -> Dict[str, Any]:
         return self._run(self._sb.info())
 
+    def reset(self, **kw) -> None:
+        """As AsyncSandbox.reset."""
+        return self._run(self._sb.reset(**kw))
+
+    def fork(self, n: int) -> List["Sandbox"]:
+        """As AsyncSandbox.fork."""
+        return [Sandbox(self._client, s) for s in self._run(self._sb.fork(n))]
+
     def grade(self, cmd, **kw) -> ExecResult:
         """As AsyncSandbox.grade."""
         return self._run(self._sb.grade(cmd, **kw))
