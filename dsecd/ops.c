@@ -422,10 +422,26 @@ static bool route(struct dsecd_req *r)
 			return false;
 		return r->d->nmembers && dsecd_forward(r);
 	case DSECD_ROUTE_PLACE:
-		/* A token and a lease are this node's (rlcoord): a create
-		 * that names one is served here. */
-		if (dsec_has(r->msg.root, "token") || dsec_has(r->msg.root, "lease"))
-			return false;
+		/* A token has one home in the cluster and a lease is its
+		 * node's (rlcoord): a create naming one is sent there. */
+		if (dsec_has(r->msg.root, "token") || dsec_has(r->msg.root, "lease")) {
+			struct dsecd_member *m;
+			bool pinned;
+			struct dsec_err err;
+			if (!r->d->nmembers || dsec_map_get(r->msg.root, "fwd") ||
+			    !(m = rlc_pin(r, &pinned)))
+				return false;
+			dsec_err_clear(&err);
+			if (m->state == DSECD_MEMBER_DEAD || m->state == DSECD_MEMBER_LEFT)
+				dsec_err_setc(&err, DSEC_E_NODE_LOST, EHOSTDOWN, "the lease's node '%s' "
+					      "%s", m->name, m->state == DSECD_MEMBER_DEAD ? "is dead"
+					      : "left the cluster");
+			else
+				dsecd_forward_to(r, m, &err);
+			if (err.code)
+				reply_err(r, &err);
+			return true;
+		}
 		return r->d->placer && dsecd_place(r);
 	case DSECD_ROUTE_LOCAL:
 		break;

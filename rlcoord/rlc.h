@@ -69,6 +69,11 @@ void op_trajectory(struct dsecd_req *r);
  * making it; false when it goes on (and its reply ends the wait of the
  * others: rlc_token_made, from the reply hook). */
 bool rlc_token_create(struct dsecd_req *r);
+/* route() of a create or call that names a lease or a token: *pinned true
+ * when it does; then the member it must be served by (the lease's node,
+ * the token's home), or NULL for this node. */
+struct dsecd_member;
+struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned);
 void rlc_token_made(struct dsecd_req *r);
 
 /* lease.c: a create's "lease", found in r->lease (renewed; *trajectory

@@ -7,9 +7,11 @@
  * first made ({id, node, backend, existing: true}).  So a create that
  * timed out on the client and is sent again never makes a second sandbox
  * (nor leaks the first).  A failed create forgets its token (a retry makes
- * a new attempt); so does the destruction of its sandbox.  Tokens are this
- * node's: a create with one is served by the node it is sent to, not
- * placed.
+ * a new attempt); so does the destruction of its sandbox.  In a cluster a
+ * token has one home, the node that ranks first for it (rendezvous hashing
+ * over this node and the alive members, rlc_pin): a create with it is sent
+ * there from whichever node it reaches, so a retry through another node
+ * finds the first.  A create in a lease goes to the lease's node.
  */
 #include <errno.h>
 #include <string.h>
@@ -158,6 +160,45 @@ void rlc_token_gone(struct dsecd *d, struct dsecd_sb *sb)
 		token_free(d->rlc, pp);
 	free(sb->token);
 	sb->token = NULL;
+}
+
+static uint64_t token_rank(const char *node, const char *token, size_t n)
+{
+	uint64_t h = dsec_fnv1a(DSEC_FNV1A_INIT, node, strlen(node) + 1);
+	return dsec_fnv1a(h, token, n);
+}
+
+struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *lease = dsec_map_get(r->msg.root, "lease");
+	const msgpack_object *tok = dsec_map_get(r->msg.root, "token");
+	struct dsecd_member *best = NULL;
+
+	*pinned = false;
+	if (lease && lease->type == MSGPACK_OBJECT_STR) {
+		const char *p = lease->via.str.ptr, *colon = memchr(p, ':', lease->via.str.size);
+		*pinned = true;
+		if (!colon || ((size_t)(colon - p) == strlen(d->conf.node) &&
+			       !memcmp(p, d->conf.node, (size_t)(colon - p))))
+			return NULL;	/* ours, or no node named: the handler says */
+		return dsecd_member_find(d, p, (size_t)(colon - p));
+	}
+	if (!tok || tok->type != MSGPACK_OBJECT_STR || !tok->via.str.size)
+		return NULL;
+	*pinned = true;
+	uint64_t top = token_rank(d->conf.node, tok->via.str.ptr, tok->via.str.size);
+	for (size_t i = 0; i < d->nmembers; i++) {
+		struct dsecd_member *m = &d->members[i];
+		if (m->state != DSECD_MEMBER_ALIVE || !m->url)
+			continue;
+		uint64_t rk = token_rank(m->name, tok->via.str.ptr, tok->via.str.size);
+		if (rk > top) {
+			top = rk;
+			best = m;
+		}
+	}
+	return best;
 }
 
 void rlc_tokens_free(struct rlc *rl)

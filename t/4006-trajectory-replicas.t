@@ -1,4 +1,7 @@
 #!/bin/bash
+# Tokens and leases across nodes: a create with a token sent to each node
+# makes one sandbox (the token's home serves it), a create in a lease sent
+# to another node is made on the lease's.
 # Replicas of the trajectory log (rlcoord/replica.c): in a gossiping
 # cluster every entry is on two peers' disks before its reply, so a kill
 # -9 of the sandbox's owner loses no acknowledged step: each peer reads
@@ -10,7 +13,7 @@
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 9
+plan 11
 
 P=$(( 21000 + ($$ + 5555) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -27,6 +30,11 @@ wait_info a "$(alive b)" && wait_info a "$(alive c)" && wait_info b "$(alive a)"
 	wait_info b "$(alive c)" && wait_info c "$(alive a)" && wait_info c "$(alive b)"
 ok $? "three nodes know each other alive"
 
+ids=$(for n in a b c a b c; do at "$n" create backend=test token=job7-rollout3 | idof; done | sort -u)
+is "$(echo "$ids" | wc -l)" 1 "one token sent to all three nodes, twice: one sandbox ($ids)"
+lease=$(at a lease_open timeout%=30 | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+lid=$(at b create backend=test "lease=$lease" | idof)
+like "$lid" '^a:' "a create in a's lease sent to b is made on a ($lid)"
 out=$(at a create backend=test trajectory?=true)
 id=$(printf '%s' "$out" | idof)
 owner=${id%%:*}
