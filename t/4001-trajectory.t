@@ -10,7 +10,7 @@
 
 need_fncall
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 39
+plan 41
 
 start_dsecd --set backends=fncall || bail "dsecd did not start"
 rl() { timeout 120 helper-py "$TOP/t/helper-rl.py" "$@"; }
@@ -95,3 +95,16 @@ unlike() { like "$(printf '%s' "$1" | grep -c "$2")" '^0$' "$3"; }
 unlike "$(dsecd_log)" "entries of the journal written again" "after a clean stop nothing is replayed"
 run rl read "$DSEC_HOST" "$sid"
 is "$(get n)" "$n" "... and the log is as it was"
+
+# trajectory_keep: a gone sandbox's log is removed once it is that old; a
+# live one's stays however idle.
+stop_dsecd
+start_dsecd --set backends=fncall --set trajectory_keep=2s || bail "dsecd did not start again"
+run rl steps "$DSEC_HOST" 1 "$T/live"
+run rl steps "$DSEC_HOST" 1 "$T/gone"
+helper-req "$DSEC_HOST" destroy "id=$(cat "$T/gone")" >/dev/null
+for i in $(seq 100); do [ -e "$T/state/trajectory/$(cat "$T/gone").log" ] || break; sleep 0.1; done
+ok $([ ! -e "$T/state/trajectory/$(cat "$T/gone").log" ] && echo 0 || echo 1) \
+	"the log of a destroyed sandbox goes after trajectory_keep"
+ok $([ -e "$T/state/trajectory/$(cat "$T/live").log" ] && echo 0 || echo 1) \
+	"... a live sandbox's log stays, idle as long"

@@ -166,13 +166,15 @@ async def tokens(c):
 async def lease(c, backend):
     res = {}
     base = len(await c.list())
-    L = await c.lease(timeout=1.0, grace=4.0, labels={"job": "t4003"}, keep=True)
+    # Margins of seconds for a loaded machine: the grace ends long after
+    # the checks that want the sandboxes kept.
+    L = await c.lease(timeout=1.0, grace=8.0, labels={"job": "t4003"}, keep=True)
     sbs = [await L.create(backend=backend, ttl=3) for _ in range(2)]
     res["traj"] = "trajectory" in await sbs[0].info()
     i = await L.info()
     res["state0"] = i["state"]
     res["n"] = i["sandboxes"]
-    await asyncio.sleep(2.0)		# not renewed: lapsed
+    await asyncio.sleep(2.5)		# not renewed: lapsed
     i = await L.info()
     res["state1"] = i["state"]
     res["paused1"] = i["paused"]
@@ -195,12 +197,15 @@ async def lease(c, backend):
     except dsec.NotFound as e:
         res["gone"] = e.code
     # A lease left to lapse and run out: its sandboxes go at its grace's end.
-    L2 = await c.lease(timeout=0.5, grace=1.0)
+    L2 = await c.lease(timeout=0.5, grace=2.0)
     await L2.create(backend=backend)
-    await asyncio.sleep(0.7)
+    await asyncio.sleep(1.0)
     res["lapsed_n"] = len(await c.list()) - base
-    await asyncio.sleep(1.5)
-    res["expired_n"] = len(await c.list()) - base
+    for _ in range(100):		# gone at the grace's end: 2.5 s from its create
+        await asyncio.sleep(0.1)
+        res["expired_n"] = len(await c.list()) - base
+        if not res["expired_n"]:
+            break
     for name, f in (("bad_timeout", {"timeout": 0}), ("bad_grace", {"grace": 1e12})):
         try:
             await c.call("lease_open", f)
