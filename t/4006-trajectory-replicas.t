@@ -13,7 +13,7 @@
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 11
+plan 12
 
 P=$(( 21000 + ($$ + 5555) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -46,9 +46,14 @@ for k in $(seq 0 19); do
 done
 is "$okc" 20 "20 steps acknowledged"
 run at "$owner" info
-like "$OUT" '"durability":"local_disk\+peers","replicas":2,"replicated":21,"under_replicated":0' \
-	"... each entry on two peers before its reply"
+traj=$(printf '%s' "$OUT" | grep -o '"trajectory":{[^}]*}')
+rep=$(printf '%s' "$traj" | sed -n 's/.*"replicated":\([0-9]*\).*/\1/p')
+ent=$(printf '%s' "$traj" | sed -n 's/.*"entries":\([0-9]*\).*/\1/p')
+like "$traj" '"durability":"local_disk\+peers","replicas":2,.*"under_replicated":0' \
+	"... each entry on two peers before its reply ($traj)"
 
+ok $([ -n "$rep" ] && [ "$rep" = "$ent" ] && [ "$rep" -ge 21 ] && echo 0 || echo 1) \
+	"... all $ent of the node's entries replicated"
 kill -KILL "$(eval echo \$NODE_PID_$owner)"
 peers=$(echo a b c | tr ' ' '\n' | grep -v "^$owner$")
 for n in $peers; do
