@@ -454,6 +454,18 @@ int dsecd_labels_get(const msgpack_object *m, char ***out, struct dsec_err *err)
 	return 0;
 }
 
+/* What rlcoord keeps of a create in its sandbox: the trajectory log, the
+ * lease, the grade layers and the request itself (reset, fork). */
+static void rl_adopt(struct dsecd_req *r, struct dsecd_sb *sb, bool trajectory)
+{
+	if (trajectory)
+		rlc_log_start(r->d, sb);
+	rlc_lease_join(r->d, sb, r->lease);
+	sb->grade_layers = r->grade_layers;
+	r->grade_layers = NULL;
+	rlc_keep_spec(sb, r->frame, r->frame_len);
+}
+
 void op_create(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -517,12 +529,7 @@ void op_create(struct dsecd_req *r)
 		sb->cwd = r->ccwd;
 		r->ccwd = NULL;
 		sb->created = ev_now(d->loop) - d->started + d->started_wall;
-		if (trajectory)
-			rlc_log_start(d, sb);
-		rlc_lease_join(d, sb, r->lease);
-		sb->grade_layers = r->grade_layers;
-		r->grade_layers = NULL;
-		rlc_keep_spec(sb, r->frame, r->frame_len);
+		rl_adopt(r, sb, trajectory);
 		dsecd_sb_ready(d, sb);
 		dsecd_sb_touch(d, sb);
 		log_debug("sandbox %s handed over from a warm pool", sb->id);
@@ -543,12 +550,7 @@ void op_create(struct dsecd_req *r)
 	d->mem_committed += sb->mem;
 	sb->labels = r->labels;
 	r->labels = NULL;
-	if (trajectory)
-		rlc_log_start(d, sb);
-	rlc_lease_join(d, sb, r->lease);
-	sb->grade_layers = r->grade_layers;
-	r->grade_layers = NULL;
-	rlc_keep_spec(sb, r->frame, r->frame_len);
+	rl_adopt(r, sb, trajectory);
 	dsecd_sb_ref(sb);
 	r->sb = sb;
 	r->spec.id = sb->id;

@@ -63,8 +63,7 @@ void rlc_reply_error(const void *reply, size_t len, const char *what, struct dse
 	dsec_msg_free(&m);
 }
 
-/* The result map of an ok reply, parsed into m; NULL when it failed. */
-static const msgpack_object *result_of(struct dsec_msg *m, const void *reply, size_t len)
+const msgpack_object *rlc_reply_result(struct dsec_msg *m, const void *reply, size_t len)
 {
 	const msgpack_object *ok, *res;
 
@@ -106,7 +105,7 @@ static void finish(void *arg)
 	r->d->ops_inflight--;
 	if (g->failed) {
 		reply_err(r, &g->err);
-	} else if (!(res = result_of(&m, g->result, g->result_len))) {
+	} else if (!(res = rlc_reply_result(&m, g->result, g->result_len))) {
 		rlc_reply_error(g->result, g->result_len, "the grader's command", &g->err);
 		reply_err(r, &g->err);
 	} else {
@@ -172,7 +171,7 @@ static void created(void *arg, const void *reply, size_t len, enum dsec_code cod
 	struct dsec_msg m = { 0 };
 	struct dsec_pk p;
 
-	if (!(res = result_of(&m, reply, len)) || dsec_get_str(res, "id", &g->gid, NULL) < 0) {
+	if (!(res = rlc_reply_result(&m, reply, len)) || dsec_get_str(res, "id", &g->gid, NULL) < 0) {
 		rlc_reply_error(reply, len, "cannot make the grading sandbox", &g->err);
 		g->failed = true;
 		dsec_msg_free(&m);
@@ -201,7 +200,7 @@ static void snapped(void *arg, const void *reply, size_t len, enum dsec_code cod
 	const msgpack_object *res;
 	struct dsec_pk p;
 
-	if (!(res = result_of(&m, reply, len)) || dsec_get_str(res, "image", &g->image, NULL) < 0) {
+	if (!(res = rlc_reply_result(&m, reply, len)) || dsec_get_str(res, "image", &g->image, NULL) < 0) {
 		rlc_reply_error(reply, len, "cannot snapshot the sandbox to grade it", &g->err);
 		g->failed = true;
 		dsec_msg_free(&m);

@@ -92,11 +92,10 @@ static void *remake(struct dsecd *d, const struct dsecd_sb *sb, const char *imag
 static char *made_id(const void *reply, size_t len)
 {
 	struct dsec_msg m = { 0 };
-	const msgpack_object *res;
+	const msgpack_object *res = rlc_reply_result(&m, reply, len);
 	char *id = NULL;
 
-	if (reply && dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, NULL) == 0 &&
-	    (res = dsec_map_get(m.root, "result")) && res->type == MSGPACK_OBJECT_MAP)
+	if (res)
 		dsec_get_str(res, "id", &id, NULL);
 	dsec_msg_free(&m);
 	return id;
@@ -269,10 +268,9 @@ static void fork_snapped(void *arg, const void *reply, size_t len, enum dsec_cod
 	struct fork *f = arg;
 	struct dsecd *d = f->r->d;
 	struct dsec_msg m = { 0 };
-	const msgpack_object *res;
+	const msgpack_object *res = rlc_reply_result(&m, reply, len);
 
-	if (reply && dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, NULL) == 0 &&
-	    (res = dsec_map_get(m.root, "result")) && res->type == MSGPACK_OBJECT_MAP)
+	if (res)
 		dsec_get_str(res, "image", &f->image, NULL);
 	dsec_msg_free(&m);
 	if (!f->image) {

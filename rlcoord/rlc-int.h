@@ -182,6 +182,11 @@ int rlc_journal_dirfd(const struct rlc_journal *j);
 /* grade.c: *err is the error a reply (len bytes, or NULL) holds, its
  * message after what; "internal" for one that holds none. */
 void rlc_reply_error(const void *reply, size_t len, const char *what, struct dsec_err *err);
+/* The result map of an ok reply, parsed into m (the caller frees it);
+ * NULL when the reply failed or is none. */
+struct dsec_msg;
+struct msgpack_object;
+const struct msgpack_object *rlc_reply_result(struct dsec_msg *m, const void *reply, size_t len);
 
 struct rlc_lease *rlc_lease_find(struct rlc *rl, const char *id);
 void rlc_leases_free(struct rlc *rl);
