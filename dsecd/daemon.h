@@ -80,6 +80,14 @@ struct dsecd_sb {
 	size_t spec_len;
 	char *be_id;			/* the id its backend sandbox was made with, when not id
 					 * (a reset swapped it in), else NULL */
+	char **watch;			/* its create's watch (paths), or NULL */
+	char **watch_before;		/* their hashes when it was made (rlc_watch_hash) */
+	struct dsecd_marks {		/* what its commands did that a grader wants to know */
+		uint64_t oom_kills;	/* commands the OOM killer hit (memory bombs) */
+		uint64_t pids_limited;	/* commands whose fork failed at the pids limit */
+		uint64_t output_floods;	/* commands whose output passed its cap */
+		uint64_t timeouts;	/* commands killed at their timeout */
+	} marks;
 };
 
 struct fs3;
@@ -324,6 +332,12 @@ void dsecd_sb_paused(struct dsecd *d, struct dsecd_sb *sb);
  * is never idle (the idle timer only looks again later) and its wall TTL
  * is stopped (dsecd_sb_paused). */
 void dsecd_sb_touch(struct dsecd *d, struct dsecd_sb *sb);
+/* A command of sb completed with res: counts what it did in sb->marks. */
+void dsecd_sb_mark(struct dsecd_sb *sb, const struct dsec_exec_res *res);
+/* Packs sb->marks as the map "misbehaviour" into the open map p, with
+ * egress_denied too when have (the backend counts it). */
+void dsecd_sb_pack_marks(const struct dsecd_sb *sb, struct dsec_pk *p, bool have,
+			 uint64_t egress_denied);
 void dsecd_sb_ref(struct dsecd_sb *sb);
 void dsecd_sb_unref(struct dsecd *d, struct dsecd_sb *sb);
 /* Removes from the table, stops timers, asks the backend to destroy it

@@ -65,6 +65,7 @@ static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 	dsec_pk_kv_bool(p, "stderr_truncated", res->err_truncated);
 	dsec_pk_kv_double(p, "duration", res->duration);
 	dsec_pk_kv_bool(p, "oom_killed", res->oom_killed);
+	dsec_pk_kv_bool(p, "pids_limited", res->pids_limited);
 }
 
 /* Reads argv/code, stdin, env, cwd, timeout, output_cap (exec and call). */
@@ -157,6 +158,8 @@ static bool cmd_end(struct dsecd_req *r, int rc, const struct dsec_err *err)
 		reply_err(r, cut_err(r->d, rc, err, &e));
 		return true;
 	}
+	if (r->sb)
+		dsecd_sb_mark(r->sb, &r->eres);
 	return reply_if_lost(r);
 }
 

@@ -268,6 +268,7 @@ static void usage_done(void *arg, int rc, const struct dsec_err *err)
 		{ DSEC_USAGE_DISK, "disk", offsetof(struct dsec_be_usage, disk) },
 	};
 	struct dsecd_req *r = arg;
+	const struct dsec_be_usage *u = &r->usage;
 	struct dsec_pk p;
 
 	r->d->ops_inflight--;
@@ -280,6 +281,7 @@ static void usage_done(void *arg, int rc, const struct dsec_err *err)
 		if (r->usage.have & fields[i].bit)
 			dsec_pk_kv_u64(&p, fields[i].key,
 				       *(const uint64_t *)((const char *)&r->usage + fields[i].at));
+	dsecd_sb_pack_marks(r->sb, &p, u->have & DSEC_USAGE_EGRESS_DENIED, u->egress_denied);
 	dsec_pk_end(&p);
 	req_complete(r, &p);
 }
@@ -389,6 +391,40 @@ static void reply_created(struct dsecd_req *r, const struct dsecd_sb *sb)
 	req_complete(r, &p);
 }
 
+/* The hashes of the create's watch files, taken before its reply: before
+ * any command of the agent. */
+static void watch_taken(void *arg, char **hashes, size_t n)
+{
+	struct dsecd_req *r = arg;
+	struct dsecd_sb *sb = r->sb;
+	struct dsec_err e;
+
+	r->d->ops_inflight--;
+	sb->watch_before = hashes;
+	(void)n;
+	if (sb->state != SB_READY) {
+		bool down = r->d->shutting_down;
+
+		dsec_err_setc(&e, down ? DSEC_E_SHUTTING_DOWN : DSEC_E_SANDBOX_LOST,
+			      down ? ESHUTDOWN : EIO, "cannot create %s sandbox: it %s while its "
+			      "watch files were hashed", r->be->name,
+			      down ? "went with its node" : "died");
+		if (sb->state == SB_FAILED)
+			dsecd_sb_destroy(r->d, sb, "lost while made", NULL);
+		count_create(r, false);
+		return reply_err(r, &e);
+	}
+	reply_created(r, sb);
+}
+
+static void ready_reply(struct dsecd_req *r, struct dsecd_sb *sb)
+{
+	if (!sb->watch)
+		return reply_created(r, sb);
+	r->d->ops_inflight++;
+	rlc_watch_hash(r->d, sb, watch_taken, r);
+}
+
 static void create_done(void *arg, int rc, const struct dsec_err *err)
 {
 	struct dsecd_req *r = arg;
@@ -414,7 +450,7 @@ static void create_done(void *arg, int rc, const struct dsec_err *err)
 	}
 	dsecd_sb_ready(d, sb);
 	log_debug("sandbox %s ready", sb->id);
-	reply_created(r, sb);
+	ready_reply(r, sb);
 }
 
 /* Labels a trainer finds its sandboxes by (job, step, rollout group):
@@ -463,6 +499,8 @@ static void rl_adopt(struct dsecd_req *r, struct dsecd_sb *sb, bool trajectory)
 	rlc_lease_join(r->d, sb, r->lease);
 	sb->grade_layers = r->grade_layers;
 	r->grade_layers = NULL;
+	sb->watch = r->watch;
+	r->watch = NULL;
 	rlc_keep_spec(sb, r->frame, r->frame_len);
 }
 
@@ -499,6 +537,8 @@ void op_create(struct dsecd_req *r)
 		return reply_err(r, &err);
 	}
 	r->grade_layers = grade_layers;
+	if (rlc_watch_parse(m, &r->watch, &err) < 0)
+		return reply_err(r, &err);
 	if (ttl <= 0)
 		ttl = d->conf.ttl;
 	if (idle <= 0)
@@ -536,7 +576,7 @@ void op_create(struct dsecd_req *r)
 		/* The create's entry needs r to hold the sandbox, as below. */
 		dsecd_sb_ref(sb);
 		r->sb = sb;
-		return reply_created(r, sb);
+		return ready_reply(r, sb);
 	}
 	if (check_capacity(d, &err) < 0)
 		return reply_err(r, &err);

@@ -31,6 +31,7 @@ static void req_free(struct dsecd_req *r)
 {
 	rlc_req_free(r);
 	dsec_strv_free(r->grade_layers);
+	dsec_strv_free(r->watch);
 	if (r->sb)
 		dsecd_sb_unref(r->d, r->sb);
 	if (dsecd_ops[r->op].free)
@@ -294,7 +295,7 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 				  .route = OWNER, .flags = ID | QUICK,
 				  .summary = "resize a started command's terminal" },
 	[DSEC_OP_USAGE] = { .name = "usage", .run = op_usage,
-			    .route = OWNER, .flags = ID,
+			    .route = OWNER, .flags = ID | LOGGED,
 			    .summary = "what a sandbox uses now: CPU, memory, tasks, disk" },
 	[DSEC_OP_DRAIN] = { .name = "drain", .run = op_drain,
 			    .route = LOCAL, .flags = QUICK,
@@ -320,6 +321,9 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_FORK] = { .name = "fork", .run = op_fork,
 			   .route = OWNER, .flags = ID | LOGGED,
 			   .summary = "make N sandboxes of a sandbox as it is now" },
+	[DSEC_OP_WATCHED] = { .name = "watched", .run = op_watched,
+			      .route = OWNER, .flags = ID | LOGGED,
+			      .summary = "hashes of a create's watch files, then and now" },
 	[DSEC_OP_LEASE_OPEN] = { .name = "lease_open", .run = op_lease_open,
 				 .route = LOCAL, .flags = QUICK,
 				 .summary = "open a trainer's lease" },
@@ -471,17 +475,30 @@ void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_r
 	handle(r);
 }
 
-void dsecd_request(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn, void *arg)
+static void request(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn, void *arg,
+		    bool unlogged)
 {
 	struct dsecd_req *r = xcalloc(1, sizeof(*r));
 
 	r->d = d;
+	r->unlogged = unlogged;
 	r->own_frame = frame;
 	r->frame = frame;
 	r->frame_len = len;
 	r->on_reply = fn;
 	r->on_reply_arg = arg;
 	handle(r);
+}
+
+void dsecd_request(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn, void *arg)
+{
+	request(d, frame, len, fn, arg, false);
+}
+
+void dsecd_request_unlogged(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn,
+			    void *arg)
+{
+	request(d, frame, len, fn, arg, true);
 }
 
 static void handle(struct dsecd_req *r)

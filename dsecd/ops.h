@@ -65,6 +65,7 @@ enum dsec_op {
 	DSEC_OP_GRADE,
 	DSEC_OP_RESET,
 	DSEC_OP_FORK,
+	DSEC_OP_WATCHED,
 	DSEC_OP__COUNT
 };
 
@@ -148,6 +149,8 @@ struct dsecd_req {
 	struct rlc_token *rl_token;	/* create: the token it makes a sandbox for, or NULL */
 	struct rlc_lease *lease;	/* create: the lease it makes one in, or NULL */
 	char **grade_layers;		/* create: its grade_layers until the sandbox has them */
+	char **watch;			/* create: its watch until the sandbox has it */
+	bool unlogged;			/* the daemon's own read (dsecd_request_unlogged) */
 	union {
 		/* create, call, exec, exec_start, net_allow, the session ops */
 		struct {
@@ -240,6 +243,10 @@ bool dsecd_place_reply(struct dsecd_req *r, int rc, const void *reply, size_t le
  * call) goes to fn(arg, ...) on the loop instead of a client. */
 typedef void (*dsecd_reply_fn)(void *arg, const void *reply, size_t len, enum dsec_code code);
 void dsecd_request(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn, void *arg);
+/* The same for a read the daemon makes for itself (the hashes of a
+ * create's watch): not an entry of the sandbox's trajectory. */
+void dsecd_request_unlogged(struct dsecd *d, void *frame, size_t len, dsecd_reply_fn fn,
+			    void *arg);
 void dsecd_handle_frame(struct dsecd *d, struct dsecd_conn *conn, struct dsecd_req *parent,
 			size_t index, const void *frame, size_t len);
 void dsecd_batch_done(struct dsecd_req *batch, size_t index, void *reply, size_t len,

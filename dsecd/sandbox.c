@@ -45,6 +45,8 @@ static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
 	rlc_log_drop(d, sb);
 	free(sb->token);
 	dsec_strv_free(sb->grade_layers);
+	rlc_watch_free(sb->watch_before, dsec_strv_len((const char *const *)sb->watch));
+	dsec_strv_free(sb->watch);
 	free(sb->spec_frame);
 	free(sb->be_id);
 	free(sb);
@@ -286,6 +288,14 @@ void dsecd_sb_touch(struct dsecd *d, struct dsecd_sb *sb)
 	sb->last_used = ev_now(d->loop);
 	if (sb->idle_ttl > 0 && sb->state == SB_READY)
 		ev_timer_again(d->loop, &sb->idle_timer);
+}
+
+void dsecd_sb_mark(struct dsecd_sb *sb, const struct dsec_exec_res *res)
+{
+	sb->marks.oom_kills += res->oom_killed;
+	sb->marks.pids_limited += res->pids_limited;
+	sb->marks.output_floods += res->out_truncated || res->err_truncated;
+	sb->marks.timeouts += res->timed_out;
 }
 
 void dsecd_sb_ref(struct dsecd_sb *sb)

@@ -150,6 +150,7 @@ static void xs_answer(struct dsecd_xs *x)
 	dsec_pk_kv_u64(&p, "signal", (uint64_t)(done && x->res.signal > 0 ? x->res.signal : 0));
 	dsec_pk_kv_bool(&p, "timed_out", done && x->res.timed_out);
 	dsec_pk_kv_bool(&p, "oom_killed", done && x->res.oom_killed);
+	dsec_pk_kv_bool(&p, "pids_limited", done && x->res.pids_limited);
 	dsec_pk_kv_double(&p, "duration", done ? x->res.duration : 0);
 	dsec_pk_kv_bool(&p, "exited", x->exited);
 	dsec_pk_end(&p);
@@ -265,6 +266,8 @@ static void xs_done(void *arg, int rc, const struct dsec_err *err)
 		struct dsec_err e;
 
 		x->err = *cut_err(x->d, rc, err, &e);
+	} else {
+		dsecd_sb_mark(sb, &x->res);
 	}
 	if (sb->state == SB_DESTROYING) {
 		/* Its sandbox is gone: so is whatever it did not read. */

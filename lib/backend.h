@@ -199,6 +199,10 @@ struct dsec_exec_res {
 	bool oom_killed;		/* the kernel's OOM killer killed a process of the
 					 * command (its memory limit was hit) (ABI 1,
 					 * appended; zeroed by the daemon) */
+	bool pids_limited;		/* a fork of the command failed at the sandbox's
+					 * pids limit (ABI 2, in oom_killed's padding:
+					 * zeroed by the daemon, left so by a backend
+					 * that does not count) */
 };
 /* Frees the buffers of res (libdsec, lib/backend.c). */
 void dsec_exec_res_free(struct dsec_exec_res *res);
@@ -409,6 +413,7 @@ struct dsec_exec_stream {
 #define DSEC_USAGE_MEMORY_PEAK 0x4u	/* memory_peak */
 #define DSEC_USAGE_PIDS 0x8u		/* pids */
 #define DSEC_USAGE_DISK 0x10u		/* disk */
+#define DSEC_USAGE_EGRESS_DENIED 0x20u	/* egress_denied */
 
 /* What a sandbox uses now, for the density manager and metrics.  The
  * caller zeroes it and sets struct_size; the backend writes only the
@@ -424,6 +429,8 @@ struct dsec_be_usage {
 	uint64_t memory_peak;		/* the most memory charged to it since create */
 	uint64_t pids;			/* processes and threads now */
 	uint64_t disk;			/* bytes in use of its writable layer or scratch */
+	uint64_t egress_denied;		/* packets its network filter refused since create
+					 * (appended in ABI 2) */
 };
 
 /* The ops table.  Optional operations may be NULL: the daemon then answers

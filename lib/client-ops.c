@@ -423,6 +423,7 @@ static int unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res
 	get_bool_or(r, m, "stderr_truncated", &res->err_truncated);
 	res->duration = get_double_or(r, m, "duration", 0);
 	get_bool_or(r, m, "oom_killed", &res->oom_killed);
+	get_bool_or(r, m, "pids_limited", &res->pids_limited);
 	if ((rc = dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL)) == 0)
 		dsec_buf_add(&res->out, d, n);
 	mark_bad(r, rc, "stdout");

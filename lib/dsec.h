@@ -67,6 +67,8 @@ struct dsec_cmd_res {
 	struct dsec_buf err;		/* stderr */
 	double duration;		/* seconds from start to exit */
 	bool oom_killed;		/* the OOM killer killed a process of it */
+	bool pids_limited;		/* a fork of it failed at the pids limit (in
+					 * oom_killed's padding: the size is as it was) */
 };
 
 /* Kinds of file, as dsec_file_stat and dsec_file_list report them. */

@@ -35,6 +35,10 @@ struct grade {
 	char *gid;			/* the grading sandbox */
 	void *result;			/* the grader's exec reply, or NULL */
 	size_t result_len;
+	void *marks;			/* the agent's misbehaviour map (packed), or NULL */
+	size_t marks_len;
+	char **after;			/* the hashes of its watch files now */
+	size_t nafter;
 	struct dsec_err err;		/* the first failure */
 	bool failed;
 };
@@ -45,6 +49,8 @@ static void grade_free(struct grade *g)
 	free(g->image);
 	free(g->gid);
 	free(g->result);
+	free(g->marks);
+	rlc_watch_free(g->after, g->nafter);
 	free(g);
 }
 
@@ -121,6 +127,14 @@ static void finish(void *arg)
 		dsec_pk_kv_str(&p, "sandbox", g->gid);
 		dsec_pk_kv_strv(&p, "layers", (const char *const *)r->sb->grade_layers);
 		dsec_pk_end(&p);
+		if (g->marks) {
+			dsec_pk_str(&p, "misbehaviour");
+			dsec_pk_raw(&p, g->marks, g->marks_len);
+		} else {
+			dsecd_sb_pack_marks(r->sb, &p, false, 0);
+		}
+		if (r->sb->watch && g->after)
+			rlc_pack_watched(r->sb, g->after, &p);
 		dsec_pk_end(&p);
 		req_complete(r, &p);
 	}
@@ -223,6 +237,50 @@ static void snapped(void *arg, const void *reply, size_t len, enum dsec_code cod
 	send_req(g, &p, created);
 }
 
+static void snapshot(struct grade *g)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "snapshot");
+	dsec_pk_kv_str(&p, "id", g->r->sb->id);
+	dsec_pk_kv_str(&p, "tag", g->tag);
+	dsec_pk_end(&p);
+	send_req(g, &p, snapped);
+}
+
+static void hashed(void *arg, char **hashes, size_t n)
+{
+	struct grade *g = arg;
+
+	g->after = hashes;
+	g->nafter = n;
+	snapshot(g);
+}
+
+/* The agent's misbehaviour counters as they are before grading (usage's,
+ * with the backend's egress_denied; a backend that measures nothing leaves
+ * the daemon's own counts to the reply), the hashes of its watch files;
+ * then its snapshot. */
+static void measured(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct grade *g = arg;
+	struct dsec_msg m = { 0 };
+	const msgpack_object *res, *mk;
+	struct dsec_pk p;
+
+	if ((res = rlc_reply_result(&m, reply, len)) && (mk = dsec_map_get(res, "misbehaviour")) &&
+	    mk->type == MSGPACK_OBJECT_MAP) {
+		dsec_pk_init(&p);
+		dsec_pk_object(&p, mk);
+		g->marks = dsec_pk_detach(&p, &g->marks_len);
+	}
+	dsec_msg_free(&m);
+	if (g->r->sb->watch)
+		return rlc_watch_hash(g->d, g->r->sb, hashed, g);
+	snapshot(g);
+}
+
 void op_grade(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -247,9 +305,8 @@ void op_grade(struct dsecd_req *r)
 	g->tag = xasprintf("dsec-grade/%s:%016" PRIx64, d->conf.node, d->next_serial++);
 	d->ops_inflight++;	/* until finish: the chain holds r */
 	dsec_pk_init(&p);
-	dsec_pk_request_begin(&p, "snapshot");
+	dsec_pk_request_begin(&p, "usage");
 	dsec_pk_kv_str(&p, "id", sb->id);
-	dsec_pk_kv_str(&p, "tag", g->tag);
 	dsec_pk_end(&p);
-	send_req(g, &p, snapped);
+	send_req(g, &p, measured);
 }

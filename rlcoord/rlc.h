@@ -88,6 +88,21 @@ void rlc_sb_gone(struct dsecd *d, struct dsecd_sb *sb);
 void op_lease_open(struct dsecd_req *r);
 /* grade.c: the grade op (on the sandbox 'id' names). */
 void op_grade(struct dsecd_req *r);
+
+/* watch.c: a create's "watch" (absolute paths, at most 64) into *out (NULL
+ * when absent or empty); 0 or -errno with err. */
+int rlc_watch_parse(const struct msgpack_object *m, char ***out, struct dsec_err *err);
+/* SHA-256 of each of sb->watch now, through the daemon's own unlogged
+ * file_read requests: fn(arg, hashes, n) with n of them ("sha256:HEX",
+ * NULL for a file that is not there, "error:CODE"), which fn frees with
+ * rlc_watch_free. */
+typedef void (*rlc_hashed_fn)(void *arg, char **hashes, size_t n);
+void rlc_watch_hash(struct dsecd *d, struct dsecd_sb *sb, rlc_hashed_fn fn, void *arg);
+void rlc_watch_free(char **hashes, size_t n);
+/* "watched": [{path, before, after, changed}] into the open map p. */
+void rlc_pack_watched(const struct dsecd_sb *sb, char **after, struct dsec_pk *p);
+/* The watched op: that list now. */
+void op_watched(struct dsecd_req *r);
 /* reset.c: sb keeps its create's request (frame, len bytes), which reset
  * and fork make it again from; the reset and fork ops. */
 void rlc_keep_spec(struct dsecd_sb *sb, const void *frame, size_t len);

@@ -575,7 +575,7 @@ static bool hook(void *arg, struct dsecd_req *r)
 		pending_end(r);
 		return false;
 	}
-	if (!L || !(dsecd_ops[r->op].flags & DSECD_OP_LOGGED))
+	if (!L || !(dsecd_ops[r->op].flags & DSECD_OP_LOGGED) || r->unlogged)
 		return false;
 	if (!ran(r->reply_code) || (r->op == DSEC_OP_CREATE && r->reply_code) || L->err) {
 		pending_end(r);

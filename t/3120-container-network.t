@@ -11,18 +11,11 @@ need_container_net
 
 plan 20
 
-# A bridge and subnet of this test's own, so parallel runs do not meet,
-# and an outside network with the servers at $EXT.
-BR="dst$(( $$ % 100000 ))"
-NET=$(( 100 + $$ % 100 ))
-XNET="172.$(( 16 + $$ % 16 )).$(( $$ % 250 ))"
-EXT="$XNET.2"
-mk_netns "dsecx$$" "dsx$(( $$ % 100000 ))" "$XNET" ||
-	{ _netns_cleanup; skip_all "cannot make a network namespace and a veth pair"; }
+container_net s
 P1=$(( 20000 + $$ % 10000 ))
 P2=$(( P1 + 1 ))
-start_dsecd --set backends=container --set "container.bridge=$BR" \
-	--set "container.subnet=10.$NET.0.0/16" || bail "dsecd did not start"
+# shellcheck disable=SC2086
+start_dsecd --set backends=container $CONTAINER_NET || bail "dsecd did not start"
 
 cat > "$T/probe.py" <<EOF
 import socket, sys
@@ -35,7 +28,7 @@ for a in sys.argv[1:]:
         print(port, "denied")
 EOF
 listeners=
-listen() { hello_server "dsecx$$" "$1" "$2"; listeners="$listeners $!"; }
+listen() { hello_server "$XNS" "$1" "$2"; listeners="$listeners $!"; }
 probe() { local id=$1; shift; dsec-run --id "$id" --stdin "$T/probe.py" -- python3 - "$@" 2>&1; }
 
 run dsec-run --backend container -c 'grep -c : /proc/net/dev'

@@ -41,7 +41,7 @@ like "$(req info id="$id")" '"state":"paused"' "... and stays paused"
 
 fid=$(req create backend=fncall | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 run req usage id="$fid"
-like "$OUT" '"ok":true,"result":\{"id":"[^"]*","disk":[0-9]+\}' \
+like "$OUT" '"ok":true,"result":\{"id":"[^"]*","disk":[0-9]+,"misbehaviour":\{[^}]*\}\}' \
 	"an fncall sandbox reports its scratch disk only (its calls share the zygote's cgroups)"
 
 # Bad ids: the codes every sandbox op gives (pause's here).

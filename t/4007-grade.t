@@ -10,7 +10,7 @@
 need_container
 need_cmd dsecctl
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 11
+plan 12
 
 mk_small_root "$T/base" sh cat
 mkdir -p "$T/grader/tests"
@@ -52,8 +52,10 @@ async def main():
         await x.write_file("/tests/check.sh", "echo PASS\n")
         await x.exec(["sh", "-c", "printf '#!/bin/cat\\nPASS\\n' > /bin/sh.fake; "
                       "cat /bin/sh.fake > /bin/sh"])
+        await x.exec(["cat", "/bin/sh.fake"], output_cap=4)
         g = await grade(x)
         res["cheat"] = g["stdout"].decode().strip()
+        res["marks"] = " ".join(f"{k}={v}" for k, v in sorted(g["misbehaviour"].items()))
         try:
             plain = await c.create(backend="container", image="task:1")
             await c.call("grade", {"id": plain.id, "argv": ["true"]})
@@ -79,6 +81,8 @@ is "$(get grader_layers)" "grader:1" "... with the grade layers over it"
 is "$(get grader_gone)" true "... destroyed after"
 is "$(get logged)" "snapshot grade" "the grade is in the agent's trajectory, after its snapshot"
 is "$(get cheat)" FAIL "an agent that replaced /bin/sh, planted its own tests and answered wrong: FAIL"
+is "$(get marks)" "oom_kills=0 output_floods=1 pids_limited=0 timeouts=0" \
+	"grade's reply has the agent's misbehaviour counters"
 is "$(get no_layers) $(get no_cmd)" "invalid bad_request" "grade of a sandbox without grade_layers, or without a command: refused"
 is "$(get fncall)" invalid "grade_layers on a backend without image layers: invalid"
 left=$(get left)

@@ -79,7 +79,7 @@ async def refuse(c):
         res["nolog"] = e.code
     sb = await c.create(backend="fncall", trajectory=True)
     try:
-        await c.call("usage", {"id": sb.id, "step": 1})
+        await c.call("exec_read", {"id": sb.id, "exec": "x1", "step": 1})
     except dsec.DsecError as e:
         res["notlogged"] = e.code
     try:

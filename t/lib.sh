@@ -342,6 +342,23 @@ mk_small_root() {
 	done
 }
 
+# container_net TAG [SHIFT]: a container network test's own bridge BR and
+# sandbox subnet 10.NET.0.0/16 (so parallel runs do not meet), and an
+# outside network namespace XNS at XNET.2 (EXT) routed from the host, where
+# its servers run (SHIFT moves XNET for a test that runs beside another).
+# Skips the test when the namespace cannot be made.  CONTAINER_NET is what
+# start_dsecd needs to use them.
+container_net() {
+	BR="d$1t$(( $$ % 100000 ))"
+	NET=$(( 100 + $$ % 100 ))
+	XNET="172.$(( 16 + $$ % 16 )).$(( ($$ + ${2:-0}) % 250 ))"
+	EXT="$XNET.2"
+	XNS="dsec$1$$"
+	CONTAINER_NET="--set container.bridge=$BR --set container.subnet=10.$NET.0.0/16"
+	mk_netns "$XNS" "d$1x$(( $$ % 100000 ))" "$XNET" ||
+		{ _netns_cleanup; skip_all "cannot make a network namespace and a veth pair"; }
+}
+
 # mk_netns NAME HOSTIF NET: a network namespace NAME of this test joined to
 # the host by a veth pair: HOSTIF in the host with NET.1/24, eth0 in NAME
 # with NET.2/24 and a default route via NET.1 (NET is three octets, such as

@@ -561,6 +561,25 @@ int be_cg_oom_read(int fd, uint64_t *out)
 	return -ENOENT;		/* a kernel older than 4.13 does not count */
 }
 
+int be_cg_fork_fails(struct be_cg *cg, uint64_t *out)
+{
+	bool v2 = cg->mode == BE_CG_V2;
+	int pids = v2 ? (cg->n ? cg->dirfd[0] : -1) : hier(cg, "pids");
+	char buf[256];
+	const char *p;
+
+	*out = 0;
+	if (cg->mode == BE_CG_NONE || pids < 0)
+		return -ENOENT;
+	if ((!v2 || read_at(pids, "pids.events.local", buf, sizeof(buf)) < 0) &&
+	    read_at(pids, "pids.events", buf, sizeof(buf)) < 0)
+		return -ENOENT;
+	for (p = buf; (p = strstr(p, "max ")); p++)
+		if (p == buf || p[-1] == '\n')
+			return sscanf(p, "max %" SCNu64, out) == 1 ? 0 : -EINVAL;
+	return -ENOENT;
+}
+
 int be_cg_oom_kills(struct be_cg *cg, uint64_t *out)
 {
 	int fd = be_cg_oom_open(cg), rc;

@@ -94,6 +94,11 @@ int be_cg_oom_kills(struct be_cg *cg, uint64_t *out);
  * count in it now. */
 int be_cg_oom_open(const struct be_cg *cg);
 int be_cg_oom_read(int fd, uint64_t *out);
+/* *out = how many forks in the group failed at a pids limit, its own or
+ * an ancestor's: a fork bomb's mark.  pids.events.local ("max") on v2
+ * where the kernel has it, else pids.events, which v1 counts in the
+ * forking task's own group.  -ENOENT when the host does not count them. */
+int be_cg_fork_fails(struct be_cg *cg, uint64_t *out);
 /* Adds to *u (struct dsec_be_usage, backend.h) what the group uses now,
  * setting the bit in u->have of each field it could read: CPU time
  * (cpu.stat usage_usec of the v2 or hybrid tree, else v1 cpuacct.usage),

@@ -903,15 +903,71 @@ static void rule_text(struct dsec_buf *b, const struct be_net_rule *r)
 	dsec_buf_add(b, line, strlen(line));
 }
 
+/* Reads the "denied" counter of the dsec table in the caller's network
+ * namespace: the packets and bytes its refuse chain has refused.  0 and
+ * 0 when there is no such table yet. */
+static int denied_read(uint64_t *pkts, uint64_t *bytes, struct dsec_err *err)
+{
+	struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	const char *out, *p;
+	int rc = 0;
+
+	*pkts = *bytes = 0;
+	if (!ctx)
+		return dsec_err_set(err, ENOMEM, "cannot start nftables");
+	nft_ctx_buffer_output(ctx);
+	nft_ctx_buffer_error(ctx);
+	if (nft_run_cmd_from_buffer(ctx, "list counter inet dsec denied") == 0 &&
+	    (out = nft_ctx_get_output_buffer(ctx)) && (p = strstr(out, "packets ")) &&
+	    sscanf(p, "packets %" SCNu64 " bytes %" SCNu64, pkts, bytes) != 2)
+		rc = dsec_err_setc(err, DSEC_E_BACKEND, EINVAL,
+				   "cannot read the sandbox's refused packets: '%.40s'", p);
+	nft_ctx_free(ctx);
+	return rc;
+}
+
+static int denied_job(void *arg, struct dsec_err *err)
+{
+	uint64_t *v = arg;
+
+	return denied_read(&v[0], &v[1], err);
+}
+
+int be_netns_denied(int netns_fd, uint64_t *out, struct dsec_err *err)
+{
+	uint64_t v[2] = { 0, 0 };
+	int rc = in_netns(netns_fd, denied_job, v, err);
+
+	*out = v[0];
+	return rc;
+}
+
 struct filter {
-	const char *text;	/* the nft commands */
+	const char *head;	/* the nft commands up to the table's counter */
+	const char *rest;	/* and after it */
 };
 
+/* The new table keeps the old one's count of refused packets: a stage's
+ * new allowlist does not wipe what the last stage was refused. */
 static int apply_filter(void *arg, struct dsec_err *err)
 {
 	struct filter *f = arg;
+	uint64_t pkts, bytes;
+	struct dsec_buf b;
+	char line[128];
+	int rc;
 
-	return nft_run(f->text, "the sandbox's network filter", err);
+	if (denied_read(&pkts, &bytes, err) < 0)
+		pkts = bytes = 0;
+	dsec_buf_init(&b);
+	dsec_buf_add(&b, f->head, strlen(f->head));
+	snprintf(line, sizeof(line), "  counter denied { packets %" PRIu64 " bytes %" PRIu64 " }\n",
+		 pkts, bytes);
+	dsec_buf_add(&b, line, strlen(line));
+	dsec_buf_add(&b, f->rest, strlen(f->rest) + 1);	/* with the NUL */
+	rc = nft_run(b.data, "the sandbox's network filter", err);
+	dsec_buf_free(&b);
+	return rc;
 }
 
 /* The output chain: loopback and replies; the host port of the gateway
@@ -927,13 +983,15 @@ int be_netns_filter(const struct be_bridge *br, int netns_fd, const struct be_ne
 	static const char head[] =
 		"table inet dsec\n"
 		"delete table inet dsec\n"
-		"table inet dsec {\n"
+		"table inet dsec {\n";
+	static const char chains[] =
 		"  chain input {\n"
 		"    type filter hook input priority filter; policy drop;\n"
 		"    iif lo accept\n"
 		"    ct state established,related accept\n"
 		"  }\n"
 		"  chain refuse {\n"
+		"    counter name \"denied\"\n"
 		"    meta l4proto tcp reject with tcp reset\n"
 		"    reject with icmpx type admin-prohibited\n"
 		"  }\n"
@@ -950,7 +1008,7 @@ int be_netns_filter(const struct be_bridge *br, int netns_fd, const struct be_ne
 	int rc;
 
 	dsec_buf_init(&b);
-	dsec_buf_add(&b, head, sizeof(head) - 1);
+	dsec_buf_add(&b, chains, sizeof(chains) - 1);
 	if (dns) {
 		struct be_net_rule r = { .addr = dns, .bits = 32, .port_lo = 53, .port_hi = 53 };
 
@@ -971,7 +1029,8 @@ int be_netns_filter(const struct be_bridge *br, int netns_fd, const struct be_ne
 		 "  }\n"
 		 "}\n", ip4(br->net, net), br->bits);
 	dsec_buf_add(&b, line, strlen(line) + 1);	/* with the NUL */
-	f.text = b.data;
+	f.head = head;
+	f.rest = b.data;
 	rc = in_netns(netns_fd, apply_filter, &f, err);
 	dsec_buf_free(&b);
 	return rc;

@@ -126,5 +126,8 @@ void be_veth_del(const char *host_if);
  * loopback.  Atomic: a failure leaves the old filter. */
 int be_netns_filter(const struct be_bridge *br, int netns_fd, const struct be_net_rule *rules,
 		    size_t n, uint32_t dns, struct dsec_err *err);
+/* *out = the packets the filter of namespace netns_fd has refused since
+ * it was first set (its allowlist's changes keep the count). */
+int be_netns_denied(int netns_fd, uint64_t *out, struct dsec_err *err);
 
 #endif

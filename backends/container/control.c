@@ -310,6 +310,12 @@ static void usage_work(void *arg)
 	int fd;
 
 	be_cg_usage(sb->cg, &w->u);
+	if (sb->netfd >= 0) {
+		struct dsec_err e;
+
+		if (be_netns_denied(sb->netfd, &w->u.egress_denied, &e) == 0)
+			w->u.have |= DSEC_USAGE_EGRESS_DENIED;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init, CT_FD_UPPER);
 	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
 		if (fstatfs(fd, &st) == 0) {

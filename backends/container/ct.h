@@ -168,6 +168,7 @@ struct ct_sb {
 	uint64_t next_x;		/* exec cgroup names */
 	struct ct_cgref *spare;		/* an emptied exec group kept for the next exec */
 	uint64_t spare_oom;		/* its OOM kill count when it was emptied */
+	uint64_t spare_forkf;		/* and its failed forks */
 	bool keeping;			/* a cleanup will keep its group as spare */
 	bool paused;			/* pause began and no resume has completed */
 	bool switching;			/* a pause or resume is on a pool thread */
@@ -191,6 +192,7 @@ struct ct_exec {
 	void *arg;			/* its argument */
 	struct ct_cgref *cg;		/* per-exec group */
 	uint64_t oom0;			/* its OOM kill count before the exec */
+	uint64_t forkf0;		/* its failed forks before the exec */
 	pid_t pid;			/* helper */
 	int out_fd, err_fd, st_fd;	/* our ends, -1 at EOF */
 	ev_io out_w, err_w, st_w;	/* on them */
@@ -236,6 +238,7 @@ struct ct_xclean {
 	struct ct_cgref *cg;		/* the exec's group */
 	bool keep;			/* empty it for the next exec rather than remove it */
 	uint64_t oom;			/* kept: its OOM kill count */
+	uint64_t forkf;			/* kept: its failed forks (be_cg_fork_fails) */
 	struct ct_xclean *next;		/* sb->held */
 };
 

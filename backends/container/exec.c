@@ -36,9 +36,10 @@ void xclean_work(void *arg)
 
 	if (be_cg_kill(x->cg->cg) < 0)
 		x->keep = false;
-	if (x->keep)
+	if (x->keep) {
 		be_cg_oom_kills(x->cg->cg, &x->oom);	/* 0 where not counted */
-	else
+		be_cg_fork_fails(x->cg->cg, &x->forkf);
+	} else
 		be_cg_remove(x->cg->cg);
 }
 
@@ -52,6 +53,7 @@ void xclean_done(void *arg)
 		if (!sb->destroying && !sb->spare) {
 			sb->spare = x->cg;	/* our reference goes with it */
 			sb->spare_oom = x->oom;
+			sb->spare_forkf = x->forkf;
 			x->cg = NULL;
 		}
 	}
@@ -153,6 +155,7 @@ void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		 * group of its own. */
 		if (!sb->paused && !be_cg_populated(c->cg->cg)) {
 			be_cg_oom_kills(c->cg->cg, &sb->spare_oom);
+			be_cg_fork_fails(c->cg->cg, &sb->spare_forkf);
 			sb->spare = c->cg;
 			free(c);
 			sb->busy--;	/* not destroying: nothing waits for it */
@@ -179,13 +182,20 @@ static void exec_kill(struct ct_exec *x)
 	ct_submit(x->sb->be, kill_work, kill_done, x->cg);
 }
 
-/* Did the OOM killer kill any process of the exec's group?  Asked only when
- * something could have been killed (one small cgroupfs read). */
+/* Did the OOM killer kill any process of the exec's group?  Did a fork in
+ * it fail at the pids limit?  (A small cgroupfs read each.) */
 static bool exec_oom_killed(struct ct_exec *x)
 {
 	uint64_t n = 0;
 
 	return be_cg_oom_kills(x->cg->cg, &n) == 0 && n > x->oom0;
+}
+
+static bool exec_pids_limited(struct ct_exec *x)
+{
+	uint64_t n = 0;
+
+	return be_cg_fork_fails(x->cg->cg, &n) == 0 && n > x->forkf0;
 }
 
 /* Status known: parse it; complete once the pipes are closed too. */
@@ -221,6 +231,7 @@ static void exec_maybe_done(struct ct_exec *x)
 		x->res->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 	}
 	x->res->oom_killed = exec_oom_killed(x);
+	x->res->pids_limited = exec_pids_limited(x);
 	if ((x->out_fd < 0 && x->err_fd < 0 && x->reaped))
 		return exec_finish(x, 0, NULL);
 	/* Something left in the background still holds a pipe: a short grace. */
@@ -566,6 +577,7 @@ int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *re
 	if (spare) {
 		x->cg = spare;
 		x->oom0 = sb->spare_oom;
+		x->forkf0 = sb->spare_forkf;
 	} else {
 		x->cg = xcalloc(1, sizeof(*x->cg));
 		x->cg->cg = cg;

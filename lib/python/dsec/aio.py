@@ -65,6 +65,7 @@ class ExecResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     oom_killed: bool = False
+    pids_limited: bool = False
     replayed: Optional[int] = None
 
     @property
@@ -88,6 +89,7 @@ class ExecResult:
                    stdout_truncated=bool(r.get("stdout_truncated", False)),
                    stderr_truncated=bool(r.get("stderr_truncated", False)),
                    oom_killed=bool(r.get("oom_killed", False)),
+                   pids_limited=bool(r.get("pids_limited", False)),
                    replayed=r.get("replayed"))
 
 
@@ -357,6 +359,20 @@ class AsyncSandbox:
         """What the node knows of it: state, backend, TTLs, sessions..."""
         return await self.client.call("info", {"id": self.id})
 
+    async def usage(self) -> Dict[str, Any]:
+        """What it uses now (cpu_ns, memory, memory_peak, pids, disk: those
+        its backend measures) and its misbehaviour counters: oom_kills,
+        pids_limited, output_floods, timeouts, egress_denied (packets its
+        allowlist refused, networked sandboxes)."""
+        return await self.client.call("usage", {"id": self.id})
+
+    async def watched(self) -> List[Dict[str, Any]]:
+        """The files its create's watch named: for each path, its hash
+        when the sandbox was made and now ("sha256:HEX", None when not
+        there, "error:CODE"), and changed."""
+        r = await self.client.call("watched", {"id": self.id}, wait=600)
+        return list(r.get("watched", []))
+
     async def grade(self, cmd: Union[str, Sequence[str]], *, timeout: Optional[float] = None,
                     env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
                     step: Optional[int] = None) -> ExecResult:
@@ -555,7 +571,8 @@ class AsyncClient:
                labels: Optional[Mapping[str, str]] = None,
                trajectory: Optional[bool] = None, token: Optional[str] = None,
                lease: Optional[str] = None,
-               grade_layers: Optional[Sequence[str]] = None) -> _Create:
+               grade_layers: Optional[Sequence[str]] = None,
+               watch: Optional[Sequence[str]] = None) -> _Create:
         """A new sandbox: await it, or `async with c.create(...) as sb:`.
         labels: what list finds it by (job, step, rollout group).
         trajectory: keep its trajectory log (every command and its result,
@@ -566,7 +583,9 @@ class AsyncClient:
         lease it belongs to (see lease()).  grade_layers: images (tests,
         graders, trusted tools) that never reach this sandbox;
         AsyncSandbox.grade runs a grader over its changes with them on
-        top."""
+        top.  watch: absolute paths of files (at most 64) whose SHA-256
+        is taken before the create returns; AsyncSandbox.watched and grade
+        report them then and now."""
         return _Create(self, {
             "backend": backend, "image": image, "runtime": runtime,
             "layers": list(layers) if layers else None, "limits": dict(limits) if limits else None,
@@ -575,7 +594,8 @@ class AsyncClient:
             "seccomp_deny": list(seccomp_deny) if seccomp_deny else None,
             "labels": dict(labels) if labels else None, "trajectory": trajectory,
             "token": token, "lease": lease,
-            "grade_layers": list(grade_layers) if grade_layers else None})
+            "grade_layers": list(grade_layers) if grade_layers else None,
+            "watch": list(watch) if watch else None})
 
     async def lease(self, *, timeout: float = 30.0, grace: float = 600.0,
                     labels: Optional[Mapping[str, str]] = None,

@@ -72,6 +72,14 @@ class Sandbox:
         """As AsyncSandbox.fork."""
         return [Sandbox(self._client, s) for s in self._run(self._sb.fork(n))]
 
+    def usage(self) -> Dict[str, Any]:
+        """As AsyncSandbox.usage."""
+        return self._run(self._sb.usage())
+
+    def watched(self) -> List[Dict[str, Any]]:
+        """As AsyncSandbox.watched."""
+        return self._run(self._sb.watched())
+
     def grade(self, cmd, **kw) -> ExecResult:
         """As AsyncSandbox.grade."""
         return self._run(self._sb.grade(cmd, **kw))
