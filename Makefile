@@ -130,7 +130,8 @@ DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/load
 DSECD_SRC  += dsecd/place.c dsecd/placing.c
 # rlcoord (issue 13): the trajectory log, leases, idempotent creates.
 DSECD_SRC  += rlcoord/tlog.c rlcoord/journal.c rlcoord/replica.c rlcoord/token.c \
-	rlcoord/lease.c rlcoord/grade.c rlcoord/reset.c rlcoord/watch.c
+	rlcoord/lease.c rlcoord/grade.c rlcoord/reset.c rlcoord/watch.c \
+	rlcoord/recover.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # ---- backends: the sources of each (see the rules below) ----
 # backends/NAME.so is made of BE_NAME_SRC (its folder backends/NAME/) and

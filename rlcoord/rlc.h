@@ -103,6 +103,10 @@ void rlc_watch_free(char **hashes, size_t n);
 void rlc_pack_watched(const struct dsecd_sb *sb, char **after, struct dsec_pk *p);
 /* The watched op: that list now. */
 void op_watched(struct dsecd_req *r);
+
+/* recover.c: the recover op, a dead node's sandbox made again from the
+ * copy of its log this node keeps (its create, then its logged steps). */
+void op_recover(struct dsecd_req *r);
 /* reset.c: sb keeps its create's request (frame, len bytes), which reset
  * and fork make it again from; the reset and fork ops. */
 void rlc_keep_spec(struct dsecd_sb *sb, const void *frame, size_t len);

@@ -13,7 +13,7 @@
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 12
+plan 21
 
 P=$(( 21000 + ($$ + 5555) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -54,6 +54,12 @@ like "$traj" '"durability":"local_disk\+peers","replicas":2,.*"under_replicated"
 
 ok $([ -n "$rep" ] && [ "$rep" = "$ent" ] && [ "$rep" -ge 21 ] && echo 0 || echo 1) \
 	"... all $ent of the node's entries replicated"
+# Another on the same node: a file written and read, and a pause between.
+id2=$(at "$owner" create backend=test trajectory?=true "fwd=$owner" | idof)
+at "$owner" file_write "id=$id2" path=/w data=state-1 "step#=0" >/dev/null
+at "$owner" pause "id=$id2" >/dev/null
+at "$owner" resume "id=$id2" >/dev/null
+at "$owner" file_read "id=$id2" path=/w "step#=1" >/dev/null
 kill -KILL "$(eval echo \$NODE_PID_$owner)"
 peers=$(echo a b c | tr ' ' '\n' | grep -v "^$owner$")
 for n in $peers; do
@@ -76,3 +82,33 @@ async def main():
                 print(e.code)
 asyncio.run(main())' "ipc://$T/$(echo "$peers" | head -1).sock"
 is "$(echo $OUT)" "invalid invalid invalid" "tlog_append refuses its own sandboxes' logs and names that are no log's"
+
+# recover: the dead owner's sandbox made again on a peer from its copy.
+p1=$(echo "$peers" | head -1)
+run at "$p1" recover "id=$id"
+like "$OUT" '"ok":true.*"from":"'"$id"'","entries":21,"replayed":20,"skipped":\[\],"differs":\[\]' \
+	"recover on node $p1 makes $id again: its create and its 20 steps, none differing"
+nid=$(printf '%s' "$OUT" | idof)
+[ -n "$nid" ] || printf "# recover: %s\n" "$OUT" >&2
+nn=${nid%%:*}
+is "$nn" "$p1" "... as $nid, on the node asked"
+rep=0
+for k in $(seq 0 19); do
+	at "$nn" exec "id=$nid" "argv[]=echo" "argv[]=step $k" "step#=$k" |
+		grep -q "\"replayed\":$k" && rep=$((rep + 1))
+done
+is "$rep" 20 "the trainer re-sends its 20 steps to the new id: each is answered from the log"
+run at "$nn" exec "id=$nid" "argv[]=echo" "argv[]=step 20" "step#=20"
+like "$OUT" '"ok":true,"result":\{"exit_code":0' "... and its next step runs"
+is "$(printf '%s' "$OUT" | grep -c '"replayed"')" 0 "... (not from the log)"
+run at "$p1" recover "id=$id"
+like "$OUT" '"ok":true,"result":\{"id":"'"$nid"'".*"replayed":20,"skipped":\[\],"differs":\[\]' \
+	"recover sent again to the same node: the same sandbox, its steps answered from its log"
+run at "$p1" recover "id=$id2"
+like "$OUT" '"entries":5,"replayed":2,"skipped":\[\{"seq":2,"op":"pause"\},\{"seq":3,"op":"resume"\}\],"differs":\[\]' \
+	"a pause and a resume cannot be sent again: recover names them ($id2 on $owner)"
+nid2=$(printf '%s' "$OUT" | idof)
+run at "$p1" file_read "id=$nid2" path=/w "step#=1"
+like "$OUT" '"data":"state-1".*"replayed":1' "... the file the logged steps wrote is there, its read answered from the log"
+run at "$p1" recover "id=$ids"
+like "$OUT" '"code":"not_found".*keeps no copy' "a sandbox without a trajectory cannot be recovered: not_found"

@@ -10,7 +10,7 @@ import ctypes
 import dataclasses
 import itertools
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import msgpack
 
@@ -664,6 +664,17 @@ class AsyncClient:
     def sandbox(self, sandbox_id: str) -> AsyncSandbox:
         """A sandbox made before (by this client or another)."""
         return AsyncSandbox(self, sandbox_id)
+
+    async def recover(self, sandbox_id: str) -> Tuple[AsyncSandbox, Dict[str, Any]]:
+        """Make a dead node's sandbox (created with a trajectory, in a
+        cluster) again from the copy of its log the node this client talks
+        to keeps: its create, then its logged steps in order.  Returns the
+        new sandbox, to which the steps can be sent again (each answered
+        from its log), and the report: entries, replayed, skipped (what
+        could not be recovered) and differs (steps whose result is not the
+        logged one)."""
+        r = await self.call("recover", {"id": sandbox_id}, wait=3600)
+        return AsyncSandbox(self, r["id"]), r
 
     async def run(self, cmd: Union[str, Sequence[str]], *, backend: Optional[str] = None,
                   runtime: Optional[str] = None, image: Optional[str] = None,

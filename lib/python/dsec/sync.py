@@ -196,6 +196,11 @@ class Client:
     def sandbox(self, sandbox_id: str) -> Sandbox:
         return Sandbox(self, self._ac.sandbox(sandbox_id))
 
+    def recover(self, sandbox_id: str):
+        """As AsyncClient.recover: (the new Sandbox, the report)."""
+        sb, rep = self._run(self._ac.recover(sandbox_id))
+        return Sandbox(self, sb), rep
+
     def run(self, cmd, **kw) -> ExecResult:
         return self._run(self._ac.run(cmd, **kw))
 

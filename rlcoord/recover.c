@@ -1,0 +1,412 @@
+/* recover.c - rlcoord: a dead node's sandbox made again from its log.
+ *
+ * Every entry of a sandbox's trajectory is on two peers before its reply
+ * (replica.c).  When its node dies, `recover` on one of those peers reads
+ * that copy page by page (the daemon's own trajectory requests with
+ * replica: true) and makes the sandbox again:
+ *   1. a create of the logged create's request (without its token, its
+ *      lease and fwd: they were the dead node's; with a trajectory and the
+ *      label dsec.recovered_from), on this node (placement could pick the
+ *      dead node before the cluster knows it is dead);
+ *   2. each later entry that changed or observed the sandbox's files,
+ *      sessions or network, sent again in order on the new sandbox with its
+ *      step, so that the new log has every step: a trainer that re-sends
+ *      its steps to the new id is answered from it, and its next step runs
+ *      on the state the logged steps made;
+ *   3. each replayed reply compared with the logged one: the steps whose
+ *      results differ (a command that reads the clock, the network, a
+ *      random source) are named, and so are the entries that cannot be
+ *      replayed (streamed commands, pauses, snapshots, grades, forks,
+ *      usage reads): what could not be recovered.
+ * What the dead node held beyond its log (processes, a snapshot's image) is
+ * gone: the sandbox is made from its create and its logged steps.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "dsec.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "rlc.h"
+#include "rlc-int.h"
+
+struct recover {
+	struct dsecd_req *r;		/* the recover request, answered at the end */
+	struct dsecd *d;
+	char *from;			/* the dead sandbox's id */
+	char *id;			/* the new one, once made */
+	uint64_t next;			/* the next page's first seq */
+	bool end;			/* the page read last is the log's last */
+	void *page;			/* its reply bytes (m points into them) */
+	struct dsec_msg m;
+	const msgpack_object *ents;	/* its entries */
+	uint32_t at;			/* the next of them */
+	const msgpack_object *cur;	/* the entry being replayed */
+	uint64_t entries, replayed;
+	struct dsec_pk skipped, differs;	/* arrays of {seq, op} and {seq, step, op} */
+	struct dsec_err err;
+};
+
+static void fetch(struct recover *v);
+static void replay_next(struct recover *v);
+
+static void recover_free(struct recover *v)
+{
+	free(v->from);
+	free(v->id);
+	free(v->page);
+	dsec_msg_free(&v->m);
+	dsec_pk_free(&v->skipped);
+	dsec_pk_free(&v->differs);
+	free(v);
+}
+
+static void send_req(struct recover *v, struct dsec_pk *p, dsecd_reply_fn fn)
+{
+	size_t len;
+	void *frame = dsec_pk_detach(p, &len);
+
+	dsecd_request(v->d, frame, len, fn, v);
+}
+
+static bool is_str(const msgpack_object *o, const char *s)
+{
+	return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
+	       !memcmp(o->via.str.ptr, s, o->via.str.size);
+}
+
+static void finish(struct recover *v)
+{
+	struct dsecd_req *r = v->r;
+	struct dsec_pk p;
+
+	r->d->ops_inflight--;
+	dsec_pk_end(&v->skipped);
+	dsec_pk_end(&v->differs);
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "id", v->id);
+	dsec_pk_kv_str(&p, "from", v->from);
+	dsec_pk_kv_u64(&p, "entries", v->entries);
+	dsec_pk_kv_u64(&p, "replayed", v->replayed);
+	dsec_pk_str(&p, "skipped");
+	dsec_pk_raw(&p, v->skipped.sb.data, v->skipped.sb.size);
+	dsec_pk_str(&p, "differs");
+	dsec_pk_raw(&p, v->differs.sb.data, v->differs.sb.size);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+	recover_free(v);
+}
+
+static void failed_destroyed(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct recover *v = arg;
+
+	v->r->d->ops_inflight--;
+	reply_err(v->r, &v->err);
+	recover_free(v);
+}
+
+/* v->err says why: the sandbox made so far goes, then the error. */
+static void fail(struct recover *v)
+{
+	struct dsec_pk p;
+
+	if (!v->id) {
+		v->r->d->ops_inflight--;
+		reply_err(v->r, &v->err);
+		return recover_free(v);
+	}
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "destroy");
+	dsec_pk_kv_str(&p, "id", v->id);
+	dsec_pk_end(&p);
+	send_req(v, &p, failed_destroyed);
+}
+
+/* ---- what a logged entry's request becomes --------------------------------- */
+
+/* Ops sent again: they made the sandbox's state or read it, and do the same
+ * on the new one.  The rest is named in skipped. */
+static bool replayable(const msgpack_object *op)
+{
+	static const char *const ops[] = { "exec", "call", "session_open", "session_exec",
+					   "session_close", "file_write", "file_read", "file_stat",
+					   "file_list", "file_mkdir", "file_remove", "file_upload",
+					   "net_allow", "reset", NULL };
+
+	for (size_t i = 0; ops[i]; i++)
+		if (is_str(op, ops[i]))
+			return true;
+	return false;
+}
+
+/* The logged create again: without token, lease, fwd, step and trajectory,
+ * with a trajectory, the label dsec.recovered_from and the token
+ * dsec.recover:OLD, made here. */
+static void pack_create(struct recover *v, const msgpack_object *req, struct dsec_pk *p)
+{
+	static const char *const drop[] = { "v", "op", "token", "lease", "fwd", "step",
+					    "trajectory", "labels", NULL };
+	const msgpack_object *labels = dsec_map_get(req, "labels");
+
+	dsec_pk_init(p);
+	dsec_pk_request_begin(p, "create");
+	for (uint32_t i = 0; i < req->via.map.size; i++) {
+		const msgpack_object *k = &req->via.map.ptr[i].key;
+		bool skip = k->type != MSGPACK_OBJECT_STR;
+
+		for (size_t j = 0; drop[j] && !skip; j++)
+			skip = is_str(k, drop[j]);
+		if (!skip) {
+			dsec_pk_object(p, k);
+			dsec_pk_object(p, &req->via.map.ptr[i].val);
+		}
+	}
+	dsec_pk_kv_bool(p, "trajectory", true);
+	dsec_pk_str(p, "labels");
+	dsec_pk_map_begin(p);
+	if (labels && labels->type == MSGPACK_OBJECT_MAP)
+		for (uint32_t i = 0; i < labels->via.map.size; i++)
+			if (!is_str(&labels->via.map.ptr[i].key, "dsec.recovered_from")) {
+				dsec_pk_object(p, &labels->via.map.ptr[i].key);
+				dsec_pk_object(p, &labels->via.map.ptr[i].val);
+			}
+	dsec_pk_kv_str(p, "dsec.recovered_from", v->from);
+	dsec_pk_end(p);
+	dsec_pk_kv_str(p, "fwd", v->d->conf.node);	/* here: not placed on a node that may be
+							 * the dead one, not yet known so */
+	/* A recover sent again (its client timed out) gets the same sandbox,
+	 * whose log then answers the steps it sends again. */
+	char *token = xasprintf("dsec.recover:%s", v->from);
+	dsec_pk_kv_str(p, "token", token);
+	free(token);
+	dsec_pk_end(p);
+}
+
+/* A logged request again, on the new sandbox (its id; fwd left out). */
+static void pack_again(struct recover *v, const msgpack_object *req, struct dsec_pk *p)
+{
+	dsec_pk_init(p);
+	dsec_pk_map_begin(p);
+	for (uint32_t i = 0; i < req->via.map.size; i++) {
+		const msgpack_object *k = &req->via.map.ptr[i].key;
+
+		if (is_str(k, "fwd") || is_str(k, "id"))
+			continue;
+		dsec_pk_object(p, k);
+		dsec_pk_object(p, &req->via.map.ptr[i].val);
+	}
+	dsec_pk_kv_str(p, "id", v->id);
+	dsec_pk_end(p);
+}
+
+/* ---- comparing a reply with the logged one ---------------------------------- */
+
+static bool same_obj(const msgpack_object *a, const msgpack_object *b)
+{
+	if (!a || !b)
+		return !a && !b;
+	return msgpack_object_equal(*a, *b);
+}
+
+/* Does the new reply say what the logged one said?  The same ok and error
+ * code; for a command, the same exit, signal, timeout and output; for a
+ * read, the same bytes. */
+static bool same_reply(const msgpack_object *op, const msgpack_object *logged,
+		       const msgpack_object *now)
+{
+	static const char *const cmd[] = { "exit_code", "signal", "timed_out", "stdout",
+					   "stderr", NULL };
+	static const char *const rd[] = { "data", NULL };
+	const msgpack_object *lok, *nok, *lr, *nr;
+	const char *const *keys = NULL;
+
+	if (!logged || !now || logged->type != MSGPACK_OBJECT_MAP || now->type != MSGPACK_OBJECT_MAP)
+		return false;
+	lok = dsec_map_get(logged, "ok");
+	nok = dsec_map_get(now, "ok");
+	if (!same_obj(lok, nok))
+		return false;
+	if (!lok || lok->type != MSGPACK_OBJECT_BOOLEAN || !lok->via.boolean) {
+		const msgpack_object *le = dsec_map_get(logged, "error");
+		const msgpack_object *ne = dsec_map_get(now, "error");
+		return le && ne && le->type == MSGPACK_OBJECT_MAP && ne->type == MSGPACK_OBJECT_MAP &&
+		       same_obj(dsec_map_get(le, "code"), dsec_map_get(ne, "code"));
+	}
+	if (is_str(op, "exec") || is_str(op, "call") || is_str(op, "session_exec"))
+		keys = cmd;
+	else if (is_str(op, "file_read"))
+		keys = rd;
+	lr = dsec_map_get(logged, "result");
+	nr = dsec_map_get(now, "result");
+	for (size_t i = 0; keys && keys[i]; i++)
+		if (!lr || !nr || lr->type != MSGPACK_OBJECT_MAP || nr->type != MSGPACK_OBJECT_MAP ||
+		    !same_obj(dsec_map_get(lr, keys[i]), dsec_map_get(nr, keys[i])))
+			return false;
+	return true;
+}
+
+/* An entry's field key into the open map p (nil when it has none). */
+static void pack_field(struct dsec_pk *p, const msgpack_object *e, const char *key)
+{
+	const msgpack_object *o = dsec_map_get(e, key);
+
+	dsec_pk_str(p, key);
+	if (o)
+		dsec_pk_object(p, o);
+	else
+		dsec_pk_nil(p);
+}
+
+static void pack_seq_op(struct dsec_pk *p, const msgpack_object *e, bool step)
+{
+	dsec_pk_map_begin(p);
+	pack_field(p, e, "seq");
+	if (step)
+		pack_field(p, e, "step");
+	pack_field(p, e, "op");
+	dsec_pk_end(p);
+}
+
+/* ---- the chain --------------------------------------------------------------- */
+
+static void replayed(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct recover *v = arg;
+	const msgpack_object *e = v->cur;
+	struct dsec_msg m = { 0 };
+
+	v->replayed++;
+	if (dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, NULL) < 0 ||
+	    !same_reply(dsec_map_get(e, "op"), dsec_map_get(e, "reply"), m.root))
+		pack_seq_op(&v->differs, e, true);
+	dsec_msg_free(&m);
+	replay_next(v);
+}
+
+static void replay_next(struct recover *v)
+{
+	struct dsec_pk p;
+
+	while (v->ents && v->at < v->ents->via.array.size) {
+		const msgpack_object *e = &v->ents->via.array.ptr[v->at++];
+		const msgpack_object *op = dsec_map_get(e, "op");
+		const msgpack_object *req = dsec_map_get(e, "request");
+
+		v->entries++;
+		if (!replayable(op) || !req || req->type != MSGPACK_OBJECT_MAP) {
+			pack_seq_op(&v->skipped, e, false);
+			continue;
+		}
+		v->cur = e;
+		pack_again(v, req, &p);
+		return send_req(v, &p, replayed);
+	}
+	if (v->end)
+		return finish(v);
+	fetch(v);
+}
+
+static void created(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct recover *v = arg;
+	struct dsec_msg m = { 0 };
+	const msgpack_object *res = rlc_reply_result(&m, reply, len);
+
+	if (!res || dsec_get_str(res, "id", &v->id, NULL) < 0) {
+		rlc_reply_error(reply, len, "cannot make the sandbox again", &v->err);
+		dsec_msg_free(&m);
+		return fail(v);
+	}
+	dsec_msg_free(&m);
+	replay_next(v);
+}
+
+static void page_got(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct recover *v = arg;
+	const msgpack_object *res, *o;
+	bool first = !v->page;
+
+	free(v->page);
+	dsec_msg_free(&v->m);
+	v->ents = NULL;
+	v->at = 0;
+	v->page = xmalloc(len ? len : 1);
+	memcpy(v->page, reply, len);
+	if (!(res = rlc_reply_result(&v->m, v->page, len)) ||
+	    !(v->ents = dsec_map_get(res, "entries")) || v->ents->type != MSGPACK_OBJECT_ARRAY) {
+		v->ents = NULL;
+		rlc_reply_error(reply, len, "cannot read the log's copy", &v->err);
+		if (code == DSEC_E_NOT_FOUND)
+			dsec_err_setc(&v->err, DSEC_E_NOT_FOUND, ENOENT, "node '%s' keeps no copy of "
+				      "the log of '%s': recover it on one of the log's two peers "
+				      "(a sandbox created with a trajectory, in a cluster)",
+				      v->d->conf.node, v->from);
+		return fail(v);
+	}
+	o = dsec_map_get(res, "end");
+	v->end = !o || o->type != MSGPACK_OBJECT_BOOLEAN || o->via.boolean;
+	o = dsec_map_get(res, "next");
+	if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 > v->next)
+		v->next = o->via.u64;
+	else
+		v->end = true;	/* a page that does not move on is the last */
+	if (first) {
+		const msgpack_object *e = v->ents->via.array.size ? &v->ents->via.array.ptr[0] : NULL;
+		const msgpack_object *req = e ? dsec_map_get(e, "request") : NULL;
+		struct dsec_pk p;
+
+		if (!e || !is_str(dsec_map_get(e, "op"), "create") || !is_str(dsec_map_get(e, "code"), "ok") ||
+		    !req || req->type != MSGPACK_OBJECT_MAP) {
+			dsec_err_setc(&v->err, DSEC_E_INVALID, EINVAL, "the log of '%s' does not "
+				      "begin with its create: it cannot be made again", v->from);
+			return fail(v);
+		}
+		v->at = 1;
+		v->entries = 1;
+		pack_create(v, req, &p);
+		return send_req(v, &p, created);
+	}
+	replay_next(v);
+}
+
+static void fetch(struct recover *v)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "trajectory");
+	dsec_pk_kv_str(&p, "id", v->from);
+	dsec_pk_kv_u64(&p, "from", v->next);
+	dsec_pk_kv_bool(&p, "replica", true);
+	dsec_pk_end(&p);
+	send_req(v, &p, page_got);
+}
+
+void op_recover(struct dsecd_req *r)
+{
+	struct recover *v;
+	struct dsec_err err;
+	char *id = NULL;
+
+	dsec_err_clear(&err);
+	if (dsec_get_str(r->msg.root, "id", &id, &err) < 0)
+		return reply_err(r, &err);
+	v = xcalloc(1, sizeof(*v));
+	v->r = r;
+	v->d = r->d;
+	v->from = id;
+	dsec_pk_init(&v->skipped);
+	dsec_pk_array_begin(&v->skipped);
+	dsec_pk_init(&v->differs);
+	dsec_pk_array_begin(&v->differs);
+	r->d->ops_inflight++;	/* until the reply: the chain holds r */
+	fetch(v);
+}
