@@ -116,7 +116,7 @@ Q = @
 q = @printf '  %-7s %s\n'
 endif
 
-LIB_SRC     = lib/client.c lib/client-ops.c lib/backend.c lib/err.c lib/log.c lib/proto.c lib/util.c
+LIB_SRC     = lib/client.c lib/client-ops.c lib/client-rl.c lib/backend.c lib/err.c lib/log.c lib/proto.c lib/util.c
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
 FS3_SRC     = fs3/fs3.c fs3/tags.c fs3/acquire.c fs3/squash.c fs3/pull.c fs3/gc.c \
 	fs3/image.c fs3/import.c fs3/layer.c fs3/oci.c fs3/ondemand.c fs3/peer.c \

@@ -8,22 +8,11 @@
 #include <nng/nng.h>
 
 #include "client.h"
+#include "client-int.h"
 #include "dsec.h"
 #include "proto.h"
 
-/* A reply being read: the parsed frame and its result map. */
-struct reply {
-	const char *url;		/* the client's address, for messages */
-	struct dsec_msg msg;		/* owns the decoded objects */
-	nng_msg *raw;			/* the frame bytes, or NULL */
-	size_t len;			/* their length */
-	const msgpack_object *result;	/* the result map (ok replies) */
-	const char *bad;		/* the first result field of the wrong type, or NULL */
-};
-
-static int id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err);
-
-static void reply_free(struct reply *r)
+void dcl_reply_free(struct reply *r)
 {
 	dsec_msg_free(&r->msg);
 	if (r->raw)
@@ -111,7 +100,7 @@ int dsec_reply_check(const struct dsec_client *c, const void *reply, size_t len,
 	r.url = dsec_client_url(c);
 	msgpack_unpacked_init(&r.msg.up);
 	rc = reply_decode(&r, reply, len, OBJS_LIST, err);
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -139,15 +128,15 @@ static int roundtrip_n(struct dsec_client *c, struct dsec_pk *p, double extra, i
 	return reply_decode(r, nng_msg_body(r->raw), nng_msg_len(r->raw), shape, err);
 }
 
-static int roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
-		     struct dsec_err *err)
+int dcl_roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
+		  struct dsec_err *err)
 {
 	return roundtrip_n(c, p, extra, OBJS_FIXED, r, err);
 }
 
 /* The protocol error of a result without field key (or with it of the
  * wrong type, or nil) where op's result always has it. */
-static int no_field(const struct reply *r, const char *op, const char *key, struct dsec_err *err)
+int dcl_no_field(const struct reply *r, const char *op, const char *key, struct dsec_err *err)
 {
 	return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "bad reply from '%s': %s reply has no '%s'",
 			     r->url, op, key);
@@ -155,7 +144,7 @@ static int no_field(const struct reply *r, const char *op, const char *key, stru
 
 /* rc, or when it is 0 the protocol error of the first field the decoding
  * found of the wrong type (read as absent meanwhile). */
-static int reply_done(const struct reply *r, const char *op, int rc, struct dsec_err *err)
+int dcl_reply_done(const struct reply *r, const char *op, int rc, struct dsec_err *err)
 {
 	if (rc == 0 && r->bad)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
@@ -166,20 +155,20 @@ static int reply_done(const struct reply *r, const char *op, int rc, struct dsec
 
 /* Getters of result fields that may be absent: absent gives the default;
  * of the wrong type it gives the default too and marks the reply bad (the
- * call then fails with reply_done). */
-static void mark_bad(struct reply *r, int rc, const char *key)
+ * call then fails with dcl_reply_done). */
+void dcl_mark_bad(struct reply *r, int rc, const char *key)
 {
 	if (rc < 0 && rc != -ENOENT && !r->bad)
 		r->bad = key;
 }
 
-static char *get_str_or(struct reply *r, const msgpack_object *map, const char *key,
-			const char *dflt)
+char *dcl_get_str_or(struct reply *r, const msgpack_object *map, const char *key,
+		     const char *dflt)
 {
 	char *s = NULL;
 	int rc = dsec_get_text(map, key, CLIENT_RECV_MAX, &s, NULL);
 
-	mark_bad(r, rc, key);
+	dcl_mark_bad(r, rc, key);
 	return rc < 0 ? xstrdup(dflt) : s;
 }
 
@@ -188,32 +177,32 @@ static double get_double_or(struct reply *r, const msgpack_object *map, const ch
 {
 	double v = dflt;
 
-	mark_bad(r, dsec_get_double(map, key, &v, NULL), key);
+	dcl_mark_bad(r, dsec_get_double(map, key, &v, NULL), key);
 	return v;
 }
 
-static uint64_t get_u64_or(struct reply *r, const msgpack_object *map, const char *key,
-			   uint64_t dflt)
+uint64_t dcl_get_u64_or(struct reply *r, const msgpack_object *map, const char *key,
+			uint64_t dflt)
 {
 	uint64_t v = dflt;
 
-	mark_bad(r, dsec_get_u64(map, key, &v, NULL), key);
+	dcl_mark_bad(r, dsec_get_u64(map, key, &v, NULL), key);
 	return v;
 }
 
-static void get_bool_or(struct reply *r, const msgpack_object *map, const char *key, bool *out)
+void dcl_get_bool_or(struct reply *r, const msgpack_object *map, const char *key, bool *out)
 {
-	mark_bad(r, dsec_get_bool(map, key, out, NULL), key);
+	dcl_mark_bad(r, dsec_get_bool(map, key, out, NULL), key);
 }
 
 /* A string field the op's result always has: *out (caller frees), or the
  * protocol error. */
-static int get_str_need(struct reply *r, const char *op, const char *key, char **out,
-			struct dsec_err *err)
+int dcl_get_str_need(struct reply *r, const char *op, const char *key, char **out,
+		     struct dsec_err *err)
 {
 	*out = NULL;
 	if (dsec_get_text(r->result, key, CLIENT_RECV_MAX, out, NULL) < 0)
-		return no_field(r, op, key, err);
+		return dcl_no_field(r, op, key, err);
 	return 0;
 }
 
@@ -225,7 +214,7 @@ static int get_bin_need(struct reply *r, const char *op, const char *key, struct
 	size_t n;
 
 	if (dsec_get_bin(r->result, key, SIZE_MAX, &d, &n, NULL) < 0)
-		return no_field(r, op, key, err);
+		return dcl_no_field(r, op, key, err);
 	dsec_buf_add(out, d, n);
 	return 0;
 }
@@ -236,16 +225,16 @@ static int get_bin_need(struct reply *r, const char *op, const char *key, struct
  * carry at min_bytes each (less than what the daemon's entries take: their
  * field names alone) is a protocol error: a hostile reply of empty
  * entries cannot make us allocate many times its size. */
-static int get_list(struct reply *r, const char *op, const msgpack_object *map, const char *key,
-		    bool need, size_t min_bytes, const msgpack_object **entries, size_t *n,
-		    struct dsec_err *err)
+int dcl_get_list(struct reply *r, const char *op, const msgpack_object *map, const char *key,
+		 bool need, size_t min_bytes, const msgpack_object **entries, size_t *n,
+		 struct dsec_err *err)
 {
 	const msgpack_object *a = dsec_map_get(map, key);
 
 	*entries = NULL;
 	*n = 0;
 	if (!a || a->type == MSGPACK_OBJECT_NIL)
-		return need ? no_field(r, op, key, err) : 0;
+		return need ? dcl_no_field(r, op, key, err) : 0;
 	if (a->type != MSGPACK_OBJECT_ARRAY)
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
 				     "bad reply from '%s': '%s' of the %s reply is not a list", r->url,
@@ -286,7 +275,7 @@ static int check_create(const struct dsec_create_opts *o, struct dsec_err *err)
 }
 
 /* The same for a command's timeout (exec, call, exec_start, session_exec). */
-static int check_timeout(double timeout, struct dsec_err *err)
+int dcl_check_timeout(double timeout, struct dsec_err *err)
 {
 	if (!(timeout >= 0 && timeout <= 1e9))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
@@ -374,16 +363,20 @@ int dsec_create_rl(struct dsec_client *c, const struct dsec_create_opts *o,
 		dsec_pk_kv_str(&p, "lease", rl->lease);
 	if (HAS(trajectory) && rl->trajectory >= 0)
 		dsec_pk_kv_bool(&p, "trajectory", rl->trajectory > 0);
+	if (HAS(grade_layers) && rl->grade_layers && rl->grade_layers[0])
+		dsec_pk_kv_strv(&p, "grade_layers", rl->grade_layers);
+	if (HAS(watch) && rl->watch && rl->watch[0])
+		dsec_pk_kv_strv(&p, "watch", rl->watch);
 #undef HAS
 	/* Creating may take long (a VM boots): wait beyond the client timeout. */
-	rc = roundtrip(c, &p, 300, &r, err);
+	rc = dcl_roundtrip(c, &p, 300, &r, err);
 	if (rc == 0)
-		rc = get_str_need(&r, "create", "id", id, err);
-	reply_free(&r);
+		rc = dcl_get_str_need(&r, "create", "id", id, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
-static void pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
+void dcl_pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
 {
 	if (q->argv)
 		dsec_pk_kv_strv(p, "argv", q->argv);
@@ -403,8 +396,8 @@ static void pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
 
 /* A command's result (exec, call, exec_read, session_exec): exit_code is
  * always there; on failure res holds nothing to free. */
-static int unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
-		       struct dsec_err *err)
+int dcl_unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
+		    struct dsec_err *err)
 {
 	const msgpack_object *m = r->result, *ec = dsec_map_get(m, "exit_code");
 	const void *d;
@@ -414,23 +407,23 @@ static int unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res
 	memset(res, 0, sizeof(*res));
 	if (!ec || (ec->type != MSGPACK_OBJECT_NEGATIVE_INTEGER &&
 		    ec->type != MSGPACK_OBJECT_POSITIVE_INTEGER))
-		return no_field(r, op, "exit_code", err);
+		return dcl_no_field(r, op, "exit_code", err);
 	res->exit_code = ec->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (int)ec->via.i64
 								      : (int)ec->via.u64;
-	res->signal = (int)get_u64_or(r, m, "signal", 0);
-	get_bool_or(r, m, "timed_out", &res->timed_out);
-	get_bool_or(r, m, "stdout_truncated", &res->out_truncated);
-	get_bool_or(r, m, "stderr_truncated", &res->err_truncated);
+	res->signal = (int)dcl_get_u64_or(r, m, "signal", 0);
+	dcl_get_bool_or(r, m, "timed_out", &res->timed_out);
+	dcl_get_bool_or(r, m, "stdout_truncated", &res->out_truncated);
+	dcl_get_bool_or(r, m, "stderr_truncated", &res->err_truncated);
 	res->duration = get_double_or(r, m, "duration", 0);
-	get_bool_or(r, m, "oom_killed", &res->oom_killed);
-	get_bool_or(r, m, "pids_limited", &res->pids_limited);
+	dcl_get_bool_or(r, m, "oom_killed", &res->oom_killed);
+	dcl_get_bool_or(r, m, "pids_limited", &res->pids_limited);
 	if ((rc = dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL)) == 0)
 		dsec_buf_add(&res->out, d, n);
-	mark_bad(r, rc, "stdout");
+	dcl_mark_bad(r, rc, "stdout");
 	if ((rc = dsec_get_bin(m, "stderr", SIZE_MAX, &d, &n, NULL)) == 0)
 		dsec_buf_add(&res->err, d, n);
-	mark_bad(r, rc, "stderr");
-	if ((rc = reply_done(r, op, 0, err)) < 0)
+	dcl_mark_bad(r, rc, "stderr");
+	if ((rc = dcl_reply_done(r, op, 0, err)) < 0)
 		dsec_cmd_res_free(res);
 	return rc;
 }
@@ -443,20 +436,20 @@ static int exec_common(struct dsec_client *c, const char *id, const struct dsec_
 	struct reply r;
 	int rc;
 
-	if ((rc = check_timeout(req->timeout, err)) < 0)
+	if ((rc = dcl_check_timeout(req->timeout, err)) < 0)
 		return rc;
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "exec");
 	dsec_pk_kv_str(&p, "id", id);
-	pack_exec(&p, req);
+	dcl_pack_exec(&p, req);
 	if (step)
 		dsec_pk_kv_u64(&p, "step", *step);
-	rc = roundtrip(c, &p, 300 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
+	rc = dcl_roundtrip(c, &p, 300 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
 	if (rc == 0 && replayed)
 		*replayed = dsec_has(r.result, "replayed");
 	if (rc == 0)
-		rc = unpack_exec(&r, "exec", res, err);
-	reply_free(&r);
+		rc = dcl_unpack_exec(&r, "exec", res, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -490,16 +483,16 @@ int dsec_lease_open(struct dsec_client *c, double timeout, double grace,
 		dsec_pk_kv_double(&p, "grace", grace);
 	if (labels)
 		dsec_pk_kv_env(&p, "labels", labels);
-	rc = roundtrip(c, &p, 0, &r, err);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
 	if (rc == 0)
-		rc = get_str_need(&r, "lease_open", "id", id, err);
-	reply_free(&r);
+		rc = dcl_get_str_need(&r, "lease_open", "id", id, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
 int dsec_lease_renew(struct dsec_client *c, const char *id, struct dsec_err *err)
 {
-	return id_op(c, "lease_renew", id, err);
+	return dcl_id_op(c, "lease_renew", id, err);
 }
 
 int dsec_lease_close(struct dsec_client *c, const char *id, bool destroy, struct dsec_err *err)
@@ -512,8 +505,8 @@ int dsec_lease_close(struct dsec_client *c, const char *id, bool destroy, struct
 	dsec_pk_request_begin(&p, "lease_close");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_bool(&p, "destroy", destroy);
-	rc = roundtrip(c, &p, 60, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 60, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -525,7 +518,7 @@ int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	struct reply r;
 	int rc;
 
-	if ((rc = check_create(o, err)) < 0 || (rc = check_timeout(req->timeout, err)) < 0)
+	if ((rc = check_create(o, err)) < 0 || (rc = dcl_check_timeout(req->timeout, err)) < 0)
 		return rc;
 	/* The command's env and cwd win; the sandbox's fill in. */
 	if (o && !q.env)
@@ -535,11 +528,11 @@ int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "call");
 	pack_create(&p, o, true);
-	pack_exec(&p, &q);
-	rc = roundtrip(c, &p, 300 + (q.timeout > 0 ? q.timeout : 3600), &r, err);
+	dcl_pack_exec(&p, &q);
+	rc = dcl_roundtrip(c, &p, 300 + (q.timeout > 0 ? q.timeout : 3600), &r, err);
 	if (rc == 0)
-		rc = unpack_exec(&r, "call", res, err);
-	reply_free(&r);
+		rc = dcl_unpack_exec(&r, "call", res, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -560,12 +553,12 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd
 	if (!o)
 		o = &none;
 	*exec = NULL;
-	if ((rc = check_timeout(req->timeout, err)) < 0)
+	if ((rc = dcl_check_timeout(req->timeout, err)) < 0)
 		return rc;
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "exec_start");
 	dsec_pk_kv_str(&p, "id", id);
-	pack_exec(&p, req);
+	dcl_pack_exec(&p, req);
 	if (o->pty)
 		dsec_pk_kv_bool(&p, "pty", true);
 	if (o->rows)
@@ -574,10 +567,10 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd
 		dsec_pk_kv_u64(&p, "cols", o->cols);
 	if (o->stdin_open)
 		dsec_pk_kv_bool(&p, "stdin_open", true);
-	rc = roundtrip(c, &p, 60, &r, err);
+	rc = dcl_roundtrip(c, &p, 60, &r, err);
 	if (rc == 0)
-		rc = get_str_need(&r, "exec_start", "exec", exec, err);
-	reply_free(&r);
+		rc = dcl_get_str_need(&r, "exec_start", "exec", exec, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -608,13 +601,13 @@ int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, doub
 	*done = false;
 	pk_exec_op(&p, "exec_read", id, exec);
 	dsec_pk_kv_double(&p, "wait", wait);
-	rc = roundtrip(c, &p, wait, &r, err);
-	if (rc == 0 && (rc = unpack_exec(&r, "exec_read", res, err)) == 0) {
-		get_bool_or(&r, r.result, "done", done);
-		if ((rc = reply_done(&r, "exec_read", 0, err)) < 0)
+	rc = dcl_roundtrip(c, &p, wait, &r, err);
+	if (rc == 0 && (rc = dcl_unpack_exec(&r, "exec_read", res, err)) == 0) {
+		dcl_get_bool_or(&r, r.result, "done", done);
+		if ((rc = dcl_reply_done(&r, "exec_read", 0, err)) < 0)
 			dsec_cmd_res_free(res);
 	}
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -628,8 +621,8 @@ int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, con
 	pk_exec_op(&p, "exec_write", id, exec);
 	dsec_pk_kv_bin(&p, "data", data, len);
 	dsec_pk_kv_bool(&p, "eof", eof);
-	rc = roundtrip(c, &p, 0, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -642,8 +635,8 @@ int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, in
 
 	pk_exec_op(&p, "exec_signal", id, exec);
 	dsec_pk_kv_u64(&p, "signal", (uint64_t)(sig > 0 ? sig : 0));
-	rc = roundtrip(c, &p, 0, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -657,8 +650,8 @@ int dsec_exec_resize(struct dsec_client *c, const char *id, const char *exec, un
 	pk_exec_op(&p, "exec_resize", id, exec);
 	dsec_pk_kv_u64(&p, "rows", rows);
 	dsec_pk_kv_u64(&p, "cols", cols);
-	rc = roundtrip(c, &p, 0, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -680,9 +673,9 @@ static void pk_owner(struct dsec_pk *p, int64_t uid, int64_t gid)
 static int file_call(struct dsec_client *c, struct dsec_pk *p, struct dsec_err *err)
 {
 	struct reply r;
-	int rc = roundtrip(c, p, 0, &r, err);
+	int rc = dcl_roundtrip(c, p, 0, &r, err);
 
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -707,10 +700,10 @@ int dsec_session_open(struct dsec_client *c, const char *id, const struct dsec_s
 		dsec_pk_kv_env(&p, "env", o->env);
 	if (o->cwd)
 		dsec_pk_kv_str(&p, "cwd", o->cwd);
-	rc = roundtrip(c, &p, 60, &r, err);
+	rc = dcl_roundtrip(c, &p, 60, &r, err);
 	if (rc == 0)
-		rc = get_str_need(&r, "session_open", "session", name, err);
-	reply_free(&r);
+		rc = dcl_get_str_need(&r, "session_open", "session", name, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -723,7 +716,7 @@ int dsec_session_exec(struct dsec_client *c, const char *id, const char *session
 	int rc;
 
 	memset(res, 0, sizeof(*res));
-	if ((rc = check_timeout(timeout, err)) < 0)
+	if ((rc = dcl_check_timeout(timeout, err)) < 0)
 		return rc;
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "session_exec");
@@ -735,15 +728,15 @@ int dsec_session_exec(struct dsec_client *c, const char *id, const char *session
 	if (output_cap)
 		dsec_pk_kv_u64(&p, "output_cap", output_cap);
 	/* A reset adds a grace and a shell start to the timeout. */
-	rc = roundtrip(c, &p, 300 + (timeout > 0 ? timeout : 3600), &r, err);
-	if (rc == 0 && (rc = unpack_exec(&r, "session_exec", &res->exec, err)) == 0) {
-		res->cwd = get_str_or(&r, r.result, "cwd", "");
-		get_bool_or(&r, r.result, "reset", &res->reset);
-		get_bool_or(&r, r.result, "ended", &res->ended);
-		if ((rc = reply_done(&r, "session_exec", 0, err)) < 0)
+	rc = dcl_roundtrip(c, &p, 300 + (timeout > 0 ? timeout : 3600), &r, err);
+	if (rc == 0 && (rc = dcl_unpack_exec(&r, "session_exec", &res->exec, err)) == 0) {
+		res->cwd = dcl_get_str_or(&r, r.result, "cwd", "");
+		dcl_get_bool_or(&r, r.result, "reset", &res->reset);
+		dcl_get_bool_or(&r, r.result, "ended", &res->ended);
+		if ((rc = dcl_reply_done(&r, "session_exec", 0, err)) < 0)
 			dsec_session_cmd_res_free(res);
 	}
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -758,8 +751,8 @@ int dsec_session_close(struct dsec_client *c, const char *id, const char *sessio
 	dsec_pk_request_begin(&p, "session_close");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_str(&p, "session", session);
-	rc = roundtrip(c, &p, 60, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 60, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -804,7 +797,7 @@ static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
 
 	memset(i, 0, sizeof(*i));
 	if (dsec_get_text(m, "type", CLIENT_RECV_MAX, &type, NULL) < 0)
-		return no_field(r, op, "type", err);
+		return dcl_no_field(r, op, "type", err);
 	for (t = 0; t < DSEC_ARRAY_LEN(types) && strcmp(type, types[t]); t++)
 		;
 	if (t == DSEC_ARRAY_LEN(types))
@@ -813,14 +806,14 @@ static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
 				     r->url, type, op);
 	i->type = (enum dsec_file_kind)t;
 	if (dsec_get_text(m, "name", CLIENT_RECV_MAX, &i->name, NULL) < 0)
-		return no_field(r, op, "name", err);
+		return dcl_no_field(r, op, "name", err);
 	if ((rc = dsec_get_text(m, "target", CLIENT_RECV_MAX, &i->target, NULL)) < 0)
 		i->target = NULL;
-	mark_bad(r, rc, "target");
-	i->mode = (uint32_t)get_u64_or(r, m, "mode", 0);
-	i->size = get_u64_or(r, m, "size", 0);
-	i->uid = (uint32_t)get_u64_or(r, m, "uid", 0);
-	i->gid = (uint32_t)get_u64_or(r, m, "gid", 0);
+	dcl_mark_bad(r, rc, "target");
+	i->mode = (uint32_t)dcl_get_u64_or(r, m, "mode", 0);
+	i->size = dcl_get_u64_or(r, m, "size", 0);
+	i->uid = (uint32_t)dcl_get_u64_or(r, m, "uid", 0);
+	i->gid = (uint32_t)dcl_get_u64_or(r, m, "gid", 0);
 	i->mtime = get_double_or(r, m, "mtime", 0);
 	return 0;
 }
@@ -834,11 +827,11 @@ int dsec_file_stat(struct dsec_client *c, const char *id, const char *path,
 
 	memset(out, 0, sizeof(*out));
 	pk_file(&p, "file_stat", id, path);
-	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0 &&
-	    (rc = reply_done(&r, "file_stat", unpack_info(&r, "file_stat", r.result, out, err),
-			     err)) < 0)
+	if ((rc = dcl_roundtrip(c, &p, 0, &r, err)) == 0 &&
+	    (rc = dcl_reply_done(&r, "file_stat", unpack_info(&r, "file_stat", r.result, out, err),
+	    err)) < 0)
 		dsec_file_desc_free(out);
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -858,21 +851,21 @@ int dsec_file_list(struct dsec_client *c, const char *id, const char *path, size
 	if ((rc = roundtrip_n(c, &p, 0, OBJS_LIST, &r, err)) == 0) {
 		const msgpack_object *a;
 
-		get_bool_or(&r, r.result, "truncated", truncated);
-		if ((rc = get_list(&r, "file_list", r.result, "entries", true, 32, &a, n,
-				   err)) == 0) {
+		dcl_get_bool_or(&r, r.result, "truncated", truncated);
+		if ((rc = dcl_get_list(&r, "file_list", r.result, "entries", true, 32, &a, n,
+				       err)) == 0) {
 			*out = xcalloc(*n ? *n : 1, sizeof(**out));
 			for (size_t i = 0; i < *n && rc == 0; i++)
 				rc = unpack_info(&r, "file_list", &a[i], &(*out)[i], err);
 		}
-		if ((rc = reply_done(&r, "file_list", rc, err)) < 0) {
+		if ((rc = dcl_reply_done(&r, "file_list", rc, err)) < 0) {
 			dsec_file_list_free(*out, *n);	/* the caller frees only what succeeded */
 			*out = NULL;
 			*n = 0;
 			*truncated = false;
 		}
 	}
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -901,12 +894,12 @@ int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bo
 	pk_file(&p, "file_remove", id, path);
 	if (recursive)
 		dsec_pk_kv_bool(&p, "recursive", true);
-	rc = roundtrip(c, &p, 0, &r, err);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
 	if (rc == 0 && (rc = dsec_get_u64(r.result, "removed", &n, NULL)) < 0)
-		rc = no_field(&r, "file_remove", "removed", err);
+		rc = dcl_no_field(&r, "file_remove", "removed", err);
 	if (rc == 0 && removed)
 		*removed = n;
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -934,9 +927,9 @@ int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 	pk_file(&p, "file_download", id, path);
 	if (format)
 		dsec_pk_kv_str(&p, "format", format);
-	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0)
+	if ((rc = dcl_roundtrip(c, &p, 0, &r, err)) == 0)
 		rc = get_bin_need(&r, "file_download", "data", out, err);
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -966,16 +959,16 @@ int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint
 		dsec_pk_kv_u64(&p, "offset", offset);
 	if (len)
 		dsec_pk_kv_u64(&p, "length", len);
-	rc = roundtrip(c, &p, 0, &r, err);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
 	if (rc == 0)
 		rc = get_bin_need(&r, "file_read", "data", out, err);
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
 /* An op whose only field is the sandbox id and whose result is not used
  * (destroy, pause, resume). */
-static int id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err)
+int dcl_id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -984,8 +977,8 @@ static int id_op(struct dsec_client *c, const char *op, const char *id, struct d
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, op);
 	dsec_pk_kv_str(&p, "id", id);
-	rc = roundtrip(c, &p, 0, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1001,8 +994,8 @@ int dsec_net_allow(struct dsec_client *c, const char *id, const char *const *all
 	dsec_pk_request_begin(&p, "net_allow");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_strv(&p, "allow", allow ? allow : none);
-	rc = roundtrip(c, &p, 0, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1028,19 +1021,19 @@ int dsec_usage(struct dsec_client *c, const char *id, struct dsec_usage *out,
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "usage");
 	dsec_pk_kv_str(&p, "id", id);
-	if ((rc = roundtrip(c, &p, 0, &r, err)) == 0) {
+	if ((rc = dcl_roundtrip(c, &p, 0, &r, err)) == 0) {
 		for (size_t i = 0; i < DSEC_ARRAY_LEN(fields); i++) {
 			uint64_t *v = (uint64_t *)((char *)out + fields[i].at);
 
 			if (dsec_map_get(r.result, fields[i].key)) {
-				*v = get_u64_or(&r, r.result, fields[i].key, 0);
+				*v = dcl_get_u64_or(&r, r.result, fields[i].key, 0);
 				out->have |= fields[i].bit;
 			}
 		}
-		if ((rc = reply_done(&r, "usage", 0, err)) < 0)
+		if ((rc = dcl_reply_done(&r, "usage", 0, err)) < 0)
 			memset(out, 0, sizeof(*out));
 	}
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1052,8 +1045,8 @@ int dsec_ping(struct dsec_client *c, struct dsec_err *err)
 
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "ping");
-	rc = roundtrip(c, &p, 0, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1066,24 +1059,24 @@ int dsec_drain(struct dsec_client *c, bool drain, struct dsec_err *err)
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "drain");
 	dsec_pk_kv_bool(&p, "drain", drain);
-	rc = roundtrip(c, &p, 0, &r, err);
-	reply_free(&r);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
 int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err)
 {
-	return id_op(c, "destroy", id, err);
+	return dcl_id_op(c, "destroy", id, err);
 }
 
 int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err)
 {
-	return id_op(c, "pause", id, err);
+	return dcl_id_op(c, "pause", id, err);
 }
 
 int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err)
 {
-	return id_op(c, "resume", id, err);
+	return dcl_id_op(c, "resume", id, err);
 }
 
 int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,
@@ -1098,10 +1091,10 @@ int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char *
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_str(&p, "tag", tag);
 	/* Copying and packing a large sandbox takes a while. */
-	rc = roundtrip(c, &p, 600, &r, err);
+	rc = dcl_roundtrip(c, &p, 600, &r, err);
 	if (rc == 0)
-		rc = get_str_need(&r, "snapshot", "image", image, err);
-	reply_free(&r);
+		rc = dcl_get_str_need(&r, "snapshot", "image", image, err);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1117,10 +1110,10 @@ int dsec_chunk_get(struct dsec_client *c, const char *kind, const char *digest,
 	dsec_pk_request_begin(&p, "chunk_get");
 	dsec_pk_kv_str(&p, "kind", kind);
 	dsec_pk_kv_str(&p, "digest", digest);
-	rc = roundtrip(c, &p, 0, &r, err);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
 	if (rc == 0)
 		rc = get_bin_need(&r, "chunk_get", "data", out, err);
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1130,19 +1123,19 @@ static int unpack_sandbox(struct reply *r, const char *op, const msgpack_object 
 			  struct dsec_sandbox_info *s, struct dsec_err *err)
 {
 	if (dsec_get_text(m, "id", CLIENT_RECV_MAX, &s->id, NULL) < 0)
-		return no_field(r, op, "id", err);
+		return dcl_no_field(r, op, "id", err);
 	if (dsec_get_text(m, "backend", CLIENT_RECV_MAX, &s->backend, NULL) < 0)
-		return no_field(r, op, "backend", err);
+		return dcl_no_field(r, op, "backend", err);
 	if (dsec_get_text(m, "state", CLIENT_RECV_MAX, &s->state, NULL) < 0)
-		return no_field(r, op, "state", err);
-	s->runtime = get_str_or(r, m, "runtime", "");
-	s->image = get_str_or(r, m, "image", "");
+		return dcl_no_field(r, op, "state", err);
+	s->runtime = dcl_get_str_or(r, m, "runtime", "");
+	s->image = dcl_get_str_or(r, m, "image", "");
 	s->created = get_double_or(r, m, "created", 0);
 	s->ttl = get_double_or(r, m, "ttl", 0);
 	s->idle_ttl = get_double_or(r, m, "idle_ttl", 0);
 	s->idle = get_double_or(r, m, "idle", 0);
-	s->execs = get_u64_or(r, m, "execs", 0);
-	s->running = (uint32_t)get_u64_or(r, m, "running", 0);
+	s->execs = dcl_get_u64_or(r, m, "execs", 0);
+	s->running = (uint32_t)dcl_get_u64_or(r, m, "running", 0);
 	return 0;
 }
 
@@ -1161,15 +1154,15 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 		size_t nb;
 
 		/* The list's bound first: a reply of empty entries costs nothing. */
-		if ((rc = get_list(&r, "info", m, "backends", false, 32, &b, &nb, err)) < 0 ||
-		    (rc = get_str_need(&r, "info", "version", &out->version, err)) < 0 ||
-		    (rc = get_str_need(&r, "info", "node", &out->node, err)) < 0)
+		if ((rc = dcl_get_list(&r, "info", m, "backends", false, 32, &b, &nb, err)) < 0 ||
+		    (rc = dcl_get_str_need(&r, "info", "version", &out->version, err)) < 0 ||
+		    (rc = dcl_get_str_need(&r, "info", "node", &out->node, err)) < 0)
 			goto done;
-		out->proto = (uint32_t)get_u64_or(&r, m, "proto", 0);
-		out->pid = (int32_t)get_u64_or(&r, m, "pid", 0);
+		out->proto = (uint32_t)dcl_get_u64_or(&r, m, "proto", 0);
+		out->pid = (int32_t)dcl_get_u64_or(&r, m, "pid", 0);
 		out->uptime = get_double_or(&r, m, "uptime", 0);
-		out->sandboxes = (uint32_t)get_u64_or(&r, m, "sandboxes", 0);
-		out->inflight = (uint32_t)get_u64_or(&r, m, "inflight", 0);
+		out->sandboxes = (uint32_t)dcl_get_u64_or(&r, m, "sandboxes", 0);
+		out->inflight = (uint32_t)dcl_get_u64_or(&r, m, "inflight", 0);
 		if (nb) {
 			out->nbackends = nb;
 			out->backends = xcalloc(out->nbackends, sizeof(*out->backends));
@@ -1178,23 +1171,25 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 				struct dsec_backend_info *bi = &out->backends[i];
 
 				if (dsec_get_text(e, "name", CLIENT_RECV_MAX, &bi->name, NULL) < 0) {
-					rc = no_field(&r, "info", "name", err);
+					rc = dcl_no_field(&r, "info", "name", err);
 					break;
 				}
-				bi->description = get_str_or(&r, e, "description", "");
-				bi->stats.sandboxes = (uint32_t)get_u64_or(&r, e, "sandboxes", 0);
-				bi->stats.capacity = (uint32_t)get_u64_or(&r, e, "capacity", 0);
-				bi->stats.running = (uint32_t)get_u64_or(&r, e, "running", 0);
-				bi->stats.pool_ready = (uint32_t)get_u64_or(&r, e, "pool_ready", 0);
-				bi->stats.pool_target = (uint32_t)get_u64_or(&r, e, "pool_target", 0);
-				bi->stats.calls = get_u64_or(&r, e, "calls", 0);
+				struct dsec_backend_stats *st = &bi->stats;
+
+				bi->description = dcl_get_str_or(&r, e, "description", "");
+				st->sandboxes = (uint32_t)dcl_get_u64_or(&r, e, "sandboxes", 0);
+				st->capacity = (uint32_t)dcl_get_u64_or(&r, e, "capacity", 0);
+				st->running = (uint32_t)dcl_get_u64_or(&r, e, "running", 0);
+				st->pool_ready = (uint32_t)dcl_get_u64_or(&r, e, "pool_ready", 0);
+				st->pool_target = (uint32_t)dcl_get_u64_or(&r, e, "pool_target", 0);
+				st->calls = dcl_get_u64_or(&r, e, "calls", 0);
 			}
 		}
 done:
-		if ((rc = reply_done(&r, "info", rc, err)) < 0)
+		if ((rc = dcl_reply_done(&r, "info", rc, err)) < 0)
 			dsec_node_info_free(out);	/* the caller frees only what succeeded */
 	}
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1215,7 +1210,7 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 		size_t ns;
 
 		if ((rc = unpack_sandbox(&r, "info", r.result, out, err)) == 0 &&
-		    (rc = get_list(&r, "info", r.result, "sessions", false, 16, &a, &ns, err)) == 0 &&
+		    (rc = dcl_get_list(&r, "info", r.result, "sessions", false, 16, &a, &ns, err)) == 0 &&
 		    ns) {
 			out->nsessions = ns;
 			out->sessions = xcalloc(out->nsessions, sizeof(*out->sessions));
@@ -1225,20 +1220,20 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 				char *name = NULL;
 
 				if (dsec_get_text(e, "name", CLIENT_RECV_MAX, &name, NULL) < 0) {
-					rc = no_field(&r, "info", "name", err);
+					rc = dcl_no_field(&r, "info", "name", err);
 					break;
 				}
 				si->name = name;
-				si->shell = get_str_or(&r, e, "shell", "");
-				si->cwd = get_str_or(&r, e, "cwd", "");
-				get_bool_or(&r, e, "running", &si->running);
-				si->commands = get_u64_or(&r, e, "commands", 0);
+				si->shell = dcl_get_str_or(&r, e, "shell", "");
+				si->cwd = dcl_get_str_or(&r, e, "cwd", "");
+				dcl_get_bool_or(&r, e, "running", &si->running);
+				si->commands = dcl_get_u64_or(&r, e, "commands", 0);
 			}
 		}
-		if ((rc = reply_done(&r, "info", rc, err)) < 0)
+		if ((rc = dcl_reply_done(&r, "info", rc, err)) < 0)
 			dsec_sandbox_info_free(out);
 	}
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 
@@ -1257,18 +1252,18 @@ int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 	if (rc == 0) {
 		const msgpack_object *a;
 
-		if ((rc = get_list(&r, "list", r.result, "sandboxes", true, 64, &a, n, err)) == 0) {
+		if ((rc = dcl_get_list(&r, "list", r.result, "sandboxes", true, 64, &a, n, err)) == 0) {
 			*out = xcalloc(*n ? *n : 1, sizeof(**out));
 			for (size_t i = 0; i < *n && rc == 0; i++)
 				rc = unpack_sandbox(&r, "list", &a[i], &(*out)[i], err);
 		}
-		if ((rc = reply_done(&r, "list", rc, err)) < 0) {
+		if ((rc = dcl_reply_done(&r, "list", rc, err)) < 0) {
 			dsec_sandbox_list_free(*out, *n);	/* the caller frees only what succeeded */
 			*out = NULL;
 			*n = 0;
 		}
 	}
-	reply_free(&r);
+	dcl_reply_free(&r);
 	return rc;
 }
 

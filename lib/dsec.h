@@ -217,6 +217,9 @@ struct dsec_rl_opts {
 	const char *lease;		/* the lease it belongs to (dsec_lease_open), or NULL */
 	int trajectory;			/* keep its trajectory log: 1 yes, 0 no, -1 the default
 					 * (yes in a lease, else no) */
+	const char *const *grade_layers;	/* images only dsec_grade stacks over it
+						 * (NULL-terminated), or NULL */
+	const char *const *watch;	/* files hashed at create (dsec_watched), or NULL */
 };
 /* dsec_create with rl (NULL: none of it). */
 DSEC_API
@@ -242,6 +245,67 @@ int dsec_lease_renew(struct dsec_client *c, const char *id, struct dsec_err *err
  * outside any lease. */
 DSEC_API
 int dsec_lease_close(struct dsec_client *c, const char *id, bool destroy, struct dsec_err *err);
+/* Pause or resume every sandbox of the lease (resume renews it too);
+ * *done and *failed (either may be NULL): how many did and did not. */
+DSEC_API
+int dsec_lease_pause(struct dsec_client *c, const char *id, uint64_t *done, uint64_t *failed,
+		     struct dsec_err *err);
+DSEC_API
+int dsec_lease_resume(struct dsec_client *c, const char *id, uint64_t *done, uint64_t *failed,
+		      struct dsec_err *err);
+/* Runs a grader's command out of the agent's reach: in a fresh sandbox of
+ * sandbox id's changes with its create's grade_layers on top (lib/client-rl.c;
+ * dsec-protocol(7) grade).  res: the grader's result; marks (NULL: not
+ * wanted): the agent's misbehaviour counters before grading. */
+struct dsec_marks {
+	size_t struct_size;		/* sizeof(struct dsec_marks): fields are only appended */
+	uint64_t oom_kills;		/* commands the OOM killer stopped (memory bombs) */
+	uint64_t pids_limited;		/* commands whose forks failed at the pids limit */
+	uint64_t output_floods;		/* commands whose output passed its cap */
+	uint64_t timeouts;		/* commands killed at their timeout */
+	uint64_t egress_denied;		/* packets its allowlist refused (has_egress) */
+	bool has_egress;		/* egress_denied is measured (network "allowlist") */
+};
+DSEC_API
+int dsec_grade(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+	       struct dsec_cmd_res *res, struct dsec_marks *marks, struct dsec_err *err);
+/* The misbehaviour counters of sandbox id (its usage's). */
+DSEC_API
+int dsec_marks(struct dsec_client *c, const char *id, struct dsec_marks *out,
+	       struct dsec_err *err);
+/* Makes sandbox id again, same id: from its create, or from image (a
+ * checkpoint its snapshot made) when image is not NULL. */
+DSEC_API
+int dsec_reset(struct dsec_client *c, const char *id, const char *image, struct dsec_err *err);
+/* n (1-256) sandboxes of sandbox id as it is now, all or none: *ids, a
+ * NULL-terminated array the caller frees with dsec_ids_free. */
+DSEC_API
+int dsec_fork(struct dsec_client *c, const char *id, unsigned n, char ***ids,
+	      struct dsec_err *err);
+DSEC_API
+void dsec_ids_free(char **ids);
+/* The files a create's watch named: their hashes then and now. */
+struct dsec_watched {
+	char *path;
+	char *before;			/* "sha256:HEX", "error:CODE", or NULL: not there */
+	char *after;			/* the same, now */
+	bool changed;
+};
+DSEC_API
+int dsec_watched(struct dsec_client *c, const char *id, struct dsec_watched **out, size_t *n,
+		 struct dsec_err *err);
+DSEC_API
+void dsec_watched_free(struct dsec_watched *arr, size_t n);
+/* A dead node's sandbox made again from the copy of its log the node this
+ * client talks to keeps: *new_id (caller frees); rep (NULL: not wanted)
+ * counts what was read, sent again, skipped and differs (the lists are in
+ * the raw reply: dsec-protocol(7) recover). */
+struct dsec_recovery {
+	uint64_t entries, replayed, skipped, differs;
+};
+DSEC_API
+int dsec_recover(struct dsec_client *c, const char *id, char **new_id,
+		 struct dsec_recovery *rep, struct dsec_err *err);
 /* Runs a command in sandbox id; res is filled (free its buffers with
  * dsec_cmd_res_free).  A non-zero exit is not an error. */
 DSEC_API

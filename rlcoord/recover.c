@@ -399,6 +399,20 @@ void op_recover(struct dsecd_req *r)
 	dsec_err_clear(&err);
 	if (dsec_get_str(r->msg.root, "id", &id, &err) < 0)
 		return reply_err(r, &err);
+	/* Only what is lost: a sandbox this node has, or one of a node the
+	 * cluster sees alive, is served where it is. */
+	const char *colon = strchr(id, ':');
+	size_t nl = colon ? (size_t)(colon - id) : 0;
+	bool self = nl == strlen(r->d->conf.node) && !memcmp(id, r->d->conf.node, nl);
+	struct dsecd_member *m = colon && !self ? dsecd_member_find(r->d, id, nl) : NULL;
+	if (dsecd_sb_lookup(r->d, id) ||
+	    (m && (m->state == DSECD_MEMBER_ALIVE || m->state == DSECD_MEMBER_SUSPECT))) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EEXIST, "sandbox '%s' is not lost: its node "
+			      "'%.*s' is alive; send its requests there", id,
+			      colon ? (int)(colon - id) : 0, id);
+		free(id);
+		return reply_err(r, &err);
+	}
 	v = xcalloc(1, sizeof(*v));
 	v->r = r;
 	v->d = r->d;

@@ -60,7 +60,7 @@ int main(void)
 	char *s;
 	int rc;
 
-	plan(39);
+	plan(43);
 	if (!fake_start(URL)) {
 		printf("Bail out! cannot listen on " URL "\n");
 		return 1;
@@ -108,6 +108,23 @@ int main(void)
 	ok(bad_reply(rc, &err, "'removed'"), "file_remove without removed: %s", err.msg);
 	rc = dsec_file_stat(c, "n:1", "/f", &fi, &err);
 	ok(bad_reply(rc, &err, "'type'") && !fi.name, "file_stat without type: %s", err.msg);
+	{
+		char **ids = &s;
+		struct dsec_watched *wv = (struct dsec_watched *)&s;
+		struct dsec_marks mk = { .struct_size = sizeof(mk) };
+
+		rc = dsec_fork(c, "n:1", 2, &ids, &err);
+		ok(bad_reply(rc, &err, "'ids'") && !ids, "fork without ids: %s", err.msg);
+		rc = dsec_watched(c, "n:1", &wv, &n, &err);
+		ok(bad_reply(rc, &err, "'watched'") && !wv && !n, "watched without watched: %s",
+		   err.msg);
+		s = (char *)"x";
+		rc = dsec_recover(c, "n:1", &s, NULL, &err);
+		ok(bad_reply(rc, &err, "'id'") && !s, "recover without id: %s", err.msg);
+		rc = dsec_marks(c, "n:1", &mk, &err);
+		ok(bad_reply(rc, &err, "'misbehaviour'"), "usage without misbehaviour (marks): %s",
+		   err.msg);
+	}
 	rc = dsec_file_list(c, "n:1", "/", 0, &files, &n, &trunc, &err);
 	ok(bad_reply(rc, &err, "'entries'") && !files && !n, "file_list without entries: %s",
 	   err.msg);

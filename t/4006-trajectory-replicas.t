@@ -13,7 +13,7 @@
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 21
+plan 22
 
 P=$(( 21000 + ($$ + 5555) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -85,6 +85,8 @@ is "$(echo $OUT)" "invalid invalid invalid" "tlog_append refuses its own sandbox
 
 # recover: the dead owner's sandbox made again on a peer from its copy.
 p1=$(echo "$peers" | head -1)
+wait_info "$p1" "\"name\":\"$owner\",[^}]*\"state\":\"dead\"" ||
+	printf '# %s still sees %s alive\n' "$p1" "$owner" >&2
 run at "$p1" recover "id=$id"
 like "$OUT" '"ok":true.*"from":"'"$id"'","entries":21,"replayed":20,"skipped":\[\],"differs":\[\]' \
 	"recover on node $p1 makes $id again: its create and its 20 steps, none differing"
@@ -110,5 +112,7 @@ like "$OUT" '"entries":5,"replayed":2,"skipped":\[\{"seq":2,"op":"pause"\},\{"se
 nid2=$(printf '%s' "$OUT" | idof)
 run at "$p1" file_read "id=$nid2" path=/w "step#=1"
 like "$OUT" '"data":"state-1".*"replayed":1' "... the file the logged steps wrote is there, its read answered from the log"
-run at "$p1" recover "id=$ids"
-like "$OUT" '"code":"not_found".*keeps no copy' "a sandbox without a trajectory cannot be recovered: not_found"
+run at "$p1" recover "id=$owner:00000000000000ff"
+like "$OUT" '"code":"not_found".*keeps no copy' "a dead node's sandbox without a log cannot be recovered: not_found"
+run at "$p1" recover "id=$p1:00000000000000ff"
+like "$OUT" '"code":"not_found"' "... nor one of the node's own that never had one"

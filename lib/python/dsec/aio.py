@@ -672,7 +672,9 @@ class AsyncClient:
         new sandbox, to which the steps can be sent again (each answered
         from its log), and the report: entries, replayed, skipped (what
         could not be recovered) and differs (steps whose result is not the
-        logged one)."""
+        logged one).  A sandbox that is not lost (its node alive) raises
+        Invalid; on a node without a cluster, one of its own that is gone
+        (destroyed, or lost with a restart) is made again from its log."""
         r = await self.call("recover", {"id": sandbox_id}, wait=3600)
         return AsyncSandbox(self, r["id"]), r
 
