@@ -13,7 +13,7 @@
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 22
+plan 25
 
 P=$(( 21000 + ($$ + 5555) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -106,10 +106,17 @@ is "$(printf '%s' "$OUT" | grep -c '"replayed"')" 0 "... (not from the log)"
 run at "$p1" recover "id=$id"
 like "$OUT" '"ok":true,"result":\{"id":"'"$nid"'".*"replayed":20,"skipped":\[\],"differs":\[\]' \
 	"recover sent again to the same node: the same sandbox, its steps answered from its log"
+run dsec-run -H "ipc://$T/$p1.sock" recover "$id"
+is "$RC $(printf '%s' "$OUT" | grep -o '"id":"[^"]*"')" "0 \"id\":\"$nid\"" \
+	"dsec-run recover prints the report (the same sandbox again) and exits 0: all recovered"
 run at "$p1" recover "id=$id2"
 like "$OUT" '"entries":5,"replayed":2,"skipped":\[\{"seq":2,"op":"pause"\},\{"seq":3,"op":"resume"\}\],"differs":\[\]' \
 	"a pause and a resume cannot be sent again: recover names them ($id2 on $owner)"
 nid2=$(printf '%s' "$OUT" | idof)
+run dsec-run -H "ipc://$T/$p1.sock" recover "$id2"
+is "$RC" 1 "... and exits 1 when entries could not be sent again"
+run dsec-run -H "ipc://$T/$p1.sock" recover "$owner:00000000000000ff"
+is "$RC" 125 "... 125 when the node refuses"
 run at "$p1" file_read "id=$nid2" path=/w "step#=1"
 like "$OUT" '"data":"state-1".*"replayed":1' "... the file the logged steps wrote is there, its read answered from the log"
 run at "$p1" recover "id=$owner:00000000000000ff"

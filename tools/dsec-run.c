@@ -149,6 +149,7 @@ static const char usage_text[] =
 	"       dsec-run [-H ADDR] --batch JOBS.jsonl [-j N] [--keep-going] [--retries N]\n"
 	"       dsec-run [-H ADDR] trajectory SANDBOX\n"
 	"       dsec-run [-H ADDR] replay FILE\n"
+	"       dsec-run [-H ADDR] recover SANDBOX\n"
 	"\n"
 	"Run a command in a fresh dsec sandbox; its stdout and stderr come out here and\n"
 	"its exit status is ours.\n"
@@ -737,8 +738,8 @@ int main(int argc, char **argv)
 
 	dsec_err_clear(&err);
 	dsec_buf_init(&in);
-	/* dsec-run [-H ADDR] trajectory|replay ... (run-traj.c) */
-#define SUB(s) (!strcmp((s), "trajectory") || !strcmp((s), "replay"))
+	/* dsec-run [-H ADDR] trajectory|replay|recover ... (run-traj.c) */
+#define SUB(s) (!strcmp((s), "trajectory") || !strcmp((s), "replay") || !strcmp((s), "recover"))
 	if ((argc >= 2 && SUB(argv[1])) ||
 	    (argc >= 4 && (!strcmp(argv[1], "-H") || !strcmp(argv[1], "--host")) && SUB(argv[3])))
 		return dsec_run_traj(argc, argv);

@@ -14,6 +14,12 @@
  * and its error code.  It reports the first entry whose result differs
  * and exits 1, or 0 when every one is the same; 125 when it could not
  * replay.  Streams (exec_start) and snapshots are not sent again.
+ *
+ * `dsec-run recover SANDBOX` asks the node (one of the log's two peers)
+ * to make a dead node's sandbox again from its copy of the log (the
+ * protocol's recover) and prints its report as a JSON line: the new id,
+ * the entries read and sent again, those skipped and those whose result
+ * differs; exit 0 when all was recovered, 1 when something was not.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -112,6 +118,22 @@ static int call(struct dsec_client *c, struct dsec_pk *p, struct dsec_msg *m, vo
 	return 0;
 }
 
+/* Whether reply m is ok; its error's message on stderr when not. */
+static bool reply_ok(const struct dsec_msg *m)
+{
+	const msgpack_object *ok = dsec_map_get(m->root, "ok");
+	const msgpack_object *er, *msg;
+
+	if (ok && ok->type == MSGPACK_OBJECT_BOOLEAN && ok->via.boolean)
+		return true;
+	er = dsec_map_get(m->root, "error");
+	msg = er ? dsec_map_get(er, "message") : NULL;
+	fprintf(stderr, "dsec-run: %.*s\n", msg && msg->type == MSGPACK_OBJECT_STR
+		? (int)msg->via.str.size : 5, msg && msg->type == MSGPACK_OBJECT_STR
+		? msg->via.str.ptr : "error");
+	return false;
+}
+
 static int trajectory(struct dsec_client *c, const char *id)
 {
 	uint64_t from = 0;
@@ -120,7 +142,7 @@ static int trajectory(struct dsec_client *c, const char *id)
 		struct dsec_pk p;
 		struct dsec_msg m = { 0 };
 		void *reply = NULL;
-		const msgpack_object *ok, *res, *ents, *next, *end, *e;
+		const msgpack_object *res, *ents, *next, *end, *e;
 
 		dsec_pk_init(&p);
 		dsec_pk_request_begin(&p, "trajectory");
@@ -133,13 +155,7 @@ static int trajectory(struct dsec_client *c, const char *id)
 			free(reply);
 			return EXIT_INFRA;
 		}
-		ok = dsec_map_get(m.root, "ok");
-		if (!ok || ok->type != MSGPACK_OBJECT_BOOLEAN || !ok->via.boolean) {
-			const msgpack_object *er = dsec_map_get(m.root, "error");
-			const msgpack_object *msg = er ? dsec_map_get(er, "message") : NULL;
-			fprintf(stderr, "dsec-run: %.*s\n", msg && msg->type == MSGPACK_OBJECT_STR
-				? (int)msg->via.str.size : 5, msg && msg->type == MSGPACK_OBJECT_STR
-				? msg->via.str.ptr : "error");
+		if (!reply_ok(&m)) {
 			dsec_msg_free(&m);
 			free(reply);
 			return EXIT_INFRA;
@@ -180,6 +196,43 @@ static int trajectory(struct dsec_client *c, const char *id)
 		if (done)
 			return fflush(stdout) == 0 ? 0 : EXIT_INFRA;
 	}
+}
+
+/* ---- recover ------------------------------------------------------------- */
+
+/* recover's report as one JSON line; 0 when nothing was skipped and no
+ * step differs, 1 when something could not be recovered. */
+static int recover(struct dsec_client *c, const char *id)
+{
+	struct dsec_pk p;
+	struct dsec_msg m = { 0 };
+	void *reply = NULL;
+	const msgpack_object *res, *s, *d;
+	int rc;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "recover");
+	dsec_pk_kv_str(&p, "id", id);
+	dsec_pk_end(&p);
+	rc = call(c, &p, &m, &reply);
+	dsec_pk_free(&p);
+	if (rc < 0 || !reply_ok(&m) || !(res = dsec_map_get(m.root, "result"))) {
+		dsec_msg_free(&m);
+		free(reply);
+		return EXIT_INFRA;
+	}
+	json_t *j = to_json(res);
+	char *line = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	puts(line ? line : "{}");
+	free(line);
+	json_decref(j);
+	s = dsec_map_get(res, "skipped");
+	d = dsec_map_get(res, "differs");
+	rc = (s && s->type == MSGPACK_OBJECT_ARRAY && s->via.array.size) ||
+	     (d && d->type == MSGPACK_OBJECT_ARRAY && d->via.array.size);
+	dsec_msg_free(&m);
+	free(reply);
+	return fflush(stdout) == 0 ? rc : EXIT_INFRA;
 }
 
 /* ---- replay ------------------------------------------------------------- */
@@ -372,11 +425,13 @@ int dsec_run_traj(int argc, char **argv)
 		argc -= 2;
 	}
 	is_replay = !strcmp(argv[1], "replay");
+	bool is_recover = !strcmp(argv[1], "recover");
 	optind = 2;
 	while ((ch = getopt_long(argc, argv, "+H:", opts, NULL)) != -1) {
 		if (ch != 'H') {
 			fprintf(stderr, "usage: dsec-run [-H ADDR] trajectory SANDBOX\n"
-					"       dsec-run [-H ADDR] replay FILE\n");
+					"       dsec-run [-H ADDR] replay FILE\n"
+					"       dsec-run [-H ADDR] recover SANDBOX\n");
 			return 2;
 		}
 		url = optarg;
@@ -391,7 +446,8 @@ int dsec_run_traj(int argc, char **argv)
 		fprintf(stderr, "dsec-run: %s (%s)\n", err.msg, dsec_code_name(err.code));
 		return EXIT_INFRA;
 	}
-	rc = is_replay ? replay(c, argv[optind]) : trajectory(c, argv[optind]);
+	rc = is_replay ? replay(c, argv[optind]) : is_recover ? recover(c, argv[optind])
+		: trajectory(c, argv[optind]);
 	dsec_close(c);
 	return rc;
 }
