@@ -27,6 +27,9 @@ struct rlc_step {
 	uint32_t len;			/* and length, header included */
 	uint8_t hash[RLC_HASH];
 	uint16_t op;			/* enum dsec_op */
+	uint32_t reply_len;
+	void *reply;			/* its reply kept in memory (a replay of it then
+					 * reads no disk), or NULL */
 };
 
 /* A sandbox's log (sb->tlog; queued entries hold refs). */
@@ -44,6 +47,7 @@ struct rlc_log {
 	char *name;			/* its file's name in the directory */
 	struct rlc_step *steps;		/* logged steps, by step */
 	size_t nsteps, capsteps;
+	size_t cached;			/* bytes of their replies kept in memory */
 	struct dsecd_req *pending;	/* requests with a step running now (r->rl_next) */
 	struct dsec_buf wbuf;		/* the writer's: this batch's records */
 	struct rlc_log *bnext;		/* the writer's: logs of this batch */

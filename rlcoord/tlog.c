@@ -152,11 +152,22 @@ void rlc_request_hash(const msgpack_object *root, uint8_t out[RLC_HASH])
 
 /* ---- logs ---------------------------------------------------------------- */
 
+/* The replies of logged steps kept in memory, so that a trainer's re-sent
+ * steps are answered on the loop without a read of the log: up to
+ * CACHE_LOG_MAX bytes a log and CACHE_NODE_MAX in all (one daemon a
+ * process), the rest read from the file. */
+#define CACHE_LOG_MAX (256u << 10)
+#define CACHE_NODE_MAX (128ull << 20)
+static uint64_t cache_total;
+
 static void log_unref(struct rlc_log *L)
 {
 	if (!L || --L->refs)
 		return;
 	DSEC_ASSERT(!L->pending);
+	for (size_t i = 0; i < L->nsteps; i++)
+		free(L->steps[i].reply);
+	cache_total -= L->cached;
 	free(L->id);
 	free(L->path);
 	free(L->name);
@@ -215,6 +226,14 @@ static void step_add(struct rlc_log *L, const struct rlc_ent *e)
 	L->steps[at] = (struct rlc_step){ .step = e->step, .off = e->off, .len = e->len,
 					  .op = e->op };
 	memcpy(L->steps[at].hash, e->hash, RLC_HASH);
+	if (e->reply && e->reply_len <= CACHE_LOG_MAX - L->cached &&
+	    cache_total + e->reply_len <= CACHE_NODE_MAX) {
+		L->steps[at].reply = xmalloc(e->reply_len ? e->reply_len : 1);
+		memcpy(L->steps[at].reply, e->reply, e->reply_len);
+		L->steps[at].reply_len = (uint32_t)e->reply_len;
+		L->cached += e->reply_len;
+		cache_total += e->reply_len;
+	}
 }
 
 /* ---- replies that are not run ---------------------------------------------- */
@@ -504,6 +523,11 @@ bool rlc_step(struct dsecd_req *r)
 	if ((at = step_find(L, r->step, &pos))) {
 		if (memcmp(at->hash, r->rl_hash, RLC_HASH)) {
 			diverged(r, r->step, at->hash, at->op, false);
+			return true;
+		}
+		if (at->reply) {
+			r->d->rlc->replayed++;
+			answer(r, at->reply, at->reply_len, r->step);
 			return true;
 		}
 		struct rlc_read *rd = xcalloc(1, sizeof(*rd));
