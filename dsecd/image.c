@@ -79,7 +79,8 @@ int dsecd_images_open(struct dsecd *d, struct dsec_err *err)
  * their NULs, so "ab"+"c" is not "a"+"bc"). */
 static uint64_t peer_rank(const char *a, const char *b)
 {
-	return dsec_fnv1a(dsec_fnv1a(DSEC_FNV1A_INIT, a, strlen(a) + 1), b, strlen(b) + 1);
+	return dsec_mix64(dsec_fnv1a(dsec_fnv1a(DSEC_FNV1A_INIT, a, strlen(a) + 1), b,
+					   strlen(b) + 1));
 }
 
 void dsecd_images_peers(struct dsecd *d)

@@ -327,6 +327,9 @@ const struct dsecd_op dsecd_ops[DSEC_OP__COUNT] = {
 	[DSEC_OP_RECOVER] = { .name = "recover", .run = op_recover,
 			      .route = LOCAL, .flags = 0,
 			      .summary = "make a dead node's sandbox again from this node's copy of its log" },
+	[DSEC_OP_TOKEN_FIND] = { .name = "token_find", .run = op_token_find,
+				 .route = LOCAL, .flags = QUICK,
+				 .summary = "whether a node knows a client token (node to node)" },
 	[DSEC_OP_LEASE_OPEN] = { .name = "lease_open", .run = op_lease_open,
 				 .route = LOCAL, .flags = QUICK,
 				 .summary = "open a trainer's lease" },
@@ -437,7 +440,7 @@ static bool route(struct dsecd_req *r)
 			struct dsec_err err;
 			if (!r->d->nmembers || dsec_map_get(r->msg.root, "fwd") ||
 			    !(m = rlc_pin(r, &pinned)))
-				return false;
+				return rlc_token_probe(r);	/* served here */
 			dsec_err_clear(&err);
 			if (m->state == DSECD_MEMBER_DEAD || m->state == DSECD_MEMBER_LEFT)
 				dsec_err_setc(&err, DSEC_E_NODE_LOST, EHOSTDOWN, "the lease's node '%s' "

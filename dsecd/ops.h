@@ -67,6 +67,7 @@ enum dsec_op {
 	DSEC_OP_FORK,
 	DSEC_OP_WATCHED,
 	DSEC_OP_RECOVER,
+	DSEC_OP_TOKEN_FIND,
 	DSEC_OP__COUNT
 };
 
@@ -152,6 +153,7 @@ struct dsecd_req {
 	char **grade_layers;		/* create: its grade_layers until the sandbox has them */
 	char **watch;			/* create: its watch until the sandbox has it */
 	bool unlogged;			/* the daemon's own read (dsecd_request_unlogged) */
+	bool token_probed;		/* create: its token was looked for on the next node */
 	union {
 		/* create, call, exec, exec_start, net_allow, the session ops */
 		struct {

@@ -244,13 +244,14 @@ size_t fs3_peerset_count(struct fs3_peerset *ps)
 }
 
 /* The rank of a peer for an object: rendezvous hashing (FNV-1a over the
- * digest and the address), so every node asks the same peers first for
+ * digest and the address, mixed: FNV-1a's high bits alone follow the
+ * address's last bytes), so every node asks the same peers first for
  * one object and the asks for many objects spread over all of them. */
 static uint64_t rank(const struct fs3_digest *d, const char *url)
 {
 	uint64_t h = dsec_fnv1a(dsec_fnv1a(DSEC_FNV1A_INIT, d->b, FS3_DIGEST_LEN), url, strlen(url));
 
-	return h ^ (h >> 29);
+	return dsec_mix64(h);
 }
 
 int fs3_peerset_get(void *ctx, enum fs3_kind kind, const struct fs3_digest *d, struct dsec_buf *out)

@@ -154,6 +154,13 @@ uint64_t dsec_fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
+uint64_t dsec_mix64(uint64_t x)
+{
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
 uint64_t dsec_now_ns(void)
 {
 	struct timespec ts;

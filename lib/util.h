@@ -78,9 +78,13 @@ size_t dsec_strv_len(const char *const *v);
 char **dsec_strv_dup(const char *const *v);
 
 /* FNV-1a over n bytes at p, continuing from h (DSEC_FNV1A_INIT to
- * start): a cheap, stable hash for tables and rendezvous ranks. */
+ * start): a cheap, stable hash for tables.  Its high bits follow its
+ * input's last bytes too closely to be compared as they are: a rendezvous
+ * rank is dsec_mix64 of it. */
 #define DSEC_FNV1A_INIT 14695981039346656037ull
 uint64_t dsec_fnv1a(uint64_t h, const void *p, size_t n);
+/* splitmix64's finalizer: every bit of x moves every bit of the result. */
+uint64_t dsec_mix64(uint64_t x);
 
 /* Monotonic clock in nanoseconds and seconds. */
 uint64_t dsec_now_ns(void);

@@ -37,7 +37,7 @@
 static uint64_t rank_of(const char *member, const char *id)
 {
 	uint64_t h = dsec_fnv1a(DSEC_FNV1A_INIT, member, strlen(member) + 1);
-	return dsec_fnv1a(h, id, strlen(id) + 1);
+	return dsec_mix64(dsec_fnv1a(h, id, strlen(id) + 1));
 }
 
 void rlc_replica_pick(struct dsecd *d, const char *id, char *urls[RLC_REPLICAS])

@@ -75,6 +75,14 @@ bool rlc_token_create(struct dsecd_req *r);
 struct dsecd_member;
 struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned);
 void rlc_token_made(struct dsecd_req *r);
+/* route() of a create with a token that this node serves: true when r is
+ * taken while the token is looked for on the node that ranks next for it
+ * (its home before a member joined); then r goes there when that node has
+ * it, or runs here. */
+bool rlc_token_probe(struct dsecd_req *r);
+/* The token_find op (node to node): {found, pending, id} of a token here,
+ * or, with "to" naming another node, the answer of that node. */
+void op_token_find(struct dsecd_req *r);
 
 /* lease.c: a create's "lease", found in r->lease (renewed; *trajectory
  * set true unless the create says), or 0 without one; -errno with err. */

@@ -11,7 +11,11 @@
  * token has one home, the node that ranks first for it (rendezvous hashing
  * over this node and the alive members, rlc_pin): a create with it is sent
  * there from whichever node it reaches, so a retry through another node
- * finds the first.  A create in a lease goes to the lease's node.
+ * finds the first.  A member that joins takes over the tokens it ranks
+ * first for: a token create its home does not know is first looked for
+ * (token_find) on the alive node that ranks next, its home before the
+ * join, and goes there when that node has it.  A create in a lease goes to
+ * the lease's node.
  */
 #include <errno.h>
 #include <string.h>
@@ -165,7 +169,7 @@ void rlc_token_gone(struct dsecd *d, struct dsecd_sb *sb)
 static uint64_t token_rank(const char *node, const char *token, size_t n)
 {
 	uint64_t h = dsec_fnv1a(DSEC_FNV1A_INIT, node, strlen(node) + 1);
-	return dsec_fnv1a(h, token, n);
+	return dsec_mix64(dsec_fnv1a(h, token, n));
 }
 
 struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned)
@@ -199,6 +203,128 @@ struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned)
 		}
 	}
 	return best;
+}
+
+/* The alive member other than this node that ranks first for token. */
+static struct dsecd_member *next_home(struct dsecd *d, const char *t, size_t n)
+{
+	struct dsecd_member *best = NULL;
+	uint64_t top = 0;
+
+	for (size_t i = 0; i < d->nmembers; i++) {
+		struct dsecd_member *m = &d->members[i];
+		if (m->state != DSECD_MEMBER_ALIVE || !m->url || !strcmp(m->name, d->conf.node))
+			continue;
+		uint64_t rk = token_rank(m->name, t, n);
+		if (!best || rk > top) {
+			top = rk;
+			best = m;
+		}
+	}
+	return best;
+}
+
+struct probe {
+	struct dsecd_req *r;		/* the create */
+	char *node;			/* the node asked */
+};
+
+static void probed(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct probe *pr = arg;
+	struct dsecd_req *r = pr->r;
+	struct dsecd *d = r->d;
+	struct dsec_msg m = { 0 };
+	const msgpack_object *res = rlc_reply_result(&m, reply, len);
+	bool there = false, b;
+	struct dsecd_member *mb;
+	struct dsec_err err;
+
+	d->ops_inflight--;
+	if (res && ((dsec_get_bool(res, "found", &b, NULL) == 0 && b) ||
+		    (dsec_get_bool(res, "pending", &b, NULL) == 0 && b)))
+		there = true;
+	dsec_msg_free(&m);
+	mb = dsecd_member_find(d, pr->node, strlen(pr->node));
+	free(pr->node);
+	free(pr);
+	if (there && mb && mb->state == DSECD_MEMBER_ALIVE) {
+		/* The first create of this token was served there: so is this one. */
+		dsec_err_clear(&err);
+		d->rlc->tokens_reused++;
+		if (dsecd_forward_to(r, mb, &err) < 0)
+			reply_err(r, &err);
+		return;
+	}
+	rerun(r);	/* nobody else has it: made here */
+}
+
+bool rlc_token_probe(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	const msgpack_object *tok = dsec_map_get(r->msg.root, "token");
+	struct dsecd_member *m;
+	struct dsec_pk p;
+	size_t len;
+	void *frame;
+
+	if (r->token_probed || !d->rlc || !d->nmembers || dsec_has(r->msg.root, "lease") ||
+	    !tok || tok->type != MSGPACK_OBJECT_STR || !tok->via.str.size ||
+	    tok->via.str.size > TOKEN_MAX)
+		return false;
+	char *t = xstrndup(tok->via.str.ptr, tok->via.str.size);
+	bool known = *find(d->rlc, t) != NULL;
+	if (known || !(m = next_home(d, t, strlen(t)))) {
+		free(t);
+		return false;	/* the handler answers from its record, or makes it */
+	}
+	struct probe *pr = xcalloc(1, sizeof(*pr));
+	pr->r = r;
+	pr->node = xstrdup(m->name);
+	r->token_probed = true;
+	d->ops_inflight++;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "token_find");
+	dsec_pk_kv_str(&p, "token", t);
+	dsec_pk_kv_str(&p, "to", m->name);
+	dsec_pk_kv_double(&p, "timeout", 1);
+	dsec_pk_end(&p);
+	free(t);
+	frame = dsec_pk_detach(&p, &len);
+	dsecd_request(d, frame, len, probed, pr);
+	return true;
+}
+
+void op_token_find(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	_cleanup_free_ char *t = NULL, *to = NULL;
+	struct rlc_token *k = NULL;
+	struct dsec_err err;
+	struct dsec_pk p;
+
+	dsec_err_clear(&err);
+	if (dsec_get_text(r->msg.root, "token", TOKEN_MAX, &t, &err) < 0 ||
+	    dsec_get_str_opt(r->msg.root, "to", &to, &err) < 0)
+		return reply_err(r, &err);
+	if (to && strcmp(to, d->conf.node) && !dsec_has(r->msg.root, "fwd")) {
+		struct dsecd_member *m = dsecd_member_find(d, to, strlen(to));
+		if (m && m->state == DSECD_MEMBER_ALIVE && m->url) {
+			if (dsecd_forward_to(r, m, &err) < 0)
+				reply_err(r, &err);
+			return;
+		}
+	} else if (d->rlc) {
+		k = *find(d->rlc, t);
+	}
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_bool(&p, "found", k && k->id);
+	dsec_pk_kv_bool(&p, "pending", k && !k->id);
+	if (k && k->id)
+		dsec_pk_kv_str(&p, "id", k->id);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
 }
 
 void rlc_tokens_free(struct rlc *rl)

@@ -13,7 +13,7 @@
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 25
+plan 29
 
 P=$(( 21000 + ($$ + 5555) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -123,3 +123,30 @@ run at "$p1" recover "id=$owner:00000000000000ff"
 like "$OUT" '"code":"not_found".*keeps no copy' "a dead node's sandbox without a log cannot be recovered: not_found"
 run at "$p1" recover "id=$p1:00000000000000ff"
 like "$OUT" '"code":"not_found"' "... nor one of the node's own that never had one"
+
+# A member that joins takes over the tokens it ranks first for: creates
+# sent again after the join still find the sandboxes their first made.
+p2=$(echo "$peers" | tail -1)
+before=
+for k in $(seq 1 24); do
+	before="$before $(at "$p1" create backend=test "token=join-$k" | idof)"
+done
+# Its seed is a live node (a may be the one killed).
+port_of() { case $1 in a) echo "$P" ;; b) echo $((P + 1)) ;; c) echo $((P + 2)) ;; esac; }
+start_node d --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
+	--set gossip_listen="127.0.0.1:$((P + 3))" --set gossip_seeds="127.0.0.1:$(port_of "$p1")" \
+	--set cluster_key_file="$T/key" --set api_url="ipc://$T/d.sock"
+wait_info d "$(alive "$p1")" && wait_info d "$(alive "$p2")" && wait_info "$p1" "$(alive d)" &&
+	wait_info "$p2" "$(alive d)"
+ok $? "node d joins the cluster"
+for n in d "$p2"; do
+	after=
+	for k in $(seq 1 24); do
+		after="$after $(at "$n" create backend=test "token=join-$k" | idof)"
+	done
+	is "$after" "$before" "24 tokens sent again through $n after d joined: the same 24 sandboxes"
+done
+run at d info
+reused=$(printf '%s' "$OUT" | grep -o '"tokens":{[^}]*}' | sed -n 's/.*"reused":\([0-9]*\).*/\1/p')
+ok $([ "${reused:-0}" -ge 1 ] && echo 0 || echo 1) \
+	"... d, now their home, found $reused of them on the node that was"
