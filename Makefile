@@ -454,6 +454,11 @@ tests: $(TEST_BIN) $(TEST_HELPERS)
 bench: all
 	tools/bench.sh
 
+# The rollout figures (tools/bench-rl.sh): durable logging with and
+# without, fast-forward beside a ping, fork 16 and reset.
+bench-rl: all $(TEST_HELPERS)
+	tools/bench-rl.sh
+
 # The container backend's figures (create -> first exec cold and pooled,
 # creations/s, pause/resume, 1000 idle sandboxes, bwrap beside).
 bench-container: all $(TEST_HELPERS)
@@ -640,7 +645,8 @@ clean:
 distclean: clean
 	rm -rf $(NNG_CACHE)
 
-.PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image lint-man run \
+.PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image bench-rl \
+	lint-man run \
 	install uninstall clean distclean fuzz fuzz-build fuzz-deps fuzz-seeds FORCE
 .SECONDARY:
 .DELETE_ON_ERROR:

@@ -13,16 +13,8 @@ set -u
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 N=${BENCH_N:-1000}
 LOAD=${BENCH_LOAD:-200}
-S=$(mktemp -d "${TMPDIR:-/tmp}/dsec-bench.XXXXXX")
-export DSEC_HOST="ipc://$S/dsecd.sock"
-"$TOP/dsecd/dsecd" --foreground --state-dir "$S/state" --listen "$DSEC_HOST" \
-	--backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" --log-level warn 2>"$S/log" &
-PID=$!
-trap 'kill -TERM $PID 2>/dev/null; wait $PID; rm -rf "$S"' EXIT
-for _ in $(seq 100); do
-	"$TOP/tools/dsec-run" --client-timeout 0.5 -- true >/dev/null 2>&1 && break
-	sleep 0.2
-done
+. "$TOP/tools/bench-lib.sh"
+bench_dsecd dsec-bench
 bench() {
 	printf '\n$ dsec-bench %s\n' "$*"
 	"$TOP/tools/dsec-bench" "$@"
