@@ -235,7 +235,8 @@ int dsec_watched(struct dsec_client *c, const char *id, struct dsec_watched **ou
 		const msgpack_object *e = &ents[i];
 
 		if (dsec_get_text(e, "path", CLIENT_RECV_MAX, &v[i].path, NULL) < 0 ||
-		    get_hash(e, "before", &v[i].before) < 0 || get_hash(e, "after", &v[i].after) < 0) {
+		    get_hash(e, "before", &v[i].before) < 0 ||
+		    get_hash(e, "after", &v[i].after) < 0) {
 			rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO, "bad reply from '%s': "
 					   "entry %zu of the watched reply lacks its path or has "
 					   "a hash that is not a string", r.url, i);

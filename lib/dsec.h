@@ -287,7 +287,8 @@ void dsec_ids_free(char **ids);
 /* The files a create's watch named: their hashes then and now. */
 struct dsec_watched {
 	char *path;
-	char *before;			/* "sha256:HEX", "error:CODE", or NULL: not there */
+	char *before;			/* "sha256:HEX", "symlink:TARGET", "error:CODE",
+					 * NULL: absent */
 	char *after;			/* the same, now */
 	bool changed;
 };

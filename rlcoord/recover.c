@@ -227,7 +227,8 @@ static bool same_reply(const msgpack_object *op, const msgpack_object *logged,
 	const msgpack_object *lok, *nok, *lr, *nr;
 	const char *const *keys = NULL;
 
-	if (!logged || !now || logged->type != MSGPACK_OBJECT_MAP || now->type != MSGPACK_OBJECT_MAP)
+	if (!logged || !now || logged->type != MSGPACK_OBJECT_MAP ||
+	    now->type != MSGPACK_OBJECT_MAP)
 		return false;
 	lok = dsec_map_get(logged, "ok");
 	nok = dsec_map_get(now, "ok");
@@ -236,7 +237,8 @@ static bool same_reply(const msgpack_object *op, const msgpack_object *logged,
 	if (!lok || lok->type != MSGPACK_OBJECT_BOOLEAN || !lok->via.boolean) {
 		const msgpack_object *le = dsec_map_get(logged, "error");
 		const msgpack_object *ne = dsec_map_get(now, "error");
-		return le && ne && le->type == MSGPACK_OBJECT_MAP && ne->type == MSGPACK_OBJECT_MAP &&
+		return le && ne && le->type == MSGPACK_OBJECT_MAP &&
+		       ne->type == MSGPACK_OBJECT_MAP &&
 		       same_obj(dsec_map_get(le, "code"), dsec_map_get(ne, "code"));
 	}
 	if (is_str(op, "exec") || is_str(op, "call") || is_str(op, "session_exec"))
@@ -246,7 +248,8 @@ static bool same_reply(const msgpack_object *op, const msgpack_object *logged,
 	lr = dsec_map_get(logged, "result");
 	nr = dsec_map_get(now, "result");
 	for (size_t i = 0; keys && keys[i]; i++)
-		if (!lr || !nr || lr->type != MSGPACK_OBJECT_MAP || nr->type != MSGPACK_OBJECT_MAP ||
+		if (!lr || !nr || lr->type != MSGPACK_OBJECT_MAP ||
+		    nr->type != MSGPACK_OBJECT_MAP ||
 		    !same_obj(dsec_map_get(lr, keys[i]), dsec_map_get(nr, keys[i])))
 			return false;
 	return true;
@@ -345,10 +348,10 @@ static void page_got(void *arg, const void *reply, size_t len, enum dsec_code co
 		v->ents = NULL;
 		rlc_reply_error(reply, len, "cannot read the log's copy", &v->err);
 		if (code == DSEC_E_NOT_FOUND)
-			dsec_err_setc(&v->err, DSEC_E_NOT_FOUND, ENOENT, "node '%s' keeps no copy of "
-				      "the log of '%s': recover it on one of the log's two peers "
-				      "(a sandbox created with a trajectory, in a cluster)",
-				      v->d->conf.node, v->from);
+			dsec_err_setc(&v->err, DSEC_E_NOT_FOUND, ENOENT, "node '%s' keeps no "
+				      "copy of the log of '%s': recover it on one of the log's "
+				      "two peers (a sandbox created with a trajectory, in a "
+				      "cluster)", v->d->conf.node, v->from);
 		return fail(v);
 	}
 	o = dsec_map_get(res, "end");
@@ -359,12 +362,14 @@ static void page_got(void *arg, const void *reply, size_t len, enum dsec_code co
 	else
 		v->end = true;	/* a page that does not move on is the last */
 	if (first) {
-		const msgpack_object *e = v->ents->via.array.size ? &v->ents->via.array.ptr[0] : NULL;
+		const msgpack_object *a = v->ents;
+		const msgpack_object *e = a->via.array.size ? &a->via.array.ptr[0] : NULL;
 		const msgpack_object *req = e ? dsec_map_get(e, "request") : NULL;
 		struct dsec_pk p;
 
-		if (!e || !is_str(dsec_map_get(e, "op"), "create") || !is_str(dsec_map_get(e, "code"), "ok") ||
-		    !req || req->type != MSGPACK_OBJECT_MAP) {
+		if (!e || !is_str(dsec_map_get(e, "op"), "create") ||
+		    !is_str(dsec_map_get(e, "code"), "ok") || !req ||
+		    req->type != MSGPACK_OBJECT_MAP) {
 			dsec_err_setc(&v->err, DSEC_E_INVALID, EINVAL, "the log of '%s' does not "
 				      "begin with its create: it cannot be made again", v->from);
 			return fail(v);

@@ -7,8 +7,12 @@
  * through the daemon's own file_read requests (dsecd_request), a part at a
  * time, so the backend's file API resolves the path inside the sandbox as
  * for a client: a symlink planted by the agent is followed inside it and
- * cannot reach the host.  A hash is "sha256:HEX", nil for a file that is
- * not there, or "error:CODE" (a directory, a file over WATCH_MAX_BYTES, ...).
+ * cannot reach the host.  Each path is first described (file_stat, which
+ * does not follow a final symlink): a regular file of at most
+ * WATCH_MAX_BYTES is read and hashed, "sha256:HEX"; a symlink is
+ * "symlink:TARGET" (a file replaced by a link to a copy of itself is
+ * changed); nil for a file that is not there; "error:CODE" for the rest (a
+ * directory, a file too large, or past WATCH_TOTAL bytes of one hashing).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,7 +33,8 @@
 #define WATCH_MAX 64			/* paths in a create's watch */
 #define WATCH_PATH_MAX 4096		/* bytes of one */
 #define WATCH_PART (1u << 20)		/* bytes of one file_read */
-#define WATCH_MAX_BYTES (256ull << 20)	/* more than this is not hashed */
+#define WATCH_MAX_BYTES (256ull << 20)	/* a file longer than this is not hashed */
+#define WATCH_TOTAL (1ull << 30)		/* nor past this many bytes of one hashing */
 
 int rlc_watch_parse(const msgpack_object *m, char ***out, struct dsec_err *err)
 {
@@ -66,6 +71,7 @@ struct hashing {
 	uint64_t off;			/* where its next part starts */
 	size_t part;			/* bytes of a part: what a reply carries, at most
 					 * WATCH_PART */
+	uint64_t total;			/* bytes read so far */
 	EVP_MD_CTX *md;
 	char **out;			/* n hashes, NULL = absent */
 	rlc_hashed_fn fn;
@@ -73,6 +79,7 @@ struct hashing {
 };
 
 static void read_part(struct hashing *h);
+static void describe(struct hashing *h);
 
 static char *hex_digest(EVP_MD_CTX *md)
 {
@@ -93,7 +100,7 @@ static void next_path(struct hashing *h, char *hash)
 	h->out[h->i++] = hash;
 	h->off = 0;
 	if (h->i < h->n)
-		return read_part(h);
+		return describe(h);
 	EVP_MD_CTX_free(h->md);
 	h->fn(h->arg, h->out, h->n);	/* takes out */
 	dsecd_sb_unref(h->d, h->sb);
@@ -116,11 +123,12 @@ static void part_read(void *arg, const void *reply, size_t len, enum dsec_code c
 	}
 	EVP_DigestUpdate(h->md, data->via.bin.ptr, data->via.bin.size);
 	h->off += data->via.bin.size;
+	h->total += data->via.bin.size;
 	bool end = data->via.bin.size < h->part;
 	dsec_msg_free(&m);
 	if (end)
 		return next_path(h, hex_digest(h->md));
-	if (h->off >= WATCH_MAX_BYTES)
+	if (h->off >= WATCH_MAX_BYTES || h->total >= WATCH_TOTAL)
 		return next_path(h, xasprintf("error:%s", dsec_code_name(DSEC_E_TOO_LARGE)));
 	read_part(h);
 }
@@ -144,6 +152,50 @@ static void read_part(struct hashing *h)
 	dsecd_request_unlogged(h->d, frame, len, part_read, h);
 }
 
+static void described(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct hashing *h = arg;
+	struct dsec_msg m = { 0 };
+	const msgpack_object *res = rlc_reply_result(&m, reply, len);
+	_cleanup_free_ char *type = NULL, *target = NULL;
+	uint64_t size = 0;
+	char *hash = NULL;
+
+	if (code == DSEC_E_NOT_FOUND) {
+		dsec_msg_free(&m);
+		return next_path(h, NULL);
+	}
+	if (!res || dsec_get_str(res, "type", &type, NULL) < 0)
+		hash = xasprintf("error:%s", dsec_code_name(code ? code : DSEC_E_INTERNAL));
+	else if (!strcmp(type, "symlink") && dsec_get_str(res, "target", &target, NULL) == 0)
+		hash = xasprintf("symlink:%.1024s", target);
+	else if (strcmp(type, "file"))
+		hash = xasprintf("error:%s", dsec_code_name(DSEC_E_INVALID));
+	else if (dsec_get_u64(res, "size", &size, NULL) < 0 || size > WATCH_MAX_BYTES ||
+		 h->total + size > WATCH_TOTAL)
+		hash = xasprintf("error:%s", dsec_code_name(DSEC_E_TOO_LARGE));
+	dsec_msg_free(&m);
+	if (hash)
+		return next_path(h, hash);
+	read_part(h);
+}
+
+/* What sb->watch[h->i] is, before any of it is read. */
+static void describe(struct hashing *h)
+{
+	struct dsec_pk p;
+	size_t len;
+	void *frame;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "file_stat");
+	dsec_pk_kv_str(&p, "id", h->sb->id);
+	dsec_pk_kv_str(&p, "path", h->sb->watch[h->i]);
+	dsec_pk_end(&p);
+	frame = dsec_pk_detach(&p, &len);
+	dsecd_request_unlogged(h->d, frame, len, described, h);
+}
+
 void rlc_watch_hash(struct dsecd *d, struct dsecd_sb *sb, rlc_hashed_fn fn, void *arg)
 {
 	struct hashing *h = xcalloc(1, sizeof(*h));
@@ -165,7 +217,7 @@ void rlc_watch_hash(struct dsecd *d, struct dsecd_sb *sb, rlc_hashed_fn fn, void
 		free(h);
 		return;
 	}
-	read_part(h);
+	describe(h);
 }
 
 void rlc_watch_free(char **hashes, size_t n)

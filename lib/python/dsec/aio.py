@@ -369,7 +369,7 @@ class AsyncSandbox:
     async def watched(self) -> List[Dict[str, Any]]:
         """The files its create's watch named: for each path, its hash
         when the sandbox was made and now ("sha256:HEX", None when not
-        there, "error:CODE"), and changed."""
+        there, "symlink:TARGET" for a link, "error:CODE"), and changed."""
         r = await self.client.call("watched", {"id": self.id}, wait=600)
         return list(r.get("watched", []))
 
