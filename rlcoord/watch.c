@@ -167,8 +167,12 @@ static void described(void *arg, const void *reply, size_t len, enum dsec_code c
 	}
 	if (!res || dsec_get_str(res, "type", &type, NULL) < 0)
 		hash = xasprintf("error:%s", dsec_code_name(code ? code : DSEC_E_INTERNAL));
-	else if (!strcmp(type, "symlink") && dsec_get_str(res, "target", &target, NULL) == 0)
-		hash = xasprintf("symlink:%.1024s", target);
+	else if (!strcmp(type, "symlink") && dsec_get_str(res, "target", &target, NULL) == 0) {
+		/* A target is any bytes the agent chose: valid UTF-8 in the reply. */
+		char clean[1100];
+		dsec_utf8_clean(clean, sizeof(clean), target, strnlen(target, 1024));
+		hash = xasprintf("symlink:%s", clean);
+	}
 	else if (strcmp(type, "file"))
 		hash = xasprintf("error:%s", dsec_code_name(DSEC_E_INVALID));
 	else if (dsec_get_u64(res, "size", &size, NULL) < 0 || size > WATCH_MAX_BYTES ||

@@ -10,7 +10,7 @@ need_container
 need_cmd dsecctl
 need_cmd sha256sum
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 14
+plan 15
 
 mk_small_root "$T/base" sh cat ln rm truncate
 mkdir -p "$T/grader/tests"
@@ -46,7 +46,8 @@ async def main():
         await sb.write_file("/data/planted", "x")
         # A link to a copy of itself, and a sparse 1 GiB file (not read: too large).
         r = await sb.exec(["sh", "-c", "cat /etc/alias.conf > /etc/alias.copy && rm /etc/alias.conf"
-                           " && ln -s /etc/alias.copy /etc/alias.conf && truncate -s 1G /data/big.bin"])
+                           " && ln -s /etc/alias.copy /etc/alias.conf && truncate -s 1G /data/big.bin"
+                           " && ln -s \"$(printf 'x\\377')\" /data/gone"])
         res["link_rc"] = f"{r.exit_code} {r.stderr.strip()}"
         sh = await sb.read_file("/bin/sh")
         await sb.write_file("/bin/sh", bytes(sh) + b"\n")
@@ -54,6 +55,7 @@ async def main():
         res["changed"] = " ".join(p for p, e in w.items() if e["changed"])
         res["alias"] = f'{w["/etc/alias.conf"]["after"]} {w["/etc/alias.conf"]["before"] == before_alias}'
         res["big"] = w["/data/big.bin"]["after"]
+        res["gone"] = w["/data/gone"]["after"]
         res["after_conf_differs"] = w["/etc/task.conf"]["after"] != w["/etc/task.conf"]["before"]
         r = await c.call("grade", {"id": sb.id, "argv": ["/bin/sh", "/tests/check.sh"]}, wait=120)
         res["grade_changed"] = " ".join(e["path"] for e in r["watched"] if e["changed"])
@@ -76,8 +78,9 @@ is "$(get before_big)" "sha256:$(sha256sum < "$T/base/data/big.bin" | cut -d' ' 
 	"... also of a file longer than a reply (read in parts)"
 is "$(get quiet)" "False False False False False False False" "nothing changed before the agent ran"
 is "$(get absent) $(get dir)" "None error:invalid" "a missing file is None, a directory an error"
-is "$(get changed)" "/etc/task.conf /bin/sh /data/planted /data/big.bin /etc/alias.conf" \
-	"an edited file, a replaced /bin/sh, a planted file, a grown one and a link are each changed"
+is "$(get changed)" "/etc/task.conf /bin/sh /data/planted /data/big.bin /data/gone /etc/alias.conf" \
+	"an edited file, a replaced /bin/sh, a planted file, a grown one and links are each changed"
+is "$(get gone)" "symlink:x$(printf '\357\277\275')" "... a link whose target is not UTF-8 comes back as valid text"
 is "$(get link_rc)" "0 " "the agent made a link and a sparse file"
 is "$(get alias)" "symlink:/etc/alias.copy True" "... a file replaced by a link to a copy of itself is a link"
 is "$(get big)" "error:too_large" "... a sparse 1 GiB file is too large to hash (and is not read)"
