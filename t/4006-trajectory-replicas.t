@@ -60,6 +60,7 @@ at "$owner" file_write "id=$id2" path=/w data=state-1 "step#=0" >/dev/null
 at "$owner" pause "id=$id2" >/dev/null
 at "$owner" resume "id=$id2" >/dev/null
 at "$owner" file_read "id=$id2" path=/w "step#=1" >/dev/null
+at "$owner" exec "id=$id2" "argv[]=clock" "step#=2" >/dev/null
 kill -KILL "$(eval echo \$NODE_PID_$owner)"
 peers=$(echo a b c | tr ' ' '\n' | grep -v "^$owner$")
 for n in $peers; do
@@ -110,8 +111,8 @@ run dsec-run -H "ipc://$T/$p1.sock" recover "$id"
 is "$RC $(printf '%s' "$OUT" | grep -o '"id":"[^"]*"')" "0 \"id\":\"$nid\"" \
 	"dsec-run recover prints the report (the same sandbox again) and exits 0: all recovered"
 run at "$p1" recover "id=$id2"
-like "$OUT" '"entries":5,"replayed":2,"skipped":\[\{"seq":2,"op":"pause"\},\{"seq":3,"op":"resume"\}\],"differs":\[\]' \
-	"a pause and a resume cannot be sent again: recover names them ($id2 on $owner)"
+like "$OUT" '"entries":6,"replayed":3,"skipped":\[\{"seq":2,"op":"pause"\},\{"seq":3,"op":"resume"\}\],"differs":\[\{"seq":5,"step":2,"op":"exec"\}\]' \
+	"a pause and a resume cannot be sent again, a command that reads the clock differs: recover names them ($id2 on $owner)"
 nid2=$(printf '%s' "$OUT" | idof)
 run dsec-run -H "ipc://$T/$p1.sock" recover "$id2"
 is "$RC" 1 "... and exits 1 when entries could not be sent again"

@@ -8,6 +8,7 @@
  *   exit N          exit code N
  *   env NAME        stdout is the value of NAME from the request env
  *   fail            the backend reports backend_error
+ *   clock           stdout is the monotonic clock in ns: never the same twice
  * Code: 'echo "$NAME"' prints NAME from the env (dsec-bench's check);
  * any other code is echoed back as stdout.
  * Files live in memory per sandbox.  A create with image "fail" fails.
@@ -258,6 +259,8 @@ static void run(struct tjob *j, const struct dsec_exec_req *req, struct dsec_exe
 			dsec_buf_add(&res->out, v, strlen(v));
 			dsec_buf_add(&res->out, "\n", 1);
 		}
+	} else if (!strcmp(a[0], "clock")) {
+		dsec_buf_addf(&res->out, "%llu\n", (unsigned long long)dsec_now_ns());
 	} else if (!strcmp(a[0], "fail")) {
 		j->rc = dsec_err_setc(&j->err, DSEC_E_BACKEND, EIO, "command 'fail' failed");
 	} else {
