@@ -2,6 +2,7 @@
 on a private event loop of the client's (the same code as the asyncio
 client's)."""
 import asyncio
+import threading
 from typing import Any, Dict, List, Optional
 
 from .aio import AsyncClient, AsyncSandbox, ExecResult
@@ -93,25 +94,60 @@ class Sandbox:
 
 
 class Lease:
-    """A lease of a Client (as AsyncLease, synchronous).  Nothing renews it
-    in the background: call renew() more often than its timeout (a
-    trainer's step loop does), or it lapses and its sandboxes pause."""
+    """A lease of a Client (as AsyncLease, synchronous).  In a with block it
+    is renewed every timeout/3 by a thread of its own on a connection of its
+    own, so a trainer blocked in a long exec keeps it; outside one, call
+    renew() more often than its timeout (or start_renewing()), or it lapses
+    and its sandboxes pause."""
 
     def __init__(self, client: "Client", lease: AsyncLease):
         self._client = client
         self._lease = lease
         self.id = lease.id
         self.timeout = lease.timeout
+        self._stop: Optional[threading.Event] = None
+        self._thread: Optional[threading.Thread] = None
 
     def __repr__(self):
         return "Lease(%r)" % self.id
 
     def __enter__(self) -> "Lease":
+        self.start_renewing()
         return self
 
     def __exit__(self, *exc) -> None:
+        self.stop_renewing()
         if not self._lease.keep:
             self.close()
+
+    def start_renewing(self) -> None:
+        """Renew the lease every timeout/3 from a background thread."""
+        if self._thread is not None:
+            return
+        stop = self._stop = threading.Event()
+        url, kw, lid, every = self._client._url, self._client._kw, self.id, self.timeout / 3
+
+        def renew_loop():
+            try:
+                with Client(url, **kw) as c:
+                    while not stop.wait(every):
+                        try:
+                            c._run(c._ac.call("lease_renew", {"id": lid}))
+                        except Exception:  # the next one may get through
+                            pass
+            except Exception:  # no connection: the lease says so when it lapses
+                pass
+
+        self._thread = threading.Thread(target=renew_loop, name="dsec-lease-renew",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop_renewing(self) -> None:
+        """Stop the background renews (the lease lapses after its timeout)."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=max(5.0, self.timeout))
+            self._thread = None
 
     def _run(self, coro):
         return self._client._run(coro)
@@ -144,6 +180,7 @@ class Client:
     """
 
     def __init__(self, url: Optional[str] = None, **kw):
+        self._url, self._kw = url, kw
         self._loop = asyncio.new_event_loop()
         self._ac = AsyncClient(url, **kw)
 
@@ -168,7 +205,7 @@ class Client:
         return Sandbox(self, self._run(self._ac.create(**kw)._make()))
 
     def lease(self, **kw) -> Lease:
-        """As AsyncClient.lease (see Lease: renew it yourself)."""
+        """As AsyncClient.lease (see Lease: renewed in a with block)."""
         return Lease(self, self._run(self._ac.lease(**kw)))
 
     def attach_lease(self, lease_id: str, **kw) -> Lease:

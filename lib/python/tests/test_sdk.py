@@ -323,6 +323,12 @@ def test_rollouts_steps_tokens_leases(daemon):
         with c.lease(timeout=0.3, grace=30) as lease:
             s2 = lease.create(backend="test")
             assert "trajectory" in s2.info()
+            # Renewed in the background while this thread is blocked in a
+            # command three times the lease's timeout long...
+            assert s2.exec(["sleep", "1"]).exit_code == 0
+            assert lease.info()["state"] == "active" and s2.info()["state"] != "paused"
+            # ... and lapses once the renews stop.
+            lease.stop_renewing()
             time.sleep(0.8)
             assert lease.info()["state"] == "lapsed"
             assert s2.info()["state"] == "paused"
