@@ -268,7 +268,8 @@ bool rlc_token_probe(struct dsecd_req *r)
 	size_t len;
 	void *frame;
 
-	if (r->token_probed || !d->rlc || !d->nmembers || dsec_has(r->msg.root, "lease") ||
+	if (r->op != DSEC_OP_CREATE || r->token_probed || !d->rlc || !d->nmembers ||
+	    dsec_has(r->msg.root, "lease") ||
 	    !tok || tok->type != MSGPACK_OBJECT_STR || !tok->via.str.size ||
 	    tok->via.str.size > TOKEN_MAX)
 		return false;
