@@ -6,8 +6,9 @@
  * replica: true) and makes the sandbox again:
  *   1. a create of the logged create's request (without its token, its
  *      lease and fwd: they were the dead node's; with a trajectory and the
- *      label dsec.recovered_from), on this node (placement could pick the
- *      dead node before the cluster knows it is dead);
+ *      label dsec.recovered_from) and the token dsec.recover:ID: not placed
+ *      but sent to that token's home, so every recover of one sandbox, on
+ *      either peer and sent again after a timeout, gets the same one;
  *   2. each later entry that changed or observed the sandbox's files,
  *      sessions or network, sent again in order on the new sandbox with its
  *      step, so that the new log has every step: a trainer that re-sends
@@ -148,7 +149,7 @@ static bool replayable(const msgpack_object *op)
 
 /* The logged create again: without token, lease, fwd, step and trajectory,
  * with a trajectory, the label dsec.recovered_from and the token
- * dsec.recover:OLD, made here. */
+ * dsec.recover:OLD (made on that token's home). */
 static void pack_create(struct recover *v, const msgpack_object *req, struct dsec_pk *p)
 {
 	static const char *const drop[] = { "v", "op", "token", "lease", "fwd", "step",
@@ -179,10 +180,9 @@ static void pack_create(struct recover *v, const msgpack_object *req, struct dse
 			}
 	dsec_pk_kv_str(p, "dsec.recovered_from", v->from);
 	dsec_pk_end(p);
-	dsec_pk_kv_str(p, "fwd", v->d->conf.node);	/* here: not placed on a node that may be
-							 * the dead one, not yet known so */
-	/* A recover sent again (its client timed out) gets the same sandbox,
-	 * whose log then answers the steps it sends again. */
+	/* A recover sent again (its client timed out), or sent to the other
+	 * peer, gets the same sandbox, whose log then answers the steps it
+	 * sends again. */
 	char *token = xasprintf("dsec.recover:%s", v->from);
 	dsec_pk_kv_str(p, "token", token);
 	free(token);
