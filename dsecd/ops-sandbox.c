@@ -286,6 +286,68 @@ static void usage_done(void *arg, int rc, const struct dsec_err *err)
 	req_complete(r, &p);
 }
 
+/* ---- set_ttl ----------------------------------------------------------------
+ * More time for a live sandbox (a long test suite, a rollout that runs on):
+ * ttl seconds from now, its lifetime from creation staying within max_ttl;
+ * a new idle TTL.  A paused sandbox's wall TTL stays stopped, with the new
+ * time left. */
+
+void op_set_ttl(struct dsecd_req *r)
+{
+	struct dsecd *d = r->d;
+	struct dsecd_sb *sb = r->sb;
+	const msgpack_object *m = r->msg.root;
+	double ttl = 0, idle = 0, now = ev_now(d->loop) - d->started + d->started_wall;
+	double age = now > sb->created ? now - sb->created : 0;
+	struct dsec_err err;
+	struct dsec_pk p;
+	int rc;
+
+	dsec_err_clear(&err);
+	if ((rc = dsec_get_seconds_opt(m, "ttl", &ttl, &err)) < 0 ||
+	    (rc = dsec_get_seconds_opt(m, "idle_ttl", &idle, &err)) < 0)
+		return reply_err(r, &err);
+	if (ttl <= 0 && idle <= 0) {
+		dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL, "set_ttl needs 'ttl' or 'idle_ttl' "
+			      "(seconds, more than 0)");
+		return reply_err(r, &err);
+	}
+	if (sb->state != SB_READY) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "sandbox '%s' is not ready", sb->id);
+		return reply_err(r, &err);
+	}
+	if (ttl > 0 && d->conf.max_ttl > 0 && age + ttl > d->conf.max_ttl) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "sandbox '%s' is %.0f s old: %.0f s more "
+			      "is over max_ttl of %.0f s (at most %.0f s more)", sb->id, age, ttl,
+			      d->conf.max_ttl, d->conf.max_ttl > age ? d->conf.max_ttl - age : 0);
+		return reply_err(r, &err);
+	}
+	if (ttl > 0) {
+		sb->ttl = age + ttl;
+		ev_timer_stop(d->loop, &sb->ttl_timer);
+		if (sb->paused) {
+			sb->ttl_left = ttl;	/* runs again on resume */
+		} else {
+			ev_timer_set(&sb->ttl_timer, ttl, 0);
+			ev_timer_start(d->loop, &sb->ttl_timer);
+		}
+	}
+	if (idle > 0) {
+		sb->idle_ttl = idle;
+		sb->idle_timer.repeat = idle;
+		ev_timer_again(d->loop, &sb->idle_timer);
+	}
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "id", sb->id);
+	dsec_pk_kv_double(&p, "ttl", sb->ttl);
+	dsec_pk_kv_double(&p, "left", ev_is_active(&sb->ttl_timer)
+			  ? ev_timer_remaining(d->loop, &sb->ttl_timer) : sb->ttl_left);
+	dsec_pk_kv_double(&p, "idle_ttl", sb->idle_ttl);
+	dsec_pk_end(&p);
+	req_complete(r, &p);
+}
+
 void op_usage(struct dsecd_req *r)
 {
 	struct dsecd_sb *sb = r->sb;

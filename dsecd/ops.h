@@ -68,6 +68,7 @@ enum dsec_op {
 	DSEC_OP_WATCHED,
 	DSEC_OP_RECOVER,
 	DSEC_OP_TOKEN_FIND,
+	DSEC_OP_SET_TTL,
 	DSEC_OP__COUNT
 };
 
@@ -302,6 +303,7 @@ int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err
 bool need_running(struct dsecd_req *r);
 void op_switch(struct dsecd_req *r);
 void op_usage(struct dsecd_req *r);
+void op_set_ttl(struct dsecd_req *r);
 void op_create(struct dsecd_req *r);
 void op_net_allow(struct dsecd_req *r);
 void op_destroy(struct dsecd_req *r);

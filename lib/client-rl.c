@@ -130,6 +130,37 @@ int dsec_marks(struct dsec_client *c, const char *id, struct dsec_marks *out,
 	return rc;
 }
 
+int dsec_set_ttl(struct dsec_client *c, const char *id, double ttl, double idle_ttl,
+		 double *left, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if (!(ttl >= 0) || !(idle_ttl >= 0) || (ttl == 0 && idle_ttl == 0))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "dsec_set_ttl needs a ttl or an "
+				     "idle_ttl of more than 0 seconds");
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "set_ttl");
+	dsec_pk_kv_str(&p, "id", id);
+	if (ttl > 0)
+		dsec_pk_kv_double(&p, "ttl", ttl);
+	if (idle_ttl > 0)
+		dsec_pk_kv_double(&p, "idle_ttl", idle_ttl);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && left) {
+		const msgpack_object *o = dsec_map_get(r.result, "left");
+		if (!o || (o->type != MSGPACK_OBJECT_FLOAT64 && o->type != MSGPACK_OBJECT_FLOAT32 &&
+			   o->type != MSGPACK_OBJECT_POSITIVE_INTEGER))
+			rc = dcl_no_field(&r, "set_ttl", "left", err);
+		else
+			*left = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)o->via.u64
+									   : o->via.f64;
+	}
+	dcl_reply_free(&r);
+	return rc;
+}
+
 int dsec_reset(struct dsec_client *c, const char *id, const char *image, struct dsec_err *err)
 {
 	struct reply r;

@@ -338,6 +338,13 @@ void dsec_cmd_res_free(struct dsec_cmd_res *res);
  * fails with "unsupported". */
 DSEC_API
 int dsec_pause(struct dsec_client *c, const char *id, struct dsec_err *err);
+/* More time for sandbox id: it lives ttl seconds from now (its lifetime
+ * within the node's max_ttl), and idle_ttl is its new idle TTL; 0 leaves
+ * either as it is (one must be more than 0).  *left (NULL: not wanted):
+ * the seconds it has now. */
+DSEC_API
+int dsec_set_ttl(struct dsec_client *c, const char *id, double ttl, double idle_ttl,
+		 double *left, struct dsec_err *err);
 /* Thaws a paused sandbox; resuming a running one succeeds. */
 DSEC_API
 int dsec_resume(struct dsec_client *c, const char *id, struct dsec_err *err);

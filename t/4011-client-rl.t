@@ -10,7 +10,7 @@
 need_container
 need_cmd dsecctl
 [ -x "$TOP/t/helper-rlc" ] || skip_all "needs t/helper-rlc (make tests)"
-plan 16
+plan 17
 
 mk_small_root "$T/base" sh cat head
 mkdir -p "$T/grader/tests"
@@ -35,6 +35,7 @@ is "$(val marks)" "1 0 0 0 0" "dsec_marks: one output flood, no network"
 is "$(val grade)" "0 a 1" "dsec_grade: the grader's result, the agent's counters"
 is "$(val fork)" "2 a" "dsec_fork: two sandboxes with the state of the first"
 is "$(val fork_zero_code)" "invalid" "... a fork of 0 is refused"
+is "$(val set_ttl) $(val set_ttl_none)" "120 invalid" "dsec_set_ttl: 120 s left; neither given: invalid, not sent"
 is "$(val reset)" "expected = 42" "dsec_reset: the creation state again"
 is "$(val lease_pause)" "1 0" "dsec_lease_pause: the lease's sandbox is paused"
 is "$(val lease_resume)" "1" "dsec_lease_resume: and resumed"

@@ -129,6 +129,12 @@ int main(int argc, char **argv)
 	say("fork_zero", "%d", dsec_fork(c, id, 0, &ids, &e) < 0 ? (int)e.code : -1);
 	say("fork_zero_code", "%s", dsec_code_name(e.code));
 
+	double left = 0;
+	if (dsec_set_ttl(c, id, 120, 0, &left, &e) < 0)
+		die("set_ttl", &e);
+	say("set_ttl", "%.0f", left);
+	say("set_ttl_none", "%s", dsec_set_ttl(c, id, 0, 0, NULL, &e) < 0 ? dsec_code_name(e.code)
+	    : "sent");
 	if (dsec_reset(c, id, NULL, &e) < 0)
 		die("reset", &e);
 	s = run(id, "cat /data/log 2>/dev/null; cat /etc/task.conf", 0);

@@ -342,6 +342,14 @@ class AsyncSandbox:
         await self.client.call("file_remove", {"id": self.id, "path": path,
                                                "recursive": recursive or None})
 
+    async def set_ttl(self, ttl: Optional[float] = None, *,
+                      idle_ttl: Optional[float] = None) -> Dict[str, Any]:
+        """More time: it lives ttl seconds from now (its lifetime within the
+        node's max_ttl) and/or gets a new idle TTL.  Returns {id, ttl (its
+        lifetime from creation), left, idle_ttl}."""
+        return await self.client.call("set_ttl", {"id": self.id, "ttl": ttl,
+                                                  "idle_ttl": idle_ttl})
+
     async def pause(self) -> None:
         """Freeze it; its memory stays, its TTLs stop."""
         await self.client.call("pause", {"id": self.id})

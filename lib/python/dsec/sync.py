@@ -77,6 +77,10 @@ class Sandbox:
         """As AsyncSandbox.usage."""
         return self._run(self._sb.usage())
 
+    def set_ttl(self, ttl=None, **kw) -> Dict[str, Any]:
+        """As AsyncSandbox.set_ttl."""
+        return self._run(self._sb.set_ttl(ttl, **kw))
+
     def watched(self) -> List[Dict[str, Any]]:
         """As AsyncSandbox.watched."""
         return self._run(self._sb.watched())
