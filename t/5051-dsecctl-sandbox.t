@@ -7,7 +7,7 @@ need_cmd dsecctl
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 12
+plan 14
 
 start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=test ||
 	bail "dsecd did not start"
@@ -34,6 +34,10 @@ run dsecctl sandbox pause "$a"
 like "$(dsecctl sandbox ls --label job=a)" "$a +test +paused" "sandbox pause"
 run dsecctl sandbox resume "$a"
 like "$(dsecctl sandbox ls --label job=a)" "$a +test +running" "sandbox resume"
+run dsecctl sandbox ttl "$a" 120
+is "$RC $OUT" "0 $a: 120 s left" "sandbox ttl: more time"
+run dsecctl sandbox ttl "$a" soon
+like "$RC $OUT" "^2 .*seconds more than 0" "... seconds that are not: usage"
 run dsecctl sandbox destroy "$a" "$b" "${a%%:*}:00000000deadbeef"
 like "$RC $(echo $OUT)" "^1 .*00000000deadbeef: no sandbox" "sandbox destroy: each, the unknown one named"
 is "$(dsecctl sandbox ls | wc -l)" 1 "... and the others are gone"

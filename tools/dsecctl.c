@@ -70,6 +70,7 @@ static const char usage_text[] =
 	"  sandbox destroy | pause | resume ID...\n"
 	"  sandbox exec ID [--] CMD [ARG]...   its output here, its exit status ours\n"
 	"  sandbox cp SRC DST            a file in or out: ID:PATH on one side\n"
+	"  sandbox ttl ID SECONDS        more time: it lives SECONDS from now\n"
 	"       dsecctl [--host URL] node COMMAND\n"
 	"  node ls      the node asked and the other nodes of its cluster\n"
 	"  node drain   the node takes no new sandboxes (its own go on)\n"
@@ -606,11 +607,13 @@ static int run_sandbox(struct ctl_opts *o, int argc, char **argv)
 	if (!strcmp(what, "ls") ? argc != 1 :
 	    !strcmp(what, "inspect") ? argc != 2 :
 	    !strcmp(what, "cp") ? argc != 3 :
+	    !strcmp(what, "ttl") ? argc != 3 :
 	    !strcmp(what, "exec") ? argc < 3 :
 	    (!strcmp(what, "destroy") || !strcmp(what, "pause") || !strcmp(what, "resume"))
 		    ? argc < 2 : true)
 		usage_fail("expected 'sandbox ls', 'sandbox inspect ID', 'sandbox destroy|pause|resume "
-			   "ID...', 'sandbox exec ID CMD...' or 'sandbox cp SRC DST'");
+			   "ID...', 'sandbox exec ID CMD...', 'sandbox cp SRC DST' or 'sandbox ttl ID "
+			   "SECONDS'");
 	if (o->labels && strcmp(what, "ls"))
 		usage_fail("--label goes with 'sandbox ls' only");
 	dsec_err_clear(&err);
@@ -624,6 +627,13 @@ static int run_sandbox(struct ctl_opts *o, int argc, char **argv)
 		r = sandbox_inspect(c, argv[1], &err);
 	} else if (!strcmp(what, "cp")) {
 		r = sandbox_cp(c, argv[1], argv[2], &err);
+	} else if (!strcmp(what, "ttl")) {
+		char *end;
+		double s = strtod(argv[2], &end), left = 0;
+		if (end == argv[2] || *end || !(s > 0))
+			usage_fail("sandbox ttl ID SECONDS: seconds more than 0");
+		if ((r = dsec_set_ttl(c, argv[1], s, 0, &left, &err)) == 0)
+			printf("%s: %.0f s left\n", argv[1], left);
 	} else if (!strcmp(what, "exec")) {
 		char **cmd = argv + 2;
 		if (!strcmp(cmd[0], "--"))
