@@ -36,6 +36,8 @@ int dcl_reply_done(const struct reply *r, const char *op, int rc, struct dsec_er
 void dcl_mark_bad(struct reply *r, int rc, const char *key);
 char *dcl_get_str_or(struct reply *r, const msgpack_object *map, const char *key,
 		     const char *dflt);
+double dcl_get_double_or(struct reply *r, const msgpack_object *map, const char *key,
+			 double dflt);
 uint64_t dcl_get_u64_or(struct reply *r, const msgpack_object *map, const char *key,
 			uint64_t dflt);
 void dcl_get_bool_or(struct reply *r, const msgpack_object *map, const char *key, bool *out);

@@ -172,8 +172,8 @@ char *dcl_get_str_or(struct reply *r, const msgpack_object *map, const char *key
 	return rc < 0 ? xstrdup(dflt) : s;
 }
 
-static double get_double_or(struct reply *r, const msgpack_object *map, const char *key,
-			    double dflt)
+double dcl_get_double_or(struct reply *r, const msgpack_object *map, const char *key,
+			 double dflt)
 {
 	double v = dflt;
 
@@ -414,7 +414,7 @@ int dcl_unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
 	dcl_get_bool_or(r, m, "timed_out", &res->timed_out);
 	dcl_get_bool_or(r, m, "stdout_truncated", &res->out_truncated);
 	dcl_get_bool_or(r, m, "stderr_truncated", &res->err_truncated);
-	res->duration = get_double_or(r, m, "duration", 0);
+	res->duration = dcl_get_double_or(r, m, "duration", 0);
 	dcl_get_bool_or(r, m, "oom_killed", &res->oom_killed);
 	dcl_get_bool_or(r, m, "pids_limited", &res->pids_limited);
 	if ((rc = dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL)) == 0)
@@ -814,7 +814,7 @@ static int unpack_info(struct reply *r, const char *op, const msgpack_object *m,
 	i->size = dcl_get_u64_or(r, m, "size", 0);
 	i->uid = (uint32_t)dcl_get_u64_or(r, m, "uid", 0);
 	i->gid = (uint32_t)dcl_get_u64_or(r, m, "gid", 0);
-	i->mtime = get_double_or(r, m, "mtime", 0);
+	i->mtime = dcl_get_double_or(r, m, "mtime", 0);
 	return 0;
 }
 
@@ -1130,10 +1130,10 @@ static int unpack_sandbox(struct reply *r, const char *op, const msgpack_object 
 		return dcl_no_field(r, op, "state", err);
 	s->runtime = dcl_get_str_or(r, m, "runtime", "");
 	s->image = dcl_get_str_or(r, m, "image", "");
-	s->created = get_double_or(r, m, "created", 0);
-	s->ttl = get_double_or(r, m, "ttl", 0);
-	s->idle_ttl = get_double_or(r, m, "idle_ttl", 0);
-	s->idle = get_double_or(r, m, "idle", 0);
+	s->created = dcl_get_double_or(r, m, "created", 0);
+	s->ttl = dcl_get_double_or(r, m, "ttl", 0);
+	s->idle_ttl = dcl_get_double_or(r, m, "idle_ttl", 0);
+	s->idle = dcl_get_double_or(r, m, "idle", 0);
 	s->execs = dcl_get_u64_or(r, m, "execs", 0);
 	s->running = (uint32_t)dcl_get_u64_or(r, m, "running", 0);
 	return 0;
@@ -1160,7 +1160,7 @@ int dsec_info(struct dsec_client *c, struct dsec_node_info *out, struct dsec_err
 			goto done;
 		out->proto = (uint32_t)dcl_get_u64_or(&r, m, "proto", 0);
 		out->pid = (int32_t)dcl_get_u64_or(&r, m, "pid", 0);
-		out->uptime = get_double_or(&r, m, "uptime", 0);
+		out->uptime = dcl_get_double_or(&r, m, "uptime", 0);
 		out->sandboxes = (uint32_t)dcl_get_u64_or(&r, m, "sandboxes", 0);
 		out->inflight = (uint32_t)dcl_get_u64_or(&r, m, "inflight", 0);
 		if (nb) {

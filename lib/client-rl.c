@@ -149,13 +149,10 @@ int dsec_set_ttl(struct dsec_client *c, const char *id, double ttl, double idle_
 		dsec_pk_kv_double(&p, "idle_ttl", idle_ttl);
 	rc = dcl_roundtrip(c, &p, 0, &r, err);
 	if (rc == 0 && left) {
-		const msgpack_object *o = dsec_map_get(r.result, "left");
-		if (!o || (o->type != MSGPACK_OBJECT_FLOAT64 && o->type != MSGPACK_OBJECT_FLOAT32 &&
-			   o->type != MSGPACK_OBJECT_POSITIVE_INTEGER))
-			rc = dcl_no_field(&r, "set_ttl", "left", err);
-		else
-			*left = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)o->via.u64
-									   : o->via.f64;
+		double v = dcl_get_double_or(&r, r.result, "left", 0);
+
+		if ((rc = dcl_reply_done(&r, "set_ttl", 0, err)) == 0)
+			*left = v;
 	}
 	dcl_reply_free(&r);
 	return rc;

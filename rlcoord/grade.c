@@ -81,12 +81,15 @@ const msgpack_object *rlc_reply_result(struct dsec_msg *m, const void *reply, si
 	       res->type == MSGPACK_OBJECT_MAP ? res : NULL;
 }
 
-static void send_req(struct grade *g, struct dsec_pk *p, dsecd_reply_fn fn)
+void rlc_send(struct dsecd *d, struct dsec_pk *p, dsecd_reply_fn fn, void *arg, bool unlogged)
 {
 	size_t len;
 	void *frame = dsec_pk_detach(p, &len);
 
-	dsecd_request(g->d, frame, len, fn, g);
+	if (unlogged)
+		dsecd_request_unlogged(d, frame, len, fn, arg);
+	else
+		dsecd_request(d, frame, len, fn, arg);
 }
 
 static void untag_work(void *arg)
@@ -173,7 +176,7 @@ static void graded(void *arg, const void *reply, size_t len, enum dsec_code code
 	dsec_pk_request_begin(&p, "destroy");
 	dsec_pk_kv_str(&p, "id", g->gid);
 	dsec_pk_end(&p);
-	send_req(g, &p, destroyed);
+	rlc_send(g->d, &p, destroyed, g, false);
 }
 
 static void created(void *arg, const void *reply, size_t len, enum dsec_code code)
@@ -203,7 +206,7 @@ static void created(void *arg, const void *reply, size_t len, enum dsec_code cod
 		}
 	}
 	dsec_pk_end(&p);
-	send_req(g, &p, graded);
+	rlc_send(g->d, &p, graded, g, false);
 }
 
 static void snapped(void *arg, const void *reply, size_t len, enum dsec_code code)
@@ -234,7 +237,7 @@ static void snapped(void *arg, const void *reply, size_t len, enum dsec_code cod
 	dsec_pk_kv_str(&p, "dsec.grade_of", sb->id);
 	dsec_pk_end(&p);
 	dsec_pk_end(&p);
-	send_req(g, &p, created);
+	rlc_send(g->d, &p, created, g, false);
 }
 
 static void snapshot(struct grade *g)
@@ -246,7 +249,7 @@ static void snapshot(struct grade *g)
 	dsec_pk_kv_str(&p, "id", g->r->sb->id);
 	dsec_pk_kv_str(&p, "tag", g->tag);
 	dsec_pk_end(&p);
-	send_req(g, &p, snapped);
+	rlc_send(g->d, &p, snapped, g, false);
 }
 
 static void hashed(void *arg, char **hashes, size_t n)
@@ -308,5 +311,5 @@ void op_grade(struct dsecd_req *r)
 	dsec_pk_request_begin(&p, "usage");
 	dsec_pk_kv_str(&p, "id", sb->id);
 	dsec_pk_end(&p);
-	send_req(g, &p, measured);
+	rlc_send(g->d, &p, measured, g, false);
 }

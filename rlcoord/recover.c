@@ -67,14 +67,6 @@ static void recover_free(struct recover *v)
 	free(v);
 }
 
-static void send_req(struct recover *v, struct dsec_pk *p, dsecd_reply_fn fn)
-{
-	size_t len;
-	void *frame = dsec_pk_detach(p, &len);
-
-	dsecd_request(v->d, frame, len, fn, v);
-}
-
 static bool is_str(const msgpack_object *o, const char *s)
 {
 	return o && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
@@ -127,7 +119,7 @@ static void fail(struct recover *v)
 	dsec_pk_request_begin(&p, "destroy");
 	dsec_pk_kv_str(&p, "id", v->id);
 	dsec_pk_end(&p);
-	send_req(v, &p, failed_destroyed);
+	rlc_send(v->d, &p, failed_destroyed, v, false);
 }
 
 /* ---- what a logged entry's request becomes --------------------------------- */
@@ -309,7 +301,7 @@ static void replay_next(struct recover *v)
 		}
 		v->cur = e;
 		pack_again(v, req, &p);
-		return send_req(v, &p, replayed);
+		return rlc_send(v->d, &p, replayed, v, false);
 	}
 	if (v->end)
 		return finish(v);
@@ -377,7 +369,7 @@ static void page_got(void *arg, const void *reply, size_t len, enum dsec_code co
 		v->at = 1;
 		v->entries = 1;
 		pack_create(v, req, &p);
-		return send_req(v, &p, created);
+		return rlc_send(v->d, &p, created, v, false);
 	}
 	replay_next(v);
 }
@@ -392,7 +384,7 @@ static void fetch(struct recover *v)
 	dsec_pk_kv_u64(&p, "from", v->next);
 	dsec_pk_kv_bool(&p, "replica", true);
 	dsec_pk_end(&p);
-	send_req(v, &p, page_got);
+	rlc_send(v->d, &p, page_got, v, false);
 }
 
 void op_recover(struct dsecd_req *r)

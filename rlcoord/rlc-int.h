@@ -191,6 +191,15 @@ void rlc_reply_error(const void *reply, size_t len, const char *what, struct dse
 struct dsec_msg;
 struct msgpack_object;
 const struct msgpack_object *rlc_reply_result(struct dsec_msg *m, const void *reply, size_t len);
+/* tlog.c: "sha256:HEX" of a hash, NUL-terminated. */
+#define RLC_HASH_HEX (2 * RLC_HASH + 8)
+void rlc_hash_hex(const uint8_t *h, char out[RLC_HASH_HEX]);
+/* The request packed in p (consumed) as the daemon's own (dsecd_request,
+ * or dsecd_request_unlogged when unlogged): fn(arg, ...) gets its reply. */
+struct dsec_pk;
+void rlc_send(struct dsecd *d, struct dsec_pk *p,
+	      void (*fn)(void *arg, const void *reply, size_t len, enum dsec_code code), void *arg,
+	      bool unlogged);
 
 struct rlc_lease *rlc_lease_find(struct rlc *rl, const char *id);
 void rlc_leases_free(struct rlc *rl);

@@ -76,7 +76,7 @@ struct rlc_read {
 	bool end;			/* page: the log ends there */
 };
 
-static void hex(const uint8_t *h, char out[2 * RLC_HASH + 8])
+void rlc_hash_hex(const uint8_t *h, char out[RLC_HASH_HEX])
 {
 	memcpy(out, "sha256:", 7);
 	for (size_t i = 0; i < RLC_HASH; i++)
@@ -361,12 +361,12 @@ void rlc_req_free(struct dsecd_req *r)
 static void diverged(struct dsecd_req *r, uint64_t step, const uint8_t *logged, uint16_t lop,
 		     bool running)
 {
-	char a[2 * RLC_HASH + 8], b[2 * RLC_HASH + 8];
+	char a[RLC_HASH_HEX], b[RLC_HASH_HEX];
 	struct dsec_err err;
 	struct dsec_pk p;
 
-	hex(logged, a);
-	hex(r->rl_hash, b);
+	rlc_hash_hex(logged, a);
+	rlc_hash_hex(r->rl_hash, b);
 	dsec_err_setc(&err, DSEC_E_DIVERGED, EEXIST, "step %" PRIu64 " of sandbox '%s' %s %s "
 		      "request %s; this %s request is %s", step, r->sb->id,
 		      running ? "is running another" : "is logged with another",
@@ -944,8 +944,8 @@ static void page_work(void *arg)
 		const void *h;
 		size_t hn;
 		if (dsec_get_bin(m.root, "hash", RLC_HASH, &h, &hn, &err) == 0 && hn == RLC_HASH) {
-			char hx[2 * RLC_HASH + 8];
-			hex(h, hx);
+			char hx[RLC_HASH_HEX];
+			rlc_hash_hex(h, hx);
 			dsec_pk_kv_str(&p, "hash", hx);
 		}
 		dsec_pk_str(&p, "request");

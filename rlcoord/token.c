@@ -172,12 +172,34 @@ static uint64_t token_rank(const char *node, const char *token, size_t n)
 	return dsec_mix64(dsec_fnv1a(h, token, n));
 }
 
+/* The alive member that ranks first for token t (n bytes), and that rank
+ * in *top; above floor only when with a floor (this node's own rank:
+ * NULL when this node ranks first), and never this node. */
+static struct dsecd_member *first_member(struct dsecd *d, const char *t, size_t n,
+					 const uint64_t *floor, uint64_t *top)
+{
+	struct dsecd_member *best = NULL;
+
+	*top = floor ? *floor : 0;
+	for (size_t i = 0; i < d->nmembers; i++) {
+		struct dsecd_member *m = &d->members[i];
+		if (m->state != DSECD_MEMBER_ALIVE || !m->url || !strcmp(m->name, d->conf.node))
+			continue;
+		uint64_t rk = token_rank(m->name, t, n);
+		if ((!best && !floor) || rk > *top) {
+			*top = rk;
+			best = m;
+		}
+	}
+	return best;
+}
+
 struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned)
 {
 	struct dsecd *d = r->d;
 	const msgpack_object *lease = dsec_map_get(r->msg.root, "lease");
 	const msgpack_object *tok = dsec_map_get(r->msg.root, "token");
-	struct dsecd_member *best = NULL;
+	uint64_t self, top;
 
 	*pinned = false;
 	if (lease && lease->type == MSGPACK_OBJECT_STR) {
@@ -191,37 +213,8 @@ struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned)
 	if (!tok || tok->type != MSGPACK_OBJECT_STR || !tok->via.str.size)
 		return NULL;
 	*pinned = true;
-	uint64_t top = token_rank(d->conf.node, tok->via.str.ptr, tok->via.str.size);
-	for (size_t i = 0; i < d->nmembers; i++) {
-		struct dsecd_member *m = &d->members[i];
-		if (m->state != DSECD_MEMBER_ALIVE || !m->url)
-			continue;
-		uint64_t rk = token_rank(m->name, tok->via.str.ptr, tok->via.str.size);
-		if (rk > top) {
-			top = rk;
-			best = m;
-		}
-	}
-	return best;
-}
-
-/* The alive member other than this node that ranks first for token. */
-static struct dsecd_member *next_home(struct dsecd *d, const char *t, size_t n)
-{
-	struct dsecd_member *best = NULL;
-	uint64_t top = 0;
-
-	for (size_t i = 0; i < d->nmembers; i++) {
-		struct dsecd_member *m = &d->members[i];
-		if (m->state != DSECD_MEMBER_ALIVE || !m->url || !strcmp(m->name, d->conf.node))
-			continue;
-		uint64_t rk = token_rank(m->name, t, n);
-		if (!best || rk > top) {
-			top = rk;
-			best = m;
-		}
-	}
-	return best;
+	self = token_rank(d->conf.node, tok->via.str.ptr, tok->via.str.size);
+	return first_member(d, tok->via.str.ptr, tok->via.str.size, &self, &top);
 }
 
 struct probe {
@@ -265,8 +258,6 @@ bool rlc_token_probe(struct dsecd_req *r)
 	const msgpack_object *tok = dsec_map_get(r->msg.root, "token");
 	struct dsecd_member *m;
 	struct dsec_pk p;
-	size_t len;
-	void *frame;
 
 	if (r->op != DSEC_OP_CREATE || r->token_probed || !d->rlc || !d->nmembers ||
 	    dsec_has(r->msg.root, "lease") ||
@@ -275,7 +266,8 @@ bool rlc_token_probe(struct dsecd_req *r)
 		return false;
 	char *t = xstrndup(tok->via.str.ptr, tok->via.str.size);
 	bool known = *find(d->rlc, t) != NULL;
-	if (known || !(m = next_home(d, t, strlen(t)))) {
+	uint64_t top;
+	if (known || !(m = first_member(d, t, strlen(t), NULL, &top))) {
 		free(t);
 		return false;	/* the handler answers from its record, or makes it */
 	}
@@ -291,8 +283,7 @@ bool rlc_token_probe(struct dsecd_req *r)
 	dsec_pk_kv_double(&p, "timeout", 1);
 	dsec_pk_end(&p);
 	free(t);
-	frame = dsec_pk_detach(&p, &len);
-	dsecd_request(d, frame, len, probed, pr);
+	rlc_send(d, &p, probed, pr, false);
 	return true;
 }
 

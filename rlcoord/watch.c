@@ -84,15 +84,12 @@ static void describe(struct hashing *h);
 static char *hex_digest(EVP_MD_CTX *md)
 {
 	uint8_t b[EVP_MAX_MD_SIZE];
+	char hx[RLC_HASH_HEX];
 	unsigned len = 0;
-	char *s;
 
 	EVP_DigestFinal_ex(md, b, &len);
-	s = xmalloc(7 + 2 * len + 1);
-	memcpy(s, "sha256:", 7);
-	for (unsigned i = 0; i < len; i++)
-		snprintf(s + 7 + 2 * i, 3, "%02x", b[i]);
-	return s;
+	rlc_hash_hex(b, hx);	/* SHA-256: RLC_HASH bytes */
+	return xstrdup(hx);
 }
 
 static void next_path(struct hashing *h, char *hash)
@@ -136,8 +133,6 @@ static void part_read(void *arg, const void *reply, size_t len, enum dsec_code c
 static void read_part(struct hashing *h)
 {
 	struct dsec_pk p;
-	size_t len;
-	void *frame;
 
 	if (h->off == 0)
 		EVP_DigestInit_ex(h->md, EVP_sha256(), NULL);
@@ -148,8 +143,7 @@ static void read_part(struct hashing *h)
 	dsec_pk_kv_u64(&p, "offset", h->off);
 	dsec_pk_kv_u64(&p, "length", h->part);
 	dsec_pk_end(&p);
-	frame = dsec_pk_detach(&p, &len);
-	dsecd_request_unlogged(h->d, frame, len, part_read, h);
+	rlc_send(h->d, &p, part_read, h, true);
 }
 
 static void described(void *arg, const void *reply, size_t len, enum dsec_code code)
@@ -188,16 +182,13 @@ static void described(void *arg, const void *reply, size_t len, enum dsec_code c
 static void describe(struct hashing *h)
 {
 	struct dsec_pk p;
-	size_t len;
-	void *frame;
 
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "file_stat");
 	dsec_pk_kv_str(&p, "id", h->sb->id);
 	dsec_pk_kv_str(&p, "path", h->sb->watch[h->i]);
 	dsec_pk_end(&p);
-	frame = dsec_pk_detach(&p, &len);
-	dsecd_request_unlogged(h->d, frame, len, described, h);
+	rlc_send(h->d, &p, described, h, true);
 }
 
 void rlc_watch_hash(struct dsecd *d, struct dsecd_sb *sb, rlc_hashed_fn fn, void *arg)
