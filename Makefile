@@ -464,6 +464,11 @@ bench-rl: all $(TEST_HELPERS)
 bench-container: all $(TEST_HELPERS)
 	tools/bench-container.sh
 
+# A node full of idle container sandboxes (tools/bench-scale.sh): what the
+# next create costs at 0, 1,000, 5,000 and 10,000 of them, and what each costs.
+bench-scale: all $(TEST_HELPERS)
+	tools/bench-scale.sh
+
 # Cold start of a >= 1 GiB image, on demand vs fetched whole (figures, root).
 bench-fs3: all
 	tools/coldstart.sh
@@ -646,6 +651,7 @@ distclean: clean
 	rm -rf $(NNG_CACHE)
 
 .PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image bench-rl \
+	bench-scale \
 	lint-man run \
 	install uninstall clean distclean fuzz fuzz-build fuzz-deps fuzz-seeds FORCE
 .SECONDARY:

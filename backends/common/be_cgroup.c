@@ -122,7 +122,54 @@ void be_cg_free(struct be_cg *cg)
 		if (cg->dirfd[i] >= 0)
 			close(cg->dirfd[i]);
 	free(cg->path);
+	free(cg->rel);
 	free(cg);
+}
+
+/* A group's descriptor in hierarchy i.  A closed group's calls work on a
+ * copy of it (CG_USE) that opens each hierarchy's directory the first
+ * time the call needs it, below the root group; -1 when that fails. */
+static int cgfd(const struct be_cg *cg, int i)
+{
+	struct be_cg *c = (struct be_cg *)cg;	/* only a call's own copy changes */
+
+	if (c->dirfd[i] < 0 && c->pinned)
+		c->dirfd[i] = openat(c->root->dirfd[i], c->rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return c->dirfd[i];
+}
+
+static void cg_unpin(struct be_cg **p)
+{
+	if (!*p)
+		return;
+	for (int i = 0; i < (*p)->n; i++)
+		if ((*p)->dirfd[i] >= 0)
+			close((*p)->dirfd[i]);
+}
+
+/* At the top of a call on a group that may be closed: cg becomes the
+ * call's own copy, whose descriptors are closed when the call returns. */
+#define CG_USE(cg)							\
+	struct be_cg cg_pin_;						\
+	__attribute__((cleanup(cg_unpin))) struct be_cg *cg_held_ = NULL; \
+	if ((cg)->closed) {						\
+		cg_pin_ = *(cg);					\
+		cg_pin_.closed = false;					\
+		cg_pin_.pinned = true;					\
+		(cg) = cg_held_ = &cg_pin_;				\
+	}
+
+int be_cg_close(struct be_cg *cg)
+{
+	if (!cg->root)
+		return -EINVAL;
+	for (int i = 0; i < cg->n; i++) {
+		if (cg->dirfd[i] >= 0)
+			close(cg->dirfd[i]);
+		cg->dirfd[i] = -1;
+	}
+	cg->closed = true;
+	return 0;
 }
 
 /* Our own cgroup path in hierarchy `h` ("" for the v2 one) from
@@ -296,13 +343,17 @@ int be_cg_open_root(struct be_cg **out, const char *name, struct dsec_err *err)
 int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delegate,
 		struct be_cg **out, struct dsec_err *err)
 {
-	struct be_cg *cg = cg_alloc(parent->mode, "");
+	struct be_cg *cg;
 
+	CG_USE(parent);
+	cg = cg_alloc(parent->mode, "");
 	free(cg->path);
 	cg->path = xasprintf("%s/%s", parent->path, name);
 	cg->has_kill = parent->has_kill;
+	cg->root = parent->root ? parent->root : parent;
+	cg->rel = parent->root ? xasprintf("%s/%s", parent->rel, name) : xstrdup(name);
 	for (int i = 0; i < parent->n; i++) {
-		int fd = make_dir(parent->dirfd[i], name, create);
+		int fd = make_dir(cgfd(parent, i), name, create);
 
 		if (fd < 0) {
 			int rc = dsec_err_set(err, -fd, "cannot %s cgroup '%s' (%s): %s",
@@ -325,7 +376,7 @@ static int hier(const struct be_cg *cg, const char *name)
 {
 	for (int i = 0; i < cg->n; i++)
 		if (!strcmp(cg->hname[i], name))
-			return cg->dirfd[i];
+			return cgfd(cg, i);
 	return -1;
 }
 
@@ -364,8 +415,9 @@ int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
 	char v[64];
 	int rc = 0, r, fd;
 
+	CG_USE(cg);
 	if (cg->mode == BE_CG_V2) {
-		fd = cg->dirfd[0];
+		fd = cgfd(cg, 0);
 		if (lim->memory)
 			snprintf(v, sizeof(v), "%" PRIu64, lim->memory);
 		else
@@ -431,17 +483,24 @@ int be_cg_attach(struct be_cg *cg, pid_t pid)
 	char v[24];
 	int rc = 0, r;
 
+	CG_USE(cg);
 	snprintf(v, sizeof(v), "%d", (int)pid);
 	for (int i = 0; i < cg->n; i++)
-		if ((r = write_at(cg->dirfd[i], "cgroup.procs", v)) < 0)
+		if ((r = write_at(cgfd(cg, i), "cgroup.procs", v)) < 0)
 			rc = r;
 	return rc;
 }
 
 int be_cg_open_procs(const struct be_cg *cg, int fds[BE_CG_MAXH])
 {
+	char file[PATH_MAX];
+
+	if (cg->closed)		/* straight from the root: no directory to open */
+		snprintf(file, sizeof(file), "%s/cgroup.procs", cg->rel);
 	for (int i = 0; i < cg->n; i++)
-		if ((fds[i] = openat(cg->dirfd[i], "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
+		if ((fds[i] = cg->closed ?
+			      openat(cg->root->dirfd[i], file, O_WRONLY | O_CLOEXEC) :
+			      openat(cg->dirfd[i], "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
 			int e = errno;
 
 			while (i-- > 0)
@@ -526,17 +585,19 @@ bool be_cg_populated(struct be_cg *cg)
 {
 	char buf[256];
 
+	CG_USE(cg);
 	if (cg->mode == BE_CG_NONE || cg->n == 0)
 		return false;
-	if (cg->mode == BE_CG_V2 && read_at(cg->dirfd[0], "cgroup.events", buf, sizeof(buf)) == 0)
+	if (cg->mode == BE_CG_V2 && read_at(cgfd(cg, 0), "cgroup.events", buf, sizeof(buf)) == 0)
 		return strstr(buf, "populated 1") != NULL;
-	return each_proc(cg->dirfd[0], NULL) > 0;
+	return each_proc(cgfd(cg, 0), NULL) > 0;
 }
 
 int be_cg_oom_open(const struct be_cg *cg)
 {
+	CG_USE(cg);
 	bool v2 = cg->mode == BE_CG_V2;
-	int mem = v2 ? (cg->n ? cg->dirfd[0] : -1) : hier(cg, "memory");
+	int mem = v2 ? (cg->n ? cgfd(cg, 0) : -1) : hier(cg, "memory");
 	int fd;
 
 	if (cg->mode == BE_CG_NONE || mem < 0)
@@ -563,8 +624,9 @@ int be_cg_oom_read(int fd, uint64_t *out)
 
 int be_cg_fork_fails(struct be_cg *cg, uint64_t *out)
 {
+	CG_USE(cg);
 	bool v2 = cg->mode == BE_CG_V2;
-	int pids = v2 ? (cg->n ? cg->dirfd[0] : -1) : hier(cg, "pids");
+	int pids = v2 ? (cg->n ? cgfd(cg, 0) : -1) : hier(cg, "pids");
 	char buf[256];
 	const char *p;
 
@@ -609,7 +671,7 @@ static void thaw_tree(int dirfd)
 static int v2_fd(const struct be_cg *cg)
 {
 	if (cg->mode == BE_CG_V2 && cg->n > 0)
-		return cg->dirfd[0];
+		return cgfd(cg, 0);
 	return cg->mode == BE_CG_V1 ? hier(cg, "unified") : -1;
 }
 
@@ -636,6 +698,7 @@ static bool is_frozen(int fd, bool v2)
 
 int be_cg_freeze(struct be_cg *cg, int timeout_ms)
 {
+	CG_USE(cg);
 	bool v2;
 	int fd = freezer_fd(cg, &v2), rc;
 	const char *file = v2 ? "cgroup.freeze" : "freezer.state", *val = v2 ? "1" : "FROZEN";
@@ -666,6 +729,7 @@ int be_cg_freeze(struct be_cg *cg, int timeout_ms)
 
 int be_cg_thaw(struct be_cg *cg)
 {
+	CG_USE(cg);
 	bool v2;
 	int fd = freezer_fd(cg, &v2), rc;
 
@@ -688,8 +752,9 @@ static int read_u64_at(int dirfd, const char *file, uint64_t *out)
 
 int be_cg_reclaim(struct be_cg *cg, uint64_t *before, uint64_t *after)
 {
+	CG_USE(cg);
 	const char *usage = cg->mode == BE_CG_V2 ? "memory.current" : "memory.usage_in_bytes";
-	int fd = cg->mode == BE_CG_V2 && cg->n > 0 ? cg->dirfd[0] :
+	int fd = cg->mode == BE_CG_V2 && cg->n > 0 ? cgfd(cg, 0) :
 		cg->mode == BE_CG_V1 ? hier(cg, "memory") : -1;
 	uint64_t b = 0;
 	char v[32];
@@ -714,8 +779,9 @@ int be_cg_reclaim(struct be_cg *cg, uint64_t *before, uint64_t *after)
 
 void be_cg_usage(struct be_cg *cg, struct dsec_be_usage *u)
 {
+	CG_USE(cg);
 	bool v2 = cg->mode == BE_CG_V2;
-	int mem = v2 ? (cg->n ? cg->dirfd[0] : -1) : hier(cg, "memory");
+	int mem = v2 ? (cg->n ? cgfd(cg, 0) : -1) : hier(cg, "memory");
 	int pids = v2 ? mem : hier(cg, "pids");
 	int uni = v2 ? mem : hier(cg, "unified");
 	int cpu = v2 ? -1 : hier(cg, "cpu");
@@ -756,6 +822,7 @@ void be_cg_usage_put(struct dsec_be_usage *out, const struct dsec_be_usage *u)
 
 int be_cg_kill(struct be_cg *cg)
 {
+	CG_USE(cg);
 	int frz = hier(cg, "freezer"), kfd = v2_fd(cg);
 
 	if (cg->mode == BE_CG_NONE || cg->n == 0)
@@ -773,7 +840,7 @@ int be_cg_kill(struct be_cg *cg)
 			 * is frozen on its own account. */
 			if (frz >= 0)
 				write_at(frz, "freezer.state", "FROZEN");
-			each_proc(frz >= 0 ? frz : cg->dirfd[0], kill9);
+			each_proc(frz >= 0 ? frz : cgfd(cg, 0), kill9);
 			if (frz >= 0)
 				thaw_tree(frz);
 		}
@@ -825,14 +892,16 @@ int be_cg_remove_children(struct be_cg *cg)
 {
 	int rc = 0, r;
 
+	CG_USE(cg);
 	for (int i = 0; i < cg->n; i++)
-		if ((r = rm_children(cg->dirfd[i])) < 0)
+		if ((r = rm_children(cgfd(cg, i))) < 0)
 			rc = r;
 	return rc;
 }
 
 int be_cg_remove(struct be_cg *cg)
 {
+	CG_USE(cg);
 	const char *base = strrchr(cg->path, '/');
 	int rc = be_cg_remove_children(cg);
 
@@ -840,7 +909,7 @@ int be_cg_remove(struct be_cg *cg)
 	if (!*base)
 		return rc;
 	for (int i = 0; i < cg->n; i++) {
-		_cleanup_close_ int up = open_dir(cg->dirfd[i], "..");
+		_cleanup_close_ int up = open_dir(cgfd(cg, i), "..");
 
 		if (up < 0) {
 			rc = up;
@@ -1012,6 +1081,7 @@ int be_cg_export(const struct be_cg *cg, char *desc, size_t desclen, int fds[BE_
 {
 	size_t off;
 
+	CG_USE(cg);
 	if (cg->mode == BE_CG_NONE || cg->n == 0) {
 		snprintf(desc, desclen, "none");
 		return 0;
@@ -1019,11 +1089,23 @@ int be_cg_export(const struct be_cg *cg, char *desc, size_t desclen, int fds[BE_
 	off = (size_t)snprintf(desc, desclen, "%s:", cg->mode == BE_CG_V2 ? "v2" : "v1");
 	for (int i = 0; i < cg->n && off < desclen; i++) {
 		off += (size_t)snprintf(desc + off, desclen - off, "%s%s", i ? "," : "", cg->hname[i]);
-		fds[i] = cg->dirfd[i];
+		if (fds && (fds[i] = fcntl(cgfd(cg, i), F_DUPFD_CLOEXEC, 3)) < 0) {
+			int e = errno;
+
+			be_cg_close_fds(fds, i);
+			return -e;
+		}
 	}
 	if (off < desclen)
 		snprintf(desc + off, desclen - off, "@%s%s", cg->path, cg->has_kill ? "@kill" : "");
 	return cg->n;
+}
+
+void be_cg_close_fds(int *fds, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 }
 
 int be_cg_import(struct be_cg **out, const char *desc, int firstfd, struct dsec_err *err)

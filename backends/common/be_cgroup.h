@@ -48,6 +48,10 @@ struct be_cg {
 	int dirfd[BE_CG_MAXH];		/* O_DIRECTORY fd of the group in each hierarchy */
 	char *path;			/* path below the hierarchy root, for messages */
 	bool has_kill;			/* cgroup.kill exists (v2, or v1's "unified") */
+	bool closed;			/* be_cg_close'd: dirfd[] -1, calls open their own */
+	bool pinned;			/* a call's copy of a closed group (be_cgroup.c) */
+	const struct be_cg *root;	/* a child's be_cg_open_root group, NULL for that one */
+	char *rel;			/* a child's path below root ("sb.1/x.2") */
 };
 
 /* Detect the host's layout and create the group `name` (one path
@@ -74,6 +78,14 @@ int be_cg_add_unified(struct be_cg *cg);
  * rather than processes. */
 int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delegate,
 		struct be_cg **out, struct dsec_err *err);
+
+/* Close a child group's descriptors (a group made by be_cg_child; -EINVAL
+ * for a root).  The group keeps working: each call on it opens the
+ * directories it needs below its root group, which must stay open, and
+ * closes them before it returns.  A node with thousands of idle groups
+ * holds no descriptor for them.  Not while another thread uses cg; once
+ * closed, calls from several threads at once are safe. */
+int be_cg_close(struct be_cg *cg);
 
 /* Write the limits (0 = unlimited). */
 int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim);
@@ -163,8 +175,13 @@ void be_cg_free(struct be_cg *cg);
 /* Describe a group for a helper: fills desc ("v1:memory,cpu,pids" style,
  * "v2:unified" or "none") and fds[] with the descriptors to hand over, in
  * order; the helper must receive them as consecutive fds starting at the
- * number it passes to be_cg_import.  Returns the number of fds. */
+ * number it passes to be_cg_import.  The descriptors are new ones
+ * (close-on-exec) that the caller closes (be_cg_close_fds); with fds NULL
+ * only desc is filled.  Returns the number of fds, or -errno (none left
+ * open). */
 int be_cg_export(const struct be_cg *cg, char *desc, size_t desclen, int fds[BE_CG_MAXH]);
+/* Closes the first n of fds (be_cg_export's or be_cg_open_procs'). */
+void be_cg_close_fds(int *fds, int n);
 /* The helper side: rebuild a group from desc and fds first..first+n-1. */
 int be_cg_import(struct be_cg **out, const char *desc, int firstfd, struct dsec_err *err);
 

@@ -75,6 +75,7 @@ static void ct_free(struct ct_be *be)
 		close(be->preload_fd);
 	if (be->home_fd >= 0)
 		close(be->home_fd);
+	spawn_slots_fini(be);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
@@ -240,11 +241,9 @@ static void ct_fini(void *vbe)
 		struct ct_sb *sb = be->sbs;
 
 		be->sbs = sb->next;
-		if (sb->rootfd >= 0)
-			close(sb->rootfd);
 		if (sb->pidfd >= 0)
 			close(sb->pidfd);
-		sb->rootfd = sb->pidfd = -1;
+		sb->pidfd = -1;
 		sb_teardown(sb);
 		/* Reap its pid 1 now, killed with its group: the loop will not
 		 * run again to do it, and a daemon that exits leaves its
@@ -337,7 +336,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	int rc;
 
 	be->host = host;
-	be->filter_fd = be->preload_fd = be->home_fd = -1;
+	be->filter_fd = be->preload_fd = be->home_fd = be->slot0 = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
@@ -359,6 +358,9 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 				  strerror(errno));
 		goto fail;
 	}
+	if (spawn_slots_init(be) < 0)
+		LOG(be, DSEC_LOG_WARN, "container: no spawn slots (%s): each spawn copies and "
+		    "closes every descriptor of dsecd", strerror(errno));
 	helper = xasprintf("%s/" CT_HELPER, host->helper_dir);
 	if (access(helper, X_OK) < 0) {
 		rc = dsec_err_set(err, errno, "container: cannot run '%s': %s", helper,

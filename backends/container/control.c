@@ -310,11 +310,12 @@ static void usage_work(void *arg)
 	int fd;
 
 	be_cg_usage(sb->cg, &w->u);
-	if (sb->netfd >= 0) {
+	if (sb->net_ready && (fd = ct_init_open(sb, "ns/net", O_RDONLY)) >= 0) {
 		struct dsec_err e;
 
-		if (be_netns_denied(sb->netfd, &w->u.egress_denied, &e) == 0)
+		if (be_netns_denied(fd, &w->u.egress_denied, &e) == 0)
 			w->u.have |= DSEC_USAGE_EGRESS_DENIED;
+		close(fd);
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init, CT_FD_UPPER);
 	if ((fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
@@ -374,6 +375,27 @@ static void destroy_done(void *arg)
 	sb_free(sb);
 }
 
+/* A new descriptor of /proc/INIT/WHAT ("root", "ns/net"), opened with
+ * flags and checked through the pidfd to be the init's (its pid was not
+ * taken again): an idle sandbox keeps no descriptor of its root or its
+ * namespaces, only the pidfd and the control socket.  -errno. */
+int ct_init_open(const struct ct_sb *sb, const char *what, int flags)
+{
+	char path[64];
+	int fd;
+
+	if (sb->init <= 0 || sb->pidfd < 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)sb->init, what);
+	if ((fd = open(path, flags | O_CLOEXEC)) < 0)
+		return -errno;
+	if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0) {
+		close(fd);
+		return -ESRCH;
+	}
+	return fd;
+}
+
 void sb_maybe_destroy(struct ct_sb *sb)
 {
 	struct ct_be *be = sb->be;
@@ -384,9 +406,8 @@ void sb_maybe_destroy(struct ct_sb *sb)
 	sb_unlink(sb);
 	/* Our references keep the mount namespace alive: drop them first. */
 	files_stop(sb);
-	close(sb->rootfd);
 	close(sb->pidfd);
-	sb->rootfd = sb->pidfd = -1;
+	sb->pidfd = -1;
 	if (sb->ctl >= 0)
 		close(sb->ctl);
 	sb->ctl = -1;

@@ -29,8 +29,6 @@ void sb_free(struct ct_sb *sb)
 	ev_timer_stop(loop, &sb->ctimer);
 	if (sb->pidfd >= 0)
 		close(sb->pidfd);
-	if (sb->rootfd >= 0)
-		close(sb->rootfd);
 	if (sb->ctl >= 0)
 		close(sb->ctl);
 	if (sb->filter_fd >= 0)
@@ -48,8 +46,6 @@ void sb_free(struct ct_sb *sb)
 	if (sb->uslot >= 0)
 		sb->be->uslots[sb->uslot / 8] &= (uint8_t)~(1u << (sb->uslot % 8));
 	free(sb->rules);
-	if (sb->netfd >= 0)
-		close(sb->netfd);
 	free(sb->dir);
 	free(sb->id);
 	free(sb);
@@ -68,10 +64,7 @@ void sb_teardown(struct ct_sb *sb)
 		if (be_cg_remove(sb->cg) < 0)
 			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", sb->cg->path);
 	}
-	if (sb->netfd >= 0) {
-		close(sb->netfd);
-		sb->netfd = -1;
-	}
+	sb->net_ready = false;
 	if (sb->host_if[0])
 		be_veth_del(sb->host_if);
 	be_bridge_ip_put(&be->br, sb->ip);
@@ -142,6 +135,9 @@ static void create_prep_work(void *arg)
 	if ((rc = be_cg_set_limits(sb->cg, &lim)) < 0)
 		w->rc = dsec_err_set(&w->err, -rc, "cannot set the limits of sandbox '%s': %s",
 				     sb->id, strerror(-rc));
+	/* Its calls open what they need: an idle sandbox holds no cgroup
+	 * descriptor (thousands of them would hold five each). */
+	be_cg_close(sb->cg);
 }
 
 static void create_fail_done(void *arg)
@@ -196,17 +192,17 @@ static void net_setup_work(void *arg)
 	struct ct_cwork *w = arg;
 	struct ct_sb *sb = w->sb;
 	struct ct_be *be = sb->be;
-	char path[64];
+	_cleanup_close_ int netfd = ct_init_open(sb, "ns/net", O_RDONLY);
 
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)sb->init);
-	if ((sb->netfd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		w->rc = dsec_err_set(&w->err, errno, "cannot open the network namespace of '%s': %s",
-				     sb->id, strerror(errno));
+	if (netfd < 0) {
+		w->rc = dsec_err_set(&w->err, -netfd, "cannot open the network namespace of '%s': "
+				     "%s", sb->id, strerror(-netfd));
 		return;
 	}
-	if ((w->rc = be_netns_filter(&be->br, sb->netfd, sb->rules, sb->nrules, sb->dns,
+	if ((w->rc = be_netns_filter(&be->br, netfd, sb->rules, sb->nrules, sb->dns,
 				     &w->err)) < 0)
 		return;
+	sb->net_ready = true;
 	pthread_mutex_lock(&be->br_lock);
 	if (!be->br.ifindex)
 		w->rc = be_bridge_up(&be->br, &w->err);
@@ -215,14 +211,15 @@ static void net_setup_work(void *arg)
 		return;
 	snprintf(sb->host_if, sizeof(sb->host_if), BE_VETH_PREFIX "%05x%06" PRIx64,
 		 (unsigned)getpid() & 0xfffff, sb->serial & 0xffffff);
-	if ((w->rc = be_veth_attach(&be->br, sb->netfd, sb->host_if, sb->ip, &w->err)) < 0) {
+	if ((w->rc = be_veth_attach(&be->br, netfd, sb->host_if, sb->ip, &w->err)) < 0) {
 		sb->host_if[0] = '\0';
 		return;
 	}
 	if (sb->dns) {
 		struct in_addr a = { .s_addr = htonl(sb->dns) };
 		char line[64], ip[INET_ADDRSTRLEN];
-		int fd = be_open_in_root(sb->rootfd, "/etc/resolv.conf",
+		_cleanup_close_ int root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY);
+		int fd = root < 0 ? root : be_open_in_root(root, "/etc/resolv.conf",
 				      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
 
 		snprintf(line, sizeof(line), "nameserver %s\n",
@@ -255,7 +252,6 @@ static void create_finish(struct ct_sb *sb)
 	struct ct_be *be = sb->be;
 	struct ev_loop *loop = be->host->loop;
 	struct dsec_err err;
-	char path[64];
 	int pid = 0, e = 0;
 	const char *line = sb->st.data ? sb->st.data : "";
 
@@ -266,9 +262,7 @@ static void create_finish(struct ct_sb *sb)
 	if (sscanf(line, "ok %d", &pid) == 1 && sb->helper > 1) {
 		pid = sb->init = sb->helper;
 		sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-		snprintf(path, sizeof(path), "/proc/%d/root", pid);
-		sb->rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (sb->pidfd < 0 || sb->rootfd < 0) {
+		if (sb->pidfd < 0) {
 			e = errno;
 			dsec_err_setc(&err, DSEC_E_BACKEND, e,
 				      "cannot open the init of sandbox '%s': %s", sb->id, strerror(e));
@@ -799,8 +793,8 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->id = xstrdup(spec->id ? spec->id : "");
 	sb->serial = ++be->next_sb;
 	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
-	sb->pidfd = sb->rootfd = sb->st_fd = sb->ctl = sb->filter_fd = -1;
-	sb->netfd = sb->fsock = -1;
+	sb->pidfd = sb->st_fd = sb->ctl = sb->filter_fd = -1;
+	sb->fsock = -1;
 	sb->net_allow = net_allow;
 	sb->rules = rules;
 	sb->nrules = nrules;

@@ -59,6 +59,7 @@
 #define CT_MAX_LAYERS 64		/* layers of one image */
 #define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 #define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
+#define CT_SLOTS 20			/* spawn slots: 16 fds, 2 pipes, /dev/null */
 /* The floors of a sandbox's limits (requests and config alike): below
  * them a sandbox cannot do its work (pids: the init, the warm shell's
  * template and its child, a command; nofile: stdio and a few more), and a
@@ -142,14 +143,13 @@ struct ct_sb {
 	uint32_t dns;			/* allowed resolver, host order, 0 = none */
 	uint32_t ip;			/* address on the bridge, 0 = none yet */
 	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
-	int netfd;			/* the sandbox's network namespace, -1 = none */
+	bool net_ready;			/* its allowlist filter is in force */
 	struct dsec_be_limits lim;	/* limits asked for, disk the one made */
 	uint32_t cpu_weight;		/* and the CPU weight, 0 = default */
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
 	pid_t init;			/* the same, once it reported ready */
 	int pidfd;			/* pidfd of init */
-	int rootfd;			/* O_PATH /proc/init/root */
 	int ctl;			/* commands to the init (ct_exec.h), -1 = none */
 	int filter_fd;			/* its own filter (seccomp_deny), compiled, or -1 */
 	int st_fd;			/* create status pipe */
@@ -227,6 +227,7 @@ struct ct_be {
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
 	struct ct_fsd *fsds;		/* file servers not reaped yet */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
+	int slot0;			/* CT_SLOTS fds kept for spawns (spawn.c), -1 = none */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 	bool owner_warned;		/* said that user namespaces cannot be given owners */
 };
@@ -277,6 +278,8 @@ void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 
 /* ---- spawn.c ---- */
 
+int spawn_slots_init(struct ct_be *be);
+void spawn_slots_fini(struct ct_be *be);
 pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
 		 char *const *envp, const int *fds, int nfds, unsigned long clone_flags,
 		 const char *cwd);
@@ -307,7 +310,7 @@ void exec_free(struct ct_exec *x);
 void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err);
 int exec_can_start(const struct ct_sb *sb, struct dsec_err *err);
 pid_t exec_spawn(struct ct_sb *sb, char **argv, char **env, int *fds, int st,
-		 const int *cgfds, int ncg);
+		 const struct be_cg *cg);
 void exec_track(struct ct_exec *x, double timeout);
 void env_merge(char ***v, size_t *n, const char *const *add);
 size_t exec_args(const struct ct_sb *sb, char **argv, const char *cwd, char *desc,
@@ -351,6 +354,7 @@ int ct_resume(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
 int ct_snapshot(void *vsb, dsec_be_read_diff_fn read, void *read_arg,
 		dsec_be_done_fn done, void *arg, struct dsec_err *err);
 void sb_maybe_destroy(struct ct_sb *sb);
+int ct_init_open(const struct ct_sb *sb, const char *what, int flags);
 int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
 	     struct dsec_err *err);
 int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);

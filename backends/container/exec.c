@@ -331,16 +331,35 @@ int exec_can_start(const struct ct_sb *sb, struct dsec_err *err)
 
 /* Starts the helper in exec mode with fds[0..2] (the command's stdin,
  * stdout, stderr; fds has room for 6 + BE_CG_MAXH), status pipe st and the
- * exec's cgroup fds; -1 with errno. */
+ * descriptors of the exec's cgroup cg (be_cg_export's, for the call);
+ * -1 with errno. */
 pid_t exec_spawn(struct ct_sb *sb, char **argv, char **env, int *fds, int st,
-		 const int *cgfds, int ncg)
+		 const struct be_cg *cg)
 {
+	int cgfds[BE_CG_MAXH], ncg, root, e;
+	char desc[256];
+	pid_t pid;
+
+	if ((root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY)) < 0) {
+		errno = -root;
+		return -1;
+	}
+	if ((ncg = be_cg_export(cg, desc, sizeof(desc), cgfds)) < 0) {
+		close(root);
+		errno = -ncg;
+		return -1;
+	}
 	fds[3] = st;
 	fds[4] = sb->pidfd;
-	fds[5] = sb->rootfd;
+	fds[5] = root;
 	for (int k = 0; k < ncg; k++)
 		fds[6 + k] = cgfds[k];
-	return spawn_helper(sb->be, argv, env, fds, 6 + ncg, 0, NULL);
+	pid = spawn_helper(sb->be, argv, env, fds, 6 + ncg, 0, NULL);
+	e = errno;
+	close(root);
+	be_cg_close_fds(cgfds, ncg);
+	errno = e;
+	return pid;
 }
 
 /* An exec's helper is running: watch its status pipe, its exit and the
@@ -491,7 +510,7 @@ int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *re
 	size_t nenv = 0, nargv = 0, i = 0, cmd0;
 	char desc[256], name[32];
 	struct exec_nums nums;
-	int cgfds[BE_CG_MAXH], ncg, po[2] = { -1, -1 }, pe[2] = { -1, -1 }, ps[2] = { -1, -1 };
+	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, ps[2] = { -1, -1 };
 	int in = -1, fds[6 + BE_CG_MAXH], rc;
 	struct ct_cgref *spare = NULL;
 	struct be_cg *cg = NULL;
@@ -519,8 +538,9 @@ int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *re
 		snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
 		if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
 			return rc;
+		be_cg_close(cg);	/* kept as the spare, it holds none */
 	}
-	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
+	be_cg_export(cg, desc, sizeof(desc), NULL);
 	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;
 	nargv = req->argv ? dsec_strv_len(req->argv) : 3;
 	argv = xcalloc(nargv + 20, sizeof(*argv));
@@ -558,7 +578,7 @@ int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *re
 	    exec_via_init(sb, argv + cmd0, env, cwd, cg, in, po[1], pe[1], ps[1]) == 0)
 		pid = 0;
 	else
-		pid = exec_spawn(sb, argv, env, fds, ps[1], cgfds, ncg);
+		pid = exec_spawn(sb, argv, env, fds, ps[1], cg);
 	if (pid < 0) {
 		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
 		goto fail;

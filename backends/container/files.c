@@ -111,11 +111,13 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 			 (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *envp[] = { NULL };
 	int sv[2], fds[7 + BE_CG_MAXH], cgfds[BE_CG_MAXH], ncg;
+	_cleanup_close_ int root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY);
 	struct ct_fsd *f;
 	pid_t pid;
 
-	if (sb->pidfd < 0 || sb->rootfd < 0)
-		return dsec_err_setc(err, DSEC_E_BACKEND, ESRCH, "sandbox '%s' has no init", sb->id);
+	if (root < 0)
+		return dsec_err_setc(err, DSEC_E_BACKEND, -root, "sandbox '%s' has no init: %s",
+				     sb->id, strerror(-root));
 	snprintf(uid, sizeof(uid), "%" PRIu64, sb->uid);
 	snprintf(gid, sizeof(gid), "%" PRIu64, sb->gid);
 	/* It joins the sandbox's cgroup after its exec, as the init does:
@@ -134,7 +136,7 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 	fds[0] = fds[1] = fds[2] = -1;
 	fds[3] = sv[1];
 	fds[4] = sb->pidfd;
-	fds[5] = sb->rootfd;
+	fds[5] = root;
 	fds[6] = filter;
 	for (int i = 0; i < ncg; i++)
 		fds[7 + i] = cgfds[i];
@@ -299,7 +301,14 @@ static void allow_work(void *arg)
 {
 	struct ct_nwork *w = arg;
 
-	w->rc = be_netns_filter(&w->sb->be->br, w->sb->netfd, w->rules, w->n, w->sb->dns, &w->err);
+	_cleanup_close_ int netfd = ct_init_open(w->sb, "ns/net", O_RDONLY);
+
+	if (netfd < 0)
+		w->rc = dsec_err_set(&w->err, -netfd, "cannot open the network namespace of '%s': "
+				     "%s", w->sb->id, strerror(-netfd));
+	else
+		w->rc = be_netns_filter(&w->sb->be->br, netfd, w->rules, w->n, w->sb->dns,
+					&w->err);
 }
 
 static void allow_done(void *arg)
@@ -332,7 +341,7 @@ int ct_net_allow(void *vsb, const char *const *allow, dsec_be_done_fn done, void
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
-	if (!sb->net_allow || sb->netfd < 0)
+	if (!sb->net_allow || !sb->net_ready)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "sandbox '%s' has network 'none': create it with network "
 				     "'allowlist' to change what it may reach", sb->id);

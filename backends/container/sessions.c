@@ -16,13 +16,20 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	size_t nenv = 0, i;
 	char desc[256], a_mark[16];
 	struct exec_nums nums;
-	int cgfds[BE_CG_MAXH], ncg, fds[7 + BE_CG_MAXH], pp[4][2], rc;
+	int cgfds[BE_CG_MAXH], ncg, fds[7 + BE_CG_MAXH], pp[4][2], rc, root;
 	char *argv[24];
 
 	env_merge(&envv, &nenv, base_env);
 	env_merge(&envv, &nenv, (const char *const *)sb->env);
 	env_merge(&envv, &nenv, env);
-	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
+	if ((ncg = be_cg_export(cg, desc, sizeof(desc), cgfds)) < 0)
+		return dsec_err_set(err, -ncg, "cannot open the cgroup of a session: %s",
+				    strerror(-ncg));
+	if ((root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY)) < 0) {
+		be_cg_close_fds(cgfds, ncg);
+		return dsec_err_setc(err, DSEC_E_BACKEND, -root, "sandbox '%s' has no init: %s",
+				     sb->id, strerror(-root));
+	}
 	snprintf(a_mark, sizeof(a_mark), "%d", 6 + ncg);
 	i = exec_args(sb, argv, cwd, desc, &nums);
 	argv[i++] = (char *)"--session";
@@ -42,7 +49,7 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	fds[2] = pp[2][1];
 	fds[3] = pp[3][1];
 	fds[4] = sb->pidfd;
-	fds[5] = sb->rootfd;
+	fds[5] = root;
 	for (int k = 0; k < ncg; k++)
 		fds[6 + k] = cgfds[k];
 	fds[6 + ncg] = mark_w;
@@ -59,6 +66,8 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	p->st = dsec_steal_fd(&pp[3][0]);
 	rc = 0;
 out:
+	close(root);
+	be_cg_close_fds(cgfds, ncg);
 	for (int k = 0; k < 4; k++) {
 		if (pp[k][0] >= 0)
 			close(pp[k][0]);

@@ -1,6 +1,9 @@
 /* spawn.c - the container backend: spawning container-init (and the
  * file server) from the loop thread, in a sandbox's namespaces or new ones.
  */
+#include <linux/close_range.h>
+#include <poll.h>
+
 #include "ct.h"
 
 /* ---- spawning the helper ------------------------------------------------ */
@@ -15,7 +18,104 @@ struct spawn_args {
 	int go_fd;			/* read a byte from it before exec, -1 = none */
 	int exec_fd;			/* kept open until the exec (closed by it), or -1 */
 	int securebits;			/* set them to this before the exec, -1 = leave */
+	int slot0;			/* the fds are in the spawn slots from here, -1 = not */
 };
+
+/* ---- spawn slots ----------------------------------------------------------
+ *
+ * A child made by clone gets a copy of dsecd's descriptor table and has
+ * to close every entry: both cost a step per descriptor dsecd holds, and a
+ * node with thousands of sandboxes holds tens of thousands.  So the child
+ * shares the table (CLONE_FILES) and makes its own with
+ * close_range(CLOSE_RANGE_UNSHARE) from the first entries only: the loop
+ * thread (the only one that spawns) has put the child's descriptors in
+ * CT_SLOTS entries kept for that, above what was open when the backend
+ * started, and puts /dev/null (the last slot) back in them once the child
+ * has its own table. */
+
+static int slot_null(const struct ct_be *be)
+{
+	return be->slot0 + CT_SLOTS - 1;
+}
+
+int spawn_slots_init(struct ct_be *be)
+{
+	int hi = 2, nul, base;
+	struct dirent *de;
+	DIR *d;
+
+	if (!(d = opendir("/proc/self/fd")))
+		return -1;
+	while ((de = readdir(d)))
+		if (atoi(de->d_name) > hi)
+			hi = atoi(de->d_name);
+	closedir(d);
+	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+		return -1;
+	base = hi < 64 ? 64 : hi + 1;
+	for (int i = 0; i < CT_SLOTS; i++) {
+		int fd = fcntl(nul, F_DUPFD_CLOEXEC, base + i);
+
+		if (fd != base + i) {	/* taken meanwhile: no slots */
+			if (fd >= 0)
+				close(fd);
+			while (i-- > 0)
+				close(base + i);
+			close(nul);
+			errno = EBUSY;
+			return -1;
+		}
+	}
+	close(nul);
+	be->slot0 = base;
+	return 0;
+}
+
+void spawn_slots_fini(struct ct_be *be)
+{
+	if (be->slot0 < 0)
+		return;
+	for (int i = 0; i < CT_SLOTS; i++)
+		close(be->slot0 + i);
+	be->slot0 = -1;
+}
+
+/* The child's descriptors into the slots (a->slot0 set), or nothing to do
+ * without slots.  -1 with errno (slots put back). */
+static void slots_put_back(const struct ct_be *be, int n);
+
+static int slots_fill(const struct ct_be *be, struct spawn_args *a)
+{
+	int n = a->nfds;
+
+	a->slot0 = -1;
+	if (be->slot0 < 0)
+		return 0;
+	for (int i = 0; i < n + 2; i++) {
+		int fd = i < n ? a->fds[i] : i == n ? a->go_fd : a->exec_fd;
+
+		if (fd >= 0 && dup3(fd, be->slot0 + i, O_CLOEXEC) < 0) {
+			int e = errno;
+
+			slots_put_back(be, i);
+			errno = e;
+			return -1;
+		}
+	}
+	a->slot0 = be->slot0;
+	return 0;
+}
+
+/* /dev/null back into the first n + 2 slots: dsecd keeps no reference of
+ * the child's descriptors (a pipe's write end kept would hold off its EOF). */
+static void slots_put_back(const struct ct_be *be, int n)
+{
+	if (be->slot0 < 0)
+		return;
+	for (int i = 0; i < n + 2 && i < CT_SLOTS - 1; i++)
+		if (dup3(slot_null(be), be->slot0 + i, O_CLOEXEC) < 0)
+			DSEC_BUG("cannot put a spawn slot back: %s", strerror(errno));
+}
 
 /* The children's stack: they share the daemon's memory until they exec, and
  * the loop thread, the only one that spawns, waits for that exec. */
@@ -41,12 +141,25 @@ static int spawn_child(void *arg)
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	for (int i = 0; i < n; i++)
-		high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
-	if (a->go_fd >= 0 && (go = fcntl(a->go_fd, F_DUPFD, 100)) < 0)
-		_exit(127);
-	if (a->exec_fd >= 0 && (ex = fcntl(a->exec_fd, F_DUPFD_CLOEXEC, 100)) < 0)
-		_exit(127);
+	if (a->slot0 >= 0) {
+		/* A table of our own: dsecd's first entries and the slots
+		 * (above 2 + n: placing one never overwrites another). */
+		if (syscall(SYS_close_range, a->slot0 + n + 2, ~0U, CLOSE_RANGE_UNSHARE) < 0)
+			_exit(127);
+		for (int i = 0; i < n; i++)
+			high[i] = a->fds[i] >= 0 ? a->slot0 + i : -1;
+		go = a->go_fd >= 0 ? a->slot0 + n : -1;
+		ex = a->exec_fd >= 0 ? a->slot0 + n + 1 : -1;
+		if (ex >= 0 && write(ex, "u", 1) != 1)	/* spawn_helper_setup waits for it */
+			_exit(127);
+	} else {
+		for (int i = 0; i < n; i++)
+			high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
+		if (a->go_fd >= 0 && (go = fcntl(a->go_fd, F_DUPFD, 100)) < 0)
+			_exit(127);
+		if (a->exec_fd >= 0 && (ex = fcntl(a->exec_fd, F_DUPFD_CLOEXEC, 100)) < 0)
+			_exit(127);
+	}
 	for (int i = 0; i < n; i++) {
 		if (high[i] >= 0) {
 			if (dup2(high[i], i) < 0)
@@ -134,7 +247,7 @@ pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
 		 const char *cwd)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/%s", be->host->helper_dir, prog);
-	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1 };
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1, -1 };
 	int dir = enter_dir(cwd), e;
 	sigset_t all, old;
 	pid_t pid;
@@ -142,12 +255,21 @@ pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
 	DSEC_ASSERT(nfds <= 16);
 	if (dir == -2)
 		return -1;
+	if (slots_fill(be, &a) < 0) {
+		e = errno;
+		leave_dir(be, dir);
+		errno = e;
+		return -1;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	/* vfork: back here once the child has exec'd, its table its own. */
 	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
-		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD), &a);
+		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD |
+			  (a.slot0 >= 0 ? CLONE_FILES : 0)), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	e = errno;
+	slots_put_back(be, nfds);
 	leave_dir(be, dir);
 	errno = e;
 	return pid < 0 ? -1 : pid;
@@ -207,6 +329,28 @@ static pid_t clone_as(struct ct_be *be, uid_t owner, int (*fn)(void *), void *st
 	return pid;
 }
 
+/* The child's "u" on the exec pipe: it has a descriptor table of its own
+ * and the slots may be put back.  Until then the slots hold a write end of
+ * that pipe, so a child that dies first gives no EOF: look at whether it
+ * is alive (without reaping it) between waits.  0, or -1 when it died. */
+static int wait_unshared(pid_t pid, int ex)
+{
+	struct pollfd p = { .fd = ex, .events = POLLIN };
+	char c;
+
+	for (;;) {
+		siginfo_t si = { 0 };
+		int n = poll(&p, 1, 10);
+
+		if (n > 0)
+			return read(ex, &c, 1) == 1 && c == 'u' ? 0 : -1;
+		if (n < 0 && errno != EINTR)
+			return -1;
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
+			return -1;
+	}
+}
+
 /* spawn_helper for a child in a new user namespace of owner's: its uid
  * and gid maps must be written, from outside, before it execs (an exec
  * with no uid mapped would drop its capabilities), so the child waits on a
@@ -219,7 +363,7 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 			 uid_t owner, int (*setup)(pid_t pid, void *arg), void *arg)
 {
 	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
-	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1 };
+	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1, -1 };
 	int go[2] = { -1, -1 }, ex[2] = { -1, -1 }, rc, e, dir = -1;
 	sigset_t all, old;
 	pid_t pid;
@@ -230,19 +374,31 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 		goto fail;
 	a.go_fd = go[0];
 	a.exec_fd = ex[1];
+	if (slots_fill(be, &a) < 0)
+		goto fail;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid = clone_as(be, owner, spawn_child, spawn_stack + sizeof(spawn_stack),
-		       (int)(clone_flags | CLONE_VM | SIGCHLD), &a);
+		       (int)(clone_flags | CLONE_VM | SIGCHLD | (a.slot0 >= 0 ? CLONE_FILES : 0)),
+		       &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	e = errno;
 	leave_dir(be, dir);
 	dir = -1;
+	close(ex[1]);
+	ex[1] = -1;
+	if (pid >= 0 && a.slot0 >= 0 && wait_unshared(pid, ex[0]) < 0) {
+		/* It died before it had a table of its own. */
+		slots_put_back(be, nfds);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		errno = ECHILD;
+		goto fail;
+	}
+	slots_put_back(be, nfds);
 	errno = e;
 	if (pid < 0)
 		goto fail;
-	close(ex[1]);
-	ex[1] = -1;
 	rc = setup(pid, arg);
 	e = errno;
 	if (rc == 0 && write(go[1], "g", 1) != 1) {

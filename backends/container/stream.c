@@ -47,7 +47,13 @@ static int open_pty(struct ct_sb *sb, const struct dsec_exec_stream_opts *o, int
 
 	/* Looked at before it is opened: the path is the sandbox's, and an
 	 * open of some other device node may do something. */
-	m = be_open_in_root(sb->rootfd, "dev/pts/ptmx", O_PATH | O_NOFOLLOW, 0);
+	{
+		int root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY);
+
+		m = root < 0 ? root : be_open_in_root(root, "dev/pts/ptmx", O_PATH | O_NOFOLLOW, 0);
+		if (root >= 0)
+			close(root);
+	}
 	if (m < 0)
 		return dsec_err_set(err, -m, "cannot open the terminal multiplexer of sandbox "
 				    "'%s': %s", sb->id, strerror(-m));
@@ -107,7 +113,7 @@ int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
 	size_t nenv = 0, i;
 	char desc[256], name[32];
 	struct exec_nums nums;
-	int cgfds[BE_CG_MAXH], ncg, fds[6 + BE_CG_MAXH], rc;
+	int fds[6 + BE_CG_MAXH], rc;
 	int p[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }, ps[2] = { -1, -1 };
 	int ptm = -1, pts = -1, ptm2 = -1;
 	struct be_cg *cg = NULL;
@@ -127,7 +133,7 @@ int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
 	snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
 	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
 		return rc;
-	ncg = be_cg_export(cg, desc, sizeof(desc), cgfds);
+	be_cg_export(cg, desc, sizeof(desc), NULL);
 	argv = xcalloc((req->argv ? dsec_strv_len(req->argv) : 3) + 24, sizeof(*argv));
 	i = exec_args(sb, argv, req->cwd && *req->cwd ? req->cwd : sb->cwd, desc, &nums);
 	argv[i++] = (char *)"--pid";
@@ -165,7 +171,7 @@ int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
 		rc = dsec_err_set(err, errno, "cannot make pipes: %s", strerror(errno));
 		goto fail;
 	}
-	pid = exec_spawn(sb, argv, env, fds, ps[1], cgfds, ncg);
+	pid = exec_spawn(sb, argv, env, fds, ps[1], cg);
 	if (pid < 0) {
 		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
 		goto fail;

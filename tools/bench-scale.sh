@@ -1,0 +1,105 @@
+#!/bin/bash
+# bench-scale.sh - `make bench-scale`: what a node full of idle container
+# sandboxes costs the next create.  One private dsecd; at each population
+# (0, then N/10, N/2 and N idle sandboxes: 0, 1,000, 5,000 and 10,000 by
+# default) it prints the dsec-bench commands and tables of create -> first
+# exec (c=1), creations/s (c=4) and exec in a running sandbox (c=1), then
+# dsecd's descriptors and RSS and the machine's memory per idle sandbox,
+# and at the end one table of every stage with its ratios against the
+# empty node.  The idle sandboxes are made with dsec-bench --mode create
+# --keep (c=4).  Asserts nothing: read the figures on a quiet machine.
+#
+#   BENCH_SCALE_N       idle sandboxes at the last stage      (default 10000)
+#   BENCH_SCALE_STAGES  the populations, space-separated      (default "0 N/10 N/2 N")
+#   BENCH_N             requests per latency run              (default 200)
+#   BENCH_SCALE_MEMORY  container.memory of each sandbox      (default 64M)
+set -u
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+. "$TOP/tools/bench-lib.sh"
+N=${BENCH_SCALE_N:-10000}
+STAGES=${BENCH_SCALE_STAGES:-"0 $((N / 10)) $((N / 2)) $N"}
+REQ=${BENCH_N:-200}
+MEM=${BENCH_SCALE_MEMORY:-64M}
+last=${STAGES##* }
+
+bench_dsecd dsec-bench-scale --set backends=container --set default_backend=container \
+	--set max_sandboxes=$((last + 64)) --set container.max_sandboxes=$((last + 64)) \
+	--set container.memory="$MEM" --set idle_ttl=0 --set ttl=0 ||
+	{ echo "dsecd did not start; its log:" >&2; cat "$S/log" >&2; exit 1; }
+mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+echo "machine: $(nproc) cores, $mem," \
+	"load $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r)"
+echo "dsecd: pid $PID, descriptor limit $(awk '/^Max open files/ { print $4 }' /proc/$PID/limits)"
+
+fds() { ls "/proc/$PID/fd" | wc -l; }
+rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
+avail() { awk '/MemAvailable/ {print $2}' /proc/meminfo; }
+# one FIELD of dsec-bench --json's output
+field() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+run_bench() {	# run_bench ARGS...: the table, and its JSON in $S/last.json
+	printf '\n$ dsec-bench %s\n' "$*" >&2
+	"$TOP/tools/dsec-bench" "$@" --json > "$S/last.json"
+	/usr/bin/python3 - "$S/last.json" >&2 <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("  %d requests, %d errors: %.1f/s, p50 %.2f ms, p99 %.2f ms" %
+      (r["requests"], r["errors"], r["rate"], r["p50_ms"], r["p99_ms"]))
+PY
+}
+
+fds0=$(fds) rss0=$(rss) avail0=$(avail)
+have=0
+: > "$S/rows"
+for stage in $STAGES; do
+	if [ "$stage" -gt "$have" ]; then
+		t0=$(date +%s.%N)
+		printf '\n--- filling to %d idle sandboxes\n' "$stage" >&2
+		"$TOP/tools/dsec-bench" -c 4 -n $((stage - have)) --backend container \
+			--mode create --keep --json > "$S/fill.json" ||
+			echo "(some creates failed)" >&2
+		have=$stage
+		t1=$(date +%s.%N)
+		printf '  made in %.1f s\n' "$(echo "$t1 - $t0" | bc)" >&2
+		sleep 2
+	fi
+	printf '\n=== %d idle sandboxes\n' "$stage" >&2
+	run_bench -c 1 -n "$REQ" --warmup 10 --backend container --mode first --cmd 'echo $X'
+	first50=$(field p50_ms < "$S/last.json") first99=$(field p99_ms < "$S/last.json")
+	run_bench -c 4 -n "$REQ" --warmup 10 --backend container --mode create
+	rate=$(field rate < "$S/last.json")
+	run_bench -c 1 -n "$REQ" --warmup 10 --backend container --mode exec --cmd 'echo $X'
+	exec50=$(field p50_ms < "$S/last.json")
+	f=$(fds) r=$(rss) a=$(avail)
+	echo "$stage $first50 $first99 $rate $exec50 $f $r $a" >> "$S/rows"
+	printf '  dsecd: %d descriptors, VmRSS %d kB; machine MemAvailable %d kB\n' \
+		"$f" "$r" "$a" >&2
+done
+
+printf '\nSummary (ratios against the empty node; per sandbox = change since 0 / population):\n'
+awk -v f0="$fds0" -v r0="$rss0" -v a0="$avail0" '
+NR == 1 { b1 = $2; b2 = $3; b3 = $4; b4 = $5 }
+{
+	n = $1
+	printf "%6d idle: first p50 %6.2f ms (%.2fx)  p99 %7.2f ms (%.2fx)",
+		n, $2, $2 / b1, $3, $3 / b2
+	printf "  creates/s %7.1f (%.2fx)  exec p50 %5.2f ms (%.2fx)\n", $4, $4 / b3, $5, $5 / b4
+	if (n > 0)
+		printf "%14s per sandbox: %.2f dsecd descriptors, %.1f KiB dsecd RSS,", "",
+			($6 - f0) / n, ($7 - r0) / n
+	if (n > 0)
+		printf " %.0f KiB machine memory\n", (a0 - $8) / n
+}' "$S/rows"
+
+t0=$(date +%s.%N)
+"$TOP/t/helper-req" "$DSEC_HOST" list > "$S/list"
+ids=$(grep -o '"id":"[^"]*"' "$S/list" | cut -d'"' -f4)
+t1=$(date +%s.%N)
+count=$(echo "$ids" | grep -c .)
+printf '\nlist of %d sandboxes: %.2f s\n' "$count" "$(echo "$t1 - $t0" | bc)"
+t0=$(date +%s.%N)
+kill -TERM "$PID"
+wait "$PID"
+t1=$(date +%s.%N)
+printf 'SIGTERM of dsecd holding %d sandboxes: stopped in %.1f s\n' "$have" \
+	"$(echo "$t1 - $t0" | bc)"
+trap 'rm -rf "$S"' EXIT
