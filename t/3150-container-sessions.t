@@ -195,8 +195,8 @@ like "$(cat "$T/f.out")" '"code":"not_found".*destroyed' "the running command is
 sleep 0.3
 run pgrep -f '^sleep 998[123]'
 is "$RC" 1 "no session process is left after destroy"
-left=$(find $(container_cgroups) -mindepth 1 -type d 2>/dev/null | wc -l)
-is "$left" "0" "no cgroup is left after destroy"
+is "$(container_cgroups_left)" "0:ok" \
+	"no process is left in a cgroup after destroy (emptied ones kept for new sandboxes)"
 is "$(pipes)" "$fd0" "dsecd holds no more pipes than before the sessions"
 
 # Shutdown with a session open.

@@ -288,6 +288,23 @@ container_cgroups() {
 		/sys/fs/cgroup/*/*/*/dsec-container.$DSECD_PID /sys/fs/cgroup/dsec-container.$DSECD_PID 2>/dev/null
 }
 
+# container_cgroups_left: what the destroyed sandboxes left below those
+# directories, as "BUSY:KEPT": BUSY the groups with a process in them (0
+# once every sandbox is gone), KEPT "ok" when no hierarchy holds more
+# sandbox groups than the 64 emptied ones kept for new sandboxes (each with
+# at most its one command group), else how many there are.
+container_cgroups_left() {
+	local busy=0 kept=ok d n
+	for d in $(find $(container_cgroups) -mindepth 1 -type d 2>/dev/null); do
+		[ -n "$(cat "$d/cgroup.procs" 2>/dev/null)" ] && busy=$((busy + 1))
+	done
+	for d in $(container_cgroups); do
+		n=$(find "$d" -mindepth 1 -maxdepth 1 -type d | wc -l)
+		[ "$n" -le 64 ] && [ "$(find "$d" -mindepth 3 -type d | wc -l)" = 0 ] || kept=$n
+	done
+	echo "$busy:$kept"
+}
+
 # container_cgroot: the same (the sessions tests' name).
 container_cgroot() { container_cgroups; }
 # container_images_missing: why container sandboxes of fs3 images cannot

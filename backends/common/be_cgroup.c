@@ -849,8 +849,15 @@ int be_cg_kill(struct be_cg *cg)
 	return be_cg_populated(cg) ? -EBUSY : 0;
 }
 
-/* rmdir every group below dirfd, deepest first. */
+/* rmdir every group below dirfd, deepest first, but the one named keep. */
+static int rm_children_but(int dirfd, const char *keep);
+
 static int rm_children(int dirfd)
+{
+	return rm_children_but(dirfd, NULL);
+}
+
+static int rm_children_but(int dirfd, const char *keep)
 {
 	int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
 	struct dirent *de;
@@ -865,7 +872,8 @@ static int rm_children(int dirfd)
 	while ((de = readdir(d))) {
 		int sub;
 
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+		    (keep && !strcmp(de->d_name, keep)))
 			continue;
 		if ((sub = open_dir(dirfd, de->d_name)) >= 0) {
 			int r = rm_children(sub);
@@ -897,6 +905,36 @@ int be_cg_remove_children(struct be_cg *cg)
 		if ((r = rm_children(cgfd(cg, i))) < 0)
 			rc = r;
 	return rc;
+}
+
+int be_cg_remove_children_but(struct be_cg *cg, const char *keep)
+{
+	int rc = 0, r;
+
+	CG_USE(cg);
+	for (int i = 0; i < cg->n; i++)
+		if ((r = rm_children_but(cgfd(cg, i), keep)) < 0)
+			rc = r;
+	return rc;
+}
+
+int be_cg_reuse(struct be_cg *cg, bool *peak_reset)
+{
+	CG_USE(cg);
+	int mem = cg->mode == BE_CG_V1 ? hier(cg, "memory") : -1;
+	int cpu = cg->mode == BE_CG_V1 ? hier(cg, "cpu") : -1;
+	int rc;
+
+	*peak_reset = false;
+	if (cg->mode == BE_CG_NONE)
+		return 0;
+	if ((rc = be_cg_thaw(cg)) < 0 && rc != -EOPNOTSUPP)
+		return rc;
+	if (mem >= 0)
+		*peak_reset = write_at(mem, "memory.max_usage_in_bytes", "0") == 0;
+	if (cpu >= 0)
+		write_at(cpu, "cpuacct.usage", "0");
+	return 0;
 }
 
 int be_cg_remove(struct be_cg *cg)

@@ -153,6 +153,15 @@ bool be_cg_populated(struct be_cg *cg);
 int be_cg_remove(struct be_cg *cg);
 /* Remove only the groups below cg. */
 int be_cg_remove_children(struct be_cg *cg);
+/* Remove the groups below cg but the one named keep (NULL: none kept). */
+int be_cg_remove_children_but(struct be_cg *cg, const char *keep);
+/* Makes an emptied group (be_cg_kill) fit for a new user: thawed and, on
+ * v1, its memory peak and CPU time counters back at 0.  Its memory is not
+ * reclaimed (a reclaim walks the host's shrinkers, which costs as much as
+ * a removal): the page cache the last user left stays charged to it, and
+ * goes first when the group reaches its limit.  Sets *peak_reset when the
+ * memory peak was reset (v2's memory.peak cannot be).  0 or -errno. */
+int be_cg_reuse(struct be_cg *cg, bool *peak_reset);
 /* Remove the siblings of cg named PREFIX<pid> whose pid is no longer
  * alive (left by a daemon that was killed before it could clean up):
  * kill what is still in them, then rmdir.  Returns how many were removed. */

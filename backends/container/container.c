@@ -76,6 +76,11 @@ static void ct_free(struct ct_be *be)
 	if (be->home_fd >= 0)
 		close(be->home_fd);
 	spawn_slots_fini(be);
+	for (unsigned i = 0; i < be->nkeep; i++) {
+		be_cg_free(be->keep[i].cg);
+		be_cg_free(be->keep[i].spare);
+	}
+	pthread_mutex_destroy(&be->keep_lock);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
 	pthread_mutex_destroy(&be->br.lock);
@@ -339,6 +344,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	be->filter_fd = be->preload_fd = be->home_fd = be->slot0 = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
+	pthread_mutex_init(&be->keep_lock, NULL);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "container: host ABI mismatch");

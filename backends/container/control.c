@@ -310,6 +310,11 @@ static void usage_work(void *arg)
 	int fd;
 
 	be_cg_usage(sb->cg, &w->u);
+	if (sb->cg_kept) {	/* the group was another sandbox's (cg_take) */
+		w->u.cpu_ns = w->u.cpu_ns > sb->cg_cpu0 ? w->u.cpu_ns - sb->cg_cpu0 : 0;
+		if (!sb->cg_peak)
+			w->u.have &= ~(uint32_t)DSEC_USAGE_MEMORY_PEAK;
+	}
 	if (sb->net_ready && (fd = ct_init_open(sb, "ns/net", O_RDONLY)) >= 0) {
 		struct dsec_err e;
 
@@ -363,6 +368,7 @@ int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *a
 
 static void destroy_work(void *arg)
 {
+	cg_keep(arg);
 	sb_teardown(arg);
 }
 
@@ -402,6 +408,11 @@ void sb_maybe_destroy(struct ct_sb *sb)
 
 	if (!sb->destroying || sb->busy)
 		return;
+	if (sb->spare && sb->spare->refs == 1) {	/* kept with the sandbox's group */
+		sb->keep_spare = sb->spare->cg;
+		free(sb->spare);
+		sb->spare = NULL;
+	}
 	spare_put(sb);
 	sb_unlink(sb);
 	/* Our references keep the mount namespace alive: drop them first. */

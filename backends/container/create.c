@@ -17,6 +17,87 @@ void sb_unlink(struct ct_sb *sb)
 		}
 }
 
+/* On a pool thread, for a new sandbox: the cgroup of a destroyed one
+ * (cg_keep), with its spare command group, when one is kept.  What the
+ * group counted before (CPU time, OOM kills) is taken off what sb reads. */
+static bool cg_take(struct ct_sb *sb)
+{
+	struct ct_be *be = sb->be;
+	struct dsec_be_usage u = { .struct_size = sizeof(u) };
+	struct ct_cgkeep k;
+
+	pthread_mutex_lock(&be->keep_lock);
+	if (!be->nkeep) {
+		pthread_mutex_unlock(&be->keep_lock);
+		return false;
+	}
+	k = be->keep[--be->nkeep];
+	pthread_mutex_unlock(&be->keep_lock);
+	sb->cg = k.cg;
+	sb->cg_kept = true;
+	sb->cg_peak = k.peak_reset;
+	be_cg_usage(sb->cg, &u);
+	sb->cg_cpu0 = u.cpu_ns;
+	be_cg_oom_kills(sb->cg, &sb->cg_oom0);
+	sb->next_x = k.next_x;
+	if (k.spare) {
+		sb->spare = xcalloc(1, sizeof(*sb->spare));
+		sb->spare->cg = k.spare;
+		sb->spare->refs = 1;
+		sb->spare_oom = k.spare_oom;
+		sb->spare_forkf = k.spare_forkf;
+	}
+	return true;
+}
+
+/* On a pool thread, for a sandbox being destroyed: its emptied cgroup,
+ * and its spare command group, kept for a new sandbox (cg_take) rather
+ * than removed, while fewer than CT_CG_KEEP are.  Removing a memory
+ * cgroup makes the kernel walk a list as long as the node has mounted
+ * file systems (memcg_reparent_list_lrus): on a node of thousands of
+ * sandboxes each removal took milliseconds of a core and held up the
+ * mounts of the creates beside it.  Then sb->cg is NULL. */
+void cg_keep(struct ct_sb *sb)
+{
+	struct ct_be *be = sb->be;
+	struct ct_cgkeep k = { 0 };
+	struct dsec_be_usage u = { .struct_size = sizeof(u) };
+	const char *spare = NULL;
+	bool full, unused;
+
+	if (!sb->cg || be->stopping || sb->cg->mode == BE_CG_NONE)
+		return;
+	pthread_mutex_lock(&be->keep_lock);
+	full = be->nkeep >= CT_CG_KEEP;
+	pthread_mutex_unlock(&be->keep_lock);
+	if (full || be_cg_kill(sb->cg) < 0)
+		return;
+	if (sb->keep_spare)
+		spare = strrchr(sb->keep_spare->path, '/') + 1;
+	if (be_cg_remove_children_but(sb->cg, spare) < 0 || be_cg_reuse(sb->cg, &k.peak_reset) < 0)
+		return;
+	/* The page cache it leaves is charged to the next sandbox: a little
+	 * (its image's files, shared) is fine, more is removed with it. */
+	be_cg_usage(sb->cg, &u);
+	if ((u.have & DSEC_USAGE_MEMORY) && u.memory > CT_CG_KEEP_LEFT)
+		return;
+	if (sb->keep_spare && be_cg_reuse(sb->keep_spare, &unused) == 0) {
+		k.spare = sb->keep_spare;
+		be_cg_oom_kills(k.spare, &k.spare_oom);
+		be_cg_fork_fails(k.spare, &k.spare_forkf);
+	}
+	k.cg = sb->cg;
+	k.next_x = sb->next_x;
+	pthread_mutex_lock(&be->keep_lock);
+	if (be->nkeep < CT_CG_KEEP) {
+		be->keep[be->nkeep++] = k;
+		sb->cg = NULL;
+		if (k.spare)
+			sb->keep_spare = NULL;
+	}
+	pthread_mutex_unlock(&be->keep_lock);
+}
+
 void sb_free(struct ct_sb *sb)
 {
 	struct ev_loop *loop = sb->be->host->loop;
@@ -37,6 +118,7 @@ void sb_free(struct ct_sb *sb)
 		close(sb->st_fd);
 	if (sb->cg)
 		be_cg_free(sb->cg);
+	be_cg_free(sb->keep_spare);
 	dsec_buf_free(&sb->st);
 	dsec_strv_free(sb->env);
 	free(sb->cwd);
@@ -130,7 +212,7 @@ static void create_prep_work(void *arg)
 		}
 	}
 	snprintf(name, sizeof(name), "%s", strrchr(sb->dir, '/') + 1);
-	if ((w->rc = be_cg_child(be->cg, name, true, true, &sb->cg, &w->err)) < 0)
+	if (!cg_take(sb) && (w->rc = be_cg_child(be->cg, name, true, true, &sb->cg, &w->err)) < 0)
 		return;
 	if ((rc = be_cg_set_limits(sb->cg, &lim)) < 0)
 		w->rc = dsec_err_set(&w->err, -rc, "cannot set the limits of sandbox '%s': %s",
@@ -331,6 +413,7 @@ void sb_lost(struct ct_sb *sb, bool signaled, int num)
 		return;
 	sb->lost = true;
 	be_cg_oom_kills(sb->cg, &ooms);
+	ooms = ooms > sb->cg_oom0 ? ooms - sb->cg_oom0 : 0;
 	if (signaled)
 		dsec_err_setc(&why, DSEC_E_SANDBOX_LOST, EOWNERDEAD, "its init was killed by SIG%s",
 			      sigabbrev_np(num) ? sigabbrev_np(num) : "?");

@@ -59,6 +59,8 @@
 #define CT_MAX_LAYERS 64		/* layers of one image */
 #define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 #define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
+#define CT_CG_KEEP 64			/* emptied sandbox cgroups kept for new sandboxes */
+#define CT_CG_KEEP_LEFT (16ull << 20)	/* ... when they hold no more memory than this */
 #define CT_SLOTS 20			/* spawn slots: 16 fds, 2 pipes, /dev/null */
 /* The floors of a sandbox's limits (requests and config alike): below
  * them a sandbox cannot do its work (pids: the init, the warm shell's
@@ -116,6 +118,19 @@ struct ct_pending {
 					 * is the caller's until then), or NULL */
 };
 
+/* A destroyed sandbox's cgroup, emptied and kept for a new sandbox: the
+ * kernel's removal of a memory cgroup walks every list_lru of the host (two
+ * per mounted file system, a dozen per sandbox), so each removal costs
+ * more the more sandboxes the node holds (create.c). */
+struct ct_cgkeep {
+	struct be_cg *cg;		/* the group (closed) */
+	struct be_cg *spare;		/* its kept command group, or NULL */
+	uint64_t spare_oom;		/* the spare's OOM kill count */
+	uint64_t spare_forkf;		/* and its failed forks */
+	uint64_t next_x;		/* command group names used below it */
+	bool peak_reset;		/* its memory peak counts from 0 again */
+};
+
 /* A cgroup shared by an exec and the pool work killing it. */
 struct ct_cgref {
 	struct be_cg *cg;		/* the group */
@@ -170,6 +185,11 @@ struct ct_sb {
 	uint64_t spare_oom;		/* its OOM kill count when it was emptied */
 	uint64_t spare_forkf;		/* and its failed forks */
 	bool keeping;			/* a cleanup will keep its group as spare */
+	bool cg_kept;			/* cg was another sandbox's (struct ct_cgkeep) */
+	bool cg_peak;			/* ... and its memory peak is this sandbox's */
+	uint64_t cg_cpu0;		/* ... and the CPU time it had then, ns */
+	uint64_t cg_oom0;		/* ... and its OOM kills */
+	struct be_cg *keep_spare;	/* the spare, to keep with cg at its destroy */
 	bool paused;			/* pause began and no resume has completed */
 	bool switching;			/* a pause or resume is on a pool thread */
 	uint64_t paused_at;		/* when the pause began, ns */
@@ -226,6 +246,9 @@ struct ct_be {
 	int filter_fd;			/* commands' seccomp filter, compiled (memfd), or -1 */
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
 	struct ct_fsd *fsds;		/* file servers not reaped yet */
+	pthread_mutex_t keep_lock;	/* guards keep and nkeep (pool threads) */
+	struct ct_cgkeep keep[CT_CG_KEEP];	/* cgroups of destroyed sandboxes */
+	unsigned nkeep;			/* entries of keep */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	int slot0;			/* CT_SLOTS fds kept for spawns (spawn.c), -1 = none */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
@@ -293,6 +316,7 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 
 void sb_unlink(struct ct_sb *sb);
 void sb_free(struct ct_sb *sb);
+void cg_keep(struct ct_sb *sb);
 void sb_teardown(struct ct_sb *sb);
 void sb_lost(struct ct_sb *sb, bool signaled, int num);
 bool init_gone(struct ct_sb *sb, bool *signaled, int *num);

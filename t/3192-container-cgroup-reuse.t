@@ -1,0 +1,52 @@
+#!/bin/bash
+# A destroyed sandbox's cgroup is emptied and kept for the next sandbox
+# (removing a memory cgroup costs more the more sandboxes the node holds),
+# and the next one sees nothing of the last: no process, its own limits,
+# its own CPU time and memory peak, and a first command whose cgroup (the
+# last one's kept command group) reports no OOM kill.
+. "$(dirname "$0")/lib.sh"
+
+need_container
+
+plan 9
+
+start_dsecd --set backends=container --set default_backend=container --set container.memory=128M
+req() { helper-req "$DSEC_HOST" "$@"; }
+get() { printf '%s\n' "$OUT" | sed -n "s/.*\"$1\":\\([0-9]*\\).*/\\1/p"; }
+# The memory cgroup of the one sandbox with a process in it.
+live_group() {
+	local d
+	for d in $(container_cgroups | grep /memory/)/sb.*; do
+		[ -n "$(cat "$d/cgroup.procs" 2>/dev/null)" ] && echo "$d"
+	done
+}
+[ -n "$(container_cgroups | grep /memory/)" ] || skip_all "needs the v1 memory hierarchy"
+
+a=$(req create backend=container | idof)
+dirA=$(live_group)
+burn='import time; t = time.process_time(); exec("while time.process_time() - t < 0.6: pass")'
+req exec id="$a" 'argv[]=python3' 'argv[]=-c' "argv[]=$burn" >/dev/null
+run req exec id="$a" 'argv[]=python3' 'argv[]=-c' 'argv[]=b = b"x" * (300 << 20)'
+like "$OUT" '"oom_killed":true' "sandbox A: a command is OOM-killed"
+run req usage id="$a"
+cpuA=$(get cpu_ns) peakA=$(get memory_peak)
+ok "$([ "${cpuA:-0}" -ge 500000000 ]; echo $?)" "A used $cpuA ns of CPU, its memory peak $peakA"
+sleep 0.3
+req destroy id="$a" >/dev/null
+sleep 0.3
+ok "$([ -d "$dirA" ] && [ -z "$(cat "$dirA/cgroup.procs")" ]; echo $?)" \
+	"A's cgroup is kept, empty, after its destroy"
+
+b=$(req create backend=container limits.memory#=33554432 | idof)
+is "$(live_group)" "$dirA" "sandbox B is made in A's cgroup"
+is "$(cat "$dirA/memory.limit_in_bytes")" 33554432 "... with B's memory limit (32 MiB), not A's"
+run req exec id="$b" 'argv[]=true'
+like "$OUT" '"exit_code":0,.*"oom_killed":false' \
+	"B's first command, in A's kept command group, reports no OOM kill"
+run req usage id="$b"
+cpuB=$(get cpu_ns) peakB=$(get memory_peak)
+ok "$([ "${cpuB:-0}" -lt 400000000 ]; echo $?)" "B's CPU time is its own ($cpuB ns)"
+ok "$([ -z "$peakB" ] || [ "$peakB" -lt "$peakA" ]; echo $?)" \
+	"B's memory peak is its own (${peakB:-not reported} < A's $peakA)"
+run req exec id="$b" 'argv[]=python3' 'argv[]=-c' 'argv[]=b = b"x" * (64 << 20)'
+like "$OUT" '"oom_killed":true' "B's 32 MiB limit holds: 64 MiB is OOM-killed"
