@@ -81,6 +81,21 @@ static int read_at(int dirfd, const char *file, char *buf, size_t len)
 	return 0;
 }
 
+/* write_at unless the file holds val already: a write of a CPU quota or
+ * period walks every task group of the host (the kernel checks the new
+ * bandwidth against the whole tree), the same value or not. */
+static int write_new_at(int dirfd, const char *file, const char *val)
+{
+	char now[64];
+
+	if (read_at(dirfd, file, now, sizeof(now)) == 0) {
+		now[strcspn(now, "\n")] = '\0';
+		if (!strcmp(now, val))
+			return 0;
+	}
+	return write_at(dirfd, file, val);
+}
+
 static bool word_in(const char *list, const char *word)
 {
 	size_t n = strlen(word);
@@ -436,7 +451,7 @@ int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
 				 (uint64_t)(lim->cpus * 100000.0 + 0.5));
 		else
 			snprintf(v, sizeof(v), "max 100000");
-		if ((r = write_at(fd, "cpu.max", v)) < 0 && r != -ENOENT)
+		if ((r = write_new_at(fd, "cpu.max", v)) < 0 && r != -ENOENT)
 			rc = r;
 		snprintf(v, sizeof(v), "%" PRIu32, lim->weight ? lim->weight : 100);
 		if ((r = write_at(fd, "cpu.weight", v)) < 0 && r != -ENOENT)
@@ -463,12 +478,12 @@ int be_cg_set_limits(struct be_cg *cg, const struct be_cg_limits *lim)
 			rc = r;
 	}
 	if ((fd = hier(cg, "cpu")) >= 0) {
-		write_at(fd, "cpu.cfs_period_us", "100000");
+		write_new_at(fd, "cpu.cfs_period_us", "100000");
 		if (lim->cpus > 0)
 			snprintf(v, sizeof(v), "%" PRId64, (int64_t)(lim->cpus * 100000.0 + 0.5));
 		else
 			snprintf(v, sizeof(v), "-1");
-		if ((r = write_at(fd, "cpu.cfs_quota_us", v)) < 0)
+		if ((r = write_new_at(fd, "cpu.cfs_quota_us", v)) < 0)
 			rc = r;
 		snprintf(v, sizeof(v), "%" PRIu64,
 			 (uint64_t)(lim->weight ? lim->weight : 100) * 1024 / 100);

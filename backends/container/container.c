@@ -10,10 +10,11 @@
  * pivots, unshares its cgroup namespace and stays as the sandbox's pid 1,
  * a child of dsecd that the loop reaps.  Every mount lives in the
  * sandbox's mount namespace only.  The loop reads "ok" from a status pipe,
- * opens a pidfd of pid 1 and an O_PATH fd of /proc/PID/root, and completes.
+ * notes pid 1's start time (control.c: what reaches the init later by its
+ * pid checks it is still the init's), and completes.
  *
  * exec: the loop makes a per-exec child cgroup, pipes and a stdin memfd and
- * fork + execs container-init exec, which setns()es through the pidfd,
+ * fork + execs container-init exec, which setns()es through a pidfd,
  * chroots to the root fd and forks the command (capabilities dropped,
  * no_new_privs, seccomp).  Output is watched with ev_io and capped, the
  * timeout kills the exec's cgroup (the command's whole tree, not the
@@ -246,9 +247,7 @@ static void ct_fini(void *vbe)
 		struct ct_sb *sb = be->sbs;
 
 		be->sbs = sb->next;
-		if (sb->pidfd >= 0)
-			close(sb->pidfd);
-		sb->pidfd = -1;
+		sb->init_start = 0;
 		sb_teardown(sb);
 		/* Reap its pid 1 now, killed with its group: the loop will not
 		 * run again to do it, and a daemon that exits leaves its

@@ -224,7 +224,7 @@ static void snap_work(void *arg)
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init, CT_FD_UPPER);
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0) {
+	if (fd < 0 || ct_init_check(sb) < 0) {
 		w->rc = dsec_err_setc(&w->err, DSEC_E_BACKEND, fd < 0 ? errno : ESRCH,
 				      "cannot reach the upper dir of sandbox '%s': %s", sb->id,
 				      fd < 0 ? strerror(errno) : "its init is gone");
@@ -381,21 +381,78 @@ static void destroy_done(void *arg)
 	sb_free(sb);
 }
 
+/* ---- the init, reached by its pid ------------------------------------------
+ *
+ * An idle sandbox keeps one descriptor of dsecd's, its control socket: not
+ * a pidfd of its init, nor its root, cgroups or namespaces (a node of
+ * 10,000 sandboxes would run out of descriptors).  What needs them opens
+ * them through /proc/PID and checks, after the open, that the pid is still
+ * the init's: its start time is the one the init had when it was made.  A
+ * pid taken again is another process's, started later. */
+
+/* Field 22 of /proc/PID/stat, the start time in clock ticks; 0 = gone. */
+uint64_t ct_proc_start(pid_t pid)
+{
+	char path[64], buf[1024];
+	unsigned long long t = 0;
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (!(p = strrchr(buf, ')')))	/* past the command, which may hold anything */
+		return 0;
+	/* ") S ppid ..." : the start time is the 20th field after the ')' */
+	if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+		   "%*d %*d %llu", &t) != 1)
+		return 0;
+	return t;
+}
+
+/* 0 while sb's init is alive under its pid, -ESRCH when it is not. */
+int ct_init_check(const struct ct_sb *sb)
+{
+	if (sb->init <= 0 || !sb->init_start || ct_proc_start(sb->init) != sb->init_start)
+		return -ESRCH;
+	return 0;
+}
+
+/* A new pidfd of sb's init (close-on-exec, the caller's), or -errno. */
+int ct_pidfd(const struct ct_sb *sb)
+{
+	int fd;
+
+	if (sb->init <= 0 || !sb->init_start)
+		return -ESRCH;
+	if ((fd = (int)syscall(SYS_pidfd_open, sb->init, 0)) < 0)
+		return -errno;
+	if (ct_init_check(sb) < 0) {
+		close(fd);
+		return -ESRCH;
+	}
+	return fd;
+}
+
 /* A new descriptor of /proc/INIT/WHAT ("root", "ns/net"), opened with
- * flags and checked through the pidfd to be the init's (its pid was not
- * taken again): an idle sandbox keeps no descriptor of its root or its
- * namespaces, only the pidfd and the control socket.  -errno. */
+ * flags, the caller's; -errno. */
 int ct_init_open(const struct ct_sb *sb, const char *what, int flags)
 {
 	char path[64];
 	int fd;
 
-	if (sb->init <= 0 || sb->pidfd < 0)
+	if (sb->init <= 0 || !sb->init_start)
 		return -ESRCH;
 	snprintf(path, sizeof(path), "/proc/%d/%s", (int)sb->init, what);
 	if ((fd = open(path, flags | O_CLOEXEC)) < 0)
 		return -errno;
-	if (syscall(SYS_pidfd_send_signal, sb->pidfd, 0, NULL, 0) < 0) {
+	if (ct_init_check(sb) < 0) {
 		close(fd);
 		return -ESRCH;
 	}
@@ -417,8 +474,7 @@ void sb_maybe_destroy(struct ct_sb *sb)
 	sb_unlink(sb);
 	/* Our references keep the mount namespace alive: drop them first. */
 	files_stop(sb);
-	close(sb->pidfd);
-	sb->pidfd = -1;
+	sb->init_start = 0;	/* nothing reaches the init from now on */
 	if (sb->ctl >= 0)
 		close(sb->ctl);
 	sb->ctl = -1;

@@ -108,8 +108,6 @@ void sb_free(struct ct_sb *sb)
 	ev_child_stop(loop, &sb->cw);
 	ev_io_stop(loop, &sb->st_w);
 	ev_timer_stop(loop, &sb->ctimer);
-	if (sb->pidfd >= 0)
-		close(sb->pidfd);
 	if (sb->ctl >= 0)
 		close(sb->ctl);
 	if (sb->filter_fd >= 0)
@@ -343,9 +341,9 @@ static void create_finish(struct ct_sb *sb)
 	sb->st_fd = -1;
 	if (sscanf(line, "ok %d", &pid) == 1 && sb->helper > 1) {
 		pid = sb->init = sb->helper;
-		sb->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-		if (sb->pidfd < 0) {
-			e = errno;
+		/* Not reaped: the loop thread reaps, and it is here. */
+		if (!(sb->init_start = ct_proc_start(pid))) {
+			e = ESRCH;
 			dsec_err_setc(&err, DSEC_E_BACKEND, e,
 				      "cannot open the init of sandbox '%s': %s", sb->id, strerror(e));
 			return create_fail(sb, -e, &err);
@@ -876,7 +874,7 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->id = xstrdup(spec->id ? spec->id : "");
 	sb->serial = ++be->next_sb;
 	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
-	sb->pidfd = sb->st_fd = sb->ctl = sb->filter_fd = -1;
+	sb->st_fd = sb->ctl = sb->filter_fd = -1;
 	sb->fsock = -1;
 	sb->net_allow = net_allow;
 	sb->rules = rules;

@@ -164,7 +164,7 @@ struct ct_sb {
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
 	pid_t init;			/* the same, once it reported ready */
-	int pidfd;			/* pidfd of init */
+	uint64_t init_start;		/* its start time (ct_init_check), 0 = none or gone */
 	int ctl;			/* commands to the init (ct_exec.h), -1 = none */
 	int filter_fd;			/* its own filter (seccomp_deny), compiled, or -1 */
 	int st_fd;			/* create status pipe */
@@ -379,6 +379,9 @@ int ct_snapshot(void *vsb, dsec_be_read_diff_fn read, void *read_arg,
 		dsec_be_done_fn done, void *arg, struct dsec_err *err);
 void sb_maybe_destroy(struct ct_sb *sb);
 int ct_init_open(const struct ct_sb *sb, const char *what, int flags);
+int ct_init_check(const struct ct_sb *sb);
+int ct_pidfd(const struct ct_sb *sb);
+uint64_t ct_proc_start(pid_t pid);
 int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
 	     struct dsec_err *err);
 int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);

@@ -336,27 +336,34 @@ int exec_can_start(const struct ct_sb *sb, struct dsec_err *err)
 pid_t exec_spawn(struct ct_sb *sb, char **argv, char **env, int *fds, int st,
 		 const struct be_cg *cg)
 {
-	int cgfds[BE_CG_MAXH], ncg, root, e;
+	int cgfds[BE_CG_MAXH], ncg, root, pidfd, e;
 	char desc[256];
 	pid_t pid;
 
+	if ((pidfd = ct_pidfd(sb)) < 0) {
+		errno = -pidfd;
+		return -1;
+	}
 	if ((root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY)) < 0) {
+		close(pidfd);
 		errno = -root;
 		return -1;
 	}
 	if ((ncg = be_cg_export(cg, desc, sizeof(desc), cgfds)) < 0) {
 		close(root);
+		close(pidfd);
 		errno = -ncg;
 		return -1;
 	}
 	fds[3] = st;
-	fds[4] = sb->pidfd;
+	fds[4] = pidfd;
 	fds[5] = root;
 	for (int k = 0; k < ncg; k++)
 		fds[6 + k] = cgfds[k];
 	pid = spawn_helper(sb->be, argv, env, fds, 6 + ncg, 0, NULL);
 	e = errno;
 	close(root);
+	close(pidfd);
 	be_cg_close_fds(cgfds, ncg);
 	errno = e;
 	return pid;

@@ -112,12 +112,14 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 	char *envp[] = { NULL };
 	int sv[2], fds[7 + BE_CG_MAXH], cgfds[BE_CG_MAXH], ncg;
 	_cleanup_close_ int root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY);
+	_cleanup_close_ int pidfd = ct_pidfd(sb);
 	struct ct_fsd *f;
 	pid_t pid;
 
-	if (root < 0)
-		return dsec_err_setc(err, DSEC_E_BACKEND, -root, "sandbox '%s' has no init: %s",
-				     sb->id, strerror(-root));
+	if (root < 0 || pidfd < 0)
+		return dsec_err_setc(err, DSEC_E_BACKEND, root < 0 ? -root : -pidfd,
+				     "sandbox '%s' has no init: %s", sb->id,
+				     strerror(root < 0 ? -root : -pidfd));
 	snprintf(uid, sizeof(uid), "%" PRIu64, sb->uid);
 	snprintf(gid, sizeof(gid), "%" PRIu64, sb->gid);
 	/* It joins the sandbox's cgroup after its exec, as the init does:
@@ -135,7 +137,7 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 	}
 	fds[0] = fds[1] = fds[2] = -1;
 	fds[3] = sv[1];
-	fds[4] = sb->pidfd;
+	fds[4] = pidfd;
 	fds[5] = root;
 	fds[6] = filter;
 	for (int i = 0; i < ncg; i++)

@@ -16,7 +16,7 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	size_t nenv = 0, i;
 	char desc[256], a_mark[16];
 	struct exec_nums nums;
-	int cgfds[BE_CG_MAXH], ncg, fds[7 + BE_CG_MAXH], pp[4][2], rc, root;
+	int cgfds[BE_CG_MAXH], ncg, fds[7 + BE_CG_MAXH], pp[4][2], rc, root, pidfd;
 	char *argv[24];
 
 	env_merge(&envv, &nenv, base_env);
@@ -25,7 +25,10 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	if ((ncg = be_cg_export(cg, desc, sizeof(desc), cgfds)) < 0)
 		return dsec_err_set(err, -ncg, "cannot open the cgroup of a session: %s",
 				    strerror(-ncg));
-	if ((root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY)) < 0) {
+	root = (pidfd = ct_pidfd(sb)) < 0 ? pidfd : ct_init_open(sb, "root", O_PATH | O_DIRECTORY);
+	if (root < 0) {
+		if (pidfd >= 0)
+			close(pidfd);
 		be_cg_close_fds(cgfds, ncg);
 		return dsec_err_setc(err, DSEC_E_BACKEND, -root, "sandbox '%s' has no init: %s",
 				     sb->id, strerror(-root));
@@ -48,7 +51,7 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	fds[1] = pp[1][1];
 	fds[2] = pp[2][1];
 	fds[3] = pp[3][1];
-	fds[4] = sb->pidfd;
+	fds[4] = pidfd;
 	fds[5] = root;
 	for (int k = 0; k < ncg; k++)
 		fds[6 + k] = cgfds[k];
@@ -67,6 +70,7 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	rc = 0;
 out:
 	close(root);
+	close(pidfd);
 	be_cg_close_fds(cgfds, ncg);
 	for (int k = 0; k < 4; k++) {
 		if (pp[k][0] >= 0)
