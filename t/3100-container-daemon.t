@@ -5,7 +5,7 @@
 
 need_container
 
-plan 44
+plan 46
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -33,6 +33,19 @@ run cr -c 'unshare -U true 2>/dev/null || echo denied; mount -t tmpfs x /tmp 2>/
 is "$(echo $OUT)" "denied denied" "new user namespaces and mount are denied"
 run cr -c 'cat /proc/kcore /proc/sysrq-trigger 2>/dev/null | wc -c; (echo 1 > /proc/sys/kernel/domainname) 2>/dev/null || echo ro'
 is "$(echo $OUT)" "0 ro" "sensitive /proc entries are masked, /proc/sys is read-only"
+run cr -c 'for d in /proc/acpi /sys/firmware /etc/ssl/private; do
+	[ -d $d ] && [ -z "$(ls -A $d)" ] && ! touch $d/x 2>/dev/null && ! mkdir $d/y 2>/dev/null &&
+	echo masked; done | wc -l'
+is "$OUT" 3 "masked directories (binds of one empty read-only directory) are empty and read-only"
+# Each file system a sandbox mounts costs the whole node (a shrinker and
+# lists in every memory cgroup): its disk, root, devpts, proc and sysfs.
+mid=$(new_container)
+minit=$(for d in $(cgroot); do cat "$d"/sb.*/cgroup.procs; done 2>/dev/null | head -1)
+host_devs=$(awk '{ print $3 }' /proc/self/mountinfo | sort -u)
+own=$(awk '{ print $3 }' "/proc/${minit:-0}/mountinfo" 2>/dev/null | sort -u |
+	grep -cvxF "$host_devs")
+is "$own" 5 "a sandbox mounts five file systems of its own: disk, root, devpts, proc, sysfs"
+helper-req -q "$DSEC_HOST" destroy id="$mid" >/dev/null
 run cr -c '(echo x > /usr/dsec-test-x) 2>/dev/null || echo ro; echo y > /etc/dsec-test-y && cat /etc/dsec-test-y'
 is "$(echo $OUT)" "ro y" "host /usr is read-only inside, the root is writable (overlay)"
 ok $([ ! -e /usr/dsec-test-x ] && [ ! -e /etc/dsec-test-y ]; echo $?) "the host's /usr and /etc are unchanged"

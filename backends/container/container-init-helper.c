@@ -184,14 +184,40 @@ static void bind_ro(const char *root, const char *host, unsigned long extra, boo
 	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | extra, NULL);
 }
 
-/* An empty read-only directory (a tmpfs) over dir, when it exists. */
+/* The sandbox's one empty read-only directory, bound over every masked
+ * one (build_root): a bind is no new file system, and each file system a
+ * sandbox mounts costs the whole node (a shrinker and two lists the kernel
+ * walks per memory cgroup).  "" = none yet: a tmpfs of its own. */
+static char mask_src[PATH_MAX];
+
+/* An empty read-only directory over dir, when it exists. */
 static void mask_dir(const char *dir)
 {
 	struct stat st;
 
-	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+	if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	if (mask_src[0])	/* a bind of a read-only mount is read-only */
+		xmount(mask_src, dir, NULL, MS_BIND, NULL);
+	else
 		xmount("dsec-mask", dir, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		       "size=0,mode=0500");
+}
+
+/* A directory of the sandbox's tmpfs at rw/NAME (mode), bound at dst with
+ * flags (a bind keeps the tmpfs's nosuid and nodev): /dev and /dev/shm
+ * are parts of its disk, not file systems of their own. */
+static void bind_rw_dir(const char *rw, const char *name, mode_t mode, const char *dst,
+			unsigned long flags)
+{
+	char src[PATH_MAX];
+
+	snprintf(src, sizeof(src), "%s/%s", rw, name);
+	xmkdir(src, mode);
+	if (chmod(src, mode) < 0)
+		fail(errno, "cannot chmod '%s': %s", src, strerror(errno));
+	xmount(src, dst, NULL, MS_BIND, NULL);
+	xmount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | flags, NULL);
 }
 
 /* Write root/rel, rel resolved inside root: an image's /etc may hold
@@ -348,6 +374,11 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	xmkdir(p, 0755);
 	snprintf(p, sizeof(p), "%s/work", rw);
 	xmkdir(p, 0755);
+	snprintf(mask_src, sizeof(mask_src), "%s/mask", rw);
+	xmkdir(mask_src, 0555);
+	xmount(mask_src, mask_src, NULL, MS_BIND, NULL);
+	xmount(NULL, mask_src, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+	       MS_NOEXEC, NULL);
 	if (dflt) {
 		snprintf(p, sizeof(p), "%s/skel", rw);
 		make_skel(p);
@@ -387,7 +418,7 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 					    "/dev/urandom", "/dev/tty" };
 	snprintf(p, sizeof(p), "%s/dev", root);
 	xmkdir(p, 0755);
-	xmount("dsec-dev", p, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755");
+	bind_rw_dir(rw, "dev", 0755, p, MS_NOSUID | MS_NODEV | MS_NOEXEC);
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(devs); i++) {
 		char dst[PATH_MAX];
 		int fd;
@@ -410,7 +441,7 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	}
 	snprintf(p, sizeof(p), "%s/dev/shm", root);
 	xmkdir(p, 01777);
-	xmount("dsec-shm", p, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=1777");
+	bind_rw_dir(rw, "shm", 01777, p, MS_NOSUID | MS_NODEV);
 	static const char *const links[][2] = { { "/proc/self/fd", "fd" },
 						{ "/proc/self/fd/0", "stdin" },
 						{ "/proc/self/fd/1", "stdout" },
@@ -475,6 +506,7 @@ static void finish_root(const char *dir)
 	snprintf(p, sizeof(p), "%s/proc", root);
 	xmount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	be_procmask_clone(&m, "rw/proc");
+	m.empty = mask_src[0] ? mask_src : NULL;
 	finish_proc(p, &m);
 	snprintf(p, sizeof(p), "%s/sys", root);
 	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
