@@ -52,6 +52,7 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
+#include <linux/magic.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
 #include <sched.h>
@@ -69,6 +70,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -375,7 +377,7 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	snprintf(p, sizeof(p), "%s/work", rw);
 	xmkdir(p, 0755);
 	snprintf(mask_src, sizeof(mask_src), "%s/mask", rw);
-	xmkdir(mask_src, 0555);
+	xmkdir(mask_src, 0500);
 	xmount(mask_src, mask_src, NULL, MS_BIND, NULL);
 	xmount(NULL, mask_src, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
 	       MS_NOEXEC, NULL);
@@ -500,7 +502,8 @@ static void finish_proc(const char *proc, struct be_procmask *m)
 static void finish_root(const char *dir)
 {
 	struct be_procmask m = BE_PROCMASK_INIT;
-	char root[2048], p[PATH_MAX];
+	char root[2048], p[PATH_MAX], node_sys[PATH_MAX];
+	struct statfs fs;
 
 	snprintf(root, sizeof(root), "%s/root", dir);
 	snprintf(p, sizeof(p), "%s/proc", root);
@@ -509,7 +512,11 @@ static void finish_root(const char *dir)
 	m.empty = mask_src[0] ? mask_src : NULL;
 	finish_proc(p, &m);
 	snprintf(p, sizeof(p), "%s/sys", root);
-	if (mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
+	snprintf(node_sys, sizeof(node_sys), "%s/sys", dir);	/* container.c's sys_lend */
+	/* The node's (container.c), read-only with its mask, else our own. */
+	if ((statfs(node_sys, &fs) < 0 || fs.f_type != SYSFS_MAGIC ||
+	     mount(node_sys, p, NULL, MS_BIND | MS_REC, NULL) < 0) &&
+	    mount("sysfs", p, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0) {
 		snprintf(p, sizeof(p), "%s/sys/firmware", root);
 		mask_dir(p);
 	}	/* else no /sys rather than no sandbox */

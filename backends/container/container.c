@@ -219,6 +219,8 @@ static void ct_stats(void *vbe, struct dsec_be_stats *out)
 	out->calls = be->ncalls;
 }
 
+static void sys_down(const char *dir);
+
 static void ct_fini(void *vbe)
 {
 	struct ct_be *be = vbe;
@@ -273,6 +275,14 @@ static void ct_fini(void *vbe)
 	be_bridge_down(&be->br);
 	if (be->skel)
 		dsec_rm_rf(be->skel);
+	{
+		_cleanup_free_ char *sys = xasprintf("%s/sys", be->host->state_dir);
+
+		sys_down(sys);
+		rmdir(sys);
+		free(be->sys);
+		be->sys = NULL;
+	}
 	if (be_tasks_idle(&be->tasks))
 		ct_free(be);
 }
@@ -312,6 +322,91 @@ static void make_skel(struct ct_be *be)
 	dsec_rm_rf(dir);
 }
 
+/* ---- the node's /sys ---------------------------------------------------------
+ *
+ * One sysfs, read-only, of a network namespace with nothing but loopback,
+ * with /sys/firmware (the host's ACPI, DMI and EFI tables) masked, mounted
+ * at STATE/sys once: every sandbox binds it as its /sys (container-init)
+ * rather than mount a sysfs of its own, each a file system more for the
+ * kernel to keep a shrinker and lists of in every memory cgroup, and to
+ * walk past at every other sysfs mount. */
+
+static void *sys_thread(void *arg)
+{
+	const char *dir = arg;
+	char p[PATH_MAX];
+
+	/* This thread's own network namespace: sysfs shows the mounter's. */
+	if (unshare(CLONE_NEWNET) < 0 ||
+	    mount("sysfs", dir, "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return (void *)(intptr_t)errno;
+	snprintf(p, sizeof(p), "%s/firmware", dir);
+	if (mount("dsec-mask", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=0,mode=0555") < 0 ||
+	    mount(NULL, dir, NULL, MS_PRIVATE | MS_REC, NULL) < 0) {
+		int e = errno;
+
+		umount2(dir, MNT_DETACH);
+		return (void *)(intptr_t)e;
+	}
+	return NULL;
+}
+
+static void sys_down(const char *dir)
+{
+	while (umount2(dir, MNT_DETACH) == 0)
+		;	/* a killed daemon's too */
+}
+
+static void sys_up(struct ct_be *be)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/sys", be->host->state_dir);
+	pthread_t t;
+	void *rc = NULL;
+
+	sys_down(dir);
+	if (mkdir(dir, 0555) < 0 && errno != EEXIST)
+		rc = (void *)(intptr_t)errno;
+	else if ((errno = pthread_create(&t, NULL, sys_thread, dir)) != 0)
+		rc = (void *)(intptr_t)errno;
+	else
+		pthread_join(t, &rc);
+	if (rc)
+		LOG(be, DSEC_LOG_WARN, "container: cannot mount the sandboxes' shared /sys at "
+		    "'%s' (%s); each sandbox mounts its own", dir, strerror((int)(intptr_t)rc));
+	else
+		be->sys = xstrdup(dir);
+}
+
+/* For a create: the node's /sys bound at sb->dir/sys, where its helper,
+ * in a user namespace that may not walk the state directory's path, finds
+ * it (in its copy of our mount namespace) to bind as its own /sys; the
+ * bind is gone from ours once the helper is cloned (sys_unlend). */
+bool sys_lend(struct ct_sb *sb)
+{
+	_cleanup_free_ char *p = NULL;
+
+	if (!sb->be->sys)
+		return false;
+	p = xasprintf("%s/sys", sb->dir);
+	if ((mkdir(p, 0555) < 0 && errno != EEXIST) ||
+	    mount(sb->be->sys, p, NULL, MS_BIND | MS_REC, NULL) < 0) {
+		rmdir(p);
+		return false;
+	}
+	return true;
+}
+
+void sys_unlend(struct ct_sb *sb)
+{
+	_cleanup_free_ char *p = xasprintf("%s/sys", sb->dir);
+
+	/* Not rmdir: that would take the mount from the helper's copy too
+	 * (the kernel detaches mounts on a removed directory everywhere);
+	 * the teardown removes the directory. */
+	umount2(p, MNT_DETACH);
+}
+
 /* Directories left by a daemon killed before fini: their mounts lived in
  * namespaces that died with their processes, so they are empty. */
 static void remove_stale(struct ct_be *be)
@@ -325,6 +420,11 @@ static void remove_stale(struct ct_be *be)
 		if (strncmp(de->d_name, "sb.", 3))
 			continue;
 		p = xasprintf("%s/%s", be->host->state_dir, de->d_name);
+		{
+			_cleanup_free_ char *sys = xasprintf("%s/sys", p);
+
+			sys_down(sys);	/* lent when the daemon was killed (sys_lend) */
+		}
 		if (dsec_rm_rf(p) < 0)
 			LOG(be, DSEC_LOG_WARN, "container: cannot remove stale '%s'", p);
 	}
@@ -405,6 +505,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 		    "a killed daemon", be->br.name);
 	if (!*be->conf.rootfs)
 		make_skel(be);
+	sys_up(be);
 	/* Every sandbox's commands get this filter (but those with
 	 * seccomp_deny): compiled once, read by each init. */
 	if ((rc = be_seccomp_container_export(NULL, &be->filter_fd)) < 0)

@@ -137,6 +137,7 @@ void sb_teardown(struct ct_sb *sb)
 	struct ct_be *be = sb->be;
 	_cleanup_free_ char *rw = xasprintf("%s/rw", sb->dir);
 	_cleanup_free_ char *root = xasprintf("%s/root", sb->dir);
+	_cleanup_free_ char *sys = xasprintf("%s/sys", sb->dir);
 
 	if (sb->cg) {
 		if (be_cg_kill(sb->cg) < 0)
@@ -151,6 +152,7 @@ void sb_teardown(struct ct_sb *sb)
 	sb->ip = 0;
 	rmdir(rw);
 	rmdir(root);
+	rmdir(sys);	/* where the node's /sys was lent (sys_lend) */
 	for (size_t i = 0; sb->layers && sb->layers[i]; i++) {
 		_cleanup_free_ char *l = xasprintf("%s/lower.%zu", sb->dir, i);
 
@@ -590,6 +592,7 @@ static void create_prep_done(void *arg)
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
 	char filter_at[16], preload_at[16], ptys[24], mem[24];
+	bool lent;
 
 	if (w->rc < 0)
 		return prep_fail(w);
@@ -652,6 +655,7 @@ static void create_prep_done(void *arg)
 		fds[6 + i] = cgfds[i];
 	fds[6 + ncg] = filter;	/* -1: not passed (closed in the child) */
 	fds[7 + ncg] = be->preload_fd;
+	lent = sys_lend(sb);
 	if (sb->ubase) {
 		struct userns_setup u = { .sb = sb, .sock = sv[0] };
 
@@ -664,6 +668,8 @@ static void create_prep_done(void *arg)
 					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
 					  CLONE_NEWIPC, sb->dir);
 	}
+	if (lent)
+		sys_unlend(sb);
 	for (int i = 0; i < 2; i++)
 		if (sv[i] >= 0)
 			close(sv[i]);

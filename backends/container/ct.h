@@ -249,6 +249,7 @@ struct ct_be {
 	pthread_mutex_t keep_lock;	/* guards keep and nkeep (pool threads) */
 	struct ct_cgkeep keep[CT_CG_KEEP];	/* cgroups of destroyed sandboxes */
 	unsigned nkeep;			/* entries of keep */
+	char *sys;			/* the sandboxes' shared /sys, NULL = none */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	int slot0;			/* CT_SLOTS fds kept for spawns (spawn.c), -1 = none */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
@@ -317,6 +318,8 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 void sb_unlink(struct ct_sb *sb);
 void sb_free(struct ct_sb *sb);
 void cg_keep(struct ct_sb *sb);
+bool sys_lend(struct ct_sb *sb);
+void sys_unlend(struct ct_sb *sb);
 void sb_teardown(struct ct_sb *sb);
 void sb_lost(struct ct_sb *sb, bool signaled, int num);
 bool init_gone(struct ct_sb *sb, bool *signaled, int *num);
