@@ -226,9 +226,12 @@ static void ct_fini(void *vbe)
 	struct ct_be *be = vbe;
 
 	be->stopping = true;
-	/* Everything dies with the backend's group. */
-	if (be->cg)
-		be_cg_kill(be->cg);
+	/* Everything dies with the backend's group.  All of it is gone before
+	 * the first group is removed: each removal of a memory cgroup walks
+	 * the lists of every file system still mounted, and thousands of
+	 * sandboxes dying at once take longer than one be_cg_kill waits. */
+	for (int i = 0; be->cg && i < 5 && be_cg_kill(be->cg) < 0; i++)
+		;
 	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
 		drop_held(sb);
 		be_sess_set_free(sb->sess);
