@@ -341,8 +341,9 @@ void op_info(struct dsecd_req *r)
 }
 
 struct list_arg {
-	struct dsec_pk *p;		/* the reply */
 	char **labels;			/* "K=V" a sandbox must all have, or NULL */
+	struct dsecd_sb **hits;		/* the sandboxes that match */
+	size_t n;			/* how many */
 };
 
 static bool has_labels(const struct dsecd_sb *sb, char *const *want)
@@ -361,30 +362,60 @@ static void list_one(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 {
 	struct list_arg *a = arg;
 
+	(void)d;
 	if (sb->pooled || !has_labels(sb, a->labels))
 		return;
-	dsec_pk_map_begin(a->p);
-	pack_sandbox(d, a->p, sb, false);
-	dsec_pk_end(a->p);
+	dsecd_sb_ref(sb);
+	a->hits[a->n++] = sb;
 }
 
+static int by_id(const void *x, const void *y)
+{
+	return strcmp((*(struct dsecd_sb *const *)x)->id, (*(struct dsecd_sb *const *)y)->id);
+}
+
+/* list: the matching sandboxes in the order of their ids (a node's ids
+ * grow with each create), a page of `limit` of them after the id `after`,
+ * and `next`, the id to ask after for the next page, while there is one. */
 void op_list(struct dsecd_req *r)
 {
 	struct dsec_pk p;
 	struct dsec_err err;
-	struct list_arg a = { &p, NULL };
+	struct list_arg a = { NULL, NULL, 0 };
+	_cleanup_free_ char *after = NULL;
+	uint64_t limit = 0;
+	size_t first = 0, end;
 
 	dsec_err_clear(&err);
-	if (dsecd_labels_get(r->msg.root, &a.labels, &err) < 0)
+	if (dsecd_labels_get(r->msg.root, &a.labels, &err) < 0 ||
+	    dsec_get_u64_opt(r->msg.root, "limit", &limit, &err) < 0 ||
+	    dsec_get_str_opt(r->msg.root, "after", &after, &err) < 0) {
+		dsec_strv_free(a.labels);
 		return reply_err(r, &err);
+	}
+	a.hits = xcalloc(r->d->nsandboxes + 1, sizeof(*a.hits));
+	dsecd_sb_foreach(r->d, list_one, &a);
+	dsec_strv_free(a.labels);
+	qsort(a.hits, a.n, sizeof(*a.hits), by_id);
+	while (after && first < a.n && strcmp(a.hits[first]->id, after) <= 0)
+		first++;
+	end = limit && limit < a.n - first ? first + limit : a.n;
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
 	dsec_pk_str(&p, "sandboxes");
 	dsec_pk_array_begin(&p);
-	dsecd_sb_foreach(r->d, list_one, &a);
-	if (a.labels)
-		dsec_strv_free(a.labels);
+	for (size_t i = first; i < end; i++) {
+		dsec_pk_map_begin(&p);
+		pack_sandbox(r->d, &p, a.hits[i], false);
+		dsec_pk_end(&p);
+	}
 	dsec_pk_end(&p);
+	dsec_pk_kv_u64(&p, "total", a.n);
+	if (end < a.n)
+		dsec_pk_kv_str(&p, "next", a.hits[end - 1]->id);
 	dsec_pk_end(&p);
+	for (size_t i = 0; i < a.n; i++)
+		dsecd_sb_unref(r->d, a.hits[i]);
+	free(a.hits);
 	req_complete(r, &p);
 }

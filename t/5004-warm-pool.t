@@ -27,7 +27,7 @@ start_dsecd --set backends=container --set pool=container=2 || bail "dsecd did n
 ok $(wait_ready 2; echo $?) "the pool fills to its target"
 like "$(pool)" '"backend":"container","image":"","target":2,"ready":2' "info shows the pool"
 run helper-req "$DSEC_HOST" list
-is "$OUT" '{"ok":true,"result":{"sandboxes":[]}}' "pooled sandboxes are not listed"
+is "$OUT" '{"ok":true,"result":{"sandboxes":[],"total":0}}' "pooled sandboxes are not listed"
 
 run helper-req "$DSEC_HOST" create backend=container env.A=1 cwd=/tmp
 like "$OUT" '"ok":true' "a create is served"
