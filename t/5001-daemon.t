@@ -34,7 +34,8 @@ like "$(req exec id=other:0000000000000001 argv[]=echo)" '"code":"not_found".*be
 like "$(req create backend=nope)" '"code":"no_backend"' "an unknown backend is no_backend"
 like "$(req create image=fail)" '"code":"backend_error".*cannot create test sandbox' "a failed create is reported"
 like "$(req create image=refuse)" '"code":"invalid"' "a create refused at once is reported"
-is "$(req list)" '{"ok":true,"result":{"sandboxes":[],"total":0}}' "failed creates leave nothing in the table"
+is "$(req list)" '{"ok":true,"result":{"sandboxes":[],"total":0}}' \
+	"failed creates leave nothing in the table"
 
 # TTLs
 A=$(req create idle_ttl%=0.3 | field id)

@@ -17,11 +17,13 @@ next() { printf '%s\n' "$OUT" | sed -n 's/.*"next":"\([^"]*\)".*/\1/p'; }
 total() { printf '%s\n' "$OUT" | sed -n 's/.*"total":\([0-9]*\).*/\1/p'; }
 
 for i in $(seq 25); do
-	helper-req -q "$DSEC_HOST" create backend=test "labels.half=$((i % 2))" >/dev/null || bail "create $i failed"
+	helper-req -q "$DSEC_HOST" create backend=test "labels.half=$((i % 2))" >/dev/null ||
+		bail "create $i failed"
 done
 run req list
 all=$(ids)
-is "$(echo "$all" | wc -l):$(total):$(next)" "25:25:" "list without limit: all 25, total 25, no next"
+is "$(echo "$all" | wc -l):$(total):$(next)" "25:25:" \
+	"list without limit: all 25, total 25, no next"
 is "$all" "$(echo "$all" | sort)" "... in the order of their ids"
 
 run req list 'limit#=10'
