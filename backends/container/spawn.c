@@ -52,7 +52,7 @@ int spawn_slots_init(struct ct_be *be)
 	closedir(d);
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		return -1;
-	base = hi < 64 ? 64 : hi + 1;
+	base = hi < 32 ? 32 : hi + 1;
 	for (int i = 0; i < CT_SLOTS; i++) {
 		int fd = fcntl(nul, F_DUPFD_CLOEXEC, base + i);
 
@@ -154,10 +154,10 @@ static int spawn_child(void *arg)
 			_exit(127);
 	} else {
 		for (int i = 0; i < n; i++)
-			high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 100) : -1;
-		if (a->go_fd >= 0 && (go = fcntl(a->go_fd, F_DUPFD, 100)) < 0)
+			high[i] = a->fds[i] >= 0 ? fcntl(a->fds[i], F_DUPFD, 20) : -1;
+		if (a->go_fd >= 0 && (go = fcntl(a->go_fd, F_DUPFD, 20)) < 0)
 			_exit(127);
-		if (a->exec_fd >= 0 && (ex = fcntl(a->exec_fd, F_DUPFD_CLOEXEC, 100)) < 0)
+		if (a->exec_fd >= 0 && (ex = fcntl(a->exec_fd, F_DUPFD_CLOEXEC, 20)) < 0)
 			_exit(127);
 	}
 	for (int i = 0; i < n; i++) {
