@@ -32,6 +32,7 @@ echo "machine: $(nproc) cores, $mem," \
 echo "dsecd: pid $PID, descriptor limit $(awk '/^Max open files/ { print $4 }' /proc/$PID/limits)"
 
 fds() { ls "/proc/$PID/fd" | wc -l; }
+since() { awk -v a="$1" -v b="$2" 'BEGIN { print b - a }'; }	# seconds from $1 to $2
 rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
 avail() { awk '/MemAvailable/ {print $2}' /proc/meminfo; }
 # one FIELD of dsec-bench --json's output
@@ -59,7 +60,7 @@ for stage in $STAGES; do
 			echo "(some creates failed)" >&2
 		have=$stage
 		t1=$(date +%s.%N)
-		printf '  made in %.1f s\n' "$(echo "$t1 - $t0" | bc)" >&2
+		printf '  made in %.1f s\n' "$(since "$t0" "$t1")" >&2
 		sleep 2
 	fi
 	printf '\n=== %d idle sandboxes\n' "$stage" >&2
@@ -95,11 +96,11 @@ t0=$(date +%s.%N)
 ids=$(grep -o '"id":"[^"]*"' "$S/list" | cut -d'"' -f4)
 t1=$(date +%s.%N)
 count=$(echo "$ids" | grep -c .)
-printf '\nlist of %d sandboxes: %.2f s\n' "$count" "$(echo "$t1 - $t0" | bc)"
+printf '\nlist of %d sandboxes: %.2f s\n' "$count" "$(since "$t0" "$t1")"
 t0=$(date +%s.%N)
 kill -TERM "$PID"
 wait "$PID"
 t1=$(date +%s.%N)
 printf 'SIGTERM of dsecd holding %d sandboxes: stopped in %.1f s\n' "$have" \
-	"$(echo "$t1 - $t0" | bc)"
+	"$(since "$t0" "$t1")"
 trap 'rm -rf "$S"' EXIT
