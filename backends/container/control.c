@@ -424,20 +424,29 @@ int ct_init_check(const struct ct_sb *sb)
 	return 0;
 }
 
-/* A new pidfd of sb's init (close-on-exec, the caller's), or -errno. */
-int ct_pidfd(const struct ct_sb *sb)
+/* What a helper entering the sandbox gets (close-on-exec, the caller's):
+ * *pidfd of its init and *root, an O_PATH descriptor of its root, both
+ * checked once after they are open.  0, or -errno with neither open. */
+int ct_init_fds(const struct ct_sb *sb, int *pidfd, int *root)
 {
-	int fd;
+	char path[64];
+	int e;
 
+	*pidfd = *root = -1;
 	if (sb->init <= 0 || !sb->init_start)
 		return -ESRCH;
-	if ((fd = (int)syscall(SYS_pidfd_open, sb->init, 0)) < 0)
-		return -errno;
-	if (ct_init_check(sb) < 0) {
-		close(fd);
-		return -ESRCH;
-	}
-	return fd;
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)sb->init);
+	if ((*pidfd = (int)syscall(SYS_pidfd_open, sb->init, 0)) < 0 ||
+	    (*root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		e = -errno;
+	else if ((e = ct_init_check(sb)) == 0)
+		return 0;
+	if (*pidfd >= 0)
+		close(*pidfd);
+	if (*root >= 0)
+		close(*root);
+	*pidfd = *root = -1;
+	return e;
 }
 
 /* A new descriptor of /proc/INIT/WHAT ("root", "ns/net"), opened with

@@ -383,7 +383,7 @@ int ct_snapshot(void *vsb, dsec_be_read_diff_fn read, void *read_arg,
 void sb_maybe_destroy(struct ct_sb *sb);
 int ct_init_open(const struct ct_sb *sb, const char *what, int flags);
 int ct_init_check(const struct ct_sb *sb);
-int ct_pidfd(const struct ct_sb *sb);
+int ct_init_fds(const struct ct_sb *sb, int *pidfd, int *root);
 uint64_t ct_proc_start(pid_t pid);
 int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
 	     struct dsec_err *err);

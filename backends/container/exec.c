@@ -340,13 +340,8 @@ pid_t exec_spawn(struct ct_sb *sb, char **argv, char **env, int *fds, int st,
 	char desc[256];
 	pid_t pid;
 
-	if ((pidfd = ct_pidfd(sb)) < 0) {
-		errno = -pidfd;
-		return -1;
-	}
-	if ((root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY)) < 0) {
-		close(pidfd);
-		errno = -root;
+	if ((e = ct_init_fds(sb, &pidfd, &root)) < 0) {
+		errno = -e;
 		return -1;
 	}
 	if ((ncg = be_cg_export(cg, desc, sizeof(desc), cgfds)) < 0) {

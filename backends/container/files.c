@@ -111,15 +111,14 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 			 (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *envp[] = { NULL };
 	int sv[2], fds[7 + BE_CG_MAXH], cgfds[BE_CG_MAXH], ncg;
-	_cleanup_close_ int root = ct_init_open(sb, "root", O_PATH | O_DIRECTORY);
-	_cleanup_close_ int pidfd = ct_pidfd(sb);
+	_cleanup_close_ int root = -1, pidfd = -1;
 	struct ct_fsd *f;
 	pid_t pid;
+	int rc;
 
-	if (root < 0 || pidfd < 0)
-		return dsec_err_setc(err, DSEC_E_BACKEND, root < 0 ? -root : -pidfd,
-				     "sandbox '%s' has no init: %s", sb->id,
-				     strerror(root < 0 ? -root : -pidfd));
+	if ((rc = ct_init_fds(sb, &pidfd, &root)) < 0)
+		return dsec_err_setc(err, DSEC_E_BACKEND, -rc, "sandbox '%s' has no init: %s",
+				     sb->id, strerror(-rc));
 	snprintf(uid, sizeof(uid), "%" PRIu64, sb->uid);
 	snprintf(gid, sizeof(gid), "%" PRIu64, sb->gid);
 	/* It joins the sandbox's cgroup after its exec, as the init does:

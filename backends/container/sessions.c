@@ -25,13 +25,10 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	if ((ncg = be_cg_export(cg, desc, sizeof(desc), cgfds)) < 0)
 		return dsec_err_set(err, -ncg, "cannot open the cgroup of a session: %s",
 				    strerror(-ncg));
-	root = (pidfd = ct_pidfd(sb)) < 0 ? pidfd : ct_init_open(sb, "root", O_PATH | O_DIRECTORY);
-	if (root < 0) {
-		if (pidfd >= 0)
-			close(pidfd);
+	if ((rc = ct_init_fds(sb, &pidfd, &root)) < 0) {
 		be_cg_close_fds(cgfds, ncg);
-		return dsec_err_setc(err, DSEC_E_BACKEND, -root, "sandbox '%s' has no init: %s",
-				     sb->id, strerror(-root));
+		return dsec_err_setc(err, DSEC_E_BACKEND, -rc, "sandbox '%s' has no init: %s",
+				     sb->id, strerror(-rc));
 	}
 	snprintf(a_mark, sizeof(a_mark), "%d", 6 + ncg);
 	i = exec_args(sb, argv, cwd, desc, &nums);
