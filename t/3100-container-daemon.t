@@ -5,7 +5,7 @@
 
 need_container
 
-plan 46
+plan 50
 
 if ! start_dsecd --set backends=fncall,container --set container.memory=128M --set container.pids=64; then
 	echo "Bail out! dsecd did not start"
@@ -92,15 +92,35 @@ like "$OUT" '"exit_code":0,.*"stdout":"0 70000\\n"' \
 	"a request over 64 KiB runs through the exec helper (not a child of the init)"
 
 # Each command gets its own cgroup; an emptied one is kept for the next
-# command, with nothing of the last one left in it.
-run dsec-run --id "$id" -c 'setsid sleep 9884 & grep memory /proc/self/cgroup'
+# command, with nothing of the last one left in it.  (Its pids group on v1,
+# its only one on v2: a command's group has no memory or cpu controller of
+# its own, below.)
+own_cg='grep -m1 -E ":pids:|^0::" /proc/self/cgroup'
+run dsec-run --id "$id" -c "setsid sleep 9884 & $own_cg"
 g1=$OUT
 for i in $(seq 50); do
-	run dsec-run --id "$id" -c 'pgrep -c sleep; grep memory /proc/self/cgroup'
+	run dsec-run --id "$id" -c "pgrep -c sleep; $own_cg"
 	[ "$(echo $OUT)" = "0 $g1" ] && break
 	sleep 0.1
 done
 is "$(echo $OUT)" "0 $g1" "what a command leaves is killed when it ends; its emptied cgroup serves the next"
+like "$g1" "/x\.[0-9]" "a command runs in a group of its own"
+# One memory cgroup per sandbox: each costs the host kernel memory that grows
+# with the file systems the node mounts.  A command, the exec helper's too (a
+# request over 64 KiB), is charged to the sandbox's memory and CPU limits.
+if [ -d /sys/fs/cgroup/memory ]; then
+	run dsec-run --id "$id" -c 'grep -E ":(memory|cpu,cpuacct|cpu):" /proc/self/cgroup'
+	is "$(echo "$OUT" | grep -c /x.):$(echo "$OUT" | grep -c :/)" 0:2 \
+		"a command shares the sandbox's memory and cpu cgroups (v1)"
+	run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=sh' 'argv[]=-c' \
+		'argv[]=grep -E ":memory:" /proc/self/cgroup; echo ${#BIG}' "env.BIG=$big"
+	like "$OUT" '"stdout":"[0-9]+:memory:/\\n70000' \
+		"so does one the exec helper starts: it joins the sandbox's memory cgroup"
+	is "$(for d in $(cgroot); do ls -d "$d"/sb.*/x.*; done 2>/dev/null | grep -c /memory/)" 0 \
+		"no command group in the memory hierarchy"
+else
+	for i in 1 2 3; do skip "no cgroup v1 memory hierarchy on this host"; done
+fi
 run helper-req "$DSEC_HOST" exec id="$id" 'argv[]=python3' 'argv[]=-c' 'argv[]=b = b"x" * (300 << 20)'
 like "$OUT" '"oom_killed":true' "a command killed by the OOM killer says so"
 sleep 0.3
@@ -116,7 +136,8 @@ xgroups() {
 sleep 0.3
 g0=$(xgroups)
 helper-req "$DSEC_HOST" pause id="$id" >/dev/null
-is "$g0:$(xgroups)" "$(( $(cgroot | wc -l) )):0" "a paused sandbox keeps no empty exec cgroup"
+is "$g0:$(xgroups)" "$(cgroot | grep -vc -e /memory/ -e /cpu/ -e /cpu,cpuacct/):0" \
+	"a paused sandbox keeps no empty exec cgroup"
 helper-req "$DSEC_HOST" resume id="$id" >/dev/null
 
 # seccomp_deny tightens the filter of every command of one sandbox: those

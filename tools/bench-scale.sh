@@ -6,8 +6,9 @@
 # exec (c=1), creations/s (c=4) and exec in a running sandbox (c=1), then
 # dsecd's descriptors and RSS and the machine's memory per idle sandbox,
 # and at the end one table of every stage with its ratios against the
-# empty node.  The idle sandboxes are made with dsec-bench --mode create
-# --keep (c=4).  Asserts nothing: read the figures on a quiet machine.
+# empty node.  The idle sandboxes are made with dsec-bench --mode first
+# --keep (c=4): each has run one command, as a rollout's sandbox between
+# two steps has.  Asserts nothing: read the figures on a quiet machine.
 #
 #   BENCH_SCALE_N       idle sandboxes at the last stage      (default 10000)
 #   BENCH_SCALE_STAGES  the populations, space-separated      (default "0 N/10 N/2 N")
@@ -56,7 +57,7 @@ for stage in $STAGES; do
 		t0=$(date +%s.%N)
 		printf '\n--- filling to %d idle sandboxes\n' "$stage" >&2
 		"$TOP/tools/dsec-bench" -c 4 -n $((stage - have)) --backend container \
-			--mode create --keep --json > "$S/fill.json" ||
+			--mode first --keep --json > "$S/fill.json" ||
 			echo "(some creates failed)" >&2
 		have=$stage
 		t1=$(date +%s.%N)

@@ -84,7 +84,7 @@ struct bench_opts {
 	const char *lat_file;		/* --latencies: appended to, or NULL */
 	int pid;			/* --pid of the daemon for VmRSS, 0 = none */
 	double timeout;			/* --timeout per command, 0 = daemon default */
-	bool keep;			/* --keep: create mode leaves its sandboxes */
+	bool keep;			/* --keep: create and first modes leave their sandboxes */
 	double rate;			/* --rate: requests per second in all, 0 = as fast as they go */
 	bool trajectory;		/* --trajectory: exec's sandboxes log every step */
 };
@@ -196,7 +196,7 @@ static const char usage_text[] =
 	"      --pid PID          report VmRSS of the daemon PID before and after\n"
 	"      --json             print one JSON object instead of the table\n"
 	"      --latencies FILE   append each measured latency (ms) to FILE, one a line\n"
-	"      --keep             create mode: leave the sandboxes (no destroy)\n"
+	"      --keep             create and first modes: leave the sandboxes (no destroy)\n"
 	"      --rate R           start R requests a second in all, spread over the threads\n"
 	"      --trajectory       exec mode: the sandboxes keep a trajectory log and each\n"
 	"                         request is a new step (durable before its reply)\n"
@@ -599,7 +599,8 @@ static int one_request(struct worker *w, double *lat)
 		if (rc == 0) {
 			rc = dsec_exec(w->client, id, &req, &res, &err);
 			*lat = dsec_now() - t0;
-			if (dsec_destroy(w->client, id, &err) < 0 && rc == 0)
+			/* --keep: as a rollout's sandbox between two steps */
+			if (!opt.keep && dsec_destroy(w->client, id, &err) < 0 && rc == 0)
 				rc = -1;
 			free(id);
 		}

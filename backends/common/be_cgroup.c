@@ -138,7 +138,24 @@ void be_cg_free(struct be_cg *cg)
 			close(cg->dirfd[i]);
 	free(cg->path);
 	free(cg->rel);
+	free(cg->brel);
 	free(cg);
+}
+
+/* Is hierarchy i the group's own directory (not one a light group
+ * borrows from its parent)? */
+static bool own(const struct be_cg *cg, int i)
+{
+	return !(cg->borrowed & (1u << i));
+}
+
+/* The first hierarchy whose directory is the group's own. */
+static int first_own(const struct be_cg *cg)
+{
+	for (int i = 0; i < cg->n; i++)
+		if (own(cg, i))
+			return i;
+	return 0;
 }
 
 /* A group's descriptor in hierarchy i.  A closed group's calls work on a
@@ -149,7 +166,8 @@ static int cgfd(const struct be_cg *cg, int i)
 	struct be_cg *c = (struct be_cg *)cg;	/* only a call's own copy changes */
 
 	if (c->dirfd[i] < 0 && c->pinned)
-		c->dirfd[i] = openat(c->root->dirfd[i], c->rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		c->dirfd[i] = openat(c->root->dirfd[i], own(c, i) ? c->rel : c->brel,
+				     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return c->dirfd[i];
 }
 
@@ -355,20 +373,41 @@ int be_cg_open_root(struct be_cg **out, const char *name, struct dsec_err *err)
 	return 0;
 }
 
-int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delegate,
-		struct be_cg **out, struct dsec_err *err)
+/* v1's hierarchies a light group borrows from its parent. */
+static bool lent(const struct be_cg *parent, int i)
+{
+	return parent->mode == BE_CG_V1 &&
+	       (!strcmp(parent->hname[i], "memory") || !strcmp(parent->hname[i], "cpu"));
+}
+
+static int child(struct be_cg *parent, const char *name, bool create, bool delegate, bool light,
+		 struct be_cg **out, struct dsec_err *err)
 {
 	struct be_cg *cg;
 
 	CG_USE(parent);
+	if (light) {
+		int owned = 0;
+
+		if (parent->light)
+			return dsec_err_set(err, EINVAL, "cgroup '%s' is light: no light child",
+					    parent->path);
+		for (int i = 0; i < parent->n; i++)
+			owned += !lent(parent, i);
+		light = owned > 0;
+	}
 	cg = cg_alloc(parent->mode, "");
 	free(cg->path);
 	cg->path = xasprintf("%s/%s", parent->path, name);
 	cg->has_kill = parent->has_kill;
 	cg->root = parent->root ? parent->root : parent;
 	cg->rel = parent->root ? xasprintf("%s/%s", parent->rel, name) : xstrdup(name);
+	if ((cg->light = light))
+		cg->brel = xstrdup(parent->root ? parent->rel : ".");
 	for (int i = 0; i < parent->n; i++) {
-		int fd = make_dir(cgfd(parent, i), name, create);
+		bool borrow = light && lent(parent, i);
+		int up = cgfd(parent, i);
+		int fd = borrow ? open_dir(up, ".") : make_dir(up, name, create);
 
 		if (fd < 0) {
 			int rc = dsec_err_set(err, -fd, "cannot %s cgroup '%s' (%s): %s",
@@ -379,6 +418,7 @@ int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delega
 		}
 		memcpy(cg->hname[i], parent->hname[i], sizeof(cg->hname[i]));
 		cg->dirfd[i] = fd;
+		cg->borrowed |= borrow ? 1u << i : 0;
 		cg->n = i + 1;
 	}
 	if (delegate && cg->mode == BE_CG_V2)
@@ -387,12 +427,51 @@ int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delega
 	return 0;
 }
 
-static int hier(const struct be_cg *cg, const char *name)
+int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delegate,
+		struct be_cg **out, struct dsec_err *err)
+{
+	return child(parent, name, create, delegate, false, out, err);
+}
+
+int be_cg_child_light(struct be_cg *parent, const char *name, bool create, struct be_cg **out,
+		      struct dsec_err *err)
+{
+	return child(parent, name, create, false, true, out, err);
+}
+
+/* The group's own directory in the hierarchy called name, -1 if none;
+ * hier_any also gives a borrowed one (to read the parent's counts). */
+static int hier_at(const struct be_cg *cg, const char *name, bool borrowed)
 {
 	for (int i = 0; i < cg->n; i++)
-		if (!strcmp(cg->hname[i], name))
+		if (!strcmp(cg->hname[i], name) && (borrowed || own(cg, i)))
 			return cgfd(cg, i);
 	return -1;
+}
+
+static int hier(const struct be_cg *cg, const char *name)
+{
+	return hier_at(cg, name, false);
+}
+
+static int hier_any(const struct be_cg *cg, const char *name)
+{
+	return hier_at(cg, name, true);
+}
+
+/* Opens file of dir for reading, or for a light group that has no such
+ * file (no controller of its own on v2) its parent's. */
+static int open_count(const struct be_cg *cg, int dir, const char *file)
+{
+	int fd = openat(dir, file, O_RDONLY | O_CLOEXEC), up;
+
+	if (fd >= 0 || errno != ENOENT || !cg->light)
+		return fd;
+	if ((up = openat(dir, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	fd = openat(up, file, O_RDONLY | O_CLOEXEC);
+	close(up);
+	return fd;
 }
 
 int be_cg_add_unified(struct be_cg *cg)
@@ -510,11 +589,11 @@ int be_cg_open_procs(const struct be_cg *cg, int fds[BE_CG_MAXH])
 {
 	char file[PATH_MAX];
 
-	if (cg->closed)		/* straight from the root: no directory to open */
-		snprintf(file, sizeof(file), "%s/cgroup.procs", cg->rel);
-	for (int i = 0; i < cg->n; i++)
-		if ((fds[i] = cg->closed ?
-			      openat(cg->root->dirfd[i], file, O_WRONLY | O_CLOEXEC) :
+	for (int i = 0; i < cg->n; i++) {
+		if (cg->closed)	/* straight from the root: no directory to open */
+			snprintf(file, sizeof(file), "%s/cgroup.procs",
+				 own(cg, i) ? cg->rel : cg->brel);
+		if ((fds[i] = cg->closed ? openat(cg->root->dirfd[i], file, O_WRONLY | O_CLOEXEC) :
 			      openat(cg->dirfd[i], "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
 			int e = errno;
 
@@ -522,6 +601,7 @@ int be_cg_open_procs(const struct be_cg *cg, int fds[BE_CG_MAXH])
 				close(fds[i]);
 			return -e;
 		}
+	}
 	return cg->n;
 }
 
@@ -605,19 +685,19 @@ bool be_cg_populated(struct be_cg *cg)
 		return false;
 	if (cg->mode == BE_CG_V2 && read_at(cgfd(cg, 0), "cgroup.events", buf, sizeof(buf)) == 0)
 		return strstr(buf, "populated 1") != NULL;
-	return each_proc(cgfd(cg, 0), NULL) > 0;
+	return each_proc(cgfd(cg, first_own(cg)), NULL) > 0;
 }
 
 int be_cg_oom_open(const struct be_cg *cg)
 {
 	CG_USE(cg);
 	bool v2 = cg->mode == BE_CG_V2;
-	int mem = v2 ? (cg->n ? cgfd(cg, 0) : -1) : hier(cg, "memory");
+	int mem = v2 ? (cg->n ? cgfd(cg, 0) : -1) : hier_any(cg, "memory");
 	int fd;
 
 	if (cg->mode == BE_CG_NONE || mem < 0)
 		return -ENOENT;
-	fd = openat(mem, v2 ? "memory.events" : "memory.oom_control", O_RDONLY | O_CLOEXEC);
+	fd = open_count(cg, mem, v2 ? "memory.events" : "memory.oom_control");
 	return fd < 0 ? -errno : fd;
 }
 
@@ -644,13 +724,23 @@ int be_cg_fork_fails(struct be_cg *cg, uint64_t *out)
 	int pids = v2 ? (cg->n ? cgfd(cg, 0) : -1) : hier(cg, "pids");
 	char buf[256];
 	const char *p;
+	ssize_t len = -1;
+	int fd = -1;
 
 	*out = 0;
 	if (cg->mode == BE_CG_NONE || pids < 0)
 		return -ENOENT;
-	if ((!v2 || read_at(pids, "pids.events.local", buf, sizeof(buf)) < 0) &&
-	    read_at(pids, "pids.events", buf, sizeof(buf)) < 0)
+	if (v2)
+		fd = open_count(cg, pids, "pids.events.local");
+	if (fd < 0)
+		fd = open_count(cg, pids, "pids.events");
+	if (fd >= 0) {
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (len < 0)
 		return -ENOENT;
+	buf[len] = '\0';
 	for (p = buf; (p = strstr(p, "max ")); p++)
 		if (p == buf || p[-1] == '\n')
 			return sscanf(p, "max %" SCNu64, out) == 1 ? 0 : -EINVAL;
@@ -855,13 +945,43 @@ int be_cg_kill(struct be_cg *cg)
 			 * is frozen on its own account. */
 			if (frz >= 0)
 				write_at(frz, "freezer.state", "FROZEN");
-			each_proc(frz >= 0 ? frz : cgfd(cg, 0), kill9);
+			each_proc(frz >= 0 ? frz : cgfd(cg, first_own(cg)), kill9);
 			if (frz >= 0)
 				thaw_tree(frz);
 		}
 		nap_ms(5);
 	}
 	return be_cg_populated(cg) ? -EBUSY : 0;
+}
+
+int be_cg_kill_but(struct be_cg *cg, pid_t keep)
+{
+	CG_USE(cg);
+	int dir = cg->n ? cgfd(cg, first_own(cg)) : -1;
+
+	if (cg->mode == BE_CG_NONE || dir < 0)
+		return 0;
+	for (int round = 0; round < 400; round++) {
+		char buf[8192];
+		int others = 0;
+
+		if (read_at(dir, "cgroup.procs", buf, sizeof(buf)) < 0)
+			return 0;
+		for (char *q = buf, *end; *q; q = end) {
+			long pid = strtol(q, &end, 10);
+
+			if (end == q)
+				break;
+			if (pid > 0 && pid != keep) {
+				kill((pid_t)pid, SIGKILL);
+				others++;
+			}
+		}
+		if (!others)
+			return 0;
+		nap_ms(5);
+	}
+	return -EBUSY;
 }
 
 /* rmdir every group below dirfd, deepest first, but the one named keep. */
@@ -917,7 +1037,7 @@ int be_cg_remove_children(struct be_cg *cg)
 
 	CG_USE(cg);
 	for (int i = 0; i < cg->n; i++)
-		if ((r = rm_children(cgfd(cg, i))) < 0)
+		if (own(cg, i) && (r = rm_children(cgfd(cg, i))) < 0)
 			rc = r;
 	return rc;
 }
@@ -928,7 +1048,7 @@ int be_cg_remove_children_but(struct be_cg *cg, const char *keep)
 
 	CG_USE(cg);
 	for (int i = 0; i < cg->n; i++)
-		if ((r = rm_children_but(cgfd(cg, i), keep)) < 0)
+		if (own(cg, i) && (r = rm_children_but(cgfd(cg, i), keep)) < 0)
 			rc = r;
 	return rc;
 }
@@ -962,8 +1082,10 @@ int be_cg_remove(struct be_cg *cg)
 	if (!*base)
 		return rc;
 	for (int i = 0; i < cg->n; i++) {
-		_cleanup_close_ int up = open_dir(cgfd(cg, i), "..");
+		_cleanup_close_ int up = own(cg, i) ? open_dir(cgfd(cg, i), "..") : -1;
 
+		if (!own(cg, i))
+			continue;
 		if (up < 0) {
 			rc = up;
 			continue;

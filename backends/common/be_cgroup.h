@@ -52,6 +52,9 @@ struct be_cg {
 	bool pinned;			/* a call's copy of a closed group (be_cgroup.c) */
 	const struct be_cg *root;	/* a child's be_cg_open_root group, NULL for that one */
 	char *rel;			/* a child's path below root ("sb.1/x.2") */
+	bool light;			/* made by be_cg_child_light */
+	unsigned borrowed;		/* bit i: hierarchy i is the parent's directory */
+	char *brel;			/* a light group's parent below root ("." = root) */
 };
 
 /* Detect the host's layout and create the group `name` (one path
@@ -79,6 +82,25 @@ int be_cg_add_unified(struct be_cg *cg);
 int be_cg_child(struct be_cg *parent, const char *name, bool create, bool delegate,
 		struct be_cg **out, struct dsec_err *err);
 
+/* A child group for the commands of parent's processes, with no memory
+ * or CPU controller of its own: its processes are charged to parent's
+ * memory and CPU limits and counted in parent's memory cgroup.  Each
+ * memory cgroup costs the host kernel memory that grows with the number
+ * of file systems mounted (per-cgroup shrinker state), so a node of
+ * thousands of sandboxes keeps one per sandbox.  On v1 the group has its
+ * own directory in the other hierarchies (pids, freezer, unified) and
+ * borrows parent's in memory and cpu: joining it (be_cg_attach,
+ * be_cg_open_procs, be_cg_export) joins parent's there, and nothing
+ * removes, kills or writes limits in a borrowed directory.  On v2 it is a
+ * plain child of a parent that delegates no controller (be_cg_child with
+ * delegate false), so that parent may hold processes too.  Its OOM kill
+ * count is parent's (be_cg_oom_kills), and on v2 so is its count of failed
+ * forks: a caller takes the difference over the group's use.  Parent must
+ * not be a light group itself; where parent has no hierarchy but memory
+ * and cpu to lend none, a plain child is made. */
+int be_cg_child_light(struct be_cg *parent, const char *name, bool create, struct be_cg **out,
+		      struct dsec_err *err);
+
 /* Close a child group's descriptors (a group made by be_cg_child; -EINVAL
  * for a root).  The group keeps working: each call on it opens the
  * directories it needs below its root group, which must stay open, and
@@ -98,8 +120,8 @@ int be_cg_attach(struct be_cg *cg, pid_t pid);
  * by writing "0" to each.  Returns how many, or -errno (none left open). */
 int be_cg_open_procs(const struct be_cg *cg, int fds[BE_CG_MAXH]);
 /* *out = how many processes of the group the kernel's OOM killer killed
- * (memory.events on v2, memory.oom_control on v1).  -ENOENT when the host
- * does not count them. */
+ * (memory.events on v2, memory.oom_control on v1; a light group's parent's,
+ * be_cg_child_light).  -ENOENT when the host does not count them. */
 int be_cg_oom_kills(struct be_cg *cg, uint64_t *out);
 /* The same in two steps, for a caller that reads it often: the file it
  * reads, opened (close-on-exec; -ENOENT as above, or -errno), and the
@@ -109,7 +131,9 @@ int be_cg_oom_read(int fd, uint64_t *out);
 /* *out = how many forks in the group failed at a pids limit, its own or
  * an ancestor's: a fork bomb's mark.  pids.events.local ("max") on v2
  * where the kernel has it, else pids.events, which v1 counts in the
- * forking task's own group.  -ENOENT when the host does not count them. */
+ * forking task's own group (a light group without a pids controller of
+ * its own on v2: its parent's).  -ENOENT when the host does not count
+ * them. */
 int be_cg_fork_fails(struct be_cg *cg, uint64_t *out);
 /* Adds to *u (struct dsec_be_usage, backend.h) what the group uses now,
  * setting the bit in u->have of each field it could read: CPU time
@@ -129,6 +153,10 @@ void be_cg_usage_put(struct dsec_be_usage *out, const struct dsec_be_usage *u);
  * after the kill so the signals are delivered).  Returns -EBUSY when
  * processes survive. */
 int be_cg_kill(struct be_cg *cg);
+/* SIGKILL every process in the group itself (not below it) but keep,
+ * until no other is left (a process may fork between the read and the
+ * kill: it looks again), for up to ~2 s.  -EBUSY when others survive. */
+int be_cg_kill_but(struct be_cg *cg, pid_t keep);
 /* Freeze every process in the group and below (also ones that join it
  * later) and wait up to timeout_ms for the kernel to report the group
  * frozen: v2 cgroup.freeze / cgroup.events "frozen 1", v1 freezer.state

@@ -211,37 +211,10 @@ static void kill_work(void *arg)
 
 	if (!cg || cg->mode == BE_CG_NONE || cg->n == 0)
 		return;
-	if (!w->keep) {
+	if (!w->keep)
 		be_cg_kill(cg);
-	} else {
-		for (int round = 0; round < 400; round++) {
-			char buf[8192];
-			ssize_t n;
-			int fd = openat(cg->dirfd[0], "cgroup.procs", O_RDONLY | O_CLOEXEC);
-			int others = 0;
-
-			if (fd < 0)
-				break;
-			n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			if (n <= 0)
-				break;
-			buf[n] = '\0';
-			for (char *q = buf, *end; *q; q = end) {
-				long pid = strtol(q, &end, 10);
-
-				if (end == q)
-					break;
-				if (pid > 0 && pid != w->keep) {
-					kill((pid_t)pid, SIGKILL);
-					others++;
-				}
-			}
-			if (!others)
-				break;
-			usleep(5000);
-		}
-	}
+	else
+		be_cg_kill_but(cg, w->keep);
 	if (w->remove)
 		be_cg_remove(cg);
 }
@@ -842,7 +815,7 @@ int be_sess_open(struct be_sess_set *set, const struct dsec_session_spec *spec,
 	dsec_buf_init(&s->st);
 	dsec_buf_init(&s->start_err);
 	ev_init(&s->timer, timer_cb);
-	if (set->parent && (rc = be_cg_child(set->parent, gname, true, false, &s->cg, err)) < 0) {
+	if (set->parent && (rc = be_cg_child_light(set->parent, gname, true, &s->cg, err)) < 0) {
 		sess_unref(s);
 		return rc;
 	}

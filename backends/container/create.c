@@ -44,8 +44,6 @@ static bool cg_take(struct ct_sb *sb)
 		sb->spare = xcalloc(1, sizeof(*sb->spare));
 		sb->spare->cg = k.spare;
 		sb->spare->refs = 1;
-		sb->spare_oom = k.spare_oom;
-		sb->spare_forkf = k.spare_forkf;
 	}
 	return true;
 }
@@ -81,11 +79,8 @@ void cg_keep(struct ct_sb *sb)
 	be_cg_usage(sb->cg, &u);
 	if ((u.have & DSEC_USAGE_MEMORY) && u.memory > CT_CG_KEEP_LEFT)
 		return;
-	if (sb->keep_spare && be_cg_reuse(sb->keep_spare, &unused) == 0) {
+	if (sb->keep_spare && be_cg_reuse(sb->keep_spare, &unused) == 0)
 		k.spare = sb->keep_spare;
-		be_cg_oom_kills(k.spare, &k.spare_oom);
-		be_cg_fork_fails(k.spare, &k.spare_forkf);
-	}
 	k.cg = sb->cg;
 	k.next_x = sb->next_x;
 	pthread_mutex_lock(&be->keep_lock);
@@ -212,7 +207,9 @@ static void create_prep_work(void *arg)
 		}
 	}
 	snprintf(name, sizeof(name), "%s", strrchr(sb->dir, '/') + 1);
-	if (!cg_take(sb) && (w->rc = be_cg_child(be->cg, name, true, true, &sb->cg, &w->err)) < 0)
+	/* No controller delegated below it (on v2 it holds the init): its
+	 * command groups are light (be_cg_child_light). */
+	if (!cg_take(sb) && (w->rc = be_cg_child(be->cg, name, true, false, &sb->cg, &w->err)) < 0)
 		return;
 	if ((rc = be_cg_set_limits(sb->cg, &lim)) < 0)
 		w->rc = dsec_err_set(&w->err, -rc, "cannot set the limits of sandbox '%s': %s",

@@ -125,8 +125,6 @@ struct ct_pending {
 struct ct_cgkeep {
 	struct be_cg *cg;		/* the group (closed) */
 	struct be_cg *spare;		/* its kept command group, or NULL */
-	uint64_t spare_oom;		/* the spare's OOM kill count */
-	uint64_t spare_forkf;		/* and its failed forks */
 	uint64_t next_x;		/* command group names used below it */
 	bool peak_reset;		/* its memory peak counts from 0 again */
 };
@@ -182,8 +180,6 @@ struct ct_sb {
 	void *darg;			/* its argument */
 	uint64_t next_x;		/* exec cgroup names */
 	struct ct_cgref *spare;		/* an emptied exec group kept for the next exec */
-	uint64_t spare_oom;		/* its OOM kill count when it was emptied */
-	uint64_t spare_forkf;		/* and its failed forks */
 	bool keeping;			/* a cleanup will keep its group as spare */
 	bool cg_kept;			/* cg was another sandbox's (struct ct_cgkeep) */
 	bool cg_peak;			/* ... and its memory peak is this sandbox's */
@@ -211,8 +207,8 @@ struct ct_exec {
 	dsec_be_done_fn done;		/* caller's */
 	void *arg;			/* its argument */
 	struct ct_cgref *cg;		/* per-exec group */
-	uint64_t oom0;			/* its OOM kill count before the exec */
-	uint64_t forkf0;		/* its failed forks before the exec */
+	uint64_t oom0;			/* the sandbox's OOM kill count before the exec */
+	uint64_t forkf0;		/* the group's failed forks before it (be_cg_fork_fails) */
 	pid_t pid;			/* helper */
 	int out_fd, err_fd, st_fd;	/* our ends, -1 at EOF */
 	ev_io out_w, err_w, st_w;	/* on them */
@@ -262,8 +258,6 @@ struct ct_xclean {
 	struct ct_sb *sb;		/* sandbox */
 	struct ct_cgref *cg;		/* the exec's group */
 	bool keep;			/* empty it for the next exec rather than remove it */
-	uint64_t oom;			/* kept: its OOM kill count */
-	uint64_t forkf;			/* kept: its failed forks (be_cg_fork_fails) */
 	struct ct_xclean *next;		/* sb->held */
 };
 
@@ -332,6 +326,7 @@ void cgref_put(struct ct_cgref *r);
 void xclean_work(void *arg);
 void xclean_done(void *arg);
 void spare_put(struct ct_sb *sb);
+void exec_counts0(struct be_cg *cg, uint64_t *oom0, uint64_t *forkf0);
 void exec_close(struct ct_exec *x);
 void exec_free(struct ct_exec *x);
 void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err);

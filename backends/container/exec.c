@@ -36,10 +36,7 @@ void xclean_work(void *arg)
 
 	if (be_cg_kill(x->cg->cg) < 0)
 		x->keep = false;
-	if (x->keep) {
-		be_cg_oom_kills(x->cg->cg, &x->oom);	/* 0 where not counted */
-		be_cg_fork_fails(x->cg->cg, &x->forkf);
-	} else
+	if (!x->keep)
 		be_cg_remove(x->cg->cg);
 }
 
@@ -52,8 +49,6 @@ void xclean_done(void *arg)
 		sb->keeping = false;
 		if (!sb->destroying && !sb->spare) {
 			sb->spare = x->cg;	/* our reference goes with it */
-			sb->spare_oom = x->oom;
-			sb->spare_forkf = x->forkf;
 			x->cg = NULL;
 		}
 	}
@@ -154,8 +149,6 @@ void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		 * racing the pool thread and making (and later removing) a
 		 * group of its own. */
 		if (!sb->paused && !be_cg_populated(c->cg->cg)) {
-			be_cg_oom_kills(c->cg->cg, &sb->spare_oom);
-			be_cg_fork_fails(c->cg->cg, &sb->spare_forkf);
 			sb->spare = c->cg;
 			free(c);
 			sb->busy--;	/* not destroying: nothing waits for it */
@@ -182,8 +175,18 @@ static void exec_kill(struct ct_exec *x)
 	ct_submit(x->sb->be, kill_work, kill_done, x->cg);
 }
 
-/* Did the OOM killer kill any process of the exec's group?  Did a fork in
- * it fail at the pids limit?  (A small cgroupfs read each.) */
+/* What a command's result is judged by, read before it starts: the OOM
+ * kills in the sandbox (its command groups have no memory cgroup of their
+ * own, be_cg_child_light) and the failed forks its group counts (v1: the
+ * group's own, v2: the sandbox's).  0 where the host does not count. */
+void exec_counts0(struct be_cg *cg, uint64_t *oom0, uint64_t *forkf0)
+{
+	be_cg_oom_kills(cg, oom0);
+	be_cg_fork_fails(cg, forkf0);
+}
+
+/* Did the OOM killer kill any process in the sandbox while the command
+ * ran?  Did a fork fail at the pids limit?  (A small cgroupfs read each.) */
 static bool exec_oom_killed(struct ct_exec *x)
 {
 	uint64_t n = 0;
@@ -516,6 +519,7 @@ int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *re
 	int in = -1, fds[6 + BE_CG_MAXH], rc;
 	struct ct_cgref *spare = NULL;
 	struct be_cg *cg = NULL;
+	uint64_t oom0, forkf0;
 	struct ct_exec *x;
 	pid_t pid;
 
@@ -538,10 +542,11 @@ int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *re
 		cg = spare->cg;
 	} else {
 		snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
-		if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
+		if ((rc = be_cg_child_light(sb->cg, name, true, &cg, err)) < 0)
 			return rc;
 		be_cg_close(cg);	/* kept as the spare, it holds none */
 	}
+	exec_counts0(cg, &oom0, &forkf0);
 	be_cg_export(cg, desc, sizeof(desc), NULL);
 	const char *cwd = req->cwd && *req->cwd ? req->cwd : sb->cwd;
 	nargv = req->argv ? dsec_strv_len(req->argv) : 3;
@@ -596,10 +601,10 @@ int ct_exec(void *vsb, const struct dsec_exec_req *req, struct dsec_exec_res *re
 	x->res = res;
 	x->done = done;
 	x->arg = arg;
+	x->oom0 = oom0;
+	x->forkf0 = forkf0;
 	if (spare) {
 		x->cg = spare;
-		x->oom0 = sb->spare_oom;
-		x->forkf0 = sb->spare_forkf;
 	} else {
 		x->cg = xcalloc(1, sizeof(*x->cg));
 		x->cg->cg = cg;

@@ -117,6 +117,7 @@ int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
 	int p[3][2] = { { -1, -1 }, { -1, -1 }, { -1, -1 } }, ps[2] = { -1, -1 };
 	int ptm = -1, pts = -1, ptm2 = -1;
 	struct be_cg *cg = NULL;
+	uint64_t oom0, forkf0;
 	struct ct_exec *x;
 	pid_t pid;
 
@@ -131,8 +132,9 @@ int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
 	env_merge(&env, &nenv, req->env);
 
 	snprintf(name, sizeof(name), "x.%" PRIu64, ++sb->next_x);
-	if ((rc = be_cg_child(sb->cg, name, true, false, &cg, err)) < 0)
+	if ((rc = be_cg_child_light(sb->cg, name, true, &cg, err)) < 0)
 		return rc;
+	exec_counts0(cg, &oom0, &forkf0);
 	be_cg_export(cg, desc, sizeof(desc), NULL);
 	argv = xcalloc((req->argv ? dsec_strv_len(req->argv) : 3) + 24, sizeof(*argv));
 	i = exec_args(sb, argv, req->cwd && *req->cwd ? req->cwd : sb->cwd, desc, &nums);
@@ -199,6 +201,8 @@ int ct_exec_start(void *vsb, const struct dsec_exec_req *req,
 	x->cg = xcalloc(1, sizeof(*x->cg));
 	x->cg->cg = cg;
 	x->cg->refs = 1;
+	x->oom0 = oom0;
+	x->forkf0 = forkf0;
 	x->pid = pid;
 	x->out_fd = x->err_fd = -1;	/* the caller's */
 	x->st_fd = ps[0];
