@@ -1,4 +1,5 @@
 /* ops-node.c - the ops on the node itself: ping, info, list. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -183,6 +184,111 @@ void dsecd_machine_read(double load[3], uint64_t *mem_total, uint64_t *mem_avail
 	*mem_avail = avail * 1024;
 }
 
+/* What the kernel and the daemon's limits leave for more sandboxes. */
+struct node_room {
+	uint64_t fds;			/* the daemon's open descriptors */
+	uint64_t pid_max, threads_max;	/* kernel.pid_max, kernel.threads-max */
+	uint64_t tasks;			/* threads on the host now */
+	uint64_t memcgs, memcgs_max;	/* memory cgroups (also dying ones), the kernel's most */
+	uint64_t room;			/* idle container sandboxes that still fit */
+	const char *by;			/* the limit that sets it */
+};
+
+/* The kernel's memory cgroup ids are 16 bits (MEM_CGROUP_ID_MAX). */
+#define MEMCG_ID_MAX 65535u
+/* What an idle container sandbox takes (dsec-container(7)): one
+ * descriptor, one memory cgroup, its init and, for a minute after a shell
+ * command, its warm shell's template and two waiting children. */
+#define ROOM_TASKS_PER_SB 4u
+/* Descriptors kept free for requests and helpers. */
+#define ROOM_FDS_SPARE 64u
+
+static uint64_t read_u64_file(const char *path)
+{
+	unsigned long long v = 0;
+	FILE *f = fopen(path, "re");
+
+	if (f) {
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Counts the daemon's open descriptors: a walk of /proc/self/fd, which
+ * costs in proportion to them, so at most once a second. */
+static uint64_t count_fds(void)
+{
+	static uint64_t last, at;
+	uint64_t now = dsec_now_ns(), n = 0;
+	struct dirent *de;
+	DIR *dir;
+
+	if (at && now - at < 1000000000u)
+		return last;
+	if (!(dir = opendir("/proc/self/fd")))
+		return last;
+	while ((de = readdir(dir)))
+		n += de->d_name[0] != '.';
+	closedir(dir);
+	at = now;
+	return last = n ? n - 1 : 0;	/* not the walk's own */
+}
+
+static void room_set(struct node_room *r, uint64_t fit, const char *by)
+{
+	if (fit < r->room) {
+		r->room = fit;
+		r->by = by;
+	}
+}
+
+static void room_read(struct node_room *r, uint64_t nofile)
+{
+	unsigned long long running, total;
+	char line[256];
+	FILE *f;
+
+	memset(r, 0, sizeof(*r));
+	r->room = UINT64_MAX;
+	r->by = "none";
+	r->fds = count_fds();
+	r->pid_max = read_u64_file("/proc/sys/kernel/pid_max");
+	r->threads_max = read_u64_file("/proc/sys/kernel/threads-max");
+	if ((f = fopen("/proc/loadavg", "re"))) {
+		if (fscanf(f, "%*f %*f %*f %llu/%llu", &running, &total) == 2)
+			r->tasks = total;
+		fclose(f);
+	}
+	if ((f = fopen("/proc/cgroups", "re"))) {
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long long n;
+			int on;
+
+			if (sscanf(line, "memory %*d %llu %d", &n, &on) == 2 && on) {
+				r->memcgs = n;
+				r->memcgs_max = MEMCG_ID_MAX;
+			}
+		}
+		fclose(f);
+	}
+	if (nofile != UINT64_MAX)
+		room_set(r, nofile > r->fds + ROOM_FDS_SPARE ? nofile - r->fds - ROOM_FDS_SPARE : 0,
+			 "descriptors");
+	if (r->pid_max && r->tasks) {
+		uint64_t most = r->threads_max && r->threads_max < r->pid_max ? r->threads_max
+									     : r->pid_max;
+
+		room_set(r, most > r->tasks ? (most - r->tasks) / ROOM_TASKS_PER_SB : 0, "tasks");
+	}
+	if (r->memcgs_max)
+		room_set(r, r->memcgs_max > r->memcgs ? r->memcgs_max - r->memcgs : 0,
+			 "memory_cgroups");
+	if (r->room == UINT64_MAX)
+		r->room = 0;
+}
+
 /* "load" (the 1, 5 and 15 minute averages) and "memory" (total and
  * available bytes) of the machine, what an operator compares nodes by. */
 static void pack_machine(struct dsec_pk *p)
@@ -203,13 +309,24 @@ static void pack_machine(struct dsec_pk *p)
 	dsec_pk_end(p);
 	/* The process limits a node full of sandboxes meets. */
 	struct rlimit nofile = { 0, 0 }, nproc = { 0, 0 };
+	struct node_room room;
+
 	getrlimit(RLIMIT_NOFILE, &nofile);
 	getrlimit(RLIMIT_NPROC, &nproc);
+	room_read(&room, nofile.rlim_cur == RLIM_INFINITY ? UINT64_MAX : nofile.rlim_cur);
 	dsec_pk_str(p, "limits");
 	dsec_pk_map_begin(p);
 	dsec_pk_kv_u64(p, "nofile", nofile.rlim_cur == RLIM_INFINITY ? 0 : nofile.rlim_cur);
 	dsec_pk_kv_u64(p, "nofile_hard", nofile.rlim_max == RLIM_INFINITY ? 0 : nofile.rlim_max);
 	dsec_pk_kv_u64(p, "nproc", nproc.rlim_cur == RLIM_INFINITY ? 0 : nproc.rlim_cur);
+	dsec_pk_kv_u64(p, "descriptors", room.fds);
+	dsec_pk_kv_u64(p, "pid_max", room.pid_max);
+	dsec_pk_kv_u64(p, "threads_max", room.threads_max);
+	dsec_pk_kv_u64(p, "tasks", room.tasks);
+	dsec_pk_kv_u64(p, "memory_cgroups", room.memcgs);
+	dsec_pk_kv_u64(p, "memory_cgroups_max", room.memcgs_max);
+	dsec_pk_kv_u64(p, "room", room.room);
+	dsec_pk_kv_str(p, "room_by", room.by);
 	dsec_pk_end(p);
 }
 

@@ -32,6 +32,15 @@ echo "machine: $(nproc) cores, $mem," \
 	"load $(cut -d' ' -f1-3 /proc/loadavg), kernel $(uname -r)"
 echo "dsecd: pid $PID, descriptor limit $(awk '/^Max open files/ { print $4 }' /proc/$PID/limits)"
 
+room=$("$TOP/t/helper-req" "$DSEC_HOST" info 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+l = json.load(sys.stdin)["result"].get("limits", {})
+print(l.get("room", 0), l.get("room_by", "?"))' 2>/dev/null)
+if [ -n "$room" ] && [ "${room% *}" -lt "$last" ]; then
+	echo "note: the node's limits leave room for ${room% *} more sandboxes (by ${room#* }," \
+		"see info's limits in dsec-protocol(7)); $last are asked for" >&2
+fi
+
 fds() { ls "/proc/$PID/fd" | wc -l; }
 since() { awk -v a="$1" -v b="$2" 'BEGIN { print b - a }'; }	# seconds from $1 to $2
 rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
