@@ -189,7 +189,7 @@ struct node_room {
 	uint64_t fds;			/* the daemon's open descriptors */
 	uint64_t pid_max, threads_max;	/* kernel.pid_max, kernel.threads-max */
 	uint64_t tasks;			/* threads on the host now */
-	uint64_t memcgs, memcgs_max;	/* memory cgroups (also dying ones), the kernel's most */
+	uint64_t memcgs, memcgs_max;	/* memory cgroups (dying ones too), the kernel's most */
 	uint64_t room;			/* idle container sandboxes that still fit */
 	const char *by;			/* the limit that sets it */
 };

@@ -21,14 +21,15 @@ like "$(cat "$T/dsecd.log")" "soft limit raised from 512 to $hard" "... and the 
 is "$(awk '/^Max open files/ { print $4 }' "/proc/$DSECD_PID/limits")" "$hard" "... as the kernel has it"
 
 lim() {	# lim FIELD: that field of info's limits
-	helper-req "$DSEC_HOST" info | /usr/bin/python3 -c \
-		'import json, sys; print(json.load(sys.stdin)["result"]["limits"][sys.argv[1]])' "$1"
+	helper-req "$DSEC_HOST" info | /usr/bin/python3 -c 'import json, sys
+print(json.load(sys.stdin)["result"]["limits"][sys.argv[1]])' "$1"
 }
 is "$(lim pid_max):$(lim threads_max)" \
 	"$(cat /proc/sys/kernel/pid_max):$(cat /proc/sys/kernel/threads-max)" \
 	"info: the kernel's pid_max and threads-max"
 tasks=$(lim tasks) now=$(cut -d/ -f2 /proc/loadavg | cut -d' ' -f1)
-(( tasks > now - 50 && tasks < now + 50 )); ok $? "info: the host's tasks ($tasks, loadavg says $now)"
+(( tasks > now - 50 && tasks < now + 50 ))
+ok $? "info: the host's tasks ($tasks, loadavg says $now)"
 if awk '$1 == "memory" && $4 == 1 { f = 1 } END { exit !f }' /proc/cgroups; then
 	n=$(lim memory_cgroups) k=$(awk '$1 == "memory" { print $3 }' /proc/cgroups)
 	(( $(lim memory_cgroups_max) == 65535 && n > k - 20 && n < k + 20 )); ok $? \
@@ -41,7 +42,8 @@ fi
 prlimit --pid "$DSECD_PID" --nofile=300:$hard
 sleep 1.2	# the count of open descriptors is at most a second old
 fds=$(lim descriptors) real=$(ls "/proc/$DSECD_PID/fd" | wc -l)
-(( fds >= real - 3 && fds <= real + 3 )); ok $? "info: the daemon's open descriptors ($fds, /proc says $real)"
+(( fds >= real - 3 && fds <= real + 3 ))
+ok $? "info: the daemon's open descriptors ($fds, /proc says $real)"
 is "$(lim room_by):$(lim room)" "descriptors:$((300 - fds - 64))" \
 	"info: room for 300 - open - 64 spare descriptors' worth of sandboxes"
 prlimit --pid "$DSECD_PID" --nofile=$hard:$hard	# the soft one back
