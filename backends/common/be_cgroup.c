@@ -1082,10 +1082,10 @@ int be_cg_remove(struct be_cg *cg)
 	if (!*base)
 		return rc;
 	for (int i = 0; i < cg->n; i++) {
-		_cleanup_close_ int up = own(cg, i) ? open_dir(cgfd(cg, i), "..") : -1;
-
 		if (!own(cg, i))
 			continue;
+		_cleanup_close_ int up = open_dir(cgfd(cg, i), "..");
+
 		if (up < 0) {
 			rc = up;
 			continue;
