@@ -5,7 +5,8 @@
  *   container-init create --dir D --rootfs R|- --disk BYTES --cg N
  *	fd 3: status pipe (one line: "ok PID" or "err ERRNO message")
  *	fd 4: the init's end of dsecd's command socket (ct_exec.h)
- *	fd 5: the socket the image's layers come on (user namespaces)
+ *	fd 5: the socket the image's layers come on (user namespaces, and
+ *	any sandbox cloned from the base namespace: --base 1)
  *	fds 6..6+N-1: cgroup.procs of the sandbox's cgroup in each
  *	hierarchy, opened by dsecd, written "0" to join; --filter FD: a
  *	memfd with the commands' seccomp filter compiled by dsecd;
@@ -16,9 +17,10 @@
  *   work dirs, the overlay over R or over a skeleton with the host's /usr,
  *   /bin, /lib*, /etc bound read-only on it; /dev with a devpts of its own
  *   (--ptys), /proc with the sensitive entries masked and meminfo, loadavg
- *   and stat made up (--memory), /sys read-only), pivots into it, unshares its cgroup
- *   namespace, reports, then reaps zombies and starts the commands dsecd
- *   sends on fd CT_FD_CTL (ct_exec.h) until it is killed.
+ *   and stat made up (--memory), /sys read-only), enters it (a chroot
+ *   with --base 1, in a namespace cloned from container.so's base one;
+ *   else pivot_root), unshares its cgroup namespace, reports, then reaps
+ *   zombies and starts the commands dsecd sends on fd CT_FD_CTL (ct_exec.h) until it is killed.
  *   All mounts live only in the sandbox's mount namespace: the host never
  *   sees them and they vanish with the sandbox's last process.
  *
@@ -89,11 +91,12 @@
 #include "be_title.h"
 #include "be_cgroup.h"
 #include "ct_exec.h"
+#include "ct_root.h"
 #include "util.h"
 
 #define FD_STATUS 3
 /* Where the sandbox's init keeps an O_PATH fd of the overlay's upper dir
- * (D/rw/upper on the sandbox's tmpfs, which pivot_root leaves reachable only
+ * (D/rw/upper on the sandbox's tmpfs, which the root leaves reachable only
  * through the overlay): the host reads it as /proc/INIT/fd/3 to snapshot
  * the sandbox.  The init is not dumpable, so only the host's root (with
  * CAP_SYS_PTRACE over the init) can follow that link, not root inside. */
@@ -136,10 +139,8 @@ static void xmkdir(const char *p, mode_t m)
  * directories (symlinks such as /bin -> usr/bin followed) and what
  * programs need of /etc.  The shared skeleton holds their mount points,
  * so a create makes none of them in its overlay (make_skel). */
-static const char *const top_dirs[] = { "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-					"/libx32" };
-static const char *const etc_dirs[] = { "/etc/alternatives", "/etc/ssl", "/etc/ld.so.conf.d",
-					"/etc/ca-certificates", "/etc/python3", "/etc/python3.11" };
+static const char *const top_dirs[] = CT_TOP_DIRS;
+static const char *const etc_dirs[] = CT_ETC_DIRS;
 
 /* Bind host path read-only at root/host (directories and files).  A
  * symlink such as /bin -> usr/bin is bound as the directory it names when
@@ -310,11 +311,7 @@ static void skel_point(const char *dir, const char *host, bool follow)
  * sandbox's tmpfs only when there is no shared one. */
 static void make_skel(const char *dir)
 {
-	static const char *const etc_files[] = { "/etc/ld.so.cache", "/etc/ld.so.conf",
-						 "/etc/localtime", "/etc/os-release",
-						 "/etc/debian_version", "/etc/nsswitch.conf",
-						 "/etc/mime.types", "/etc/protocols",
-						 "/etc/services", "/etc/bash.bashrc", "/etc/profile" };
+	static const char *const etc_files[] = CT_ETC_FILES;
 	static const char *const skel[] = { "dev", "proc", "sys", "tmp", "root", "work", "etc",
 					    "usr" };
 	char q[PATH_MAX];
@@ -416,8 +413,7 @@ static void build_root(const char *dir, const char *rootfs, const char *disk, bo
 	put_file(root, "/etc/resolv.conf", "");
 
 	/* /dev: a small tmpfs with the harmless nodes bound from the host. */
-	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-					    "/dev/urandom", "/dev/tty" };
+	static const char *const devs[] = CT_DEVS;
 	snprintf(p, sizeof(p), "%s/dev", root);
 	xmkdir(p, 0755);
 	bind_rw_dir(rw, "dev", 0755, p, MS_NOSUID | MS_NODEV | MS_NOEXEC);
@@ -498,8 +494,15 @@ static void finish_proc(const char *proc, struct be_procmask *m)
 
 /* pid 1's part: /proc of the new pid namespace as commands see it
  * (finish_proc), /sys read-only without the firmware's tables (ACPI, DMI,
- * EFI: the host's, and root's to read), then pivot_root. */
-static void finish_root(const char *dir)
+ * EFI: the host's, and root's to read), then into the root.  Cloned from
+ * the node's base namespace (base: container.so's basens.c), whose root
+ * holds nothing of the host but what the default root binds anyway, a
+ * chroot is enough, and costs nothing that grows with the node:
+ * pivot_root walks every thread on the host holding the lock every mount
+ * of the node takes (milliseconds with thousands of sandboxes).  Cloned
+ * from the daemon's, the host's whole tree is ours and only pivot_root
+ * and a detach of the old root take it away. */
+static void finish_root(const char *dir, bool base)
 {
 	struct be_procmask m = BE_PROCMASK_INIT;
 	char root[2048], p[PATH_MAX], node_sys[PATH_MAX];
@@ -520,6 +523,11 @@ static void finish_root(const char *dir)
 		snprintf(p, sizeof(p), "%s/sys/firmware", root);
 		mask_dir(p);
 	}	/* else no /sys rather than no sandbox */
+	if (base) {
+		if (chdir(root) < 0 || chroot(".") < 0 || chdir("/") < 0)
+			fail(errno, "cannot enter the new root: %s", strerror(errno));
+		return;
+	}
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
 		fail(errno, "cannot pivot into the new root: %s", strerror(errno));
 	if (umount2(".", MNT_DETACH) < 0)
@@ -664,7 +672,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	virtual_proc("rw/proc", strtoull(arg(argc, argv, "--memory", "0"), NULL, 10));
 	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		fail(errno, "cannot open the upper dir: %s", strerror(errno));
-	finish_root(dir);
+	finish_root(dir, strcmp(arg(argc, argv, "--base", "0"), "0") != 0);
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		fail(errno, "cannot unshare the cgroup namespace: %s", strerror(errno));
 	/* The commands' bounding set, theirs by inheritance; the init keeps

@@ -7,8 +7,9 @@
  * ipc namespaces.  It joins the cgroup, builds the root (overlay over
  * container.rootfs, or over a skeleton with the host's /usr, /bin, /lib*
  * bound read-only; the upper dir on a tmpfs of container.disk bytes),
- * pivots, unshares its cgroup namespace and stays as the sandbox's pid 1,
- * a child of dsecd that the loop reaps.  Every mount lives in the
+ * enters it (cloned from the base namespace, basens.c: a chroot),
+ * unshares its cgroup namespace and stays as the sandbox's pid 1, a child
+ * of dsecd that the loop reaps.  Every mount lives in the
  * sandbox's mount namespace only.  The loop reads "ok" from a status pipe,
  * notes pid 1's start time (control.c: what reaches the init later by its
  * pid checks it is still the init's), and completes.
@@ -31,6 +32,7 @@
  *
  * The code: container.c (configuration, init, fini, stats, the ops table,
  * pool work and deferred completions), spawn.c (starting container-init),
+ * basens.c (the mount namespace the inits are cloned from),
  * create.c, exec.c, stream.c (streaming exec), files.c (the file API and
  * the network allowlist), control.c (pause, resume, snapshot, destroy),
  * sessions.c; ct.h is their private header.
@@ -59,6 +61,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "max_sessions", BE_K_COUNT, F(max_sessions), "16" },
 	{ "warm_shell", BE_K_BOOL, F(warm_shell), "true" },
 	{ "ptys", BE_K_COUNT, F(ptys), "64" },
+	{ "base_ns", BE_K_BOOL, F(base_ns), "true" },
 #undef F
 };
 
@@ -76,6 +79,7 @@ static void ct_free(struct ct_be *be)
 		close(be->preload_fd);
 	if (be->home_fd >= 0)
 		close(be->home_fd);
+	ct_base_down(be);
 	spawn_slots_fini(be);
 	for (unsigned i = 0; i < be->nkeep; i++) {
 		be_cg_free(be->keep[i].cg);
@@ -444,6 +448,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->filter_fd = be->preload_fd = be->home_fd = be->slot0 = -1;
+	be->base_ns = be->host_ns = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	pthread_mutex_init(&be->keep_lock, NULL);
@@ -509,6 +514,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	if (!*be->conf.rootfs)
 		make_skel(be);
 	sys_up(be);
+	ct_base_up(be);
 	/* Every sandbox's commands get this filter (but those with
 	 * seccomp_deny): compiled once, read by each init. */
 	if ((rc = be_seccomp_container_export(NULL, &be->filter_fd)) < 0)

@@ -187,9 +187,10 @@ static void create_prep_work(void *arg)
 				     strerror(errno));
 		return;
 	}
-	if (sb->ubase) {
+	if (sb->ubase && be->base_ns < 0) {
 		/* The helper, root of the sandbox's user namespace, mounts on
-		 * these: they are its. */
+		 * these: they are its (cloned from the base namespace, it mounts
+		 * on that namespace's). */
 		size_t n = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
 
 		for (size_t i = 0; i < n + 3; i++) {
@@ -533,21 +534,15 @@ struct userns_setup {
  * copy-up works.  Not its cgroup: until it execs it shares dsecd's memory,
  * and a memory cgroup's OOM killer kills every process of an mm it picks
  * (the helper joins after its exec, container-init create). */
-static int userns_setup(pid_t pid, void *arg)
+/* Each of sb's layers on sock, as a detached mount (idmapped to user
+ * namespace uns, unless it is -1): the helper mounts them (it may not
+ * walk their paths in a user namespace, nor reach them from the base
+ * namespace).  0, or -1 with errno. */
+static int send_layers(struct ct_sb *sb, int sock, int uns)
 {
-	struct userns_setup *u = arg;
-	struct ct_sb *sb = u->sb;
 	size_t n = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
-	int fds[CT_MAX_LAYERS], nfd = 0, uns, rc = -1, e;
-	char path[64];
+	int fds[CT_MAX_LAYERS], nfd = 0, rc = -1, e;
 
-	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0)
-		return -1;
-	if (n == 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
-	if ((uns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
 	for (size_t i = 0; i < n; i++) {
 		struct mount_attr ma = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)uns };
 		int t = (int)syscall(SYS_open_tree, AT_FDCWD, sb->layers[i],
@@ -556,19 +551,40 @@ static int userns_setup(pid_t pid, void *arg)
 		if (t < 0)
 			goto out;
 		fds[nfd++] = t;
-		if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0)
+		if (uns >= 0 &&
+		    syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0)
 			goto out;
 	}
-	if ((rc = be_send_fds(u->sock, "L", 1, fds, nfd, 0)) < 0) {
+	if (nfd && (rc = be_send_fds(sock, "L", 1, fds, nfd, 0)) < 0) {
 		errno = -rc;
 		rc = -1;
+	} else {
+		rc = 0;
 	}
 out:
 	e = errno;
 	for (int i = 0; i < nfd; i++)
 		close(fds[i]);
-	close(uns);
 	errno = e;
+	return rc;
+}
+
+static int userns_setup(pid_t pid, void *arg)
+{
+	struct userns_setup *u = arg;
+	struct ct_sb *sb = u->sb;
+	int uns, rc;
+	char path[64];
+
+	if (write_map(pid, "uid_map", sb->ubase) < 0 || write_map(pid, "gid_map", sb->ubase) < 0)
+		return -1;
+	if (!sb->layers || !sb->layers[0])
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+	if ((uns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	rc = send_layers(sb, u->sock, uns);
+	close(uns);
 	return rc;
 }
 
@@ -589,7 +605,7 @@ static void create_prep_done(void *arg)
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
 	char filter_at[16], preload_at[16], ptys[24], mem[24];
-	bool lent;
+	bool lent = false, base = be->base_ns >= 0;
 
 	if (w->rc < 0)
 		return prep_fail(w);
@@ -610,7 +626,7 @@ static void create_prep_done(void *arg)
 	}
 	snprintf(ncgs, sizeof(ncgs), "%d", ncg);
 	snprintf(disk, sizeof(disk), "%" PRIu64, sb->lim.disk);
-	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase ? nl : 0);
+	snprintf(nlayers, sizeof(nlayers), "%zu", sb->ubase || base ? nl : 0);
 	snprintf(filter_at, sizeof(filter_at), "%d", filter >= 0 ? 6 + ncg : -1);
 	snprintf(preload_at, sizeof(preload_at), "%d", be->preload_fd >= 0 ? 7 + ncg : -1);
 	snprintf(ptys, sizeof(ptys), "%" PRIu64, be->conf.ptys);
@@ -624,12 +640,15 @@ static void create_prep_done(void *arg)
 			       (char *)"--skel", (char *)(sb->skel ? "1" : "0"),
 			       (char *)"--filter", filter_at, (char *)"--preload", preload_at,
 			       (char *)"--ptys", ptys, (char *)"--memory", mem,
+			       (char *)"--base", (char *)(base ? "1" : "0"),
 			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
 	if (pipe2(st, O_CLOEXEC) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) < 0 ||
-	    (sb->ubase && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)) {
+	    ((sb->ubase || (base && nl)) &&
+	     socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) ||
+	    (!sb->ubase && base && nl && send_layers(sb, sv[0], -1) < 0)) {
 		w->rc = dsec_err_set(&w->err, errno, "cannot prepare the sandbox's helper: %s",
 				     strerror(errno));
 		for (int i = 0; i < 2; i++) {
@@ -652,18 +671,20 @@ static void create_prep_done(void *arg)
 		fds[6 + i] = cgfds[i];
 	fds[6 + ncg] = filter;	/* -1: not passed (closed in the child) */
 	fds[7 + ncg] = be->preload_fd;
-	lent = sys_lend(sb);
+	if (!base)
+		lent = sys_lend(sb);	/* the base namespace has the node's /sys */
 	if (sb->ubase) {
 		struct userns_setup u = { .sb = sb, .sock = sv[0] };
 
 		sb->helper = spawn_helper_setup(be, argv, envp, fds, 8 + ncg,
 						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC, sb->dir,
+						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
+						(base ? CT_SPAWN_BASE : 0), sb->dir,
 						sb->ubase, userns_setup, &u);
 	} else {
 		sb->helper = spawn_helper(be, argv, envp, fds, 8 + ncg,
 					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
-					  CLONE_NEWIPC, sb->dir);
+					  CLONE_NEWIPC | (base ? CT_SPAWN_BASE : 0), sb->dir);
 	}
 	if (lent)
 		sys_unlend(sb);
@@ -897,10 +918,14 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->lower = lower;
 	sb->deny = deny;
 	sb->uslot = uslot;
-	if (uslot >= 0) {
+	if (uslot >= 0)
 		sb->ubase = (uint32_t)(be->conf.uid_base + (uint64_t)uslot * CT_URANGE);
-		/* The layers go to the helper as idmapped mounts (the configured
-		 * rootfs is a layer too); the default root is bound from the host. */
+	if (uslot >= 0 || be->base_ns >= 0) {
+		/* The layers go to the helper as detached mounts, idmapped in a
+		 * user namespace (the configured rootfs or the default root's
+		 * skeleton is a layer too): a helper in a user namespace may not
+		 * walk their paths, one cloned from the base namespace does not
+		 * see them.  The default root's directories are bound by path. */
 		if (spec->layers && spec->layers[0]) {
 			size_t n = dsec_strv_len(spec->layers);
 

@@ -98,6 +98,7 @@ struct ct_conf {
 	uint64_t uid_base;	/* first host uid of those ranges */
 	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
 	bool warm_shell;	/* keep a shell template in busy sandboxes (ct_exec.h) */
+	bool base_ns;		/* clone the inits from a base namespace (basens.c) */
 	uint64_t ptys;		/* terminals of one sandbox's devpts at once */
 };
 /* ---- state -------------------------------------------------------------- */
@@ -247,6 +248,7 @@ struct ct_be {
 	unsigned nkeep;			/* entries of keep */
 	char *sys;			/* the sandboxes' shared /sys, NULL = none */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
+	int base_ns, host_ns;		/* the base mount namespace, ours (basens.c), or -1 */
 	int slot0;			/* CT_SLOTS fds kept for spawns (spawn.c), -1 = none */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 	bool owner_warned;		/* said that user namespaces cannot be given owners */
@@ -294,7 +296,17 @@ void defer_x(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 	   const struct dsec_err *err);
 
+/* ---- basens.c ---- */
+
+void ct_base_up(struct ct_be *be);
+void ct_base_down(struct ct_be *be);
+int ct_base_enter(struct ct_be *be);
+void ct_base_leave(struct ct_be *be);
+
 /* ---- spawn.c ---- */
+
+/* In spawn_helper's clone_flags: clone in the base namespace (cwd ignored). */
+#define CT_SPAWN_BASE (1UL << 40)
 
 int spawn_slots_init(struct ct_be *be);
 void spawn_slots_fini(struct ct_be *be);

@@ -246,13 +246,16 @@ pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
 		 char *const *envp, const int *fds, int nfds, unsigned long clone_flags,
 		 const char *cwd)
 {
-	_cleanup_free_ char *helper = xasprintf("%s/%s", be->host->helper_dir, prog);
+	bool base = clone_flags & CT_SPAWN_BASE;
+	_cleanup_free_ char *helper = base ? xasprintf("/%s", prog)
+					   : xasprintf("%s/%s", be->host->helper_dir, prog);
 	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1, -1 };
-	int dir = enter_dir(cwd), e;
+	int dir = base ? -1 : enter_dir(cwd), e;
 	sigset_t all, old;
 	pid_t pid;
 
 	DSEC_ASSERT(nfds <= 16);
+	DSEC_ASSERT(!base || !strcmp(prog, CT_HELPER));
 	if (dir == -2)
 		return -1;
 	if (slots_fill(be, &a) < 0) {
@@ -261,14 +264,22 @@ pid_t spawn_prog(struct ct_be *be, const char *prog, char *const *argv,
 		errno = e;
 		return -1;
 	}
+	if (base && ct_base_enter(be) < 0) {
+		e = errno;
+		slots_put_back(be, nfds);
+		errno = e;
+		return -1;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	/* vfork: back here once the child has exec'd, its table its own. */
 	pid = clone(spawn_child, spawn_stack + sizeof(spawn_stack),
-		    (int)(clone_flags | CLONE_VM | CLONE_VFORK | SIGCHLD |
+		    (int)((clone_flags & ~CT_SPAWN_BASE) | CLONE_VM | CLONE_VFORK | SIGCHLD |
 			  (a.slot0 >= 0 ? CLONE_FILES : 0)), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	e = errno;
+	if (base)
+		ct_base_leave(be);
 	slots_put_back(be, nfds);
 	leave_dir(be, dir);
 	errno = e;
@@ -362,7 +373,9 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 			 const int *fds, int nfds, unsigned long clone_flags, const char *cwd,
 			 uid_t owner, int (*setup)(pid_t pid, void *arg), void *arg)
 {
-	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
+	bool base = clone_flags & CT_SPAWN_BASE;
+	_cleanup_free_ char *helper = base ? xstrdup("/" CT_HELPER)
+					   : xasprintf("%s/" CT_HELPER, be->host->helper_dir);
 	struct spawn_args a = { helper, argv, envp, fds, nfds, -1, -1, -1, -1 };
 	int go[2] = { -1, -1 }, ex[2] = { -1, -1 }, rc, e, dir = -1;
 	sigset_t all, old;
@@ -370,19 +383,28 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 	char c;
 
 	DSEC_ASSERT(nfds <= 16);
-	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0 || (dir = enter_dir(cwd)) == -2)
+	if (pipe2(go, O_CLOEXEC) < 0 || pipe2(ex, O_CLOEXEC) < 0 ||
+	    (!base && (dir = enter_dir(cwd)) == -2))
 		goto fail;
 	a.go_fd = go[0];
 	a.exec_fd = ex[1];
 	if (slots_fill(be, &a) < 0)
 		goto fail;
+	if (base && ct_base_enter(be) < 0) {
+		e = errno;
+		slots_put_back(be, nfds);
+		errno = e;
+		goto fail;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pid = clone_as(be, owner, spawn_child, spawn_stack + sizeof(spawn_stack),
-		       (int)(clone_flags | CLONE_VM | SIGCHLD | (a.slot0 >= 0 ? CLONE_FILES : 0)),
-		       &a);
+		       (int)((clone_flags & ~CT_SPAWN_BASE) | CLONE_VM | SIGCHLD |
+			     (a.slot0 >= 0 ? CLONE_FILES : 0)), &a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	e = errno;
+	if (base)
+		ct_base_leave(be);
 	leave_dir(be, dir);
 	dir = -1;
 	close(ex[1]);
@@ -421,6 +443,7 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 	return pid;
 fail:
 	e = errno;
+	leave_dir(be, dir);
 	for (int i = 0; i < 2; i++) {
 		if (go[i] >= 0)
 			close(go[i]);
