@@ -183,7 +183,7 @@ void ct_base_up(struct ct_be *be)
 	pid_t pid = -1;
 
 	be->base_ns = be->host_ns = -1;
-	if (be->conf.base_ns == false)
+	if (!be->conf.base_ns)
 		return;
 	if ((mkdir(top, 0700) < 0 && errno != EEXIST) || pipe2(st, O_CLOEXEC) < 0 ||
 	    pipe2(go, O_CLOEXEC) < 0) {
@@ -218,12 +218,11 @@ out:
 	if (pid > 0)
 		while (waitpid(pid, NULL, __WCLONE) < 0 && errno == EINTR)
 			;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 2; i++)
 		if (st[i] >= 0)
 			close(st[i]);
-		if (go[i] >= 0 && i == 0)
-			close(go[i]);
-	}
+	if (go[0] >= 0)
+		close(go[0]);
 	if (ns >= 0) {
 		be->base_ns = ns;
 		return;
