@@ -141,9 +141,9 @@ BE_NAMES    = container fncall
 BE_container_SRC = $(addprefix backends/container/,container.c spawn.c create.c exec.c stream.c \
 	files.c control.c sessions.c basens.c)
 BE_fncall_SRC = $(addprefix backends/fncall/,fncall.c call.c zygote.c)
-BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_conf.c be_cred.c be_fs.c be_fs_remote.c be_io.c \
-	be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c be_seccomp.c be_session.c \
-	be_task.c be_title.c)
+BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_child.c be_conf.c be_cred.c be_fs.c \
+	be_fs_remote.c be_io.c be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c \
+	be_seccomp.c be_session.c be_task.c be_title.c)
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
 BE_COMMON   = $(BE_COMMON_SRC:%.c=build/%.o)
 # An archive, so each backend and helper links only the modules it uses.

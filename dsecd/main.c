@@ -227,10 +227,19 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
+	/* Children are reaped one by one through their pidfds (be_child.h);
+	 * SIG_IGN inherited from a parent would reap them before that. */
+	signal(SIGCHLD, SIG_DFL);
 	pid_file = d->conf.pid_file ? xstrdup(d->conf.pid_file)
 				    : xasprintf("%s/dsecd.pid", d->conf.state_dir);
 
-	d->loop = ev_default_loop(EVFLAG_AUTO);
+	/* Not libev's default loop: that one reaps with waitpid(-1) on each
+	 * SIGCHLD, a walk of every child (every sandbox's init). */
+	d->loop = ev_loop_new(EVFLAG_AUTO);
+	if (!d->loop) {
+		log_error("cannot make the event loop");
+		return 1;
+	}
 	d->started = ev_now(d->loop);
 	gettimeofday(&tv, NULL);
 	d->started_wall = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;

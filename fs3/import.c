@@ -106,8 +106,9 @@ static int wait_child(void *arg)
 /* Runs a (argv and the rest; not stack) to completion; *status gets its
  * exit status.
  *
- * dsecd's libev loop reaps every child with waitpid(-1) on SIGCHLD, which
- * would steal our status.  So the direct child is cloned with no exit signal
+ * A program on libev's default loop reaps every child with waitpid(-1) on
+ * SIGCHLD (dsecd's loop is not that one, but fs3 runs in other programs
+ * too), which would steal our status.  So the direct child is cloned with no exit signal
  * and never execs (exec would make SIGCHLD its exit signal again): such a
  * "clone child" is invisible to waitpid(-1) and seen only by __WCLONE here.
  * It runs the real command as its own child.  Both use CLONE_VM|CLONE_VFORK

@@ -349,7 +349,7 @@ static void init(void)
 	dsec_log_set_fd(fd);
 	if (dsecd_conf_load(&d->conf, 11, argv, &err) != 0)
 		DSEC_BUG("config: %s", err.msg);
-	d->loop = ev_default_loop(0);
+	d->loop = ev_loop_new(0);
 	dsecd_global = d;
 	dsecd_sb_table_init(d);
 	d->backends = &fake_backend;

@@ -244,7 +244,7 @@ static void host_start(const char *state_dir, const char *helper_dir)
 {
 	static pthread_t th;
 
-	loop = ev_default_loop(0);
+	loop = ev_loop_new(0);	/* as dsecd: children reaped through pidfds */
 	ev_async_init(&wake, wake_cb);
 	ev_async_start(loop, &wake);
 	ev_idle_init(&dq_idle, dq_idle_cb);

@@ -281,7 +281,7 @@ static void sess_end(struct be_sess *s)
 	s->state = SS_CLOSING;
 	close_proc(s, set->loop);
 	if (s->p.pid > 0)
-		kill(s->p.pid, SIGKILL);	/* libev reaps it */
+		kill(s->p.pid, SIGKILL);	/* the backend reaps it */
 	s->p.pid = 0;
 	unlink_sess(s);
 	s->next = set->dying;

@@ -32,7 +32,8 @@ struct be_sess_set;
 
 /* Our ends of a started shell; spawn fills every field. */
 struct be_sess_proc {
-	pid_t pid;		/* the helper running the shell (a child of dsecd) */
+	pid_t pid;		/* the helper running the shell (a child of dsecd, which
+				 * the backend reaps) */
 	int in;			/* write end of the shell's stdin */
 	int out;		/* read end of its stdout */
 	int err;		/* read end of its stderr */

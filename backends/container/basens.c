@@ -195,7 +195,7 @@ void ct_base_up(struct ct_be *be)
 	b.close[0] = st[0];
 	b.close[1] = go[1];
 	/* Its own copy of our memory and a mount namespace of its own; no
-	 * SIGCHLD: libev's waitpid(-1) must not reap it. */
+	 * SIGCHLD: a host on libev's default loop must not reap it. */
 	pid = clone(base_child, base_stack + sizeof(base_stack), CLONE_NEWNS, &b);
 	e = errno;
 	close(st[1]);

@@ -270,6 +270,7 @@ static void ct_fini(void *vbe)
 		}
 		sb_free(sb);
 	}
+	be_reaper_fini(&be->reap, be->host->loop);	/* what is left goes with the daemon */
 	if (be->cg) {
 		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);
 

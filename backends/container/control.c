@@ -484,9 +484,7 @@ void sb_maybe_destroy(struct ct_sb *sb)
 	/* Our references keep the mount namespace alive: drop them first. */
 	files_stop(sb);
 	sb->init_start = 0;	/* nothing reaches the init from now on */
-	if (sb->ctl >= 0)
-		close(sb->ctl);
-	sb->ctl = -1;
+	ct_ctl_close(sb);
 	ct_submit(be, destroy_work, destroy_done, sb);
 }
 

@@ -100,11 +100,10 @@ void sb_free(struct ct_sb *sb)
 	spare_put(sb);
 	be_sess_set_free(sb->sess);
 	files_stop(sb);
-	ev_child_stop(loop, &sb->cw);
+	ct_ctl_close(sb);
+	be_child_hand_over(loop, &sb->cw, &sb->be->reap);
 	ev_io_stop(loop, &sb->st_w);
 	ev_timer_stop(loop, &sb->ctimer);
-	if (sb->ctl >= 0)
-		close(sb->ctl);
 	if (sb->filter_fd >= 0)
 		close(sb->filter_fd);
 	if (sb->st_fd >= 0)
@@ -422,9 +421,7 @@ void sb_lost(struct ct_sb *sb, bool signaled, int num)
 		snprintf(why.msg + strlen(why.msg), sizeof(why.msg) - strlen(why.msg),
 			 " after %" PRIu64 " OOM kills in the sandbox", ooms);
 	LOG(sb->be, DSEC_LOG_WARN, "container: sandbox '%s' is lost: %s", sb->id, why.msg);
-	if (sb->ctl >= 0)
-		close(sb->ctl);	/* nobody serves it */
-	sb->ctl = -1;
+	ct_ctl_close(sb);	/* nobody serves it */
 	if (host->struct_size >= offsetof(struct dsec_be_host, sandbox_lost) +
 	    sizeof(host->sandbox_lost) && host->sandbox_lost)
 		host->sandbox_lost(host, sb->id, &why);
@@ -433,7 +430,7 @@ void sb_lost(struct ct_sb *sb, bool signaled, int num)
 #define CT_PF_EXITING 0x4		/* the kernel's task flag, /proc/PID/stat field 9 */
 
 /* Whether the init of sb has ended or is ending, and if so how: the
- * status libev reaped (its callback still to come), or what /proc says of
+ * status it was reaped with, or what /proc says of
  * a zombie or a task in do_exit (flags, field 9; exit_code, field 52): a
  * command's pipes close when the dying init's files do, before it is a
  * zombie.  Only asked when a command ended badly (a few reads). */
@@ -448,8 +445,8 @@ bool init_gone(struct ct_sb *sb, bool *signaled, int *num)
 
 	if (sb->init <= 0)
 		return false;
-	if (ev_is_pending(&sb->cw)) {
-		st = sb->cw.rstatus;
+	if (sb->cw.ended) {
+		st = sb->cw.status;
 	} else {
 		snprintf(path, sizeof(path), "/proc/%d/stat", (int)sb->init);
 		if (dsec_read_file(path, &stat, &len) < 0 || !(p = strrchr(stat, ')')))
@@ -470,17 +467,55 @@ bool init_gone(struct ct_sb *sb, bool *signaled, int *num)
 	return true;
 }
 
-static void create_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+/* How dsecd learns that a sandbox's init died without a descriptor of its
+ * own for it: the init's end of the command socket closes when it dies (no
+ * other process has it, ct_exec.h), and from then on (or once the socket is
+ * closed for another reason) it is watched by its pid, briefly, with a
+ * pidfd (be_child.h).  An idle sandbox holds that one socket. */
+static void create_child_cb(struct ev_loop *loop, struct be_child *c);
+
+void init_watch(struct ct_sb *sb)
 {
-	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, cw);
+	struct ev_loop *loop = sb->be->host->loop;
+
+	ev_io_stop(loop, &sb->ctl_w);
+	if (sb->helper > 0 && !sb->cw.ended && !be_child_active(&sb->cw))
+		be_child_start(loop, &sb->cw, sb->helper, create_child_cb);
+}
+
+void ct_ctl_close(struct ct_sb *sb)
+{
+	if (sb->ctl < 0)
+		return;
+	init_watch(sb);
+	close(sb->ctl);
+	sb->ctl = -1;
+}
+
+static void init_ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, ctl_w);
+	char c;
+	ssize_t n = recv(sb->ctl, &c, 1, MSG_DONTWAIT);
+
+	(void)loop;
+	(void)revents;
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+		return;	/* nothing is sent back (ct_exec.h): dropped */
+	init_watch(sb);
+}
+
+static void create_child_cb(struct ev_loop *loop, struct be_child *c)
+{
+	struct ct_sb *sb = dsec_container_of(c, struct ct_sb, cw);
 
 	/* The sandbox's init died (destroy, or a kill from outside). */
-	ev_child_stop(loop, w);
+	(void)loop;
 	if (!sb->ready && !sb->destroying)
 		LOG(sb->be, DSEC_LOG_WARN, "container: the helper of '%s' ended before the sandbox "
-		    "was ready (wait status 0x%x)", sb->id, (unsigned)w->rstatus);
-	sb_lost(sb, WIFSIGNALED(w->rstatus), WIFSIGNALED(w->rstatus) ? WTERMSIG(w->rstatus) :
-		WEXITSTATUS(w->rstatus));
+		    "was ready (wait status 0x%x)", sb->id, (unsigned)c->status);
+	sb_lost(sb, WIFSIGNALED(c->status), WIFSIGNALED(c->status) ? WTERMSIG(c->status) :
+		WEXITSTATUS(c->status));
 }
 
 /* The OOM killer of the sandbox's memory cgroup never picks its init: it
@@ -710,10 +745,8 @@ static void create_prep_done(void *arg)
 	ev_io_start(loop, &sb->st_w);
 	ev_timer_init(&sb->ctimer, create_timeout_cb, CT_CREATE_TIMEOUT, 0);
 	ev_timer_start(loop, &sb->ctimer);
-	if (ev_is_default_loop(loop)) {
-		ev_child_init(&sb->cw, create_child_cb, sb->helper, 0);
-		ev_child_start(loop, &sb->cw);
-	}
+	ev_io_init(&sb->ctl_w, init_ctl_cb, sb->ctl, EV_READ);
+	ev_io_start(loop, &sb->ctl_w);
 }
 
 /* The overlay's lower layers for an image: the directories dsecd mounted,

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "be_child.h"
 #include "be_conf.h"
 #include "be_io.h"
 #include "be_seccomp.h"
@@ -170,7 +171,8 @@ struct ct_sb {
 	struct dsec_buf st;		/* its bytes */
 	ev_io st_w;			/* on st_fd */
 	ev_timer ctimer;		/* create timeout */
-	ev_child cw;			/* create helper */
+	ev_io ctl_w;			/* ctl, for the init's end closing (init_watch) */
+	struct be_child cw;		/* its init (the create helper), once ctl closed */
 	dsec_be_done_fn cdone;		/* create's */
 	void *carg;			/* its argument */
 	bool ready;			/* create completed */
@@ -214,7 +216,7 @@ struct ct_exec {
 	int out_fd, err_fd, st_fd;	/* our ends, -1 at EOF */
 	ev_io out_w, err_w, st_w;	/* on them */
 	ev_timer timer;			/* timeout, then grace */
-	ev_child cw;			/* helper */
+	struct be_child cw;		/* helper */
 	struct dsec_buf st;		/* status bytes */
 	size_t cap;			/* output cap */
 	uint64_t t0;			/* start, ns (moved on by time spent paused) */
@@ -229,6 +231,7 @@ struct ct_be {
 	const struct dsec_be_host *host;	/* daemon services */
 	struct ct_conf conf;		/* configuration */
 	struct be_cg *cg;		/* dsec-container.<pid> */
+	struct be_reaper reap;		/* children nobody waits for */
 	struct ct_sb *sbs;		/* live sandboxes */
 	uint32_t nsbs;			/* their number */
 	uint32_t running;		/* execs in flight */
@@ -328,6 +331,10 @@ bool sys_lend(struct ct_sb *sb);
 void sys_unlend(struct ct_sb *sb);
 void sb_teardown(struct ct_sb *sb);
 void sb_lost(struct ct_sb *sb, bool signaled, int num);
+/* Watches the init by its pid from now on (create.c); ct_ctl_close closes
+ * the command socket, which a ready sandbox's init is watched through. */
+void init_watch(struct ct_sb *sb);
+void ct_ctl_close(struct ct_sb *sb);
 bool init_gone(struct ct_sb *sb, bool *signaled, int *num);
 int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	      dsec_be_done_fn done, void *arg, struct dsec_err *err);

@@ -75,7 +75,7 @@ void exec_close(struct ct_exec *x)
 	ev_io_stop(loop, &x->err_w);
 	ev_io_stop(loop, &x->st_w);
 	ev_timer_stop(loop, &x->timer);
-	ev_child_stop(loop, &x->cw);
+	be_child_hand_over(loop, &x->cw, &x->sb->be->reap);
 	if (x->out_fd >= 0)
 		close(x->out_fd);
 	if (x->err_fd >= 0)
@@ -113,8 +113,8 @@ void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		if (init_gone(sb, &sig, &num))
 			sb_lost(sb, sig, num);
 	}
-	if (x->pid > 0 && !x->reaped)
-		kill(x->pid, SIGKILL);	/* libev reaps it */
+	if (x->pid > 0 && !x->reaped && !x->cw.ended)
+		kill(x->pid, SIGKILL);	/* be->reap reaps it */
 	x->res->duration = (double)(dsec_now_ns() - x->t0) / 1e9;
 	if (rc < 0) {
 		/* A failed result has no output (backend.h). */
@@ -286,11 +286,11 @@ static void exec_st_cb(struct ev_loop *loop, ev_io *w, int revents)
 	exec_maybe_done(x);
 }
 
-static void exec_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+static void exec_child_cb(struct ev_loop *loop, struct be_child *c)
 {
-	struct ct_exec *x = dsec_container_of(w, struct ct_exec, cw);
+	struct ct_exec *x = dsec_container_of(c, struct ct_exec, cw);
 
-	ev_child_stop(loop, w);
+	(void)loop;
 	x->reaped = true;
 	exec_maybe_done(x);
 }
@@ -380,12 +380,10 @@ void exec_track(struct ct_exec *x, double timeout)
 	ev_io_start(loop, &x->st_w);
 	ev_timer_init(&x->timer, exec_timer_cb, timeout > 0 ? timeout : be->conf.timeout, 0);
 	ev_timer_start(loop, &x->timer);
-	if (x->pid > 0 && ev_is_default_loop(loop)) {
-		ev_child_init(&x->cw, exec_child_cb, x->pid, 0);
-		ev_child_start(loop, &x->cw);
-	} else {
-		x->reaped = true;	/* none, or the init reaps what it started */
-	}
+	if (x->pid > 0)
+		be_child_start(loop, &x->cw, x->pid, exec_child_cb);
+	else
+		x->reaped = true;	/* the init reaps what it started */
 	x->next = sb->execs;
 	sb->execs = x;
 	sb->busy++;
@@ -498,8 +496,7 @@ static int exec_via_init(struct ct_sb *sb, char *const *cmd, char *const *env, c
 		close(procs[i]);
 	if (rc < 0 && rc != -EMSGSIZE && rc != -EAGAIN && rc != -ENOBUFS) {
 		/* The init is gone (or never served): stop asking it. */
-		close(sb->ctl);
-		sb->ctl = -1;
+		ct_ctl_close(sb);
 	}
 	return rc;
 }

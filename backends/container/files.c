@@ -41,7 +41,7 @@ struct ct_fsd {
 	struct ct_fsd *next;		/* be->fsds */
 	struct ct_sb *sb;		/* its sandbox, NULL once that stopped it */
 	pid_t pid;			/* the server */
-	ev_child cw;			/* its end */
+	struct be_child cw;		/* its end */
 };
 
 static void fsd_free(struct ct_fsd *f)
@@ -53,13 +53,14 @@ static void fsd_free(struct ct_fsd *f)
 		}
 	if (f->sb)
 		f->sb->fsd = NULL;
-	ev_child_stop(f->be->host->loop, &f->cw);
+	be_child_stop(f->be->host->loop, &f->cw);
 	free(f);
 }
 
-static void fsd_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+static void fsd_child_cb(struct ev_loop *loop, struct be_child *c)
 {
-	fsd_free(dsec_container_of(w, struct ct_fsd, cw));
+	(void)loop;
+	fsd_free(dsec_container_of(c, struct ct_fsd, cw));
 }
 
 /* Ends sb's file server (it is killed: an operation it is in the middle
@@ -151,15 +152,12 @@ static int files_start(struct ct_sb *sb, struct dsec_err *err)
 				    sb->id, strerror(errno));
 	}
 	f = xcalloc(1, sizeof(*f));
+	be_child_start(be->host->loop, &f->cw, pid, fsd_child_cb);
 	f->be = be;
 	f->sb = sb;
 	f->pid = pid;
 	f->next = be->fsds;
 	be->fsds = f;
-	if (ev_is_default_loop(be->host->loop)) {
-		ev_child_init(&f->cw, fsd_child_cb, pid, 0);
-		ev_child_start(be->host->loop, &f->cw);
-	}
 	sb->fsd = f;
 	sb->fsock = sv[0];
 	return 0;

@@ -59,6 +59,9 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
 		goto out;
 	}
+	/* The session follows its shell through the status pipe; the helper
+	 * itself is reaped whenever it ends. */
+	be_reap(&sb->be->reap, sb->be->host->loop, p->pid);
 	/* Hand our ends out; the child's ends close below. */
 	p->in = dsec_steal_fd(&pp[0][1]);
 	p->out = dsec_steal_fd(&pp[1][0]);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "be_child.h"
 #include "be_conf.h"
 #include "be_io.h"
 #include "be_cgroup.h"
@@ -106,7 +107,7 @@ struct fc_rt {
 	int sock;			/* socket to it, -1 when down */
 	ev_io rw;			/* readable */
 	ev_io ww;			/* writable, while out is not empty */
-	ev_child cw;			/* zygote exit */
+	struct be_child cw;		/* zygote exit */
 	ev_timer respawn;		/* backoff before restarting it */
 	double backoff;			/* current backoff */
 	bool up;			/* its "ready" came since it was started */
@@ -173,6 +174,7 @@ struct fc_be {
 	struct fc_conf conf;		/* parsed config */
 	struct be_cg *cg;		/* "dsec-fncall.<pid>" */
 	struct fc_rt *rts;		/* working runtimes, first = default */
+	struct be_reaper reap;		/* killed zygotes */
 	struct fc_sb *sbs;		/* live sandboxes */
 	struct fc_call *calls;		/* in flight */
 	uint64_t next_id;		/* job ids */

@@ -648,6 +648,7 @@ static void fc_fini(void *vbe)
 		be->rts = rt->next;
 		rt_free(rt);
 	}
+	be_reaper_fini(&be->reap, be->host->loop);	/* the daemon is exiting */
 	/* Calls: their zygotes are gone; no done after fini starts. */
 	while (be->calls) {
 		struct fc_call *c = be->calls;

@@ -146,15 +146,15 @@ static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-static void rt_child_cb(struct ev_loop *loop, ev_child *w, int revents)
+static void rt_child_cb(struct ev_loop *loop, struct be_child *c)
 {
-	struct fc_rt *rt = dsec_container_of(w, struct fc_rt, cw);
+	struct fc_rt *rt = dsec_container_of(c, struct fc_rt, cw);
 
-	ev_child_stop(loop, w);
-	if (rt->pid == w->rpid) {
+	(void)loop;
+	if (rt->pid == c->pid) {
 		char why[64];
 
-		snprintf(why, sizeof(why), "exited with status %d", w->rstatus);
+		snprintf(why, sizeof(why), "exited with status %d", c->status);
 		rt->pid = 0;
 		rt_down(rt, why);
 	}
@@ -265,10 +265,7 @@ int rt_spawn(struct fc_rt *rt, struct dsec_err *err)
 	 * has set up. */
 	if (rt->out)
 		ev_io_start(be->host->loop, &rt->ww);
-	if (ev_is_default_loop(be->host->loop)) {
-		ev_child_init(&rt->cw, rt_child_cb, pid, 0);
-		ev_child_start(be->host->loop, &rt->cw);
-	}
+	be_child_start(be->host->loop, &rt->cw, pid, rt_child_cb);
 	return 0;
 }
 
@@ -283,14 +280,9 @@ void rt_kill(struct fc_rt *rt)
 	if (rt->sock >= 0)
 		close(rt->sock);
 	rt->sock = -1;
-	if (ev_is_active(&rt->cw))
-		ev_child_stop(loop, &rt->cw);
-	if (rt->pid > 0) {
+	if (rt->pid > 0)
 		kill(rt->pid, SIGKILL);
-		/* On the default loop libev reaps every child; elsewhere we do. */
-		if (!ev_is_default_loop(loop))
-			waitpid(rt->pid, NULL, 0);
-	}
+	be_child_hand_over(loop, &rt->cw, &rt->be->reap);
 	rt->pid = 0;
 	if (rt->cg) {
 		if (be_cg_kill(rt->cg) < 0)
