@@ -8,7 +8,7 @@
 
 need_container
 
-plan 9
+plan 13
 
 start_dsecd --set backends=container --set default_backend=container --set container.memory=128M
 req() { helper-req "$DSEC_HOST" "$@"; }
@@ -50,3 +50,26 @@ ok "$([ -z "$peakB" ] || [ "$peakB" -lt "$peakA" ]; echo $?)" \
 	"B's memory peak is its own (${peakB:-not reported} < A's $peakA)"
 run req exec id="$b" 'argv[]=python3' 'argv[]=-c' 'argv[]=b = b"x" * (64 << 20)'
 like "$OUT" '"oom_killed":true' "B's 32 MiB limit holds: 64 MiB is OOM-killed"
+
+# A mass destroy keeps every group (removing one while the others' file
+# systems are mounted costs more the more there are); those beyond the 64
+# kept for new sandboxes go after 10 s unused, and all at shutdown.
+mem=$(container_cgroups | grep /memory/)
+ids=$b
+for i in $(seq 80); do ids="$ids $(req create backend=container | idof)"; done
+for id in $ids; do req destroy id="$id" >/dev/null; done
+n=$(ls -d "$mem"/sb.* | wc -l)
+ok "$([ "$n" -gt 64 ]; echo $?)" "81 sandboxes destroyed at once: each group is kept ($n)"
+t0=$(date +%s)
+for i in $(seq 300); do
+	n=$(ls -d "$mem"/sb.* | wc -l)
+	[ "$n" -le 64 ] && break
+	sleep 0.1
+done
+is "$n" 64 "the groups beyond 64 are removed once unused for a while ($(( $(date +%s) - t0 )) s)"
+run req create backend=container
+like "$OUT" '"id"' "a create after it takes a kept group"
+groups=$(container_cgroups)
+stop_dsecd
+is "$(for d in $groups; do [ -d "$d" ] && echo "$d"; done)" "" \
+	"shutdown removes the backend's groups, the kept ones with them"

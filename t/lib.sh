@@ -299,7 +299,8 @@ container_cgroups() {
 # directories, as "BUSY:KEPT": BUSY the groups with a process in them (0
 # once every sandbox is gone), KEPT "ok" when no hierarchy holds more
 # sandbox groups than the 64 emptied ones kept for new sandboxes (each with
-# at most its one command group), else how many there are.
+# at most its one command group; more stay for 10 s after more than 64 are
+# destroyed at once, see t/3192), else how many there are.
 container_cgroups_left() {
 	local busy=0 kept=ok d n
 	for d in $(find $(container_cgroups) -mindepth 1 -type d 2>/dev/null); do

@@ -85,6 +85,7 @@ static void ct_free(struct ct_be *be)
 		be_cg_free(be->keep[i].cg);
 		be_cg_free(be->keep[i].spare);
 	}
+	free(be->keep);
 	pthread_mutex_destroy(&be->keep_lock);
 	free(be->uslots);
 	pthread_mutex_destroy(&be->br_lock);
@@ -230,6 +231,7 @@ static void ct_fini(void *vbe)
 	struct ct_be *be = vbe;
 
 	be->stopping = true;
+	ev_timer_stop(be->host->loop, &be->trim_w);
 	/* Everything dies with the backend's group.  All of it is gone before
 	 * the first group is removed: each removal of a memory cgroup walks
 	 * the lists of every file system still mounted, and thousands of
@@ -252,22 +254,35 @@ static void ct_fini(void *vbe)
 	files_fini(be, false);
 	be_tasks_drain(&be->tasks);
 	files_fini(be, true);
+	/* Reap every pid 1 first, killed with the backend's group: the loop
+	 * will not run again to do it, a daemon that exits leaves unreaped
+	 * children as zombies for the host's init, and once they are reaped
+	 * their mount namespaces and file systems are gone.  Only then are the
+	 * groups removed: the removal of a memory cgroup walks the lists of
+	 * every file system still mounted (memcg_reparent_list_lrus), so with
+	 * the sandboxes' own still there a shutdown took time in the square of
+	 * their number (35 s at 5,000). */
+	uint64_t until = dsec_now_ns() + CT_FINI_REAP_NS;
+
+	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
+		if (sb->helper <= 0 || sb->cw.ended)
+			continue;
+		be_child_stop(be->host->loop, &sb->cw);
+		for (;;) {
+			pid_t r = waitpid(sb->helper, NULL, WNOHANG);
+
+			if (r == sb->helper || (r < 0 && errno != EINTR) || dsec_now_ns() > until)
+				break;
+			usleep(1000);
+		}
+		sb->cw.ended = true;	/* reaped, or left: nothing watches it now */
+	}
 	while (be->sbs) {
 		struct ct_sb *sb = be->sbs;
 
 		be->sbs = sb->next;
 		sb->init_start = 0;
 		sb_teardown(sb);
-		/* Reap its pid 1 now, killed with its group: the loop will not
-		 * run again to do it, and a daemon that exits leaves its
-		 * unreaped children as zombies for the host's init. */
-		for (int i = 0; sb->helper > 0 && i < 1000; i++) {
-			pid_t r = waitpid(sb->helper, NULL, WNOHANG);
-
-			if (r == sb->helper || (r < 0 && errno != EINTR))
-				break;
-			usleep(1000);
-		}
 		sb_free(sb);
 	}
 	be_reaper_fini(&be->reap, be->host->loop);	/* what is left goes with the daemon */

@@ -31,7 +31,7 @@ static bool cg_take(struct ct_sb *sb)
 		pthread_mutex_unlock(&be->keep_lock);
 		return false;
 	}
-	k = be->keep[--be->nkeep];
+	k = be->keep[--be->nkeep];	/* the newest: the oldest go first (cg_trim) */
 	pthread_mutex_unlock(&be->keep_lock);
 	sb->cg = k.cg;
 	sb->cg_kept = true;
@@ -50,7 +50,7 @@ static bool cg_take(struct ct_sb *sb)
 
 /* On a pool thread, for a sandbox being destroyed: its emptied cgroup,
  * and its spare command group, kept for a new sandbox (cg_take) rather
- * than removed, while fewer than CT_CG_KEEP are.  Removing a memory
+ * than removed (those beyond CT_CG_KEEP later, cg_trim).  Removing a memory
  * cgroup makes the kernel walk a list as long as the node has mounted
  * file systems (memcg_reparent_list_lrus): on a node of thousands of
  * sandboxes each removal took milliseconds of a core and held up the
@@ -61,14 +61,11 @@ void cg_keep(struct ct_sb *sb)
 	struct ct_cgkeep k = { 0 };
 	struct dsec_be_usage u = { .struct_size = sizeof(u) };
 	const char *spare = NULL;
-	bool full, unused;
+	bool unused;
 
 	if (!sb->cg || be->stopping || sb->cg->mode == BE_CG_NONE)
 		return;
-	pthread_mutex_lock(&be->keep_lock);
-	full = be->nkeep >= CT_CG_KEEP;
-	pthread_mutex_unlock(&be->keep_lock);
-	if (full || be_cg_kill(sb->cg) < 0)
+	if (be_cg_kill(sb->cg) < 0)
 		return;
 	if (sb->keep_spare)
 		spare = strrchr(sb->keep_spare->path, '/') + 1;
@@ -83,15 +80,89 @@ void cg_keep(struct ct_sb *sb)
 		k.spare = sb->keep_spare;
 	k.cg = sb->cg;
 	k.next_x = sb->next_x;
+	k.since = dsec_now_ns();
 	pthread_mutex_lock(&be->keep_lock);
-	if (be->nkeep < CT_CG_KEEP) {
-		be->keep[be->nkeep++] = k;
-		sb->cg = NULL;
-		if (k.spare)
-			sb->keep_spare = NULL;
+	if (be->nkeep == be->capkeep) {
+		be->capkeep = be->capkeep ? 2 * be->capkeep : CT_CG_KEEP;
+		be->keep = xrealloc(be->keep, be->capkeep * sizeof(*be->keep));
 	}
+	be->keep[be->nkeep++] = k;
+	sb->cg = NULL;
+	if (k.spare)
+		sb->keep_spare = NULL;
 	pthread_mutex_unlock(&be->keep_lock);
 }
+
+/* ---- kept cgroups beyond CT_CG_KEEP ------------------------------------------
+ *
+ * Every destroyed sandbox's group is kept, however many go at once: a
+ * daemon stopping, or a trainer destroying its 10,000 sandboxes, would
+ * otherwise remove each while the others still have their file systems
+ * mounted, at a cost that grows with them (a SIGTERM of 5,000 took 35 s).
+ * Those beyond CT_CG_KEEP that nobody took for CT_CG_TRIM_AFTER seconds
+ * are removed one at a time on the pool; at fini, once every sandbox's
+ * processes and mounts are gone, all of them with the backend's group. */
+struct ct_trim {
+	struct ct_be *be;
+	struct ct_cgkeep k;
+};
+
+static void cg_trim_work(void *arg)
+{
+	struct ct_trim *t = arg;
+
+	be_cg_remove(t->k.cg);	/* and its spare, below it */
+}
+
+static void cg_trim_done(void *arg)
+{
+	struct ct_trim *t = arg;
+
+	t->be->trimming = false;
+	be_cg_free(t->k.cg);
+	be_cg_free(t->k.spare);
+	free(t);
+}
+
+static void cg_trim_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct ct_be *be = dsec_container_of(w, struct ct_be, trim_w);
+	uint64_t now = dsec_now_ns();
+	struct ct_trim *t = NULL;
+
+	(void)revents;
+	if (be->trimming)
+		return;
+	pthread_mutex_lock(&be->keep_lock);
+	if (be->nkeep <= CT_CG_KEEP || be->stopping)
+		ev_timer_stop(loop, w);
+	else if (now - be->keep[0].since >= (uint64_t)(CT_CG_TRIM_AFTER * 1e9)) {
+		t = xcalloc(1, sizeof(*t));
+		t->be = be;
+		t->k = be->keep[0];
+		memmove(be->keep, be->keep + 1, --be->nkeep * sizeof(*be->keep));
+	}
+	pthread_mutex_unlock(&be->keep_lock);
+	if (t) {
+		be->trimming = true;
+		ct_submit(be, cg_trim_work, cg_trim_done, t);
+	}
+}
+
+void cg_trim_start(struct ct_be *be)
+{
+	bool over;
+
+	pthread_mutex_lock(&be->keep_lock);
+	over = be->nkeep > CT_CG_KEEP;
+	pthread_mutex_unlock(&be->keep_lock);
+	if (!over || ev_is_active(&be->trim_w) || be->stopping)
+		return;
+	/* Ten removals a second at most: the creates beside them come first. */
+	ev_timer_init(&be->trim_w, cg_trim_cb, 0.1, 0.1);
+	ev_timer_start(be->host->loop, &be->trim_w);
+}
+
 
 void sb_free(struct ct_sb *sb)
 {

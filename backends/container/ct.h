@@ -55,12 +55,14 @@
 #define CT_GRACE 1.0			/* s to wait for pipe EOF after the exit */
 #define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
 #define CT_CREATE_TIMEOUT 30.0		/* s for the helper to build a sandbox */
+#define CT_FINI_REAP_NS (10 * 1000000000ULL)	/* at fini, for the inits to be reaped */
 #define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 #define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
 #define CT_MAX_LAYERS 64		/* layers of one image */
 #define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 #define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
 #define CT_CG_KEEP 64			/* emptied sandbox cgroups kept for new sandboxes */
+#define CT_CG_TRIM_AFTER 10.0		/* s after which those beyond are removed */
 #define CT_CG_KEEP_LEFT (16ull << 20)	/* ... when they hold no more memory than this */
 #define CT_SLOTS 20			/* spawn slots: 16 fds, 2 pipes, /dev/null */
 /* The floors of a sandbox's limits (requests and config alike): below
@@ -128,6 +130,7 @@ struct ct_cgkeep {
 	struct be_cg *cg;		/* the group (closed) */
 	struct be_cg *spare;		/* its kept command group, or NULL */
 	uint64_t next_x;		/* command group names used below it */
+	uint64_t since;			/* when it was kept, dsec_now_ns */
 	bool peak_reset;		/* its memory peak counts from 0 again */
 };
 
@@ -247,8 +250,10 @@ struct ct_be {
 	int preload_fd;			/* container-preload.so for the inits, or -1 */
 	struct ct_fsd *fsds;		/* file servers not reaped yet */
 	pthread_mutex_t keep_lock;	/* guards keep and nkeep (pool threads) */
-	struct ct_cgkeep keep[CT_CG_KEEP];	/* cgroups of destroyed sandboxes */
-	unsigned nkeep;			/* entries of keep */
+	struct ct_cgkeep *keep;		/* cgroups of destroyed sandboxes, oldest first */
+	unsigned nkeep, capkeep;	/* entries of keep, and room */
+	ev_timer trim_w;		/* removes those beyond CT_CG_KEEP (cg_trim) */
+	bool trimming;			/* a removal is on the pool */
 	char *sys;			/* the sandboxes' shared /sys, NULL = none */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	int base_ns, host_ns;		/* the base mount namespace, ours (basens.c), or -1 */
@@ -327,6 +332,8 @@ pid_t spawn_helper_setup(struct ct_be *be, char *const *argv, char *const *envp,
 void sb_unlink(struct ct_sb *sb);
 void sb_free(struct ct_sb *sb);
 void cg_keep(struct ct_sb *sb);
+/* Starts, on the loop, the removal of kept cgroups beyond CT_CG_KEEP. */
+void cg_trim_start(struct ct_be *be);
 bool sys_lend(struct ct_sb *sb);
 void sys_unlend(struct ct_sb *sb);
 void sb_teardown(struct ct_sb *sb);
