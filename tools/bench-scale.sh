@@ -4,7 +4,9 @@
 # (0, then N/10, N/2 and N idle sandboxes: 0, 1,000, 5,000 and 10,000 by
 # default) it prints the dsec-bench commands and tables of create -> first
 # exec (c=1), creations/s (c=4) and exec in a running sandbox (c=1), then
-# dsecd's descriptors and RSS and the machine's memory per idle sandbox,
+# dsecd's descriptors and RSS and the machine's memory per idle sandbox, the
+# kernel's CPU for one network namespace made and dropped (its teardown walks
+# every live one, and each sandbox has one),
 # and at the end one table of every stage with its ratios against the
 # empty node.  The idle sandboxes are made with dsec-bench --mode first
 # --keep (c=4): each has run one command, as a rollout's sandbox between
@@ -42,6 +44,19 @@ if [ -n "$room" ] && [ "${room% *}" -lt "$last" ]; then
 fi
 
 fds() { ls "/proc/$PID/fd" | wc -l; }
+# The kernel's cost of one network namespace made and dropped, teardown
+# included (a kworker's, after the process is gone), in ms of the machine's
+# CPU: each sandbox has one, and their teardown walks every live one.
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+netns_ms() {
+	local b0 b1 hz
+	hz=$(getconf CLK_TCK)
+	b0=$(busy)
+	for i in $(seq 200); do unshare -n true; done
+	sleep 2
+	b1=$(busy)
+	awk -v a="$b0" -v b="$b1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) * 1000 / hz / 200 }'
+}
 since() { awk -v a="$1" -v b="$2" 'BEGIN { print b - a }'; }	# seconds from $1 to $2
 rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
 avail() { awk '/MemAvailable/ {print $2}' /proc/meminfo; }
@@ -80,20 +95,23 @@ for stage in $STAGES; do
 	rate=$(field rate < "$S/last.json")
 	run_bench -c 1 -n "$REQ" --warmup 10 --backend container --mode exec --cmd 'echo $X'
 	exec50=$(field p50_ms < "$S/last.json")
-	f=$(fds) r=$(rss) a=$(avail)
-	echo "$stage $first50 $first99 $rate $exec50 $f $r $a" >> "$S/rows"
+	f=$(fds) r=$(rss) a=$(avail) ns=$(netns_ms)
+	echo "$stage $first50 $first99 $rate $exec50 $f $r $a $ns" >> "$S/rows"
 	printf '  dsecd: %d descriptors, VmRSS %d kB; machine MemAvailable %d kB\n' \
 		"$f" "$r" "$a" >&2
+	printf '  kernel: a network namespace made and dropped (unshare -n true): %s ms of CPU\n' \
+		"$ns" >&2
 done
 
 printf '\nSummary (ratios against the empty node; per sandbox = change since 0 / population):\n'
 awk -v f0="$fds0" -v r0="$rss0" -v a0="$avail0" '
-NR == 1 { b1 = $2; b2 = $3; b3 = $4; b4 = $5 }
+NR == 1 { b1 = $2; b2 = $3; b3 = $4; b4 = $5; b9 = $9 }
 {
 	n = $1
 	printf "%6d idle: first p50 %6.2f ms (%.2fx)  p99 %7.2f ms (%.2fx)",
 		n, $2, $2 / b1, $3, $3 / b2
-	printf "  creates/s %7.1f (%.2fx)  exec p50 %5.2f ms (%.2fx)\n", $4, $4 / b3, $5, $5 / b4
+	printf "  creates/s %7.1f (%.2fx)  exec p50 %5.2f ms (%.2fx)", $4, $4 / b3, $5, $5 / b4
+	printf "  netns %5.2f ms CPU (%.2fx)\n", $9, $9 / (b9 > 0 ? b9 : 1)
 	if (n > 0)
 		printf "%14s per sandbox: %.2f dsecd descriptors, %.1f KiB dsecd RSS,", "",
 			($6 - f0) / n, ($7 - r0) / n
