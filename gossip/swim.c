@@ -1279,10 +1279,15 @@ void swim_leave(struct swim *s)
 
 bool swim_leave_pending(const struct swim *s)
 {
-	for (size_t i = 0; i < s->nqueue; i++)
-		if (s->queue[i].leave)
-			return true;
-	return false;
+	bool queued = false, anyone = false;
+
+	for (size_t i = 0; i < s->nqueue && !queued; i++)
+		queued = s->queue[i].leave;
+	/* With nobody to gossip to (alone, or every other member long dead)
+	 * it would never go out: a leaving daemon need not wait for it. */
+	for (size_t i = 0; queued && i < s->nmembers && !anyone; i++)
+		anyone = gossip_ok((struct swim *)s, s->members[i], NULL);
+	return queued && anyone;
 }
 
 int swim_set_meta(struct swim *s, const void *meta, size_t len)
