@@ -141,31 +141,17 @@ void be_reap(struct be_reaper *r, struct ev_loop *loop, pid_t pid)
 
 void be_child_hand_over(struct ev_loop *loop, struct be_child *c, struct be_reaper *r)
 {
-	struct be_reap_one *o;
 	int st;
 
 	if (!be_child_active(c))
 		return;
 	if (reap(c, &st)) {
-		be_child_stop(loop, c);
 		c->status = st;
 		c->ended = true;	/* its callback is not called */
-		return;
 	}
-	if (!ev_is_active(&c->io)) {
-		be_child_stop(loop, c);
-		be_child_start(loop, &reap_new(r)->c, c->pid, reap_one_cb);
-		return;
-	}
-	/* Its pidfd goes with it. */
-	ev_io_stop(loop, &c->io);
-	o = reap_new(r);
-	o->c.pid = c->pid;
-	o->c.cb = reap_one_cb;
-	ev_io_init(&o->c.io, io_cb, c->io.fd, EV_READ);
-	ev_timer_init(&o->c.poll, poll_cb, BE_CHILD_POLL, BE_CHILD_POLL);
-	ev_io_start(loop, &o->c.io);
-	c->io.fd = -1;
+	be_child_stop(loop, c);
+	if (!c->ended)
+		be_reap(r, loop, c->pid);
 }
 
 void be_reaper_fini(struct be_reaper *r, struct ev_loop *loop)

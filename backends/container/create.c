@@ -163,7 +163,6 @@ void cg_trim_start(struct ct_be *be)
 	ev_timer_start(be->host->loop, &be->trim_w);
 }
 
-
 void sb_free(struct ct_sb *sb)
 {
 	struct ev_loop *loop = sb->be->host->loop;
