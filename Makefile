@@ -459,6 +459,12 @@ bench: all
 bench-rl: all $(TEST_HELPERS)
 	tools/bench-rl.sh
 
+# The Python SDK beside the C client (tools/bench-sdk.sh): one command at
+# a time, 256 in flight, a trainer of 1,000 sandboxes; rates, latency and
+# each client's own CPU per command.
+bench-sdk: all $(TEST_HELPERS)
+	tools/bench-sdk.sh
+
 # The container backend's figures (create -> first exec cold and pooled,
 # creations/s, pause/resume, 1000 idle sandboxes, bwrap beside).
 bench-container: all $(TEST_HELPERS)
@@ -651,6 +657,7 @@ distclean: clean
 	rm -rf $(NNG_CACHE)
 
 .PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image bench-rl \
+	bench-sdk \
 	bench-scale \
 	lint-man run \
 	install uninstall clean distclean fuzz fuzz-build fuzz-deps fuzz-seeds FORCE

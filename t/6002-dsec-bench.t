@@ -8,9 +8,10 @@ need_cmd helper-req
 [ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3 to parse --json"
 [ -e "$TOP/backends/fncall.so" ] || skip_all "needs backends/fncall.so (make)"
 
-plan 30
+plan 36
 
-COLS='mode +backend +runtime +concurrency +requests +errors +mismatches +seconds +rate/s +p50 ms +p90 ms +p99 ms +max ms'
+COLS='mode +backend +runtime +concurrency +requests +errors +mismatches +seconds +rate/s'
+COLS="$COLS"' +p50 ms +p90 ms +p99 ms +max ms +cpu us'
 
 # field N of the result line of the table in $OUT (the line after the
 # header; stderr lines may come before it)
@@ -53,6 +54,25 @@ is "$RC:$(field 3):$(field 6):$(field 7)" "0:python3:0:0" "python3 runtime: repl
 run dsec-bench -c 2 -n 10 --mode exec --runtime python3
 is "$RC:$(field 6):$(field 7)" "0:0:0" "python3 runtime in exec mode: right"
 
+# --sandboxes: the threads share N sandboxes, each taken in turn.
+run dsec-bench -c 2 --sandboxes 1 --mode exec
+like "$RC:$OUT" "^2:dsec-bench: --sandboxes 1 is fewer than the 2 threads" \
+	"--sandboxes below -c is a usage error"
+run dsec-bench --sandboxes 4 --mode call
+like "$RC:$OUT" "^2:dsec-bench: --sandboxes is for --mode exec" \
+	"--sandboxes outside exec mode: usage"
+run helper-req "$DSEC_HOST" info
+made=$(printf '%s' "$OUT" | grep -o '"creates":{"ok":[0-9]*' | grep -o '[0-9]*$')
+run dsec-bench -c 2 --sandboxes 5 -n 20 --mode exec
+is "$RC:$(field 1):$(field 5):$(field 6):$(field 7)" "0:exec:20:0:0" \
+	"--sandboxes 5 -c 2: 20 checked commands, no errors or mismatches"
+run helper-req "$DSEC_HOST" info
+now=$(printf '%s' "$OUT" | grep -o '"creates":{"ok":[0-9]*' | grep -o '[0-9]*$')
+is "$((now - made)):$(get sandboxes)" "5:0" "--sandboxes 5: five sandboxes made, none left after"
+run dsec-bench -c 1 -n 10 --mode exec
+like "$(field 14)" '^[0-9]+$' "the last column is the client's CPU per request (us)"
+ok $(( $(field 14) > 0 ? 0 : 1 )) "the client's CPU per request is counted"
+
 run dsec-bench -c 2 -n 30 --mode ping
 is "$RC:$(field 1):$(field 5):$(field 6)" "0:ping:30:0" "ping mode: 30 pings, no errors"
 run dsec-bench -c 2 -n 10 --mode ping --cmd true
@@ -78,7 +98,7 @@ is "$RC" 0 "--json: exits 0"
 import json, sys
 d = json.load(open(sys.argv[1]))
 keys = ["mode", "backend", "runtime", "concurrency", "requests", "errors", "mismatches",
-        "seconds", "rate", "p50_ms", "p90_ms", "p99_ms", "max_ms"]
+        "seconds", "rate", "p50_ms", "p90_ms", "p99_ms", "max_ms", "client_cpu_us"]
 missing = [k for k in keys if k not in d]
 assert not missing, "missing keys %s" % missing
 assert d["mode"] == "call" and d["concurrency"] == 2 and d["requests"] == 12, d

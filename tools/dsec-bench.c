@@ -9,8 +9,9 @@
  *
  * Modes:
  *   call     one-shot dsec_call per request;
- *   exec     one sandbox per thread, created before the clock starts, then
- *            dsec_exec in it per request;
+ *   exec     one sandbox per thread (--sandboxes: a share of N per thread,
+ *            taken in turn), created before the clock starts, then dsec_exec
+ *            in it per request;
  *   create   create + destroy pairs; the latency is the create's;
  *   first    create, then one exec in it (checked), then destroy; the latency
  *            is create -> first exec reply, what a rollout waits for;
@@ -18,6 +19,9 @@
  *            per request a pause and a resume of it, each timed: the table
  *            has a row for each (an idle sandbox: what it costs to freeze
  *            and thaw one).
+ *
+ * The table's last column is this process's CPU per measured request,
+ * what the client itself costs.
  *
  * Exit status: 0 when every request succeeded and matched, 1 when any
  * failed or mismatched, 2 on a usage error or when the run could not start.
@@ -33,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +47,7 @@
 #define EXIT_BAD 1		/* some request failed or mismatched */
 #define EXIT_USAGE 2		/* usage error, or the run could not start */
 #define MAX_THREADS 4096
+#define MAX_SANDBOXES 100000
 #define ERR_SHOWN 5		/* errors printed in full; the rest only counted */
 
 enum mode {
@@ -87,6 +93,7 @@ struct bench_opts {
 	bool keep;			/* --keep: create and first modes leave their sandboxes */
 	double rate;			/* --rate: requests per second in all, 0 = as fast as they go */
 	bool trajectory;		/* --trajectory: exec's sandboxes log every step */
+	unsigned sandboxes;		/* --sandboxes: exec mode's in all, 0 = one a thread */
 };
 
 /* One worker thread. */
@@ -95,6 +102,9 @@ struct worker {
 	unsigned index;			/* 0.. threads-1 */
 	struct dsec_client *client;	/* its own connection */
 	char *sandbox;			/* exec and pause modes: its sandbox id */
+	char **more;			/* --sandboxes: its others, taken in turn */
+	unsigned nmore;			/* entries in more */
+	unsigned turn;			/* exec: the request's sandbox, 0 = sandbox */
 	double *lat;			/* latencies in seconds of measured requests */
 	size_t nlat, caplat;		/* used and allocated entries of lat */
 	double resume_lat;		/* pause mode: the last request's resume */
@@ -136,6 +146,7 @@ enum {
 	OPT_KEEP,
 	OPT_RATE,
 	OPT_TRAJECTORY,
+	OPT_SANDBOXES,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -160,6 +171,7 @@ static const struct option long_opts[] = {
 	{ .name = "keep",	.has_arg = no_argument,		.val = OPT_KEEP },
 	{ .name = "rate",	.has_arg = required_argument,	.val = OPT_RATE },
 	{ .name = "trajectory",	.has_arg = no_argument,		.val = OPT_TRAJECTORY },
+	{ .name = "sandboxes",	.has_arg = required_argument,	.val = OPT_SANDBOXES },
 	{ .name = "help",	.has_arg = no_argument,		.val = OPT_HELP },
 	{ .name = "version",	.has_arg = no_argument,		.val = OPT_VERSION },
 	{ 0 }
@@ -172,6 +184,7 @@ static const char usage_text[] =
 	"                  [--cmd CMD | --code CODE]\n"
 	"                  [--warmup N] [--timeout S] [--pid PID] [--json]\n"
 	"                  [--latencies FILE] [--keep] [--rate PER_SECOND] [--trajectory]\n"
+	"                  [--sandboxes N]\n"
 	"\n"
 	"Load a running dsecd and report rate and latency.\n"
 	"\n"
@@ -184,7 +197,8 @@ static const char usage_text[] =
 	"                         (create -> first exec, destroy untimed), pause\n"
 	"                         (pause + resume of one idle sandbox per thread),\n"
 	"                         ping (the daemon's floor), local (the baseline:\n"
-	"                         the same command spawned here, no daemon)\n"
+	"                         the same command spawned here, no daemon), replay\n"
+	"                         (100 logged steps sent again, answered from the log)\n"
 	"      --backend B        backend to ask for\n"
 	"      --runtime R        fncall runtime (sh, python3)\n"
 	"      --image I          image of the sandboxes (tag or digest)\n"
@@ -201,6 +215,8 @@ static const char usage_text[] =
 	"      --trajectory       exec mode: the sandboxes keep a trajectory log and each\n"
 	"                         request is a new step (durable before its reply)\n"
 	"                         (open loop: a late one starts at once)\n"
+	"      --sandboxes N      exec mode: N sandboxes in all (at least -c), each thread\n"
+	"                         running its share in turn, one command at a time in each\n"
 	"\n"
 	"Exit status: 0 if every request succeeded and matched, 1 if not, 2 on error.\n";
 
@@ -307,6 +323,12 @@ static void parse_args(int argc, char **argv)
 		case OPT_TRAJECTORY:
 			opt.trajectory = true;
 			break;
+		case OPT_SANDBOXES:
+			opt.sandboxes = (unsigned)parse_count("sandbox count", optarg, 1);
+			if (opt.sandboxes > MAX_SANDBOXES)
+				usage_error("--sandboxes %u is over %d", opt.sandboxes,
+					    MAX_SANDBOXES);
+			break;
 		case OPT_RATE: {
 			char *end;
 			opt.rate = strtod(optarg, &end);
@@ -342,6 +364,11 @@ static void parse_args(int argc, char **argv)
 		usage_error("--cmd and --code are exclusive");
 	if (opt.layers && !opt.image)
 		usage_error("--layer needs --image");
+	if (opt.sandboxes && (opt.mode != MODE_EXEC || opt.trajectory))
+		usage_error("--sandboxes is for --mode exec without --trajectory");
+	if (opt.sandboxes && opt.sandboxes < opt.threads)
+		usage_error("--sandboxes %u is fewer than the %u threads", opt.sandboxes,
+			    opt.threads);
 	if ((opt.mode == MODE_CREATE || opt.mode == MODE_PAUSE || opt.mode == MODE_PING) &&
 	    (opt.cmd || opt.code))
 		usage_error("--cmd and --code do not apply to --mode %s", mode_names[opt.mode]);
@@ -353,6 +380,17 @@ static void parse_args(int argc, char **argv)
 	    opt.mode != MODE_PING && !default_code(opt.runtime))
 		usage_error("no default snippet for runtime '%s': give --cmd or --code",
 			    opt.runtime);
+}
+
+/* CPU (user + system) this process has used, in seconds. */
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) < 0)
+		return 0;
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 /* VmRSS of pid in KiB, or -1 if it cannot be read. */
@@ -544,7 +582,9 @@ static int one_request(struct worker *w, double *lat)
 		if (opt.trajectory)
 			rc = dsec_exec_step(w->client, w->sandbox, w->step++, &req, &res, NULL, &err);
 		else
-			rc = dsec_exec(w->client, w->sandbox, &req, &res, &err);
+			rc = dsec_exec(w->client, w->turn ? w->more[w->turn - 1] : w->sandbox,
+				       &req, &res, &err);
+		w->turn = (w->turn + 1) % (w->nmore + 1);
 		break;
 	case MODE_REPLAY: {
 		bool replayed = false;
@@ -730,6 +770,8 @@ struct summary {
 	double p50, p90, p99, max;	/* latency in ms, NAN when nothing succeeded */
 	double r50, r90, r99, rmax;	/* pause mode: the same for resume */
 	long rss_before, rss_after;	/* daemon VmRSS KiB, -1 unknown */
+	double cpu_us;			/* this process's CPU (user + system) per measured
+					 * request, in microseconds: what the client costs */
 };
 
 static void json_str(const char *s)
@@ -789,7 +831,8 @@ static void print_json(const struct summary *s)
 	json_num("p50_ms", s->p50, false);
 	json_num("p90_ms", s->p90, false);
 	json_num("p99_ms", s->p99, false);
-	json_num("max_ms", s->max, opt.pid == 0 && opt.mode != MODE_PAUSE);
+	json_num("max_ms", s->max, false);
+	json_num("client_cpu_us", s->cpu_us, opt.pid == 0 && opt.mode != MODE_PAUSE);
 	if (opt.mode == MODE_PAUSE) {
 		json_num("resume_p50_ms", s->r50, false);
 		json_num("resume_p90_ms", s->r90, false);
@@ -824,17 +867,17 @@ static void print_row(const char *mode, const struct summary *s, double p50v, do
 	fmt_ms(p99, sizeof(p99), p99v);
 	fmt_ms(max, sizeof(max), maxv);
 	printf("%-6s  %-9s  %-7s  %11u  %8" PRIu64 "  %6" PRIu64 "  %10" PRIu64
-	       "  %7.3f  %8.1f  %7s  %7s  %7s  %7s\n",
+	       "  %7.3f  %8.1f  %7s  %7s  %7s  %7s  %6.0f\n",
 	       mode, opt.mode == MODE_LOCAL ? "none" : opt.backend ? opt.backend : "default",
 	       opt.runtime ? opt.runtime : "default", opt.threads, s->requests, s->errors,
-	       s->mismatches, s->seconds, s->rate, p50, p90, p99, max);
+	       s->mismatches, s->seconds, s->rate, p50, p90, p99, max, s->cpu_us);
 }
 
 static void print_table(const struct summary *s)
 {
-	printf("%-6s  %-9s  %-7s  %11s  %8s  %6s  %10s  %7s  %8s  %7s  %7s  %7s  %7s\n",
+	printf("%-6s  %-9s  %-7s  %11s  %8s  %6s  %10s  %7s  %8s  %7s  %7s  %7s  %7s  %6s\n",
 	       "mode", "backend", "runtime", "concurrency", "requests", "errors", "mismatches",
-	       "seconds", "rate/s", "p50 ms", "p90 ms", "p99 ms", "max ms");
+	       "seconds", "rate/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "cpu us");
 	print_row(mode_names[opt.mode], s, s->p50, s->p90, s->p99, s->max);
 	if (opt.mode == MODE_PAUSE)
 		print_row("resume", s, s->r50, s->r90, s->r99, s->rmax);
@@ -924,6 +967,17 @@ static int setup_workers(struct worker *ws)
 				i, err.msg, dsec_code_name(err.code));
 			return -1;
 		}
+		/* --sandboxes: thread i's share past its first. */
+		unsigned share = opt.sandboxes ? opt.sandboxes / opt.threads +
+						 (i < opt.sandboxes % opt.threads) : 1;
+		ws[i].more = share > 1 ? xcalloc(share - 1, sizeof(*ws[i].more)) : NULL;
+		for (; ws[i].nmore + 1 < share; ws[i].nmore++)
+			if (dsec_create(ws[i].client, &co, &ws[i].more[ws[i].nmore], &err) < 0) {
+				fprintf(stderr, "dsec-bench: cannot create sandbox %u of thread "
+					"%u: %s (%s)\n", ws[i].nmore + 2, i, err.msg,
+					dsec_code_name(err.code));
+				return -1;
+			}
 		/* replay: the steps it sends again, run once. */
 		for (uint64_t k = 0; opt.mode == MODE_REPLAY && k < REPLAY_STEPS; k++) {
 			double lat;
@@ -954,6 +1008,15 @@ static void teardown_workers(struct worker *ws)
 					ws[i].sandbox, err.msg, dsec_code_name(err.code));
 		}
 		free(ws[i].sandbox);
+		for (unsigned k = 0; k < ws[i].nmore; k++) {
+			dsec_err_clear(&err);
+			if (ws[i].client && dsec_destroy(ws[i].client, ws[i].more[k], &err) < 0)
+				fprintf(stderr, "dsec-bench: cannot destroy sandbox '%s': "
+					"%s (%s)\n", ws[i].more[k], err.msg,
+					dsec_code_name(err.code));
+			free(ws[i].more[k]);
+		}
+		free(ws[i].more);
 		free(ws[i].lat);
 		free(ws[i].lat2);
 		if (ws[i].client)
@@ -994,6 +1057,7 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&barrier);		/* warmup over */
 	if (opt.pid)
 		s.rss_before = read_rss_kb(opt.pid);
+	double cpu0 = cpu_seconds();
 	t0 = dsec_now();
 	deadline = t0 + opt.duration;
 	pthread_barrier_wait(&barrier);		/* go */
@@ -1008,6 +1072,7 @@ int main(int argc, char **argv)
 		s.mismatches += ws[i].mismatches;
 	}
 	s.rate = s.seconds > 0 ? (double)s.requests / s.seconds : 0;
+	s.cpu_us = s.requests ? (cpu_seconds() - cpu0) * 1e6 / (double)s.requests : NAN;
 	percentiles(ws, false, &s.p50, &s.p90, &s.p99, &s.max);
 	percentiles(ws, true, &s.r50, &s.r90, &s.r99, &s.rmax);
 	if (opt.lat_file && write_latencies(ws) < 0) {
