@@ -47,8 +47,8 @@ run() {
 # pair S K C: SANDBOXES S, K commands in each, C in flight; the C client
 # and the SDK, ROUNDS times each, alternating; then the SDK's rate over C's.
 pair() {
-	local s=$1 k=$2 c=$3 sum=0 r rc
-	for r in $(seq "$ROUNDS"); do
+	local s=$1 k=$2 c=$3 sum=0 rc
+	for _ in $(seq "$ROUNDS"); do
 		run C "$TOP/tools/dsec-bench" --mode exec --backend container -c "$c" \
 			--sandboxes "$s" -n "$((s * k))"
 		rc=$RATE
