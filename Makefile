@@ -60,14 +60,20 @@ OPT        ?= -O2 -g
 # links the system's libnng instead (one with the fix; t/8401 fails on 1.5.2).
 NNG        ?= bundled
 NNG_CACHE  ?= deps/cache
+# libdsec.so and the tools link a second build of it with a few fixed
+# threads instead of some per CPU (deps/nng/build.sh, "client").
 ifeq ($(NNG),system)
 NNG_LIB     =
 NNG_CFLAGS  =
 NNG_LIBS    = -lnng
+NNG_CLIENT_LIB  =
+NNG_CLIENT_LIBS = -lnng
 else
 NNG_LIB     = build/nng/lib/libnng.a
 NNG_CFLAGS  = -Ibuild/nng/include
 NNG_LIBS    = $(NNG_LIB) -lmbedtls -lmbedx509 -lmbedcrypto
+NNG_CLIENT_LIB  = build/nng-client/lib/libnng.a
+NNG_CLIENT_LIBS = $(NNG_CLIENT_LIB) -lmbedtls -lmbedx509 -lmbedcrypto
 endif
 # libev and nng ship no .pc file on Debian 12: fall back to plain -l flags.
 PC_CFLAGS  := $(shell $(PKG_CONFIG) --cflags msgpack libseccomp 2>/dev/null)
@@ -78,8 +84,9 @@ ALL_CFLAGS  = -std=gnu11 $(OPT) $(WARN) -fPIC -MMD -MP $(PC_CFLAGS) $(FS3_CFLAGS
 # Links and nftables rules of allowlisted sandbox networks (container.so).
 NET_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 libnftables 2>/dev/null || echo -I/usr/include/libnl3)
 NET_LIBS   := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 libnftables 2>/dev/null || echo -lnl-route-3 -lnl-3 -lnftables)
-LDLIBS_LIB  = $(NNG_LIBS) -lpthread $(PC_LIBS)
+LDLIBS_LIB  = $(NNG_CLIENT_LIBS) -lpthread $(PC_LIBS)
 LDLIBS_D    = -lev $(NNG_LIBS) -lpthread -ldl -lm $(PC_LIBS)
+LDLIBS_C    = -lev $(NNG_CLIENT_LIBS) -lpthread -ldl -lm $(PC_LIBS)
 # fs3: SHA-256 from libcrypto, tars from libarchive, chunks through zstd,
 # OCI/docker image metadata through jansson.
 FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson fuse3 2>/dev/null)
@@ -207,7 +214,7 @@ tools/swim-sim: build/tools/swim-sim.o $(SWIM_LIBS)
 # nng is linked in and not exported (a program may load another libnng);
 # of libdsec's own functions only those marked DSEC_API are (t/0009).
 build/lib/%.o: ALL_CFLAGS += -fvisibility=hidden
-lib/libdsec.so: $(LIB_OBJ) $(NNG_LIB)
+lib/libdsec.so: $(LIB_OBJ) $(NNG_CLIENT_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $(LIB_OBJ) -Wl,--exclude-libs,libnng.a \
 		$(LDFLAGS) $(LDLIBS_LIB)
@@ -353,28 +360,28 @@ tools/fs3-bench: build/tools/fs3-bench.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
 	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
 
-tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a $(NNG_LIB)
+tools/dsecctl: build/tools/dsecctl.o fs3/libfs3.a lib/libdsec.a $(NNG_CLIENT_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(FS3_LIBS)
+	$(Q)$(CC) -o $@ $< fs3/libfs3.a lib/libdsec.a $(LDFLAGS) $(LDLIBS_C) $(FS3_LIBS)
 
 # dsec-top draws with ncurses (wide characters).
 CURSES_LIBS := $(shell $(PKG_CONFIG) --libs ncursesw 2>/dev/null || echo -lncursesw)
-tools/dsec-top: build/tools/dsec-top.o lib/libdsec.a $(NNG_LIB)
+tools/dsec-top: build/tools/dsec-top.o lib/libdsec.a $(NNG_CLIENT_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(CURSES_LIBS)
+	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_C) $(CURSES_LIBS)
 
 # dsec-run --batch reads its jobs with jansson.
 JANSSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 JANSSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
 build/tools/run-batch.o build/tools/run-traj.o: ALL_CFLAGS += $(JANSSON_CFLAGS)
 RUN_OBJ = build/tools/dsec-run.o build/tools/run-batch.o build/tools/run-traj.o
-tools/dsec-run: $(RUN_OBJ) lib/libdsec.a $(NNG_LIB)
+tools/dsec-run: $(RUN_OBJ) lib/libdsec.a $(NNG_CLIENT_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $(RUN_OBJ) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D) $(JANSSON_LIBS) -lm
+	$(Q)$(CC) -o $@ $(RUN_OBJ) lib/libdsec.a $(LDFLAGS) $(LDLIBS_C) $(JANSSON_LIBS) -lm
 
-tools/%: build/tools/%.o lib/libdsec.a $(NNG_LIB)
+tools/%: build/tools/%.o lib/libdsec.a $(NNG_CLIENT_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
+	$(Q)$(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_C)
 
 t/helper-%: build/t/helper-%.o lib/libdsec.a $(NNG_LIB)
 	$(q) LD $@
@@ -420,10 +427,15 @@ build/nosan/lib/libdsec.a: $(LIB_SRC:%.c=build/nosan/%.o)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 endif
 
-# The bundled libnng (see NNG above).
+# The bundled libnng (see NNG above), and its client build.
 build/nng/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard deps/nng/*.patch)
 	$(q) NNG $@
 	$(Q)deps/nng/build.sh $(NNG_CACHE) build/nng
+# After the other: both fetch into NNG_CACHE.
+build/nng-client/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard deps/nng/*.patch) \
+		| build/nng/lib/libnng.a
+	$(q) NNG $@
+	$(Q)deps/nng/build.sh $(NNG_CACHE) build/nng-client client
 
 # Installs the Debian packages of the list $(1) that are missing.
 define install_debs
@@ -442,7 +454,7 @@ endef
 # build the bundled libnng.
 deps:
 	$(call install_debs,$(DEB_PACKAGES))
-	$(if $(NNG_LIB),@$(MAKE) --no-print-directory $(NNG_LIB))
+	$(if $(NNG_LIB),@$(MAKE) --no-print-directory $(NNG_LIB) $(NNG_CLIENT_LIB))
 
 check: deps
 	$(MAKE) all tests

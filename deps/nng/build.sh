@@ -1,8 +1,17 @@
 #!/bin/sh
-# deps/nng/build.sh CACHE PREFIX - the libnng dsec links: Debian 12's nng
+# deps/nng/build.sh CACHE PREFIX [client] - the libnng dsec links: Debian 12's nng
 # source package (1.5.2-2), its own patches, then ours (deps/nng/*.patch),
 # built static with -fPIC and mbedTLS as Debian builds it, installed under
 # PREFIX (PREFIX/include, PREFIX/lib/libnng.a).
+#
+# "client": the build libdsec.so and the tools link, with a fixed, small
+# set of threads.  nng starts all of its threads when a program first
+# uses it: by default 2 per CPU running callbacks (at most 16), one per
+# CPU for timeouts (at most 256) and 4 name resolvers, besides its poller,
+# timer and reaper; 13 threads on 2 CPUs, 87 on 64, made and torn down by
+# every dsec-run and kept by every trainer.  A client has one connection
+# and its own threads make most calls, so 2 + 1 + 1 are plenty: 7 in
+# all.  dsecd keeps nng's defaults (it serves thousands of connections).
 #
 # Why: Debian's libnng 1.5.2 stops accepting on a listener for good once a
 # client leaves during the SP handshake (nanomsg/nng#1518), so four bytes
@@ -16,6 +25,7 @@ set -eu
 
 cache=$1
 prefix=$2
+variant=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 mirror=${NNG_MIRROR:-http://deb.debian.org/debian/pool/main/n/nng}
 jobs=${NNG_JOBS:-2}
@@ -64,6 +74,11 @@ cflags="-O2 -g"
 if command -v dpkg-buildflags >/dev/null 2>&1; then
 	cflags="$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)"
 fi
+case $variant in
+'') ;;
+client) cflags="$cflags -DNNG_NUM_TASKQ_THREADS=2 -DNNG_EXPIRE_THREADS=1 -DNNG_RESOLV_CONCURRENCY=1" ;;
+*) echo "deps/nng/build.sh: unknown variant '$variant'" >&2; exit 2 ;;
+esac
 cmake -S "$src" -B "$prefix/cmake" -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS="$cflags" \
 	-DCMAKE_INSTALL_PREFIX="$(cd "$prefix" && pwd)" -DCMAKE_INSTALL_LIBDIR=lib \
 	-DBUILD_SHARED_LIBS=OFF -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
