@@ -123,7 +123,10 @@ Q = @
 q = @printf '  %-7s %s\n'
 endif
 
-LIB_SRC     = lib/client.c lib/client-ops.c lib/client-rl.c lib/backend.c lib/err.c lib/log.c lib/proto.c lib/util.c
+# libdsec's soname: its major version, raised with every change of its ABI
+# (1: the info structs carry all of info's reply).
+SONAME      = libdsec.so.1
+LIB_SRC     = lib/client.c lib/client-ops.c lib/client-info.c lib/client-rl.c lib/backend.c lib/err.c lib/log.c lib/proto.c lib/util.c
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
 FS3_SRC     = fs3/fs3.c fs3/tags.c fs3/acquire.c fs3/squash.c fs3/pull.c fs3/gc.c \
 	fs3/image.c fs3/import.c fs3/layer.c fs3/oci.c fs3/ondemand.c fs3/peer.c \
@@ -169,7 +172,7 @@ TEST_HELPERS = $(patsubst %.c,%,$(wildcard t/helper-*.c)) \
 	$(patsubst t/be-%.c,t/%.so,$(wildcard t/be-*.c))
 MANPAGES    = $(wildcard man/*.[1-9])
 
-all: lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench build/dsecd.service \
+all: lib/libdsec.a lib/libdsec.so lib/$(SONAME) lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd $(BE_SO) $(HELPERS) $(PRELOADS) $(HELPER_FILES) $(TOOLS) tools/fs3-bench build/dsecd.service \
 	gossip/libswim.a tools/swim-sim
 
 lib/libdsec.a: $(LIB_OBJ)
@@ -216,12 +219,12 @@ tools/swim-sim: build/tools/swim-sim.o $(SWIM_LIBS)
 build/lib/%.o: ALL_CFLAGS += -fvisibility=hidden
 lib/libdsec.so: $(LIB_OBJ) $(NNG_CLIENT_LIB)
 	$(q) LD $@
-	$(Q)$(CC) -shared -Wl,-soname,libdsec.so.0 -o $@ $(LIB_OBJ) -Wl,--exclude-libs,libnng.a \
+	$(Q)$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $(LIB_OBJ) -Wl,--exclude-libs,libnng.a \
 		$(LDFLAGS) $(LDLIBS_LIB)
 
 # Its soname, so that programs linked against the tree run with
 # LD_LIBRARY_PATH=lib.
-lib/libdsec.so.0: lib/libdsec.so
+lib/$(SONAME): lib/libdsec.so
 	$(Q)ln -sf libdsec.so $@
 
 # pkg-config files: $(1) prefix, $(2) libdir, $(3) includedir, $(4) what a
@@ -629,8 +632,8 @@ install: all
 	$(INSTALL) -m 755 $(INST_SBIN) $(DESTDIR)$(SBINDIR)/
 	$(INSTALL) -m 755 $(INST_BIN) $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 644 lib/libdsec.a $(DESTDIR)$(LIBDIR)/libdsec.a
-	$(INSTALL) -m 755 lib/libdsec.so $(DESTDIR)$(LIBDIR)/libdsec.so.0
-	ln -sf libdsec.so.0 $(DESTDIR)$(LIBDIR)/libdsec.so
+	$(INSTALL) -m 755 lib/libdsec.so $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libdsec.so
 	$(INSTALL) -m 644 lib/dsec.pc $(DESTDIR)$(LIBDIR)/pkgconfig/dsec.pc
 	$(INSTALL) -m 644 $(INST_HEADERS) $(DESTDIR)$(INCLUDEDIR)/dsec/
 	$(INSTALL) -m 755 $(BE_SO) $(DESTDIR)$(BACKENDDIR)/
@@ -647,7 +650,7 @@ install: all
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(SBINDIR)/,$(notdir $(INST_SBIN))) \
 		$(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(INST_BIN))) \
-		$(addprefix $(DESTDIR)$(LIBDIR)/,libdsec.a libdsec.so.0 libdsec.so pkgconfig/dsec.pc) \
+		$(addprefix $(DESTDIR)$(LIBDIR)/,libdsec.a $(SONAME) libdsec.so pkgconfig/dsec.pc) \
 		$(addprefix $(DESTDIR)$(INCLUDEDIR)/dsec/,$(notdir $(INST_HEADERS))) \
 		$(addprefix $(DESTDIR)$(BACKENDDIR)/,$(notdir $(BE_SO))) \
 		$(addprefix $(DESTDIR)$(LIBEXECDIR)/,$(notdir $(INST_LIBEXEC))) \
@@ -660,7 +663,7 @@ uninstall:
 
 clean:
 	rm -rf build
-	rm -f lib/libdsec.a lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
+	rm -f lib/libdsec.a lib/libdsec.so lib/libdsec.so.* lib/dsec.pc lib/dsec-uninstalled.pc fs3/libfs3.a dsecd/dsecd backends/*.so $(HELPERS) \
 		$(TOOLS) tools/fs3-bench $(SIM_TOOLS) $(TEST_HELPERS) $(SWIM_ALL)
 	rm -rf t/c
 

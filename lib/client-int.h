@@ -27,6 +27,9 @@ void dcl_reply_free(struct reply *r);
  * itself may take. */
 int dcl_roundtrip(struct dsec_client *c, struct dsec_pk *p, double extra, struct reply *r,
 		  struct dsec_err *err);
+/* The same for an op whose result carries lists (info, list). */
+int dcl_roundtrip_list(struct dsec_client *c, struct dsec_pk *p, struct reply *r,
+		       struct dsec_err *err);
 /* The protocol error of a result without key where op's always has it. */
 int dcl_no_field(const struct reply *r, const char *op, const char *key, struct dsec_err *err);
 /* rc, or when it is 0 the error of the first field of the wrong type. */
@@ -53,6 +56,9 @@ int dcl_check_timeout(double timeout, struct dsec_err *err);
 void dcl_pack_exec(struct dsec_pk *p, const struct dsec_cmd *q);
 int dcl_unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
 		    struct dsec_err *err);
+/* The misbehaviour map of result m into out (client-rl.c). */
+int dcl_unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
+		     struct dsec_marks *out, struct dsec_err *err);
 /* An op of the sandbox id alone, its result unused. */
 int dcl_id_op(struct dsec_client *c, const char *op, const char *id, struct dsec_err *err);
 

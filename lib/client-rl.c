@@ -63,8 +63,8 @@ int dsec_lease_resume(struct dsec_client *c, const char *id, uint64_t *done, uin
 
 /* The misbehaviour map of result m into out (only the fields out's
  * struct_size holds; none is required: an absent count is 0). */
-static int unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
-			struct dsec_marks *out, struct dsec_err *err)
+int dcl_unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
+		     struct dsec_marks *out, struct dsec_err *err)
 {
 	const msgpack_object *mk = dsec_map_get(m, "misbehaviour");
 	struct dsec_marks v = { .struct_size = sizeof(v) };
@@ -107,7 +107,7 @@ int dsec_grade(struct dsec_client *c, const char *id, const struct dsec_cmd *req
 	/* A snapshot, a create and the grader's command. */
 	rc = dcl_roundtrip(c, &p, 900 + (req->timeout > 0 ? req->timeout : 3600), &r, err);
 	if (rc == 0 && marks)
-		rc = unpack_marks(&r, "grade", r.result, marks, err);
+		rc = dcl_unpack_marks(&r, "grade", r.result, marks, err);
 	if (rc == 0)
 		rc = dcl_unpack_exec(&r, "grade", res, err);
 	dcl_reply_free(&r);
@@ -125,7 +125,7 @@ int dsec_marks(struct dsec_client *c, const char *id, struct dsec_marks *out,
 				     "set");
 	rc = id_call(c, "usage", id, NULL, NULL, 0, &r, err);
 	if (rc == 0)
-		rc = unpack_marks(&r, "usage", r.result, out, err);
+		rc = dcl_unpack_marks(&r, "usage", r.result, out, err);
 	dcl_reply_free(&r);
 	return rc;
 }

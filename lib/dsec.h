@@ -424,6 +424,17 @@ DSEC_API
 int dsec_snapshot(struct dsec_client *c, const char *id, const char *tag, char **image,
 		  struct dsec_err *err);
 
+/* A sandbox's trajectory log as info reports it (present false: it keeps
+ * none). */
+struct dsec_sandbox_traj {
+	bool present;			/* the sandbox keeps a trajectory log */
+	bool writable;			/* its log takes entries (not after a write error) */
+	uint64_t entries;		/* entries in it */
+	uint64_t steps;			/* numbered steps */
+	uint64_t last_step;		/* the latest step's number (steps > 0) */
+	uint64_t bytes;			/* its size */
+};
+
 /* One sandbox as info and list report it. */
 struct dsec_sandbox_info {
 	char *id;			/* sandbox id */
@@ -440,12 +451,119 @@ struct dsec_sandbox_info {
 	size_t nsessions;		/* entries in sessions (dsec_sandbox_info only) */
 	struct dsec_session_desc *sessions;	/* open shell sessions; the strings are
 						 * owned here (dsec_sandbox_info_free) */
+	char **labels;			/* "KEY=VALUE", NULL-terminated (never NULL) */
+	uint32_t streams;		/* streamed commands open */
+	struct dsec_marks marks;	/* misbehaviour counters so far */
+	struct dsec_sandbox_traj trajectory;	/* its trajectory log */
 };
 
 struct dsec_backend_info {
 	char *name;			/* backend name */
 	char *description;		/* one line */
 	struct dsec_backend_stats stats;	/* occupancy and capacity */
+	uint32_t paused;		/* its sandboxes that are paused */
+};
+
+/* Creates the node served: counts since start, latency of the latest. */
+struct dsec_create_stats {
+	uint64_t ok, failed;		/* creates that succeeded, failed */
+	double p50_ms, p99_ms;		/* of the latest (up to 1024); 0 before any */
+};
+
+/* The limits a node full of sandboxes meets, and the room they leave:
+ * what a create would fail on before it does.  0 = unlimited or unknown. */
+struct dsec_node_limits {
+	uint64_t nofile, nofile_hard;	/* dsecd's RLIMIT_NOFILE, soft and hard */
+	uint64_t nproc;			/* its RLIMIT_NPROC */
+	uint64_t descriptors;		/* descriptors it has open */
+	uint64_t pid_max, threads_max;	/* the kernel's (kernel.pid_max, threads-max) */
+	uint64_t tasks;			/* tasks alive on the machine */
+	uint64_t memory_cgroups;	/* memory cgroups alive, and the kernel's bound */
+	uint64_t memory_cgroups_max;
+	uint64_t room;			/* sandboxes more that the limits allow */
+	char *room_by;			/* the limit that bounds room ("descriptors", ...) */
+};
+
+/* A warm pool (warm_pool in dsecd.conf(5)). */
+struct dsec_pool_info {
+	char *backend;			/* its backend */
+	char *image;			/* its image, "" = the backend's default */
+	uint32_t target;		/* sandboxes it keeps ready */
+	uint32_t ready;			/* ready now */
+	uint32_t creating;		/* being made */
+	uint64_t taken;			/* handed to creates since start */
+};
+
+/* Where the node's fs3 store got objects from, or served them to. */
+struct dsec_image_source {
+	char *name;			/* "local", "peer", "origin", ... */
+	uint64_t objects, bytes;	/* fetched from it */
+};
+
+struct dsec_image_stats {
+	bool present;			/* the node has an fs3 store */
+	uint64_t fetched_objects, fetched_bytes;	/* fetched, from every source */
+	uint64_t served_objects, served_bytes;		/* served to peers */
+	size_t nsources;		/* entries in sources */
+	struct dsec_image_source *sources;
+};
+
+/* Another node as this one sees it (cluster_nodes or gossip). */
+struct dsec_member_info {
+	char *name;			/* node name */
+	char *url;			/* its API address */
+	char *state;			/* "alive", "suspect", "dead", "left", ... */
+	uint64_t forwarded, failed;	/* requests sent there, and those that failed */
+	uint64_t placed, refused;	/* creates placed there, and those it refused */
+	bool has_capacity;		/* it gossips its capacity (the fields below) */
+	bool draining;			/* it takes no new sandboxes */
+	double age_s;			/* seconds since its capacity was heard */
+	uint64_t version;		/* that capacity's version */
+	uint32_t sandboxes, max;	/* its sandboxes, and its max_sandboxes */
+	uint32_t creating;		/* creates it is serving */
+	uint32_t in_flight;		/* creates this node placed there, not answered */
+	uint32_t load_permille;		/* its 1-minute load per CPU, per mille (<= 1000) */
+	uint64_t mem_free;		/* its available memory, bytes */
+	size_t nimages;			/* entries in images */
+	char **images;			/* images it has whole (NULL-terminated) */
+};
+
+struct dsec_cluster_info {
+	char *membership;		/* "gossip (SWIM)", "static (cluster_nodes)", "none" */
+	size_t nmembers;		/* entries in members */
+	struct dsec_member_info *members;
+	char *placement;		/* "local" or the policy (placement in dsecd.conf) */
+	uint32_t placement_k;		/* choices per create, 0 = local */
+	uint64_t placed_here, placed_away;	/* creates placed here, on another node */
+	uint64_t placed_again;		/* creates sent on after a refusal */
+	uint64_t placed_none;		/* creates no node had room for */
+	bool has_gossip;		/* the gossip fields below are set */
+	char *gossip_address;		/* its gossip address (host:port) */
+	char *gossip_api;		/* the API address it gossips */
+	uint64_t gossip_members;	/* members the gossip knows */
+	uint64_t gossip_awareness;	/* its health score: 0 is best */
+	uint64_t packets_sent, bytes_sent, packets_received;
+	uint64_t dropped_unauthenticated, dropped_malformed;
+	uint64_t suspicions, deaths;	/* members suspected, declared dead */
+};
+
+/* The node's trajectory logs and leases (rlcoord). */
+struct dsec_node_traj {
+	bool present;			/* the node keeps trajectory logs */
+	char *dir;			/* where */
+	char *durability;		/* "local_disk" or "local_disk+peers" */
+	uint32_t replicas;		/* peers each entry goes to */
+	uint64_t replicated, under_replicated;	/* entries on their peers, and not yet */
+	uint64_t replica_entries;	/* entries it keeps for other nodes */
+	uint64_t checkpoints;		/* journal checkpoints */
+	uint64_t entries, bytes;	/* entries written, and their bytes */
+	uint64_t batches, syncs;	/* group commits, and fdatasyncs */
+	double batch_ms, sync_ms;	/* their mean times */
+	uint64_t replayed, joined;	/* steps answered from a log, joined in flight */
+	uint64_t diverged, failed;	/* steps refused as diverged, entries not written */
+	double keep;			/* seconds a log is kept after its sandbox */
+	uint64_t removed;		/* logs removed since */
+	uint64_t leases_open, leases_lapsed, leases_expired;
 };
 
 struct dsec_node_info {
@@ -458,6 +576,19 @@ struct dsec_node_info {
 	uint32_t inflight;		/* requests being served */
 	size_t nbackends;		/* entries in backends */
 	struct dsec_backend_info *backends;	/* loaded backends */
+	uint32_t paused;		/* sandboxes paused */
+	uint32_t max_sandboxes;		/* its max_sandboxes */
+	bool draining;			/* it takes no new sandboxes (dsec_drain) */
+	struct dsec_create_stats creates;
+	double load[3];			/* the machine's load averages: 1, 5, 15 minutes */
+	uint64_t mem_total, mem_available;	/* the machine's memory, bytes */
+	struct dsec_node_limits limits;
+	char **listen;			/* its API addresses (NULL-terminated) */
+	size_t npools;			/* entries in pools */
+	struct dsec_pool_info *pools;	/* its warm pools */
+	struct dsec_image_stats images;	/* its fs3 store */
+	struct dsec_cluster_info cluster;	/* the others, as it sees them */
+	struct dsec_node_traj trajectory;	/* its trajectory logs and leases */
 };
 
 DSEC_API

@@ -60,7 +60,7 @@ int main(void)
 	char *s;
 	int rc;
 
-	plan(43);
+	plan(45);
 	if (!fake_start(URL)) {
 		printf("Bail out! cannot listen on " URL "\n");
 		return 1;
@@ -271,6 +271,27 @@ int main(void)
 		rc = dsec_info(c, &info, &err);
 		ok(bad_reply(rc, &err, "'name'") && !info.backends && !info.version,
 		   "info with a backend without a name: %s", err.msg);
+
+		/* The fields past the first ones are checked as well. */
+		dsec_pk_init(&p);
+		dsec_pk_reply_ok(&p, 3);
+		dsec_pk_kv_str(&p, "version", "0.1.0");
+		dsec_pk_kv_str(&p, "node", "n");
+		dsec_pk_kv_u64(&p, "limits", 7);
+		answer(&p);
+		rc = dsec_info(c, &info, &err);
+		ok(bad_reply(rc, &err, "'limits'") && !info.version && !info.listen,
+		   "info with limits that are not a map: %s", err.msg);
+		dsec_pk_init(&p);
+		dsec_pk_reply_ok(&p, 4);
+		dsec_pk_kv_str(&p, "id", "n:1");
+		dsec_pk_kv_str(&p, "backend", "test");
+		dsec_pk_kv_str(&p, "state", "running");
+		dsec_pk_kv_u64(&p, "labels", 7);
+		answer(&p);
+		rc = dsec_sandbox_info(c, "n:1", &si, &err);
+		ok(bad_reply(rc, &err, "'labels'") && !si.id && !si.labels,
+		   "sandbox info with labels that are not a map: %s", err.msg);
 
 		/* A result that is complete still reads. */
 		dsec_pk_init(&p);

@@ -9,7 +9,7 @@
 need_fncall
 need_cmd make
 need_cmd pkg-config
-for f in lib/libdsec.so lib/libdsec.so.0 lib/dsec.pc lib/dsec-uninstalled.pc; do
+for f in lib/libdsec.so lib/libdsec.so.1 lib/dsec.pc lib/dsec-uninstalled.pc; do
 	[ -e "$TOP/$f" ] || skip_all "needs $f (make)"
 done
 

@@ -38,7 +38,7 @@ printf 'no_such_key = 1\n' > "$T/bad.conf"
 run "$T/dest/usr/local/sbin/dsecd" --check-config --config "$T/bad.conf"
 like "$RC $OUT" "^[1-9].*no_such_key" "... and stops on a bad one, naming the key"
 py="$T/dest/usr/local/lib/python3/dist-packages"
-run env PYTHONPATH="$py" DSEC_LIBDSEC="$T/dest/usr/local/lib/libdsec.so.0" helper-py -c \
+run env PYTHONPATH="$py" DSEC_LIBDSEC="$T/dest/usr/local/lib/libdsec.so.1" helper-py -c \
 	'import dsec; print(dsec.__file__)'
 is "$RC $OUT" "0 $py/dsec/__init__.py" "the Python package imports from PYTHONDIR"
 run tree_make uninstall

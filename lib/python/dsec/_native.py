@@ -47,7 +47,7 @@ def _candidates():
     found = ctypes.util.find_library("dsec")
     if found:
         yield found
-    yield "libdsec.so.0"
+    yield "libdsec.so.1"
 
 
 def _load():
