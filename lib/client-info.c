@@ -436,8 +436,9 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 	return rc;
 }
 
-int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
-	      struct dsec_err *err)
+int dsec_list_page(struct dsec_client *c, const struct dsec_list_opts *o,
+		   struct dsec_sandbox_info **out, size_t *n, char **next, uint64_t *total,
+		   struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -445,8 +446,21 @@ int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 
 	*out = NULL;
 	*n = 0;
+	if (next)
+		*next = NULL;
+	if (total)
+		*total = 0;
+	if (o && o->struct_size < offsetof(struct dsec_list_opts, after) + sizeof(o->after))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "dsec_list_opts.struct_size is not set");
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "list");
+	if (o && o->labels)
+		dsec_pk_kv_env(&p, "labels", o->labels);
+	if (o && o->limit)
+		dsec_pk_kv_u64(&p, "limit", o->limit);
+	if (o && o->after)
+		dsec_pk_kv_str(&p, "after", o->after);
 	rc = dcl_roundtrip_list(c, &p, &r, err);
 	if (rc == 0) {
 		const msgpack_object *a;
@@ -460,15 +474,29 @@ int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 				rc = unpack_sandbox(&r, "list", &a[i], &(*out)[i], err);
 			}
 		}
+		if (rc == 0 && total)
+			*total = dcl_get_u64_or(&r, r.result, "total", na);
+		if (rc == 0 && next && dsec_has(r.result, "next"))
+			*next = dcl_get_str_or(&r, r.result, "next", "");
 		if ((rc = dcl_reply_done(&r, "list", rc, err)) < 0) {
 			/* the caller frees only what succeeded */
 			dsec_sandbox_list_free(*out, *n);
 			*out = NULL;
 			*n = 0;
+			if (next) {
+				free(*next);
+				*next = NULL;
+			}
 		}
 	}
 	dcl_reply_free(&r);
 	return rc;
+}
+
+int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
+	      struct dsec_err *err)
+{
+	return dsec_list_page(c, NULL, out, n, NULL, NULL, err);
 }
 
 void dsec_sandbox_info_free(struct dsec_sandbox_info *s)

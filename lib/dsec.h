@@ -609,6 +609,24 @@ int dsec_sandbox_info(struct dsec_client *c, const char *id, struct dsec_sandbox
 DSEC_API
 int dsec_list(struct dsec_client *c, struct dsec_sandbox_info **out, size_t *n,
 	      struct dsec_err *err);
+/* What dsec_list_page asks for.  Set struct_size to sizeof(struct
+ * dsec_list_opts): fields are only appended. */
+struct dsec_list_opts {
+	size_t struct_size;
+	const char *const *labels;	/* "KEY=VALUE" a sandbox must all have
+					 * (NULL-terminated), or NULL */
+	uint32_t limit;			/* at most this many, 0 = all */
+	const char *after;		/* those whose id sorts after this one
+					 * (the last page's *next), or NULL */
+};
+/* A page of the node's sandboxes, in the order of their ids: as
+ * dsec_list, and *next (caller frees; may be NULL) is the id to give as
+ * o->after for the next page, NULL after the last one; *total (may be
+ * NULL) counts every sandbox that matches.  o NULL: dsec_list. */
+DSEC_API
+int dsec_list_page(struct dsec_client *c, const struct dsec_list_opts *o,
+		   struct dsec_sandbox_info **out, size_t *n, char **next, uint64_t *total,
+		   struct dsec_err *err);
 DSEC_API
 void dsec_node_info_free(struct dsec_node_info *info);
 DSEC_API

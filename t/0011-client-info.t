@@ -10,7 +10,7 @@ need_cmd helper-req
 [ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3 to compare the JSON"
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 8
+plan 12
 
 start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
 	--set pool=test=2 --set max_sandboxes=77 ||
@@ -119,5 +119,26 @@ ok $? "dsec_sandbox_info and dsec_list: every field as info replies it (labels, 
 want='"labels": \["(job=j1","step=7|step=7","job=j1)"\].*"timeouts": 1'
 like "$cjson" "$want"'.*"steps": 2, "last_step": 2' \
 	"... its labels, the timed-out command and the two logged steps are there"
+
+# Pages: 6 sandboxes more, 4 of them labelled.
+for i in 1 2 3 4 5 6; do
+	if [ "$i" -le 4 ]; then
+		run helper-req "$DSEC_HOST" create labels.sweep=s1
+	else
+		run helper-req "$DSEC_HOST" create
+	fi
+done
+run helper-req "$DSEC_HOST" list
+all=$(printf '%s' "$OUT" | grep -o '"id":"[^"]*"' | cut -d'"' -f4 | sort | tr '\n' ' ')
+run helper-info "$DSEC_HOST" --page 3
+got=$(printf '%s\n' "$OUT" | grep -v '^total' | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
+is "$got" "$all" "dsec_list_page: pages of 3 give every sandbox once"
+is "$(printf '%s\n' "$OUT" | grep -vc '^total'):$(printf '%s\n' "$OUT" | tail -1)" "3:total 8" \
+	"... in 3 pages (8 sandboxes), each with the total"
+run helper-info "$DSEC_HOST" --page 3 sweep=s1
+is "$(printf '%s\n' "$OUT" | awk '!/^total/ {print NF}' | tr '\n' ' ')" "3 1 " \
+	"... with labels: the 4 that have them, in pages of 3 and 1"
+run helper-info "$DSEC_HOST" --page 0 sweep=s1 job=j1
+is "$OUT" $'\ntotal 0' "... labels no sandbox has all of: an empty page, total 0"
 
 stop_dsecd

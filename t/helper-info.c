@@ -1,8 +1,9 @@
 /* helper-info URL [ID] - what libdsec's dsec_info (or, with ID,
  * dsec_sandbox_info and that sandbox's entry of dsec_list) hands a C
  * program, as one JSON object whose keys are the struct's fields, so that
- * a test compares it with the daemon's own reply (helper-req).  Exit 0, or
- * 1 with the error on stderr. */
+ * a test compares it with the daemon's own reply (helper-req); with --page,
+ * the ids of dsec_list_page's pages.  Exit 0, or 1 with the error on
+ * stderr. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,15 +195,41 @@ int main(int argc, char **argv)
 	struct dsec_err err;
 	int rc;
 
-	if (argc < 2 || argc > 3) {
-		fputs("usage: helper-info URL [ID]\n", stderr);
+	if (argc < 2 || (argc > 3 && strcmp(argv[2], "--page"))) {
+		fputs("usage: helper-info URL [ID | --page LIMIT [KEY=VALUE...]]\n", stderr);
 		return 2;
 	}
 	if (dsec_connect(&c, argv[1], &err) < 0) {
 		fprintf(stderr, "helper-info: %s\n", err.msg);
 		return 1;
 	}
-	if (argc == 3) {
+	if (argc > 3) {
+		/* Every page of LIMIT with those labels: "ID ID ...\n" each,
+		 * then "total N". */
+		struct dsec_list_opts o = { .struct_size = sizeof(o),
+					    .labels = (const char *const *)argv + 4,
+					    .limit = (uint32_t)atoi(argv[3]) };
+		struct dsec_sandbox_info *list;
+		char *next = NULL;
+		uint64_t total = 0;
+		size_t n;
+
+		if (argc == 4)
+			o.labels = NULL;
+		do {
+			free((char *)o.after);
+			o.after = next;
+			if ((rc = dsec_list_page(c, &o, &list, &n, &next, &total, &err)) < 0)
+				break;
+			for (size_t i = 0; i < n; i++)
+				printf("%s%s", i ? " " : "", list[i].id);
+			printf("\n");
+			dsec_sandbox_list_free(list, n);
+		} while (next);
+		free((char *)o.after);
+		if (rc == 0)
+			printf("total %" PRIu64 "\n", total);
+	} else if (argc == 3) {
 		struct dsec_sandbox_info si, *list;
 		size_t n;
 

@@ -492,41 +492,36 @@ static void print_obj(const msgpack_object *o)
 
 static int sandbox_ls(struct dsec_client *c, struct ctl_opts *o, struct dsec_err *err)
 {
-	const msgpack_object *res, *arr;
-	_cleanup_free_ void *reply = NULL;
-	struct dsec_msg m;
+	/* In pages, so that a node of many thousands answers in parts. */
+	struct dsec_list_opts lo = { .struct_size = sizeof(lo),
+				     .labels = (const char *const *)o->labels, .limit = 500 };
+	struct dsec_sandbox_info *list;
+	char *next = NULL;
 	struct timeval tv;
+	size_t n;
 	int r;
 
-	if ((r = ask(c, "list", NULL, o->labels, &m, &res, &reply, err)) < 0)
-		return r;
-	gettimeofday(&tv, NULL);
 	printf("%-24s %-10s %-9s %8s %8s  %s\n", "ID", "BACKEND", "STATE", "AGE", "IDLE", "LABELS");
-	arr = res ? dsec_map_get(res, "sandboxes") : NULL;
-	double now = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-	for (uint32_t i = 0; arr && arr->type == MSGPACK_OBJECT_ARRAY && i < arr->via.array.size;
-	     i++) {
-		const msgpack_object *sb = &arr->via.array.ptr[i], *l;
-		_cleanup_free_ char *id = NULL, *be = NULL, *state = NULL;
-		double created = 0, idle = 0;
-		dsec_get_str(sb, "id", &id, NULL);
-		dsec_get_str(sb, "backend", &be, NULL);
-		dsec_get_str(sb, "state", &state, NULL);
-		dsec_get_double(sb, "created", &created, NULL);
-		dsec_get_double(sb, "idle", &idle, NULL);
-		printf("%-24s %-10s %-9s %7.0fs %7.0fs  ", id ? id : "?", be ? be : "?",
-		       state ? state : "?", created ? now - created : 0, idle);
-		if ((l = dsec_map_get(sb, "labels")) && l->type == MSGPACK_OBJECT_MAP)
-			for (uint32_t k = 0; k < l->via.map.size; k++) {
-				printf(k ? "," : "");
-				print_obj(&l->via.map.ptr[k].key);
-				printf("=");
-				print_obj(&l->via.map.ptr[k].val);
-			}
-		printf("\n");
-	}
-	dsec_msg_free(&m);
-	return 0;
+	do {
+		free((char *)lo.after);
+		lo.after = next;
+		if ((r = dsec_list_page(c, &lo, &list, &n, &next, NULL, err)) < 0)
+			break;
+		gettimeofday(&tv, NULL);
+		double now = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
+		for (size_t i = 0; i < n; i++) {
+			const struct dsec_sandbox_info *sb = &list[i];
+
+			printf("%-24s %-10s %-9s %7.0fs %7.0fs  ", sb->id, sb->backend, sb->state,
+			       sb->created ? now - sb->created : 0, sb->idle);
+			for (size_t k = 0; sb->labels[k]; k++)
+				printf("%s%s", k ? "," : "", sb->labels[k]);
+			printf("\n");
+		}
+		dsec_sandbox_list_free(list, n);
+	} while (next);
+	free((char *)lo.after);
+	return r;
 }
 
 static int sandbox_inspect(struct dsec_client *c, const char *id, struct dsec_err *err)

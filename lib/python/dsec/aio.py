@@ -706,7 +706,27 @@ class AsyncClient:
         """The node: its sandboxes, backends, images, cluster."""
         return await self.call("info", {})
 
-    async def list(self, *, labels: Optional[Mapping[str, str]] = None) -> List[Dict[str, Any]]:
-        """The node's sandboxes (those with all of labels)."""
-        r = await self.call("list", {"labels": dict(labels) if labels else None})
-        return list(r.get("sandboxes", []))
+    async def list(self, *, labels: Optional[Mapping[str, str]] = None,
+                   page: int = 1000) -> List[Dict[str, Any]]:
+        """The node's sandboxes (those with all of labels), in the order
+        of their ids, asked for in pages of page (see list_page)."""
+        out: List[Dict[str, Any]] = []
+        after: Optional[str] = None
+        while True:
+            got, after, _ = await self.list_page(labels=labels, limit=page, after=after)
+            out += got
+            if after is None:
+                return out
+
+    async def list_page(self, *, labels: Optional[Mapping[str, str]] = None,
+                        limit: Optional[int] = None, after: Optional[str] = None
+                        ) -> Tuple[List[Dict[str, Any]], Optional[str], int]:
+        """One page of the node's sandboxes, in the order of their ids: at
+        most limit (None: all) of those with all of labels whose id sorts
+        after after.  Returns (sandboxes, next, total): next is the after
+        of the next page, None after the last one; total counts every
+        sandbox that matches."""
+        r = await self.call("list", {"labels": dict(labels) if labels else None,
+                                     "limit": limit, "after": after})
+        sbs = list(r.get("sandboxes", []))
+        return sbs, r.get("next"), int(r.get("total", len(sbs)))

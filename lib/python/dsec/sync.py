@@ -3,7 +3,7 @@ on a private event loop of the client's (the same code as the asyncio
 client's)."""
 import asyncio
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from .aio import AsyncClient, AsyncSandbox, ExecResult
 from .lease import AsyncLease
@@ -256,3 +256,6 @@ class Client:
 
     def list(self, **kw) -> List[Dict[str, Any]]:
         return self._run(self._ac.list(**kw))
+
+    def list_page(self, **kw) -> Tuple[List[Dict[str, Any]], Optional[str], int]:
+        return self._run(self._ac.list_page(**kw))

@@ -301,6 +301,13 @@ def test_labels(daemon):
         x = c.create(backend="test", labels={"job": "j2"})
         assert {s["id"] for s in c.list(labels={"job": "j1"})} == {a.id, b.id}
         assert [s["id"] for s in c.list(labels={"job": "j1", "step": "4"})] == [b.id]
+        # Pages: in the order of the ids, each id once, the total in each.
+        page, nxt, total = c.list_page(labels={"job": "j1"}, limit=1)
+        assert [s["id"] for s in page] == sorted([a.id, b.id])[:1] and total == 2
+        page2, nxt2, _ = c.list_page(labels={"job": "j1"}, limit=1, after=nxt)
+        assert [s["id"] for s in page2] == sorted([a.id, b.id])[1:] and nxt2 is None
+        mine = {a.id, b.id, x.id}
+        assert [s["id"] for s in c.list(page=1) if s["id"] in mine] == sorted(mine)
         assert a.info()["labels"] == {"job": "j1", "step": "3"}
         with pytest.raises(dsec.Invalid):
             c.create(backend="test", labels={"bad key": "x"})
