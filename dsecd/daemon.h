@@ -19,6 +19,36 @@
 #include "pool.h"
 #include "server.h"
 
+/* Bounds (seconds) of the request-duration histograms' buckets (metrics.c),
+ * and one more bucket above the last. */
+#define DSECD_METRIC_BUCKETS 16
+extern const double dsecd_metric_buckets[DSECD_METRIC_BUCKETS];
+
+/* A latency histogram of the metrics endpoint. */
+struct dsecd_hist {
+	uint64_t buckets[DSECD_METRIC_BUCKETS + 1];	/* by duration (not cumulative) */
+	double sum;			/* seconds, all of them */
+	uint64_t count;			/* how many */
+};
+
+/* One op's requests answered here, for the metrics. */
+struct dsecd_op_stats {
+	uint64_t codes[DSEC_E__COUNT];	/* by the reply's code (DSEC_E_OK: ok) */
+	struct dsecd_hist h;		/* time to the reply */
+};
+
+/* What a create's time is spent on, by backend (dsec_create_phase_seconds
+ * and dsec_first_exec_seconds in the metrics). */
+enum dsecd_phase {
+	DSECD_PHASE_IMAGE,		/* its image's layers fetched and mounted */
+	DSECD_PHASE_BACKEND,		/* the backend's create */
+	DSECD_PHASE_WARM,		/* a create handed a warm pool's sandbox, whole */
+	DSECD_PHASE_FIRST_EXEC,		/* a create's arrival to its first command's end */
+	DSECD_PHASE__COUNT
+};
+
+void dsecd_hist_observe(struct dsecd_hist *h, double secs);
+
 struct dsecd_backend {
 	char *name;			/* "fncall" */
 	char *path;			/* absolute path of the .so */
@@ -29,6 +59,7 @@ struct dsecd_backend {
 	struct dsec_be_host host;	/* services given to it */
 	char *state_dir;		/* STATE_DIR/backends/NAME */
 	uint32_t sandboxes;		/* sandboxes of this backend in the table */
+	struct dsecd_hist phase[DSECD_PHASE__COUNT];	/* its creates' phases */
 	struct dsecd_backend *next;	/* list link */
 };
 
@@ -49,6 +80,8 @@ struct dsecd_sb {
 	double ttl;			/* wall TTL, 0 = none */
 	double idle_ttl;		/* idle TTL, 0 = none */
 	double last_used;		/* loop time of the last request */
+	uint64_t create_t0;		/* its create's arrival (dsec_now_ns), until its
+					 * first command's reply; 0 after, or unknown */
 	uint64_t execs;			/* commands run */
 	uint32_t running;		/* commands running now */
 	struct fs3_acquired *img;	/* its image's mounted layers, or NULL */
@@ -97,19 +130,6 @@ struct dsec_pk;
 
 /* Creates whose times info's percentiles are taken over. */
 #define DSECD_CREATE_RING 1024
-
-/* Bounds (seconds) of the request-duration histograms' buckets (metrics.c),
- * and one more bucket above the last. */
-#define DSECD_METRIC_BUCKETS 16
-extern const double dsecd_metric_buckets[DSECD_METRIC_BUCKETS];
-
-/* One op's requests answered here, for the metrics. */
-struct dsecd_op_stats {
-	uint64_t codes[DSEC_E__COUNT];	/* by the reply's code (DSEC_E_OK: ok) */
-	uint64_t buckets[DSECD_METRIC_BUCKETS + 1];	/* by duration (not cumulative) */
-	double sum;			/* seconds, all of them */
-	uint64_t count;			/* how many */
-};
 
 struct dsecd_metrics;
 

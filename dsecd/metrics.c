@@ -45,18 +45,24 @@ struct dsecd_metrics {
 	bool stopping;			/* no more queued */
 };
 
+void dsecd_hist_observe(struct dsecd_hist *h, double secs)
+{
+	int b = 0;
+
+	while (b < DSECD_METRIC_BUCKETS && secs > dsecd_metric_buckets[b])
+		b++;
+	h->buckets[b]++;
+	h->sum += secs;
+	h->count++;
+}
+
 void dsecd_metrics_request(struct dsecd *d, enum dsec_op op, enum dsec_code code, double secs)
 {
 	struct dsecd_op_stats *s = &d->op_stats[op];
-	int b = 0;
 
 	if ((unsigned)code < DSEC_E__COUNT)
 		s->codes[code]++;
-	while (b < DSECD_METRIC_BUCKETS && secs > dsecd_metric_buckets[b])
-		b++;
-	s->buckets[b]++;
-	s->sum += secs;
-	s->count++;
+	dsecd_hist_observe(&s->h, secs);
 }
 
 /* nng thread: queue the scrape for the loop. */
@@ -111,6 +117,39 @@ static void sample(struct dsec_buf *b, const char *name, const char *lname, cons
 static void head(struct dsec_buf *b, const char *name, const char *type, const char *help)
 {
 	dsec_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A histogram's series, cumulative as Prometheus wants them: name_bucket
+ * for each bound and +Inf, _sum, _count; its labels k1="v1" (v1 escaped)
+ * and, when k2 is not NULL, k2="v2". */
+static void hist(struct dsec_buf *b, const char *name, const char *k1, const char *v1,
+		 const char *k2, const char *v2, const struct dsecd_hist *h)
+{
+	struct dsec_buf lab;
+	uint64_t cum = 0;
+
+	dsec_buf_init(&lab);
+	dsec_buf_addf(&lab, "%s=\"", k1);
+	label(&lab, v1);
+	dsec_buf_add(&lab, "\"", 1);
+	if (k2) {
+		dsec_buf_addf(&lab, ",%s=\"", k2);
+		label(&lab, v2);
+		dsec_buf_add(&lab, "\"", 1);
+	}
+	for (int i = 0; i <= DSECD_METRIC_BUCKETS; i++) {
+		cum += h->buckets[i];
+		if (i < DSECD_METRIC_BUCKETS)
+			dsec_buf_addf(b, "%s_bucket{%.*s,le=\"%g\"} %llu\n", name, (int)lab.len,
+				      lab.data, dsecd_metric_buckets[i], (unsigned long long)cum);
+		else
+			dsec_buf_addf(b, "%s_bucket{%.*s,le=\"+Inf\"} %llu\n", name, (int)lab.len,
+				      lab.data, (unsigned long long)cum);
+	}
+	dsec_buf_addf(b, "%s_sum{%.*s} %.6f\n", name, (int)lab.len, lab.data, h->sum);
+	dsec_buf_addf(b, "%s_count{%.*s} %llu\n", name, (int)lab.len, lab.data,
+		      (unsigned long long)h->count);
+	dsec_buf_free(&lab);
 }
 
 struct sb_counts {
@@ -189,24 +228,30 @@ static void write_page(struct dsecd *d, struct dsec_buf *b)
 					      (unsigned long long)d->op_stats[op].codes[c]);
 	head(b, "dsec_request_duration_seconds", "histogram",
 	     "Time from a request's arrival to its reply, by op.");
-	for (int op = 0; op < DSEC_OP__COUNT; op++) {
-		const struct dsecd_op_stats *s = &d->op_stats[op];
-		uint64_t cum = 0;
-		if (!s->count)
-			continue;
-		for (int i = 0; i < DSECD_METRIC_BUCKETS; i++) {
-			cum += s->buckets[i];
-			dsec_buf_addf(b, "dsec_request_duration_seconds_bucket{op=\"%s\",le=\"%g\"} %llu\n",
-				      dsecd_ops[op].name, dsecd_metric_buckets[i],
-				      (unsigned long long)cum);
-		}
-		dsec_buf_addf(b, "dsec_request_duration_seconds_bucket{op=\"%s\",le=\"+Inf\"} %llu\n",
-			      dsecd_ops[op].name, (unsigned long long)s->count);
-		dsec_buf_addf(b, "dsec_request_duration_seconds_sum{op=\"%s\"} %.6f\n",
-			      dsecd_ops[op].name, s->sum);
-		dsec_buf_addf(b, "dsec_request_duration_seconds_count{op=\"%s\"} %llu\n",
-			      dsecd_ops[op].name, (unsigned long long)s->count);
-	}
+	for (int op = 0; op < DSEC_OP__COUNT; op++)
+		if (d->op_stats[op].h.count)
+			hist(b, "dsec_request_duration_seconds", "op", dsecd_ops[op].name, NULL,
+			     NULL, &d->op_stats[op].h);
+	static const char *const phases[DSECD_PHASE__COUNT] = {
+		[DSECD_PHASE_IMAGE] = "image",
+		[DSECD_PHASE_BACKEND] = "backend",
+		[DSECD_PHASE_WARM] = "warm",
+	};
+	head(b, "dsec_create_phase_seconds", "histogram",
+	     "Time of a create's phases by backend: image (its layers fetched and mounted), "
+	     "backend (the backend's create), warm (a create handed a warm pool's sandbox).");
+	for (struct dsecd_backend *be = d->backends; be; be = be->next)
+		for (int ph = 0; ph < DSECD_PHASE__COUNT; ph++)
+			if (phases[ph] && be->phase[ph].count)
+				hist(b, "dsec_create_phase_seconds", "backend", be->name, "phase",
+				     phases[ph], &be->phase[ph]);
+	head(b, "dsec_first_exec_seconds", "histogram",
+	     "Time from a create's arrival to the reply of its sandbox's first command, by "
+	     "backend: what a rollout waits for before its first step.");
+	for (struct dsecd_backend *be = d->backends; be; be = be->next)
+		if (be->phase[DSECD_PHASE_FIRST_EXEC].count)
+			hist(b, "dsec_first_exec_seconds", "backend", be->name, NULL, NULL,
+			     &be->phase[DSECD_PHASE_FIRST_EXEC]);
 	if (d->images) {
 		struct fs3_stats st;
 		fs3_get_stats(d->images, &st);

@@ -366,10 +366,17 @@ void op_usage(struct dsecd_req *r)
 	r->d->ops_inflight++;
 }
 
+/* A phase of r's create ended: its time into its backend's histogram. */
+static void phase_end(struct dsecd_req *r, enum dsecd_phase ph)
+{
+	dsecd_hist_observe(&r->be->phase[ph], (double)(dsec_now_ns() - r->t_phase) / 1e9);
+}
+
 static int be_create(struct dsecd_req *r, struct dsec_err *err)
 {
 	if (dsecd_backend_spec_check(r->be, &r->spec, err) < 0)
 		return -1;
+	r->t_phase = dsec_now_ns();
 	if (r->be->ops->create(r->be->be, &r->spec, &r->sb->handle, r->create_cb, r, err) < 0) {
 		r->sb->handle = NULL;
 		return -1;
@@ -391,6 +398,7 @@ static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const stru
 		e = *err;
 	} else {
 		r->sb->img = a;	/* released when the sandbox is gone */
+		phase_end(r, DSECD_PHASE_IMAGE);
 		if (d->shutting_down) {
 			rc = dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
 					   "node '%s' is shutting down", d->conf.node);
@@ -413,6 +421,7 @@ static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const stru
 int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err)
 {
 	r->create_cb = done;
+	r->t_phase = dsec_now_ns();
 	if (r->image && *r->image && (r->be->ops->caps & DSEC_BE_CAP_LAYERS))
 		return dsecd_image_acquire(r->d, r->image, r->layers,
 					   r->be->ops->caps & DSEC_BE_CAP_LAYER_DEVS, image_acquired,
@@ -510,8 +519,10 @@ static void create_done(void *arg, int rc, const struct dsec_err *err)
 			      d->conf.node);
 		return reply_err(r, &e);
 	}
+	phase_end(r, DSECD_PHASE_BACKEND);
 	dsecd_sb_ready(d, sb);
 	log_debug("sandbox %s ready", sb->id);
+	sb->create_t0 = r->t0;
 	ready_reply(r, sb);
 }
 
@@ -635,6 +646,9 @@ void op_create(struct dsecd_req *r)
 		dsecd_sb_ready(d, sb);
 		dsecd_sb_touch(d, sb);
 		log_debug("sandbox %s handed over from a warm pool", sb->id);
+		r->t_phase = r->t0;
+		phase_end(r, DSECD_PHASE_WARM);
+		sb->create_t0 = r->t0;
 		/* The create's entry needs r to hold the sandbox, as below. */
 		dsecd_sb_ref(sb);
 		r->sb = sb;

@@ -76,6 +76,14 @@ void dsecd_req_release(struct dsecd_req *r)
 	log_debug("op %s done in %.3f ms", dsecd_ops[r->op].name, secs * 1e3);
 	if (!r->fwd && r->d->op_stats)	/* a forwarded one is counted where it ran */
 		dsecd_metrics_request(r->d, r->op, r->reply_code, secs);
+	/* The first command of a sandbox this node created: create -> first exec. */
+	if (r->sb && r->sb->create_t0 && !r->fwd && r->reply_code == DSEC_E_OK &&
+	    (r->op == DSEC_OP_EXEC || r->op == DSEC_OP_SESSION_EXEC ||
+	     r->op == DSEC_OP_EXEC_START)) {
+		dsecd_hist_observe(&r->sb->be->phase[DSECD_PHASE_FIRST_EXEC],
+				   (double)(dsec_now_ns() - r->sb->create_t0) / 1e9);
+		r->sb->create_t0 = 0;
+	}
 	if (r->on_reply) {
 		/* The daemon's own request (dsecd_request): its reply goes to
 		 * the function that made it. */

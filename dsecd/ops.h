@@ -124,6 +124,7 @@ struct dsecd_req {
 	struct dsecd_backend *be;	/* backend (create, call) */
 	struct dsecd_sb *sb;		/* sandbox it holds a ref on, or NULL */
 	uint64_t t0;			/* receive time, ns */
+	uint64_t t_phase;		/* create: its current phase's start, ns */
 	struct dsecd_req *gnext;	/* sb->gate link */
 	void *reply;			/* its reply, packed, once req_complete ran */
 	size_t reply_len;		/* its bytes */

@@ -10,7 +10,7 @@ for c in prometheus promtool; do need_cmd "$c"; done
 [ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3"
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 15
+plan 17
 
 MPORT=$(( 20000 + $$ % 20000 ))
 PPORT=$(( MPORT + 1 ))
@@ -21,14 +21,21 @@ start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=tes
 	--set metrics_listen="http://127.0.0.1:$MPORT/metrics" || bail "dsecd did not start"
 like "$(dsecd_log)" "metrics on http://127.0.0.1:$MPORT/metrics" "dsecd serves metrics where metrics_listen says"
 req() { helper-req "$DSEC_HOST" "$@"; }
-req create >/dev/null
+first=$(req create | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
 req exec id=x:0000000000000001 'argv[]=true' >/dev/null
+req exec id="$first" 'argv[]=true' >/dev/null
+req exec id="$first" 'argv[]=true' >/dev/null
 fetch "http://127.0.0.1:$MPORT/metrics" > "$T/page"
 run promtool check metrics < "$T/page"
 is "$RC:$OUT" "0:" "the page passes promtool check metrics"
 like "$(cat "$T/page")" $'\ndsec_sandboxes\\{backend="test",state="running"\\} 1\n' "... counts sandboxes by backend and state"
 like "$(cat "$T/page")" $'\ndsec_requests_total\\{op="exec",code="not_found"\\} 1\n' "... and requests by op and code"
 like "$(cat "$T/page")" 'dsec_request_duration_seconds_bucket\{op="create",le="\+Inf"\} 1' "... with a latency histogram per op"
+want='dsec_create_phase_seconds_count\{backend="test",phase="backend"\} 1'
+like "$(cat "$T/page")" $'\n'"$want"$'\n' \
+	"... the create's phases, by backend (the backend's create: 1)"
+like "$(cat "$T/page")" $'\ndsec_first_exec_seconds_count\\{backend="test"\\} 1\n' \
+	"... and create -> first exec: one, however many commands the sandbox ran"
 run fetch "http://127.0.0.1:$MPORT/other"
 like "$OUT" "404" "another path is not found"
 
