@@ -57,7 +57,7 @@ is "$RC:$OUT" "0:" "the README example compiles cleanly against the staged insta
 start_dsecd --set backends=fncall
 run env LD_LIBRARY_PATH="$T/dest$LIBDIR" "$T/hello"
 is "$RC:$OUT" "0:hello" "... and runs: the daemon echoes hello"
-like "$(LD_LIBRARY_PATH="$T/dest$LIBDIR" ldd "$T/hello")" "libdsec\.so\.0 => $T/dest$LIBDIR/libdsec\.so\.0" \
+like "$(LD_LIBRARY_PATH="$T/dest$LIBDIR" ldd "$T/hello")" "libdsec\.so\.1 => $T/dest$LIBDIR/libdsec\.so\.1" \
 	"... with the staged libdsec"
 
 version=$(dsecd --version | awk '{ print $2 }')
