@@ -149,7 +149,7 @@ DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # name to BE_NAMES and a BE_NAME_SRC list.
 BE_NAMES    = container fncall
 BE_container_SRC = $(addprefix backends/container/,container.c spawn.c create.c exec.c stream.c \
-	files.c control.c sessions.c basens.c)
+	files.c control.c sessions.c basens.c netpool.c)
 BE_fncall_SRC = $(addprefix backends/fncall/,fncall.c call.c zygote.c)
 BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_child.c be_conf.c be_cred.c be_fs.c \
 	be_fs_remote.c be_io.c be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c \

@@ -62,6 +62,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "warm_shell", BE_K_BOOL, F(warm_shell), "true" },
 	{ "ptys", BE_K_COUNT, F(ptys), "64" },
 	{ "base_ns", BE_K_BOOL, F(base_ns), "true" },
+	{ "net_reuse", BE_K_BOOL, F(net_reuse), "true" },
 #undef F
 };
 
@@ -80,6 +81,7 @@ static void ct_free(struct ct_be *be)
 	if (be->home_fd >= 0)
 		close(be->home_fd);
 	ct_base_down(be);
+	ct_net_fini(be);
 	spawn_slots_fini(be);
 	for (unsigned i = 0; i < be->nkeep; i++) {
 		be_cg_free(be->keep[i].cg);
@@ -468,6 +470,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	pthread_mutex_init(&be->keep_lock, NULL);
+	ct_net_init(be);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "container: host ABI mismatch");

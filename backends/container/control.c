@@ -482,6 +482,14 @@ void sb_maybe_destroy(struct ct_sb *sb)
 	}
 	spare_put(sb);
 	sb_unlink(sb);
+	/* Its network namespace goes back to the pool once its processes are
+	 * gone (sb_teardown); open it while its init is there to lead to it. */
+	if (sb->net_pooled && !sb->net_changed && !sb->lost && sb->netns < 0 &&
+	    be->conf.net_reuse) {
+		int fd = ct_init_open(sb, "ns/net", O_RDONLY);
+
+		sb->netns = fd < 0 ? -1 : fd;
+	}
 	/* Our references keep the mount namespace alive: drop them first. */
 	files_stop(sb);
 	sb->init_start = 0;	/* nothing reaches the init from now on */

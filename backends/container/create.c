@@ -178,6 +178,8 @@ void sb_free(struct ct_sb *sb)
 		close(sb->filter_fd);
 	if (sb->st_fd >= 0)
 		close(sb->st_fd);
+	if (sb->netns >= 0)
+		close(sb->netns);
 	if (sb->cg)
 		be_cg_free(sb->cg);
 	be_cg_free(sb->keep_spare);
@@ -204,12 +206,22 @@ void sb_teardown(struct ct_sb *sb)
 	_cleanup_free_ char *sys = xasprintf("%s/sys", sb->dir);
 
 	if (sb->cg) {
-		if (be_cg_kill(sb->cg) < 0)
+		if (be_cg_kill(sb->cg) < 0) {
 			LOG(be, DSEC_LOG_WARN, "container: processes of '%s' survive a kill", sb->id);
+			sb->kill_failed = true;
+		}
 		if (be_cg_remove(sb->cg) < 0)
 			LOG(be, DSEC_LOG_WARN, "container: cannot remove cgroup '%s'", sb->cg->path);
 	}
 	sb->net_ready = false;
+	if (sb->netns >= 0) {
+		/* Its processes are gone (or it was never cloned into it). */
+		if (sb->kill_failed || sb->net_changed)
+			close(sb->netns);
+		else
+			ct_net_give(be, sb->netns);
+		sb->netns = -1;
+	}
 	if (sb->host_if[0])
 		be_veth_del(sb->host_if);
 	be_bridge_ip_put(&be->br, sb->ip);
@@ -284,6 +296,10 @@ static void create_prep_work(void *arg)
 	if ((rc = be_cg_set_limits(sb->cg, &lim)) < 0)
 		w->rc = dsec_err_set(&w->err, -rc, "cannot set the limits of sandbox '%s': %s",
 				     sb->id, strerror(-rc));
+	/* Its network namespace, made here or kept from a destroyed sandbox
+	 * (netpool.c); without one the clone makes it. */
+	else if ((rc = ct_net_take(be)) >= 0)
+		sb->netns = rc;
 	/* Its calls open what they need: an idle sandbox holds no cgroup
 	 * descriptor (thousands of them would hold five each). */
 	be_cg_close(sb->cg);
@@ -343,6 +359,7 @@ static void net_setup_work(void *arg)
 	struct ct_be *be = sb->be;
 	_cleanup_close_ int netfd = ct_init_open(sb, "ns/net", O_RDONLY);
 
+	sb->net_changed = true;	/* never another sandbox's (netpool.c) */
 	if (netfd < 0) {
 		w->rc = dsec_err_set(&w->err, -netfd, "cannot open the network namespace of '%s': "
 				     "%s", sb->id, strerror(-netfd));
@@ -711,6 +728,7 @@ static void create_prep_done(void *arg)
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
 	char filter_at[16], preload_at[16], ptys[24], mem[24];
 	bool lent = false, base = be->base_ns >= 0;
+	unsigned long net = CLONE_NEWNET;
 
 	if (w->rc < 0)
 		return prep_fail(w);
@@ -778,18 +796,30 @@ static void create_prep_done(void *arg)
 	fds[7 + ncg] = be->preload_fd;
 	if (!base)
 		lent = sys_lend(sb);	/* the base namespace has the node's /sys */
+	/* Cloned in the network namespace the prep got it (netpool.c). */
+	if (sb->netns >= 0 && ct_net_enter(be, sb->netns) == 0)
+		net = 0;
 	if (sb->ubase) {
 		struct userns_setup u = { .sb = sb, .sock = sv[0] };
 
 		sb->helper = spawn_helper_setup(be, argv, envp, fds, 8 + ncg,
 						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-						CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
+						net | CLONE_NEWUTS | CLONE_NEWIPC |
 						(base ? CT_SPAWN_BASE : 0), sb->dir,
 						sb->ubase, userns_setup, &u);
 	} else {
 		sb->helper = spawn_helper(be, argv, envp, fds, 8 + ncg,
-					  CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS |
+					  CLONE_NEWNS | CLONE_NEWPID | net | CLONE_NEWUTS |
 					  CLONE_NEWIPC | (base ? CT_SPAWN_BASE : 0), sb->dir);
+	}
+	if (!net) {
+		ct_net_leave(be);
+		/* The init holds it now; the destroy opens it again. */
+		sb->net_pooled = sb->helper > 0;
+		if (sb->net_pooled) {
+			close(sb->netns);
+			sb->netns = -1;
+		}
 	}
 	if (lent)
 		sys_unlend(sb);
@@ -1001,7 +1031,7 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->id = xstrdup(spec->id ? spec->id : "");
 	sb->serial = ++be->next_sb;
 	sb->dir = xasprintf("%s/sb.%" PRIu64, be->host->state_dir, sb->serial);
-	sb->st_fd = sb->ctl = sb->filter_fd = -1;
+	sb->st_fd = sb->ctl = sb->filter_fd = sb->netns = -1;
 	sb->fsock = -1;
 	sb->net_allow = net_allow;
 	sb->rules = rules;

@@ -65,6 +65,9 @@
 #define CT_CG_TRIM_AFTER 10.0		/* s after which those beyond are removed */
 #define CT_CG_KEEP_LEFT (16ull << 20)	/* ... when they hold no more memory than this */
 #define CT_SLOTS 20			/* spawn slots: 16 fds, 2 pipes, /dev/null */
+#define CT_NET_KEEP 64			/* network namespaces kept for new sandboxes */
+#define CT_NET_LOOK 8			/* ... looked at by one create at most */
+#define CT_NET_STALE 120.0		/* s after which one still in use is dropped */
 /* The floors of a sandbox's limits (requests and config alike): below
  * them a sandbox cannot do its work (pids: the init, the warm shell's
  * template and its child, a command; nofile: stdio and a few more), and a
@@ -102,6 +105,7 @@ struct ct_conf {
 	uint64_t max_sessions;	/* shell sessions open at once per sandbox */
 	bool warm_shell;	/* keep a shell template in busy sandboxes (ct_exec.h) */
 	bool base_ns;		/* clone the inits from a base namespace (basens.c) */
+	bool net_reuse;		/* give a destroyed sandbox's network namespace to another */
 	uint64_t ptys;		/* terminals of one sandbox's devpts at once */
 };
 /* ---- state -------------------------------------------------------------- */
@@ -134,6 +138,12 @@ struct ct_cgkeep {
 	bool peak_reset;		/* its memory peak counts from 0 again */
 };
 
+/* A destroyed sandbox's network namespace, kept for a new one (netpool.c). */
+struct ct_netkeep {
+	int fd;				/* the namespace */
+	uint64_t since;			/* when it was kept, dsec_now_ns */
+};
+
 /* A cgroup shared by an exec and the pool work killing it. */
 struct ct_cgref {
 	struct be_cg *cg;		/* the group */
@@ -162,6 +172,11 @@ struct ct_sb {
 	uint32_t ip;			/* address on the bridge, 0 = none yet */
 	char host_if[IFNAMSIZ];		/* host end of the veth, "" = none */
 	bool net_ready;			/* its allowlist filter is in force */
+	bool net_changed;		/* dsecd set up an allowlist in its namespace */
+	bool net_pooled;		/* its network namespace is the backend's (netpool.c) */
+	int netns;			/* that namespace from the create's prep to the clone,
+					 * and from the destroy to its return; else -1 */
+	bool kill_failed;		/* its processes survived the destroy's kill */
 	struct dsec_be_limits lim;	/* limits asked for, disk the one made */
 	uint32_t cpu_weight;		/* and the CPU weight, 0 = default */
 	struct be_cg *cg;		/* the sandbox's group */
@@ -258,6 +273,12 @@ struct ct_be {
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	int base_ns, host_ns;		/* the base mount namespace, ours (basens.c), or -1 */
 	int slot0;			/* CT_SLOTS fds kept for spawns (spawn.c), -1 = none */
+	int host_net;			/* our network namespace (netpool.c), -1 = no pool */
+	pthread_mutex_t net_lock;	/* guards nets and nnets (pool threads) */
+	struct ct_netkeep nets[CT_NET_KEEP];	/* namespaces kept, oldest first */
+	unsigned nnets;			/* entries of nets */
+	uint64_t nets_reused;		/* creates that took one a sandbox had */
+	bool net_port_warned;		/* said that low ports cannot be opened to all */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 	bool owner_warned;		/* said that user namespaces cannot be given owners */
 };
@@ -310,6 +331,21 @@ void ct_base_up(struct ct_be *be);
 void ct_base_down(struct ct_be *be);
 int ct_base_enter(struct ct_be *be);
 void ct_base_leave(struct ct_be *be);
+
+/* ---- netpool.c ---- */
+
+void ct_net_init(struct ct_be *be);
+void ct_net_fini(struct ct_be *be);
+/* On a pool thread: a network namespace for a new sandbox, kept or made
+ * now; its fd (the caller's) or -errno. */
+int ct_net_take(struct ct_be *be);
+/* On a pool thread, once a destroyed sandbox's processes are gone: its
+ * namespace fd, kept for a new sandbox if nothing of it is left there, or
+ * closed.  Takes ownership of fd. */
+void ct_net_give(struct ct_be *be, int fd);
+/* This thread into namespace fd (0 or -1 with errno), and back. */
+int ct_net_enter(struct ct_be *be, int fd);
+void ct_net_leave(struct ct_be *be);
 
 /* ---- spawn.c ---- */
 

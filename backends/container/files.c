@@ -302,6 +302,7 @@ static void allow_work(void *arg)
 
 	_cleanup_close_ int netfd = ct_init_open(w->sb, "ns/net", O_RDONLY);
 
+	w->sb->net_changed = true;	/* never another sandbox's (netpool.c) */
 	if (netfd < 0)
 		w->rc = dsec_err_set(&w->err, -netfd, "cannot open the network namespace of '%s': "
 				     "%s", w->sb->id, strerror(-netfd));

@@ -1,0 +1,202 @@
+/* netpool.c - the container backend: network namespaces kept and reused.
+ *
+ * Every sandbox needs a network namespace of its own (loopback only, or
+ * its allowlist's veth).  Making one is cheap, but the kernel's teardown of
+ * one (cleanup_net, on a kworker) walks every network namespace still alive
+ * to drop the ids they gave it: about 1 us for each, so on a node of 10,000
+ * sandboxes every destroy cost 12 ms of a core more than on an empty one,
+ * more than a whole create, and that is what bounded creations/s on a full
+ * node.
+ *
+ * So the backend makes namespaces ahead on the pool's threads, owned by the
+ * host's user namespace (not by the sandbox's: a sandbox's root, even with
+ * CAP_SYS_ADMIN in its own user namespace, has no capability over them and
+ * cannot change their interfaces, addresses, routes, rules or sysctls),
+ * with loopback up and ip_unprivileged_port_start 0 (the low ports a root
+ * inside could bind in a namespace of its own user namespace's).  The loop
+ * thread enters one for the clone of an init (which then makes none), and a
+ * destroy gives the sandbox's back once its processes are gone, kept for
+ * the next create when nothing of the last sandbox is left in it: no
+ * socket of any kind (an fd passed in a unix socket's queue keeps a socket
+ * alive after its process), no TCP connection closing or in TIME_WAIT, and
+ * never an allowlist (the veth and the filter are dsecd's changes to it).
+ * What a sandbox can see of its predecessor there are the namespace's
+ * packet counters (/proc/net/snmp, netstat, dev); container.net_reuse =
+ * false gives each sandbox a new one.  At most CT_NET_KEEP are kept (one
+ * descriptor each); the others are closed, as before.
+ */
+#include <sched.h>
+
+#include "ct.h"
+#include "be_net.h"
+
+/* Reads /proc/thread-self/net/NAME into buf (NUL-terminated); 0 or -errno. */
+static int read_net(const char *name, char *buf, size_t size)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/thread-self/net/%s", name);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	return 0;
+}
+
+/* True when the namespace this thread is in holds no socket: sockstat's
+ * "used" (every socket with a file), each protocol's "inuse" (orphaned TCP
+ * connections too, which have none) and TCP's "tw" all 0 (FRAG's queues
+ * expire on their own and belong to no one). */
+static bool net_empty(void)
+{
+	char buf[1024], *save = NULL;
+
+	for (int v6 = 0; v6 < 2; v6++) {
+		if (read_net(v6 ? "sockstat6" : "sockstat", buf, sizeof(buf)) < 0)
+			return false;
+		for (char *line = strtok_r(buf, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			if (!strncmp(line, "FRAG", 4))
+				continue;
+			for (char *p = line; (p = strchr(p, ' ')); p++) {
+				bool counted = !strncmp(p + 1, "used ", 5) ||
+					       !strncmp(p + 1, "inuse ", 6) || !strncmp(p + 1, "tw ", 3);
+
+				if (counted && strtoull(strchr(p + 1, ' ') + 1, NULL, 10) != 0)
+					return false;
+			}
+		}
+	}
+	return true;
+}
+
+/* Back into the daemon's network namespace; a thread left in another
+ * would make its sockets there: abort. */
+void ct_net_leave(struct ct_be *be)
+{
+	if (setns(be->host_net, CLONE_NEWNET) < 0)
+		DSEC_BUG("cannot go back to the daemon's network namespace: %s", strerror(errno));
+}
+
+int ct_net_enter(struct ct_be *be, int fd)
+{
+	return setns(fd, CLONE_NEWNET);
+}
+
+/* A new namespace, made ready (see above), on this thread; its fd or -errno. */
+static int net_make(struct ct_be *be)
+{
+	int fd, port;
+
+	if (unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		be_lo_up();
+		port = open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC);
+		if (port < 0 || write(port, "0", 1) != 1) {
+			if (!be->net_port_warned)
+				LOG(be, DSEC_LOG_WARN, "container: cannot let sandboxes bind ports below "
+				    "1024 (ip_unprivileged_port_start: %s)", strerror(errno));
+			be->net_port_warned = true;
+		}
+		if (port >= 0)
+			close(port);
+	}
+	int e = errno;
+
+	ct_net_leave(be);
+	return fd < 0 ? -e : fd;
+}
+
+/* Whether the kept namespace fd holds nothing of its last sandbox now. */
+static bool net_clean(struct ct_be *be, int fd)
+{
+	bool empty;
+
+	if (ct_net_enter(be, fd) < 0)
+		return false;
+	empty = net_empty();
+	ct_net_leave(be);
+	return empty;
+}
+
+/* A kept namespace is checked when it is taken, not when it is given: a
+ * listening TCP socket is freed a grace period after its process (RCU),
+ * a connection closed last lingers in TIME_WAIT for a minute, and a
+ * socket in a unix socket's queue until the kernel's collector runs.
+ * The newest that is clean is taken, looking at CT_NET_LOOK at most; one
+ * not clean after CT_NET_STALE is closed. */
+int ct_net_take(struct ct_be *be)
+{
+	uint64_t now = dsec_now_ns();
+	int fd = -1, drop[CT_NET_LOOK], ndrop = 0;
+
+	if (be->host_net < 0)
+		return -ENOTSUP;
+	pthread_mutex_lock(&be->net_lock);
+	for (unsigned i = be->nnets, looked = 0; i-- > 0 && looked < CT_NET_LOOK; looked++) {
+		struct ct_netkeep k = be->nets[i];
+		bool clean = net_clean(be, k.fd);
+
+		if (!clean && now - k.since < (uint64_t)(CT_NET_STALE * 1e9))
+			continue;
+		memmove(be->nets + i, be->nets + i + 1, (--be->nnets - i) * sizeof(*be->nets));
+		if (clean) {
+			fd = k.fd;
+			break;
+		}
+		drop[ndrop++] = k.fd;
+	}
+	pthread_mutex_unlock(&be->net_lock);
+	while (ndrop)
+		close(drop[--ndrop]);
+	if (fd >= 0) {
+		__atomic_add_fetch(&be->nets_reused, 1, __ATOMIC_RELAXED);
+		return fd;
+	}
+	return net_make(be);
+}
+
+void ct_net_give(struct ct_be *be, int fd)
+{
+	int old = -1;
+
+	if (!be->conf.net_reuse || be->stopping) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&be->net_lock);
+	if (be->nnets == CT_NET_KEEP) {	/* the oldest goes */
+		old = be->nets[0].fd;
+		memmove(be->nets, be->nets + 1, --be->nnets * sizeof(*be->nets));
+	}
+	be->nets[be->nnets++] = (struct ct_netkeep){ .fd = fd, .since = dsec_now_ns() };
+	pthread_mutex_unlock(&be->net_lock);
+	if (old >= 0)
+		close(old);
+}
+
+void ct_net_init(struct ct_be *be)
+{
+	be->host_net = -1;
+	pthread_mutex_init(&be->net_lock, NULL);
+	if ((be->host_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+		LOG(be, DSEC_LOG_WARN, "container: cannot open our network namespace (%s): each "
+		    "init makes its own", strerror(errno));
+}
+
+void ct_net_fini(struct ct_be *be)
+{
+	while (be->nnets)
+		close(be->nets[--be->nnets].fd);
+	if (be->host_net >= 0)
+		close(be->host_net);
+	be->host_net = -1;
+	pthread_mutex_destroy(&be->net_lock);
+}
