@@ -8,7 +8,8 @@
 # kernel's CPU for one network namespace made and dropped (its teardown walks
 # every live one, and each sandbox has one),
 # and at the end one table of every stage with its ratios against the
-# empty node.  The idle sandboxes are made with dsec-bench --mode first
+# empty node, the times of a list, of destroying every sandbox through the
+# API and of a SIGTERM of the daemon holding them (filled again).  The idle sandboxes are made with dsec-bench --mode first
 # --keep (c=4): each has run one command, as a rollout's sandbox between
 # two steps has.  Asserts nothing: read the figures on a quiet machine.
 #
@@ -125,6 +126,29 @@ ids=$(grep -o '"id":"[^"]*"' "$S/list" | cut -d'"' -f4)
 t1=$(date +%s.%N)
 count=$(echo "$ids" | grep -c .)
 printf '\nlist of %d sandboxes: %.2f s\n' "$count" "$(since "$t0" "$t1")"
+# A trainer's mass destroy: every sandbox through the API, in batches of
+# 1,000 (the SDK's destroy_many), until the last is torn down (its directory
+# gone); then the node is filled again for the SIGTERM.
+left() { ls -d "$S"/state/backends/container/sb.* 2>/dev/null | wc -l; }
+t0=$(date +%s.%N)
+PYTHONPATH="$TOP/lib/python" /usr/bin/python3 - "$S/list" <<'PY'
+import json, sys
+import dsec
+ids = [s["id"] for s in json.load(open(sys.argv[1]))["result"]["sandboxes"]]
+with dsec.Client() as c:
+    for i in range(0, len(ids), 1000):
+        c.destroy_many(ids[i:i + 1000])
+PY
+t1=$(date +%s.%N)
+while [ "$(left)" -gt 0 ]; do sleep 0.1; done
+t2=$(date +%s.%N)
+printf 'destroy of %d sandboxes through the API: replies in %.1f s, all torn down in %.1f s\n' \
+	"$count" "$(since "$t0" "$t1")" "$(since "$t0" "$t2")"
+t0=$(date +%s.%N)
+"$TOP/tools/dsec-bench" -c 4 -n "$have" --backend container --mode first --keep \
+	--json > "$S/fill.json" || echo "(some creates failed)" >&2
+t1=$(date +%s.%N)
+printf 'filled again with %d in %.1f s\n' "$have" "$(since "$t0" "$t1")"
 t0=$(date +%s.%N)
 kill -TERM "$PID"
 wait "$PID"

@@ -287,6 +287,7 @@ static void ct_fini(void *vbe)
 		sb_teardown(sb);
 		sb_free(sb);
 	}
+	ct_net_stop(be);	/* every namespace dropped together (netpool.c) */
 	be_reaper_fini(&be->reap, be->host->loop);	/* what is left goes with the daemon */
 	if (be->cg) {
 		_cleanup_free_ char *rec = xasprintf("%s/cgroups", be->host->state_dir);

@@ -380,6 +380,7 @@ static void destroy_done(void *arg)
 	defer(be, sb->ddone, sb->darg, 0, NULL);
 	sb_free(sb);
 	cg_trim_start(be);
+	ct_net_destroyed(be);
 }
 
 /* ---- the init, reached by its pid ------------------------------------------

@@ -68,6 +68,8 @@
 #define CT_NET_KEEP 64			/* network namespaces kept for new sandboxes */
 #define CT_NET_LOOK 8			/* ... looked at by one create at most */
 #define CT_NET_STALE 120.0		/* s after which one still in use is dropped */
+#define CT_NET_BURY_QUIET 0.2		/* s without a destroy before those to drop go */
+#define CT_NET_BURY_MAX 4096		/* ... or once this many are held */
 /* The floors of a sandbox's limits (requests and config alike): below
  * them a sandbox cannot do its work (pids: the init, the warm shell's
  * template and its child, a command; nofile: stdio and a few more), and a
@@ -279,6 +281,9 @@ struct ct_be {
 	unsigned nnets;			/* entries of nets */
 	uint64_t nets_reused;		/* creates that took one a sandbox had */
 	bool net_port_warned;		/* said that low ports cannot be opened to all */
+	int *buried;			/* namespaces to drop together (netpool.c) */
+	unsigned nburied, capburied;	/* entries of buried, and room */
+	ev_timer bury_w;		/* drops them when destroys stop coming */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 	bool owner_warned;		/* said that user namespaces cannot be given owners */
 };
@@ -343,6 +348,14 @@ int ct_net_take(struct ct_be *be);
  * namespace fd, kept for a new sandbox if nothing of it is left there, or
  * closed.  Takes ownership of fd. */
 void ct_net_give(struct ct_be *be, int fd);
+/* On the loop, after a destroy: drops the namespaces held to drop once
+ * destroys stop coming (or at once when many are held). */
+void ct_net_destroyed(struct ct_be *be);
+/* Drops them now (the loop, or fini). */
+void ct_net_drop(struct ct_be *be);
+/* At fini, once every sandbox is gone: drops them and the kept ones, all
+ * together. */
+void ct_net_stop(struct ct_be *be);
 /* This thread into namespace fd (0 or -1 with errno), and back. */
 int ct_net_enter(struct ct_be *be, int fd);
 void ct_net_leave(struct ct_be *be);
