@@ -483,10 +483,10 @@ void sb_maybe_destroy(struct ct_sb *sb)
 	}
 	spare_put(sb);
 	sb_unlink(sb);
-	/* Its network namespace goes back to the pool once its processes are
-	 * gone (sb_teardown); open it while its init is there to lead to it. */
-	if (sb->net_pooled && !sb->net_changed && !sb->lost && sb->netns < 0 &&
-	    be->conf.net_reuse) {
+	/* Its network namespace goes back to the pool, or is dropped with
+	 * others, once its processes are gone (sb_teardown, netpool.c): open
+	 * it while its init is there to lead to it. */
+	if (sb->net_pooled && !sb->lost && sb->netns < 0) {
 		int fd = ct_init_open(sb, "ns/net", O_RDONLY);
 
 		sb->netns = fd < 0 ? -1 : fd;

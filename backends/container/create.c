@@ -217,7 +217,7 @@ void sb_teardown(struct ct_sb *sb)
 	if (sb->netns >= 0) {
 		/* Its processes are gone (or it was never cloned into it). */
 		if (sb->kill_failed || sb->net_changed)
-			close(sb->netns);
+			ct_net_bury(be, sb->netns);
 		else
 			ct_net_give(be, sb->netns);
 		sb->netns = -1;

@@ -348,6 +348,9 @@ int ct_net_take(struct ct_be *be);
  * namespace fd, kept for a new sandbox if nothing of it is left there, or
  * closed.  Takes ownership of fd. */
 void ct_net_give(struct ct_be *be, int fd);
+/* On any thread: fd to drop with the others (netpool.c).  Takes
+ * ownership of fd. */
+void ct_net_bury(struct ct_be *be, int fd);
 /* On the loop, after a destroy: drops the namespaces held to drop once
  * destroys stop coming (or at once when many are held). */
 void ct_net_destroyed(struct ct_be *be);

@@ -124,8 +124,7 @@ static int net_make(struct ct_be *be)
 	return fd < 0 ? -e : fd;
 }
 
-/* fd to drop with the others (see above); on any thread. */
-static void net_bury(struct ct_be *be, int fd)
+void ct_net_bury(struct ct_be *be, int fd)
 {
 	pthread_mutex_lock(&be->net_lock);
 	if (be->nburied == be->capburied) {
@@ -210,7 +209,7 @@ int ct_net_take(struct ct_be *be)
 	}
 	pthread_mutex_unlock(&be->net_lock);
 	while (ndrop)
-		net_bury(be, drop[--ndrop]);
+		ct_net_bury(be, drop[--ndrop]);
 	if (fd >= 0) {
 		__atomic_add_fetch(&be->nets_reused, 1, __ATOMIC_RELAXED);
 		return fd;
@@ -223,7 +222,7 @@ void ct_net_give(struct ct_be *be, int fd)
 	int old = -1;
 
 	if (!be->conf.net_reuse || be->stopping) {
-		net_bury(be, fd);
+		ct_net_bury(be, fd);
 		return;
 	}
 	pthread_mutex_lock(&be->net_lock);
@@ -234,7 +233,7 @@ void ct_net_give(struct ct_be *be, int fd)
 	be->nets[be->nnets++] = (struct ct_netkeep){ .fd = fd, .since = dsec_now_ns() };
 	pthread_mutex_unlock(&be->net_lock);
 	if (old >= 0)
-		net_bury(be, old);
+		ct_net_bury(be, old);
 }
 
 void ct_net_init(struct ct_be *be)
@@ -255,7 +254,7 @@ void ct_net_stop(struct ct_be *be)
 		struct ct_netkeep k = be->nets[--be->nnets];
 
 		pthread_mutex_unlock(&be->net_lock);
-		net_bury(be, k.fd);
+		ct_net_bury(be, k.fd);
 		pthread_mutex_lock(&be->net_lock);
 	}
 	pthread_mutex_unlock(&be->net_lock);
