@@ -2,11 +2,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "client-int.h"
 #include "dsec.h"
 #include "proto.h"
+#include "util.h"
 
 static void pk_file(struct dsec_pk *p, const char *op, const char *id, const char *path)
 {
@@ -32,6 +35,109 @@ static int file_call(struct dsec_client *c, struct dsec_pk *p, struct dsec_err *
 	return rc;
 }
 
+/* ---- parts ----------------------------------------------------------------
+ *
+ * A request or a reply carries at most the daemon's max_frame less 64 KiB
+ * of a file (dsec-protocol(7)), and a frame over twice that is dropped
+ * with its connection, unanswered: so the part size comes from the
+ * daemon's ping (asked once per client, only for what is over the
+ * smallest max_frame), capped at PART_MAX.  A part the daemon still
+ * refuses as too_large (a node with a smaller max_frame the request was
+ * sent on to) is sent again halved, down to PART_MIN.
+ */
+#define PART_MAX (8u << 20)		/* the largest part */
+#define PART_MIN (16u << 10)		/* halving stops there */
+#define FRAME_SLACK (64u << 10)		/* what a frame takes besides the data */
+#define FRAME_MIN (256u << 10)		/* the smallest max_frame a daemon has */
+#define PART_SMALL (FRAME_MIN - FRAME_SLACK)	/* fits any daemon: no ping */
+
+/* The part size for c's daemon into *part, 0 for a daemon that moves no
+ * parts (no max_frame in its ping). */
+static int part_size(struct dsec_client *c, size_t *part, struct dsec_err *err)
+{
+	uint64_t *mf = dcl_max_frame(c);
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	if (!*mf) {
+		dsec_pk_init(&p);
+		dsec_pk_request_begin(&p, "ping");
+		if ((rc = dcl_roundtrip(c, &p, 0, &r, err)) == 0) {
+			*mf = dcl_get_u64_or(&r, r.result, "max_frame", DCL_NO_PARTS);
+			if (*mf <= FRAME_SLACK)
+				*mf = DCL_NO_PARTS;
+		}
+		dcl_reply_free(&r);
+		if (rc < 0)
+			return rc;
+	}
+	*part = *mf == DCL_NO_PARTS ? 0 : *mf - FRAME_SLACK < PART_MAX ? *mf - FRAME_SLACK
+								       : PART_MAX;
+	return 0;
+}
+
+/* True when a part refused as too_large may go again halved, into *part. */
+static bool halve(const struct dsec_err *err, size_t n, size_t *part)
+{
+	if (err->code != DSEC_E_TOO_LARGE || n / 2 < PART_MIN)
+		return false;
+	*part = n / 2;
+	return true;
+}
+
+/* One file_write request. */
+static int write_one(struct dsec_client *c, const char *id, const char *path, const void *data,
+		     size_t len, uint32_t mode, int64_t uid, int64_t gid, bool append,
+		     struct dsec_err *err)
+{
+	struct dsec_pk p;
+
+	pk_file(&p, "file_write", id, path);
+	dsec_pk_kv_bin(&p, "data", data, len);
+	if (mode)
+		dsec_pk_kv_u64(&p, "mode", mode);
+	pk_owner(&p, uid, gid);
+	if (append)
+		dsec_pk_kv_bool(&p, "append", true);
+	return file_call(c, &p, err);
+}
+
+/* Writes (append: adds) len bytes in parts: the first replaces the file
+ * (unless append), the others are appended.  A daemon without parts gets
+ * one request, and no append (it would replace). */
+static int write_parts(struct dsec_client *c, const char *id, const char *path, const void *data,
+		       size_t len, uint32_t mode, int64_t uid, int64_t gid, bool append,
+		       struct dsec_err *err)
+{
+	size_t part = PART_SMALL, off = 0;
+	int rc;
+
+	if ((len > PART_SMALL || append) && (rc = part_size(c, &part, err)) < 0)
+		return rc;
+	if (!part && append)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "cannot append to '%s': the daemon at '%s' cannot append", path,
+				     dsec_client_url(c));
+	if (!part)
+		return write_one(c, id, path, data, len, mode, uid, gid, false, err);
+	do {
+		size_t n = len - off < part ? len - off : part;
+
+		rc = write_one(c, id, path, (const char *)data + off, n, mode, uid, gid,
+			       append || off > 0, err);
+		if (rc < 0 && halve(err, n, &part))
+			continue;
+		if (rc < 0) {
+			if (off)
+				dsec_err_prefix(err, "'%s' has %zu of its %zu bytes", path, off, len);
+			return rc;
+		}
+		off += n;
+	} while (off < len);
+	return 0;
+}
+
 int dsec_file_write(struct dsec_client *c, const char *id, const char *path, const void *data,
 		    size_t len, uint32_t mode, struct dsec_err *err)
 {
@@ -43,14 +149,14 @@ int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
 		       const void *data, size_t len, uint32_t mode, int64_t uid, int64_t gid,
 		       struct dsec_err *err)
 {
-	struct dsec_pk p;
+	return write_parts(c, id, path, data, len, mode, uid, gid, false, err);
+}
 
-	pk_file(&p, "file_write", id, path);
-	dsec_pk_kv_bin(&p, "data", data, len);
-	if (mode)
-		dsec_pk_kv_u64(&p, "mode", mode);
-	pk_owner(&p, uid, gid);
-	return file_call(c, &p, err);
+int dsec_file_append(struct dsec_client *c, const char *id, const char *path, const void *data,
+		     size_t len, struct dsec_err *err)
+{
+	return write_parts(c, id, path, data, len, 0, DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT,
+			   true, err);
 }
 
 /* A file's description (file_stat, each entry of file_list): name and
@@ -172,22 +278,88 @@ int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bo
 	return rc;
 }
 
+/* Seconds an upload or download of an archive file may take beyond the
+ * client's timeout: it unpacks or packs what may be large. */
+#define ARCHIVE_EXTRA 600
+
+/* The path of a staged archive in directory dir, "DIR/.dsec-KIND-HEX.tar"
+ * (caller frees). */
+static char *stage_name(const char *dir, const char *kind)
+{
+	size_t n = strlen(dir);
+	uint64_t x;
+
+	if (getrandom(&x, sizeof(x), 0) != (ssize_t)sizeof(x))
+		x = dsec_now_ns() ^ ((uint64_t)getpid() << 32);
+	return xasprintf("%s%s.dsec-%s-%016llx.tar", dir, n && dir[n - 1] == '/' ? "" : "/", kind,
+			 (unsigned long long)x);
+}
+
+/* One file_upload: of data, or of the file archive (then removed). */
+static int upload_one(struct dsec_client *c, const char *id, const char *path, const void *data,
+		      size_t len, const char *archive, const char *format, int64_t uid,
+		      int64_t gid, struct dsec_err *err)
+{
+	struct dsec_pk p;
+	struct reply r;
+	int rc;
+
+	pk_file(&p, "file_upload", id, path);
+	if (archive) {
+		dsec_pk_kv_str(&p, "archive", archive);
+		dsec_pk_kv_bool(&p, "remove_archive", true);
+	} else {
+		dsec_pk_kv_bin(&p, "data", data, len);
+	}
+	if (format)
+		dsec_pk_kv_str(&p, "format", format);
+	pk_owner(&p, uid, gid);
+	rc = dcl_roundtrip(c, &p, archive ? ARCHIVE_EXTRA : 0, &r, err);
+	dcl_reply_free(&r);
+	return rc;
+}
+
+/* Removes a staged archive; what it cannot is left (and said nowhere). */
+static void stage_remove(struct dsec_client *c, const char *id, const char *stage)
+{
+	struct dsec_err e;
+
+	(void)dsec_file_remove(c, id, stage, false, NULL, &e);
+}
+
 int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
 		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
 		     struct dsec_err *err)
 {
-	struct dsec_pk p;
+	size_t part = PART_SMALL;
+	char *stage;
+	int rc;
 
-	pk_file(&p, "file_upload", id, path);
-	dsec_pk_kv_bin(&p, "data", data, len);
-	if (format)
-		dsec_pk_kv_str(&p, "format", format);
-	pk_owner(&p, uid, gid);
-	return file_call(c, &p, err);
+	if (len > PART_SMALL && (rc = part_size(c, &part, err)) < 0)
+		return rc;
+	/* In one request when it fits; else written to a file in path first.
+	 * A node the request went on to may still find it too large. */
+	if (!part || len <= part) {
+		rc = upload_one(c, id, path, data, len, NULL, format, uid, gid, err);
+		if (rc == 0 || !part || err->code != DSEC_E_TOO_LARGE)
+			return rc;
+	}
+	if ((rc = dsec_file_mkdir(c, id, path, 0, true, uid, gid, err)) < 0)
+		return rc;
+	stage = stage_name(path, "upload");
+	if ((rc = write_parts(c, id, stage, data, len, 0600, DSEC_OWNER_DEFAULT,
+			      DSEC_OWNER_DEFAULT, false, err)) == 0)
+		rc = upload_one(c, id, path, NULL, 0, stage, format, uid, gid, err);
+	if (rc < 0)
+		stage_remove(c, id, stage);
+	free(stage);
+	return rc;
 }
 
-int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
-		       const char *format, struct dsec_buf *out, struct dsec_err *err)
+/* One file_download: into out, or into the file archive. */
+static int download_one(struct dsec_client *c, const char *id, const char *path,
+			const char *format, const char *archive, struct dsec_buf *out,
+			struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -196,9 +368,70 @@ int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 	pk_file(&p, "file_download", id, path);
 	if (format)
 		dsec_pk_kv_str(&p, "format", format);
-	if ((rc = dcl_roundtrip(c, &p, 0, &r, err)) == 0)
+	if (archive)
+		dsec_pk_kv_str(&p, "archive", archive);
+	rc = dcl_roundtrip(c, &p, archive ? ARCHIVE_EXTRA : 0, &r, err);
+	if (rc == 0 && !archive)
 		rc = dcl_get_bin_need(&r, "file_download", "data", out, err);
 	dcl_reply_free(&r);
+	return rc;
+}
+
+/* Packs path into a staged archive in the sandbox, *stage (caller frees):
+ * in path when it is a directory, else beside it; where that may not be
+ * written, in /tmp.  The first place's error when none takes it. */
+static int download_stage(struct dsec_client *c, const char *id, const char *path,
+			  const char *format, char **stage, struct dsec_err *err)
+{
+	struct dsec_file_desc d;
+	struct dsec_err e2;
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int rc;
+
+	if (dsec_file_stat(c, id, path, &d, &e2) == 0 && d.type == DSEC_KIND_DIR)
+		dir = xstrdup(path);
+	else
+		dir = !slash ? xstrdup(".") : slash == path ? xstrdup("/")
+							  : xstrndup(path, (size_t)(slash - path));
+	dsec_file_desc_free(&d);
+	*stage = stage_name(dir, "download");
+	free(dir);
+	if ((rc = download_one(c, id, path, format, *stage, NULL, err)) == 0 ||
+	    err->code != DSEC_E_PERMISSION)
+		return rc;
+	free(*stage);
+	*stage = stage_name("/tmp", "download");
+	if (download_one(c, id, path, format, *stage, NULL, &e2) == 0)
+		return 0;
+	return rc;
+}
+
+int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
+		       const char *format, struct dsec_buf *out, struct dsec_err *err)
+{
+	struct dsec_err first;
+	char *stage = NULL;
+	size_t part;
+	int rc, first_rc;
+
+	/* In the reply when it fits; else through a file in the sandbox. */
+	if ((rc = download_one(c, id, path, format, NULL, out, err)) == 0 ||
+	    err->code != DSEC_E_TOO_LARGE)
+		return rc;
+	first = *err;
+	first_rc = rc;
+	if ((rc = part_size(c, &part, err)) < 0)
+		return rc;
+	if (!part) {
+		*err = first;
+		return first_rc;
+	}
+	if ((rc = download_stage(c, id, path, format, &stage, err)) == 0) {
+		rc = dsec_file_read(c, id, stage, 0, 0, out, err);
+		stage_remove(c, id, stage);
+	}
+	free(stage);
 	return rc;
 }
 
@@ -216,21 +449,67 @@ void dsec_file_list_free(struct dsec_file_desc *arr, size_t n)
 	free(arr);
 }
 
-int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint64_t offset,
-		   uint64_t len, struct dsec_buf *out, struct dsec_err *err)
+int dsec_file_read_part(struct dsec_client *c, const char *id, const char *path,
+			uint64_t offset, uint64_t len, struct dsec_buf *out, bool *eof,
+			struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
+	size_t len0 = out->len;
 	int rc;
 
+	*eof = false;
 	pk_file(&p, "file_read", id, path);
 	if (offset)
 		dsec_pk_kv_u64(&p, "offset", offset);
 	if (len)
 		dsec_pk_kv_u64(&p, "length", len);
 	rc = dcl_roundtrip(c, &p, 0, &r, err);
-	if (rc == 0)
-		rc = dcl_get_bin_need(&r, "file_read", "data", out, err);
+	if (rc == 0 && (rc = dcl_get_bin_need(&r, "file_read", "data", out, err)) == 0) {
+		/* A daemon before eof: the end when it sent less than asked,
+		 * and after one "as much as a reply carries". */
+		*eof = !len || out->len - len0 < len;
+		dcl_get_bool_or(&r, r.result, "eof", eof);
+		if (len && out->len - len0 > len)
+			rc = dsec_err_setc(err, DSEC_E_INTERNAL, EPROTO,
+					   "bad reply from '%s': file_read sent more than asked",
+					   dsec_client_url(c));
+		rc = dcl_reply_done(&r, "file_read", rc, err);
+	}
+	if (rc < 0) {
+		out->len = len0;
+		if (out->data)
+			out->data[len0] = '\0';
+	}
 	dcl_reply_free(&r);
 	return rc;
+}
+
+int dsec_file_read(struct dsec_client *c, const char *id, const char *path, uint64_t offset,
+		   uint64_t len, struct dsec_buf *out, struct dsec_err *err)
+{
+	size_t part = PART_MAX, len0 = out->len;
+	uint64_t got = 0;
+	bool eof = false;
+	int rc;
+
+	/* Whole (len 0): as much as each reply carries, until the end. */
+	while (!eof && (!len || got < len)) {
+		uint64_t want = !len ? 0 : len - got < part ? len - got : part;
+		size_t before = out->len;
+
+		rc = dsec_file_read_part(c, id, path, offset + got, want, out, &eof, err);
+		if (rc < 0 && want && halve(err, (size_t)want, &part))
+			continue;
+		if (rc < 0) {
+			out->len = len0;
+			if (out->data)
+				out->data[len0] = '\0';
+			return rc;
+		}
+		if (out->len == before)
+			break;	/* nothing more, whatever it said */
+		got += out->len - before;
+	}
+	return 0;
 }
