@@ -103,39 +103,101 @@ static int write_one(struct dsec_client *c, const char *id, const char *path, co
 	return file_call(c, &p, err);
 }
 
-/* Writes (append: adds) len bytes in parts: the first replaces the file
- * (unless append), the others are appended.  A daemon without parts gets
- * one request, and no append (it would replace). */
-static int write_parts(struct dsec_client *c, const char *id, const char *path, const void *data,
-		       size_t len, uint32_t mode, int64_t uid, int64_t gid, bool append,
+/* Where the bytes of a write come from: memory, or a descriptor read to
+ * its end. */
+struct src {
+	const char *data;		/* memory: the bytes, else NULL */
+	size_t len;			/* memory: their length */
+	size_t off;			/* memory: bytes handed out */
+	int fd;				/* else: the descriptor */
+	bool ended;			/* no more bytes */
+};
+
+/* Adds bytes of s to b until it holds want bytes or s ends. */
+static int src_fill(struct src *s, struct dsec_buf *b, size_t want, struct dsec_err *err)
+{
+	while (b->len < want && !s->ended) {
+		size_t n = want - b->len;
+		ssize_t got;
+
+		if (s->data) {
+			n = n < s->len - s->off ? n : s->len - s->off;
+			dsec_buf_add(b, s->data + s->off, n);
+			s->off += n;
+			s->ended = s->off == s->len;
+			continue;
+		}
+		n = n < FRAME_MIN ? n : FRAME_MIN;
+		dsec_buf_grow(b, n);
+		if ((got = read(s->fd, b->data + b->len, n)) < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return dsec_err_set(err, errno, "cannot read what is to be sent: %s",
+					    strerror(errno));
+		b->len += (size_t)got;
+		b->data[b->len] = '\0';
+		s->ended = got == 0;
+	}
+	return 0;
+}
+
+/* Writes (append: adds) what pend holds and then s has in parts: the
+ * first replaces the file (unless append), the others are appended.  A
+ * daemon without parts gets one request, and no append (it would
+ * replace).  pend is the caller's, left empty. */
+static int write_parts(struct dsec_client *c, const char *id, const char *path, struct src *s,
+		       struct dsec_buf *pend, uint32_t mode, int64_t uid, int64_t gid, bool append,
 		       struct dsec_err *err)
 {
-	size_t part = PART_SMALL, off = 0;
+	size_t part = PART_SMALL, done = 0;
 	int rc;
 
-	if ((len > PART_SMALL || append) && (rc = part_size(c, &part, err)) < 0)
+	if ((append || !s->data || s->len > PART_SMALL) && (rc = part_size(c, &part, err)) < 0)
 		return rc;
 	if (!part && append)
 		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
 				     "cannot append to '%s': the daemon at '%s' cannot append", path,
 				     dsec_client_url(c));
 	if (!part)
-		return write_one(c, id, path, data, len, mode, uid, gid, false, err);
-	do {
-		size_t n = len - off < part ? len - off : part;
+		part = SIZE_MAX;
+	for (;;) {
+		size_t n;
 
-		rc = write_one(c, id, path, (const char *)data + off, n, mode, uid, gid,
-			       append || off > 0, err);
+		if ((rc = src_fill(s, pend, part, err)) < 0)
+			break;
+		n = pend->len < part ? pend->len : part;
+		rc = write_one(c, id, path, pend->data, n, mode, uid, gid, append || done > 0, err);
 		if (rc < 0 && halve(err, n, &part))
 			continue;
 		if (rc < 0) {
-			if (off)
-				dsec_err_prefix(err, "'%s' has %zu of its %zu bytes", path, off, len);
-			return rc;
+			if (done)
+				dsec_err_prefix(err, "'%s' has %zu bytes of what was written", path,
+						done);
+			break;
 		}
-		off += n;
-	} while (off < len);
-	return 0;
+		memmove(pend->data, pend->data + n, pend->len - n);
+		pend->len -= n;
+		done += n;
+		if (s->ended && !pend->len)
+			break;
+	}
+	pend->len = 0;
+	return rc;
+}
+
+/* write_parts of len bytes of data. */
+static int write_mem(struct dsec_client *c, const char *id, const char *path, const void *data,
+		     size_t len, uint32_t mode, int64_t uid, int64_t gid, bool append,
+		     struct dsec_err *err)
+{
+	struct src s = { .data = data ? data : "", .len = len, .fd = -1, .ended = !len };
+	struct dsec_buf pend;
+	int rc;
+
+	dsec_buf_init(&pend);
+	rc = write_parts(c, id, path, &s, &pend, mode, uid, gid, append, err);
+	dsec_buf_free(&pend);
+	return rc;
 }
 
 int dsec_file_write(struct dsec_client *c, const char *id, const char *path, const void *data,
@@ -149,14 +211,14 @@ int dsec_file_write_as(struct dsec_client *c, const char *id, const char *path,
 		       const void *data, size_t len, uint32_t mode, int64_t uid, int64_t gid,
 		       struct dsec_err *err)
 {
-	return write_parts(c, id, path, data, len, mode, uid, gid, false, err);
+	return write_mem(c, id, path, data, len, mode, uid, gid, false, err);
 }
 
 int dsec_file_append(struct dsec_client *c, const char *id, const char *path, const void *data,
 		     size_t len, struct dsec_err *err)
 {
-	return write_parts(c, id, path, data, len, 0, DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT,
-			   true, err);
+	return write_mem(c, id, path, data, len, 0, DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT, true,
+			 err);
 }
 
 /* A file's description (file_stat, each entry of file_list): name and
@@ -327,32 +389,64 @@ static void stage_remove(struct dsec_client *c, const char *id, const char *stag
 	(void)dsec_file_remove(c, id, stage, false, NULL, &e);
 }
 
-int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
-		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
-		     struct dsec_err *err)
+/* An upload of what pend holds and s then has: in one request when it
+ * fits, else written to a file in path first.  pend is the caller's. */
+static int upload_src(struct dsec_client *c, const char *id, const char *path, struct src *s,
+		      struct dsec_buf *pend, const char *format, int64_t uid, int64_t gid,
+		      struct dsec_err *err)
 {
 	size_t part = PART_SMALL;
 	char *stage;
 	int rc;
 
-	if (len > PART_SMALL && (rc = part_size(c, &part, err)) < 0)
+	if ((rc = src_fill(s, pend, PART_SMALL + 1, err)) < 0)
 		return rc;
-	/* In one request when it fits; else written to a file in path first.
-	 * A node the request went on to may still find it too large. */
-	if (!part || len <= part) {
-		rc = upload_one(c, id, path, data, len, NULL, format, uid, gid, err);
+	if (pend->len > PART_SMALL && (rc = part_size(c, &part, err)) < 0)
+		return rc;
+	if (pend->len > PART_SMALL && (rc = src_fill(s, pend, part ? part + 1 : SIZE_MAX, err)) < 0)
+		return rc;
+	/* A node the request went on to may still find it too large. */
+	if (!part || pend->len <= part) {
+		rc = upload_one(c, id, path, pend->data, pend->len, NULL, format, uid, gid, err);
 		if (rc == 0 || !part || err->code != DSEC_E_TOO_LARGE)
 			return rc;
 	}
 	if ((rc = dsec_file_mkdir(c, id, path, 0, true, uid, gid, err)) < 0)
 		return rc;
 	stage = stage_name(path, "upload");
-	if ((rc = write_parts(c, id, stage, data, len, 0600, DSEC_OWNER_DEFAULT,
-			      DSEC_OWNER_DEFAULT, false, err)) == 0)
+	if ((rc = write_parts(c, id, stage, s, pend, 0600, DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT,
+			      false, err)) == 0)
 		rc = upload_one(c, id, path, NULL, 0, stage, format, uid, gid, err);
 	if (rc < 0)
 		stage_remove(c, id, stage);
 	free(stage);
+	return rc;
+}
+
+int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
+		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
+		     struct dsec_err *err)
+{
+	struct src s = { .data = data ? data : "", .len = len, .fd = -1, .ended = !len };
+	struct dsec_buf pend;
+	int rc;
+
+	dsec_buf_init(&pend);
+	rc = upload_src(c, id, path, &s, &pend, format, uid, gid, err);
+	dsec_buf_free(&pend);
+	return rc;
+}
+
+int dsec_file_upload_fd(struct dsec_client *c, const char *id, const char *path, int fd,
+			const char *format, int64_t uid, int64_t gid, struct dsec_err *err)
+{
+	struct src s = { .fd = fd };
+	struct dsec_buf pend;
+	int rc;
+
+	dsec_buf_init(&pend);
+	rc = upload_src(c, id, path, &s, &pend, format, uid, gid, err);
+	dsec_buf_free(&pend);
 	return rc;
 }
 
@@ -407,32 +501,84 @@ static int download_stage(struct dsec_client *c, const char *id, const char *pat
 	return rc;
 }
 
-int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
-		       const char *format, struct dsec_buf *out, struct dsec_err *err)
+/* Adds the n bytes at d to out, or writes them to fd when out is NULL. */
+static int sink_put(struct dsec_buf *out, int fd, const void *d, size_t n, struct dsec_err *err)
+{
+	int rc;
+
+	if (out) {
+		dsec_buf_add(out, d, n);
+		return 0;
+	}
+	if ((rc = dsec_write_all(fd, d, n)) < 0)
+		return dsec_err_set(err, -rc, "cannot write what was downloaded: %s", strerror(-rc));
+	return 0;
+}
+
+/* A download appended to out, or written to fd when out is NULL: in the
+ * reply when it fits, else through a file in the sandbox read in parts. */
+static int download_to(struct dsec_client *c, const char *id, const char *path,
+		       const char *format, struct dsec_buf *out, int fd, struct dsec_err *err)
 {
 	struct dsec_err first;
+	struct dsec_buf b;
 	char *stage = NULL;
+	uint64_t off = 0;
+	bool eof = false;
 	size_t part;
 	int rc, first_rc;
 
-	/* In the reply when it fits; else through a file in the sandbox. */
-	if ((rc = download_one(c, id, path, format, NULL, out, err)) == 0 ||
-	    err->code != DSEC_E_TOO_LARGE)
-		return rc;
+	dsec_buf_init(&b);
+	if ((rc = download_one(c, id, path, format, NULL, &b, err)) == 0) {
+		rc = sink_put(out, fd, b.data, b.len, err);
+		goto out;
+	}
+	if (err->code != DSEC_E_TOO_LARGE)
+		goto out;
 	first = *err;
 	first_rc = rc;
 	if ((rc = part_size(c, &part, err)) < 0)
-		return rc;
+		goto out;
 	if (!part) {
 		*err = first;
-		return first_rc;
+		rc = first_rc;
+		goto out;
 	}
-	if ((rc = download_stage(c, id, path, format, &stage, err)) == 0) {
-		rc = dsec_file_read(c, id, stage, 0, 0, out, err);
-		stage_remove(c, id, stage);
+	if ((rc = download_stage(c, id, path, format, &stage, err)) < 0)
+		goto out;
+	while (rc == 0 && !eof) {
+		b.len = 0;
+		if ((rc = dsec_file_read_part(c, id, stage, off, 0, &b, &eof, err)) == 0)
+			rc = sink_put(out, fd, b.data, b.len, err);
+		off += b.len;
+		if (!b.len)
+			break;
 	}
+	stage_remove(c, id, stage);
+out:
 	free(stage);
+	dsec_buf_free(&b);
 	return rc;
+}
+
+int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
+		       const char *format, struct dsec_buf *out, struct dsec_err *err)
+{
+	size_t len0 = out->len;
+	int rc = download_to(c, id, path, format, out, -1, err);
+
+	if (rc < 0) {
+		out->len = len0;
+		if (out->data)
+			out->data[len0] = '\0';
+	}
+	return rc;
+}
+
+int dsec_file_download_fd(struct dsec_client *c, const char *id, const char *path,
+			  const char *format, int fd, struct dsec_err *err)
+{
+	return download_to(c, id, path, format, NULL, fd, err);
 }
 
 void dsec_file_desc_free(struct dsec_file_desc *info)

@@ -435,6 +435,15 @@ int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
 DSEC_API
 int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 		       const char *format, struct dsec_buf *out, struct dsec_err *err);
+/* dsec_file_upload of the archive read from fd to its end (a file, a
+ * pipe), and dsec_file_download written to fd: no more than a part of
+ * them is in memory at once.  fd stays open. */
+DSEC_API
+int dsec_file_upload_fd(struct dsec_client *c, const char *id, const char *path, int fd,
+			const char *format, int64_t uid, int64_t gid, struct dsec_err *err);
+DSEC_API
+int dsec_file_download_fd(struct dsec_client *c, const char *id, const char *path,
+			  const char *format, int fd, struct dsec_err *err);
 DSEC_API
 void dsec_file_desc_free(struct dsec_file_desc *info);
 DSEC_API

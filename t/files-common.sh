@@ -111,6 +111,7 @@ files_tests() {
 	like "$OUT" '"size":196608,"eof":false' "$BE: ... as much as a reply carries of a longer one: no eof"
 	hr file_remove id="$id" path=$P/big recursive?=true >/dev/null
 	hr file_remove id="$id" path=$P/big-copy recursive?=true >/dev/null
+	hr file_remove id="$id" path=$P/big-copy2 recursive?=true >/dev/null
 	run hr file_write id="$id" path=$P/ap data=abc
 	run hr file_write id="$id" path=$P/ap data=def append?=true
 	run hr file_read id="$id" path=$P/ap

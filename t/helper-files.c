@@ -6,14 +6,17 @@
  *   helper-files --big FILE URL ID DIR
  *        FILE's bytes (more than a frame carries) written to DIR/f and
  *        read back into FILE.back, part of them read and appended, DIR
- *        downloaded as a tar and uploaded again to DIR-copy, both also
- *        kept in FILE.tar; every step compares what comes back
+ *        downloaded as a tar and uploaded again to DIR-copy (the tar kept
+ *        in FILE.tar), and as a tar.zst through FILE.tar.zst to
+ *        DIR-copy2; every step compares what comes back
  *   helper-files --cat URL ID PATH OUT      (PATH read whole into OUT)
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dsec.h"
 #include "util.h"
@@ -48,11 +51,13 @@ static int big(struct dsec_client *c, const char *id, const char *dir, const cha
 	char *data = NULL, *f = xasprintf("%s/f", dir), *g = xasprintf("%s/g", dir);
 	char *copy = xasprintf("%s-copy", dir), *cf = xasprintf("%s-copy/f", dir);
 	char *back_name = xasprintf("%s.back", file), *tar_name = xasprintf("%s.tar", file);
+	char *zst_name = xasprintf("%s.tar.zst", file), *copy2 = xasprintf("%s-copy2", dir);
+	char *cf2 = xasprintf("%s-copy2/f", dir);
 	struct dsec_buf back, tar;
 	struct dsec_err err;
 	size_t n = 0;
 	bool eof = true;
-	int rc;
+	int rc, fd;
 
 	dsec_err_clear(&err);
 	if ((rc = dsec_read_file(file, &data, &n)) < 0 || n < (4u << 20)) {
@@ -103,6 +108,21 @@ static int big(struct dsec_client *c, const char *id, const char *dir, const cha
 	rc = dsec_file_read(c, id, cf, 0, 0, &back, &err);
 	step("the tree's round trip", rc, rc == 0 && back.len == n && !memcmp(back.data, data, n),
 	     &err);
+	back.len = 0;
+	if ((fd = open(zst_name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
+		fprintf(stderr, "helper-files: cannot open '%s': %s\n", zst_name, strerror(errno));
+		return 2;
+	}
+	rc = dsec_file_download_fd(c, id, dir, "tar.zst", fd, &err);
+	step("download_fd of the tree as tar.zst", rc, rc == 0 && lseek(fd, 0, SEEK_CUR) > 0, &err);
+	lseek(fd, 0, SEEK_SET);
+	rc = dsec_file_upload_fd(c, id, copy2, fd, "tar.zst", DSEC_OWNER_DEFAULT,
+				 DSEC_OWNER_DEFAULT, &err);
+	if (rc == 0)
+		rc = dsec_file_read(c, id, cf2, 0, 0, &back, &err);
+	step("upload_fd of it: the round trip", rc, rc == 0 && back.len == n &&
+	     !memcmp(back.data, data, n), &err);
+	close(fd);
 	dsec_buf_free(&back);
 	dsec_buf_free(&tar);
 	free(data);
@@ -112,6 +132,9 @@ static int big(struct dsec_client *c, const char *id, const char *dir, const cha
 	free(cf);
 	free(back_name);
 	free(tar_name);
+	free(zst_name);
+	free(copy2);
+	free(cf2);
 	return fails ? 1 : 0;
 }
 

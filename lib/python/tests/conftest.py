@@ -61,6 +61,6 @@ def daemon():
 @pytest.fixture(scope="session")
 def small_daemon():
     """A daemon of the smallest max_frame (256K: a reply carries 192K of a
-    file), whose fncall sandboxes have room for 40 MiB three times."""
+    file), whose fncall sandboxes have room for 40 MiB four times."""
     yield from _daemon("small", ["max_frame=256K", "output_cap=64K",
-                                 "fncall.scratch=192M"])
+                                 "fncall.scratch=256M"])
