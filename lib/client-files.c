@@ -389,37 +389,39 @@ static void stage_remove(struct dsec_client *c, const char *id, const char *stag
 	(void)dsec_file_remove(c, id, stage, false, NULL, &e);
 }
 
-/* An upload of what pend holds and s then has: in one request when it
- * fits, else written to a file in path first.  pend is the caller's. */
+/* An upload of what s has: in one request when it fits, else written to
+ * a file in path first. */
 static int upload_src(struct dsec_client *c, const char *id, const char *path, struct src *s,
-		      struct dsec_buf *pend, const char *format, int64_t uid, int64_t gid,
-		      struct dsec_err *err)
+		      const char *format, int64_t uid, int64_t gid, struct dsec_err *err)
 {
 	size_t part = PART_SMALL;
-	char *stage;
+	struct dsec_buf pend;
+	char *stage = NULL;
 	int rc;
 
-	if ((rc = src_fill(s, pend, PART_SMALL + 1, err)) < 0)
-		return rc;
-	if (pend->len > PART_SMALL && (rc = part_size(c, &part, err)) < 0)
-		return rc;
-	if (pend->len > PART_SMALL && (rc = src_fill(s, pend, part ? part + 1 : SIZE_MAX, err)) < 0)
-		return rc;
+	dsec_buf_init(&pend);
+	if ((rc = src_fill(s, &pend, PART_SMALL + 1, err)) < 0 ||
+	    (pend.len > PART_SMALL && (rc = part_size(c, &part, err)) < 0) ||
+	    (pend.len > PART_SMALL &&
+	     (rc = src_fill(s, &pend, part ? part + 1 : SIZE_MAX, err)) < 0))
+		goto out;
 	/* A node the request went on to may still find it too large. */
-	if (!part || pend->len <= part) {
-		rc = upload_one(c, id, path, pend->data, pend->len, NULL, format, uid, gid, err);
+	if (!part || pend.len <= part) {
+		rc = upload_one(c, id, path, pend.data, pend.len, NULL, format, uid, gid, err);
 		if (rc == 0 || !part || err->code != DSEC_E_TOO_LARGE)
-			return rc;
+			goto out;
 	}
 	if ((rc = dsec_file_mkdir(c, id, path, 0, true, uid, gid, err)) < 0)
-		return rc;
+		goto out;
 	stage = stage_name(path, "upload");
-	if ((rc = write_parts(c, id, stage, s, pend, 0600, DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT,
+	if ((rc = write_parts(c, id, stage, s, &pend, 0600, DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT,
 			      false, err)) == 0)
 		rc = upload_one(c, id, path, NULL, 0, stage, format, uid, gid, err);
 	if (rc < 0)
 		stage_remove(c, id, stage);
+out:
 	free(stage);
+	dsec_buf_free(&pend);
 	return rc;
 }
 
@@ -428,26 +430,16 @@ int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
 		     struct dsec_err *err)
 {
 	struct src s = { .data = data ? data : "", .len = len, .fd = -1, .ended = !len };
-	struct dsec_buf pend;
-	int rc;
 
-	dsec_buf_init(&pend);
-	rc = upload_src(c, id, path, &s, &pend, format, uid, gid, err);
-	dsec_buf_free(&pend);
-	return rc;
+	return upload_src(c, id, path, &s, format, uid, gid, err);
 }
 
 int dsec_file_upload_fd(struct dsec_client *c, const char *id, const char *path, int fd,
 			const char *format, int64_t uid, int64_t gid, struct dsec_err *err)
 {
 	struct src s = { .fd = fd };
-	struct dsec_buf pend;
-	int rc;
 
-	dsec_buf_init(&pend);
-	rc = upload_src(c, id, path, &s, &pend, format, uid, gid, err);
-	dsec_buf_free(&pend);
-	return rc;
+	return upload_src(c, id, path, &s, format, uid, gid, err);
 }
 
 /* One file_download: into out, or into the file archive. */
