@@ -151,7 +151,10 @@ void op_file(struct dsecd_req *r)
 		/* The file API when the backend has it (owner included). */
 		if (ops->file)
 			rc = ops->file(r->sb->handle, q, &r->fres, fs_done, r, &err);
-		else if (!ops->file_write || append || q->uid != DSEC_OWNER_DEFAULT ||
+		else if (append)
+			rc = dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
+					   "backend '%s' cannot append to a file", r->sb->be->name);
+		else if (!ops->file_write || q->uid != DSEC_OWNER_DEFAULT ||
 			 q->gid != DSEC_OWNER_DEFAULT)
 			rc = unsupported(r, &err);
 		else

@@ -92,6 +92,8 @@ def test_files(daemon):
                 assert await sb.read_file("/data/a.txt", offset=1, length=3) == b"ell"
                 with pytest.raises(dsec.DsecError):
                     await sb.read_file("/nope")
+                with pytest.raises(dsec.Unsupported, match="cannot append"):
+                    await sb.write_file("/data/a.txt", "x", append=True)  # no file API
     run(main())
 
 
