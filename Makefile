@@ -126,7 +126,7 @@ endif
 # libdsec's soname: its major version, raised with every change of its ABI
 # (1: the info structs carry all of info's reply).
 SONAME      = libdsec.so.1
-LIB_SRC     = lib/client.c lib/client-ops.c lib/client-info.c lib/client-rl.c lib/backend.c lib/err.c lib/log.c lib/proto.c lib/util.c
+LIB_SRC     = lib/client.c lib/client-ops.c lib/client-files.c lib/client-info.c lib/client-rl.c lib/backend.c lib/err.c lib/log.c lib/proto.c lib/util.c
 LIB_OBJ     = $(LIB_SRC:%.c=build/%.o)
 FS3_SRC     = fs3/fs3.c fs3/tags.c fs3/acquire.c fs3/squash.c fs3/pull.c fs3/gc.c \
 	fs3/image.c fs3/import.c fs3/layer.c fs3/oci.c fs3/ondemand.c fs3/peer.c \

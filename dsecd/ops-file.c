@@ -17,6 +17,7 @@
 void req_file_free(struct dsecd_req *r)
 {
 	free(r->path);
+	free(r->archive);
 	dsec_buf_free(&r->data);
 	dsec_file_res_free(&r->fres);
 }
@@ -32,8 +33,15 @@ static void file_done(void *arg, int rc, const struct dsec_err *err)
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
 	if (r->op == DSEC_OP_FILE_READ) {
+		/* One byte more than asked for was read: there when the file
+		 * goes on past what the reply carries. */
+		bool eof = r->data.len <= r->want;
+
+		if (!eof)
+			r->data.len = (size_t)r->want;
 		dsec_pk_kv_bin(&p, "data", r->data.data, r->data.len);
 		dsec_pk_kv_u64(&p, "size", r->data.len);
+		dsec_pk_kv_bool(&p, "eof", eof);
 	}
 	dsec_pk_end(&p);
 	req_complete(r, &p);
@@ -107,6 +115,12 @@ void op_file(struct dsecd_req *r)
 		if ((rc = dsec_get_u64_opt(m, "offset", &off, &err)) < 0 ||
 		    (rc = dsec_get_u64_opt(m, "length", &len, &err)) < 0)
 			return reply_err(r, &err);
+		if (off > INT64_MAX) {
+			dsec_err_setc(&err, DSEC_E_INVALID, EINVAL,
+				      "offset %llu is past the largest file offset (%lld)",
+				      (unsigned long long)off, (long long)INT64_MAX);
+			return reply_err(r, &err);
+		}
 		if (len > max) {
 			dsec_err_setc(&err, DSEC_E_TOO_LARGE, E2BIG,
 				      "length %llu is over the %llu bytes a reply can carry: read in parts",
@@ -117,23 +131,29 @@ void op_file(struct dsecd_req *r)
 			unsupported(r, &err);
 			return reply_err(r, &err);
 		}
-		rc = ops->file_read(r->sb->handle, r->path, off, len ? len : max, &r->data,
+		r->want = len ? len : max;
+		rc = ops->file_read(r->sb->handle, r->path, off, r->want + 1, &r->data,
 				    file_done, r, &err);
 	} else {
 		struct dsec_file_req *q = &r->freq;
+		bool append = false;
 		if ((rc = dsec_get_bin(m, "data", d->conf.max_frame, &q->data, &q->len, &err)) < 0) {
 			if (rc == -ENOENT)
 				dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
 					      "file_write needs field 'data'");
 			return reply_err(r, &err);
 		}
-		if (get_mode(m, &q->mode, &err) < 0 || get_owner(m, q, &err) < 0)
+		if (get_mode(m, &q->mode, &err) < 0 || get_owner(m, q, &err) < 0 ||
+		    dsec_get_bool_opt(m, "append", &append, &err) < 0)
 			return reply_err(r, &err);
-		q->op = DSEC_FILE_WRITE;
+		q->op = append ? DSEC_FILE_APPEND : DSEC_FILE_WRITE;
 		q->path = r->path;
 		/* The file API when the backend has it (owner included). */
 		if (ops->file)
 			rc = ops->file(r->sb->handle, q, &r->fres, fs_done, r, &err);
+		else if (append)
+			rc = dsec_err_setc(&err, DSEC_E_UNSUPPORTED, ENOTSUP,
+					   "backend '%s' cannot append to a file", r->sb->be->name);
 		else if (!ops->file_write || q->uid != DSEC_OWNER_DEFAULT ||
 			 q->gid != DSEC_OWNER_DEFAULT)
 			rc = unsupported(r, &err);
@@ -190,6 +210,11 @@ static void fs_done(void *arg, int rc, const struct dsec_err *err)
 		dsec_pk_kv_u64(&p, "removed", res->count);
 		break;
 	case DSEC_FILE_UPLOAD:
+	case DSEC_FILE_UNPACK:
+		dsec_pk_kv_u64(&p, "entries", res->count);
+		break;
+	case DSEC_FILE_PACK:
+		dsec_pk_kv_u64(&p, "size", res->size);
 		dsec_pk_kv_u64(&p, "entries", res->count);
 		break;
 	case DSEC_FILE_DOWNLOAD:
@@ -220,6 +245,36 @@ static int get_format(const msgpack_object *m, enum dsec_file_format *out, struc
 				     "format '%.64s' is not one of 'tar', 'tar.zst'", f);
 	*out = (enum dsec_file_format)fmt;
 	return 0;
+}
+
+/* file_upload's archive: 'data', or the file 'archive' in the sandbox
+ * (with 'remove_archive'); its format and owner. */
+static int get_upload(struct dsecd_req *r, struct dsec_err *err)
+{
+	const msgpack_object *m = r->msg.root;
+	struct dsec_file_req *q = &r->freq;
+	int rc;
+
+	if ((rc = dsec_get_str_opt(m, "archive", &r->archive, err)) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "remove_archive", &q->remove_archive, err)) < 0)
+		return rc;
+	rc = dsec_get_bin(m, "data", r->d->conf.max_frame, &q->data, &q->len, err);
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	if (rc == 0 && r->archive)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "file_upload takes 'data' or 'archive', not both");
+	if (rc == -ENOENT && !r->archive)
+		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
+				     "file_upload needs field 'data' or 'archive'");
+	if (q->remove_archive && !r->archive)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "file_upload's 'remove_archive' goes with 'archive'");
+	q->op = r->archive ? DSEC_FILE_UNPACK : DSEC_FILE_UPLOAD;
+	q->archive = r->archive;
+	if ((rc = get_format(m, &q->format, err)) < 0)
+		return rc;
+	return get_owner(m, q, err);
 }
 
 /* file_stat, file_list, file_mkdir, file_remove, file_upload, file_download. */
@@ -262,17 +317,13 @@ void op_fs(struct dsecd_req *r)
 		rc = dsec_get_bool_opt(m, "recursive", &q->recursive, &err);
 		break;
 	case DSEC_OP_FILE_UPLOAD:
-		q->op = DSEC_FILE_UPLOAD;
-		if ((rc = dsec_get_bin(m, "data", d->conf.max_frame, &q->data, &q->len,
-				       &err)) == -ENOENT)
-			rc = dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
-					   "file_upload needs field 'data'");
-		if (rc == 0 && (rc = get_format(m, &q->format, &err)) == 0)
-			rc = get_owner(m, q, &err);
+		rc = get_upload(r, &err);
 		break;
 	case DSEC_OP_FILE_DOWNLOAD:
-		q->op = DSEC_FILE_DOWNLOAD;
-		rc = get_format(m, &q->format, &err);
+		if ((rc = dsec_get_str_opt(m, "archive", &r->archive, &err)) == 0)
+			rc = get_format(m, &q->format, &err);
+		q->op = r->archive ? DSEC_FILE_PACK : DSEC_FILE_DOWNLOAD;
+		q->archive = r->archive;
 		break;
 	default:
 		DSEC_BUG("op_fs called for op %d", (int)r->op);

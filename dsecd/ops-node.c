@@ -89,6 +89,7 @@ void op_ping(struct dsecd_req *r)
 	dsec_pk_kv_str(&p, "node", r->d->conf.node);
 	dsec_pk_kv_str(&p, "version", DSEC_VERSION);
 	dsec_pk_kv_u64(&p, "proto", DSEC_PROTO_VERSION);
+	dsec_pk_kv_u64(&p, "max_frame", r->d->conf.max_frame);
 	dsec_pk_end(&p);
 	req_complete(r, &p);
 }

@@ -198,6 +198,11 @@ struct dsecd_req {
 				/* the file ops (req_file_free) */
 				struct {
 					char *path;	/* file path */
+					char *archive;	/* file_upload, file_download:
+							 * the archive file's path */
+					uint64_t want;	/* file_read: bytes asked for
+							 * (one more is read, to see
+							 * the end) */
 					struct dsec_file_req freq;	/* the other file ops:
 									 * what the backend gets */
 					struct dsec_file_res fres;	/* what it fills */

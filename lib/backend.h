@@ -228,6 +228,12 @@ enum dsec_file_op {
 	DSEC_FILE_REMOVE,		/* remove a file, link or directory: recursive */
 	DSEC_FILE_UPLOAD,		/* extract a tar (data, format) into directory path */
 	DSEC_FILE_DOWNLOAD,		/* pack path as a tar (format) into res->data */
+	DSEC_FILE_APPEND,		/* add data at the end of a regular file, made
+					 * (mode, uid, gid) when missing (ABI 2, appended) */
+	DSEC_FILE_UNPACK,		/* UPLOAD of the archive file `archive` in the
+					 * sandbox, not data (ABI 2, appended) */
+	DSEC_FILE_PACK,			/* DOWNLOAD into the file `archive` in the sandbox
+					 * (made or replaced), not res->data (ABI 2, appended) */
 };
 
 /* Archive formats of upload and download. */
@@ -265,6 +271,10 @@ struct dsec_file_req {
 	size_t max_entries;		/* LIST: entries at most, > 0 (then truncated) */
 	size_t max_bytes;		/* LIST, DOWNLOAD: bytes the result may take, > 0
 					 * (LIST truncates, DOWNLOAD fails too_large) */
+	const char *archive;		/* UNPACK, PACK: the archive's path inside the
+					 * sandbox (ABI 2, appended) */
+	bool remove_archive;		/* UNPACK: remove it once open, before anything
+					 * is unpacked (ABI 2, appended) */
 };
 
 /* What stat reports of a path, and list of each entry.  Its layout is
@@ -287,8 +297,11 @@ struct dsec_file_res {
 	struct dsec_file_info *entries;	/* LIST: sorted by name */
 	size_t nentries;		/* LIST: how many */
 	bool truncated;			/* LIST: more entries than returned */
-	uint64_t count;			/* REMOVE: removed; UPLOAD: extracted; DOWNLOAD: packed */
+	uint64_t count;			/* REMOVE: removed; UPLOAD, UNPACK: extracted;
+					 * DOWNLOAD, PACK: packed */
 	struct dsec_buf data;		/* DOWNLOAD: the archive */
+	uint64_t size;			/* PACK: bytes of the archive written (ABI 2,
+					 * appended) */
 };
 /* Frees what res holds and zeroes it (libdsec, lib/backend.c). */
 void dsec_file_res_free(struct dsec_file_res *res);

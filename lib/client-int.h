@@ -1,6 +1,7 @@
 /* client-int.h - libdsec: what the typed calls' files share (client-ops.c,
- * client-rl.c): a reply being read and its checked getters.  Not installed;
- * the names are libdsec's own (hidden in libdsec.so). */
+ * client-files.c, client-rl.c): a reply being read and its checked
+ * getters.  Not installed; the names are libdsec's own (hidden in
+ * libdsec.so). */
 #ifndef DSEC_CLIENT_INT_H
 #define DSEC_CLIENT_INT_H
 
@@ -47,6 +48,13 @@ void dcl_get_bool_or(struct reply *r, const msgpack_object *map, const char *key
 /* A string the result always has: *out (caller frees), or the error. */
 int dcl_get_str_need(struct reply *r, const char *op, const char *key, char **out,
 		     struct dsec_err *err);
+/* The bytes of key, which the result always has, appended to out. */
+int dcl_get_bin_need(struct reply *r, const char *op, const char *key, struct dsec_buf *out,
+		     struct dsec_err *err);
+/* Starts a request on sandbox id with key: val, more arguments to follow
+ * (file ops: path; streaming exec: exec); its map counts them. */
+void dcl_pk_id_key(struct dsec_pk *p, const char *op, const char *id, const char *key,
+		   const char *val);
 /* The maps of the list at key (see client-ops.c). */
 int dcl_get_list(struct reply *r, const char *op, const msgpack_object *map, const char *key,
 		 bool need, size_t min_bytes, const msgpack_object **entries, size_t *n,

@@ -75,6 +75,8 @@ struct dsec_client {
 	bool closing;			/* dsec_close has begun */
 	nng_tls_config *tls;		/* a tls+tcp:// url's, else NULL */
 	bool tls_cert;			/* with tls: we have a certificate to show */
+	uint64_t max_frame;		/* the daemon's, from its ping: 0 = not asked
+					 * yet, DCL_NO_PARTS = it moves no parts */
 };
 
 static void call_cb(void *arg);
@@ -492,6 +494,11 @@ void dsec_set_timeout(struct dsec_client *c, double seconds)
 const char *dsec_client_url(const struct dsec_client *c)
 {
 	return c->url;
+}
+
+uint64_t *dcl_max_frame(struct dsec_client *c)
+{
+	return &c->max_frame;
 }
 
 /* ---- completion queues and asynchronous calls ---- */

@@ -16,4 +16,10 @@
 int dsec_call_sync(struct dsec_client *c, const void *req, size_t len, double extra,
 		   nng_msg **reply, struct dsec_err *err);
 
+/* The daemon's max_frame as the file calls keep it (client-files.c): 0
+ * until they ask, DCL_NO_PARTS for a daemon that moves no parts.  Sync
+ * calls only, as every use of a client is from one thread at a time. */
+#define DCL_NO_PARTS UINT64_MAX
+uint64_t *dcl_max_frame(struct dsec_client *c);
+
 #endif

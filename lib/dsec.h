@@ -317,13 +317,32 @@ DSEC_API
 int dsec_call(struct dsec_client *c, const struct dsec_create_opts *o,
 	      const struct dsec_cmd *req, struct dsec_cmd_res *res,
 	      struct dsec_err *err);
+/* Makes or replaces file path with len bytes of data (mode 0 = 0644).  Data
+ * longer than one request carries goes in parts (the daemon's max_frame,
+ * at most 8 MiB each): the first replaces the file, the others are
+ * appended, so readers may see it part written, and a failure part way
+ * leaves what went in (its message says how much). */
 DSEC_API
 int dsec_file_write(struct dsec_client *c, const char *id, const char *path,
 		    const void *data, size_t len, uint32_t mode, struct dsec_err *err);
-/* Reads len bytes at offset (len 0 = whole file, up to the frame cap). */
+/* Adds len bytes of data at the end of regular file path (made when
+ * missing), in parts as dsec_file_write. */
+DSEC_API
+int dsec_file_append(struct dsec_client *c, const char *id, const char *path,
+		     const void *data, size_t len, struct dsec_err *err);
+/* Reads len bytes at offset (len 0 = to the end of the file), appended to
+ * out, in as many requests as it takes; fewer at the end of the file.  A
+ * file that grows meanwhile is read up to an end one part reached. */
 DSEC_API
 int dsec_file_read(struct dsec_client *c, const char *id, const char *path,
 		   uint64_t offset, uint64_t len, struct dsec_buf *out, struct dsec_err *err);
+/* One request of a read: up to len bytes at offset (len 0 = as many as
+ * a reply carries), appended to out; *eof when they end where the file
+ * did.  A len over what a reply carries fails with "too_large". */
+DSEC_API
+int dsec_file_read_part(struct dsec_client *c, const char *id, const char *path,
+			uint64_t offset, uint64_t len, struct dsec_buf *out, bool *eof,
+			struct dsec_err *err);
 DSEC_API
 int dsec_destroy(struct dsec_client *c, const char *id, struct dsec_err *err);
 /* Replace what an "allowlist" sandbox may reach (NULL or {NULL} = nothing). */
@@ -401,16 +420,30 @@ DSEC_API
 int dsec_file_remove(struct dsec_client *c, const char *id, const char *path, bool recursive,
 		     uint64_t *removed, struct dsec_err *err);
 /* Unpacks a tar archive (format "tar" or "tar.zst"; NULL = "tar") into
- * directory path, made if missing.  uid, gid: owner of everything made. */
+ * directory path, made if missing.  uid, gid: owner of everything made.
+ * An archive longer than one request carries is written in parts to a
+ * file in path first (made with uid and gid), then unpacked from there,
+ * and that file removed. */
 DSEC_API
 int dsec_file_upload(struct dsec_client *c, const char *id, const char *path,
 		     const void *data, size_t len, const char *format, int64_t uid, int64_t gid,
 		     struct dsec_err *err);
 /* Packs path (a directory as its contents, a file by its name) as a tar
- * archive appended to *out. */
+ * archive appended to *out.  One longer than a reply carries is packed
+ * into a file in the sandbox (in path, beside a file, else in /tmp), read
+ * in parts, then removed. */
 DSEC_API
 int dsec_file_download(struct dsec_client *c, const char *id, const char *path,
 		       const char *format, struct dsec_buf *out, struct dsec_err *err);
+/* dsec_file_upload of the archive read from fd to its end (a file, a
+ * pipe), and dsec_file_download written to fd: no more than a part of
+ * them is in memory at once.  fd stays open. */
+DSEC_API
+int dsec_file_upload_fd(struct dsec_client *c, const char *id, const char *path, int fd,
+			const char *format, int64_t uid, int64_t gid, struct dsec_err *err);
+DSEC_API
+int dsec_file_download_fd(struct dsec_client *c, const char *id, const char *path,
+			  const char *format, int fd, struct dsec_err *err);
 DSEC_API
 void dsec_file_desc_free(struct dsec_file_desc *info);
 DSEC_API

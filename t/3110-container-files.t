@@ -18,7 +18,8 @@ grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
 . "$TOP/t/files-common.sh"
 plan $((FILES_TESTS + 12))
 
-start_dsecd --set backends=container
+# A small max_frame, so that the parts show (t/files-common.sh).
+start_dsecd --set backends=container --set max_frame=256K --set output_cap=64K
 BE=container
 # Inside the container's root an escape is contained: ".." stops at its
 # root and absolute symlinks resolve in it; only magic links are refused.

@@ -1,13 +1,14 @@
 #!/bin/bash
 # dsecctl sandbox ls [--label] | inspect | destroy | pause | resume | exec | cp:
-# a node's sandboxes from the shell (those of dsec-run --keep included).
+# a node's sandboxes from the shell (those of dsec-run --keep included);
+# cp of trees and of files larger than a frame (fncall, as root).
 . "$(dirname "$0")/lib.sh"
 
 need_cmd dsecctl
 need_cmd helper-req
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 14
+plan 20
 
 start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=test ||
 	bail "dsecd did not start"
@@ -43,3 +44,42 @@ like "$RC $(echo $OUT)" "^1 .*00000000deadbeef: no sandbox" "sandbox destroy: ea
 is "$(dsecctl sandbox ls | wc -l)" 1 "... and the others are gone"
 run dsecctl sandbox frob
 like "$RC $OUT" "^2 .*expected 'sandbox ls'" "an unknown sandbox command is a usage error"
+
+# Trees and large files, through a fncall node of the smallest max_frame.
+if [ "$(id -u)" != 0 ] || [ ! -e "$TOP/backends/fncall.so" ]; then
+	for i in $(seq 6); do skip "cp of trees and large files needs root and fncall"; done
+	exit 0
+fi
+start_node f --set backends=fncall --set max_frame=256K --set output_cap=64K \
+	--set fncall.scratch=128M
+F="ipc://$T/f.sock"
+id=$(helper-req "$F" create backend=fncall | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+mkdir -p "$T/tree/sub/deep"
+head -c $((3 << 20)) /dev/urandom > "$T/tree/sub/deep/three"
+printf 'small\n' > "$T/tree/small"
+chmod 750 "$T/tree/sub"
+ln -s sub/deep/three "$T/tree/link"
+run dsecctl --host "$F" sandbox cp "$T/tree" "$id:/work/tree"
+run dsecctl --host "$F" sandbox cp "$id:/work/tree" "$T/back"
+run diff -r --no-dereference "$T/tree" "$T/back"
+is "$RC:$OUT:$(readlink "$T/back/link"):$(stat -c %a "$T/back/sub")" "0::sub/deep/three:750" \
+	"sandbox cp of a tree in and out: the same files, link and modes"
+head -c $((20 << 20)) /dev/urandom > "$T/big"
+run dsecctl --host "$F" sandbox cp "$T/big" "$id:/work/big"
+run dsecctl --host "$F" sandbox cp "$id:/work/big" "$T/big.back"
+ok $(cmp -s "$T/big" "$T/big.back"; echo $?) "sandbox cp of 20 MiB in and out, in parts"
+mkdir "$T/into"
+run dsecctl --host "$F" sandbox cp "$id:/work/tree/small" "$T/into"
+is "$(cat "$T/into/small" 2>&1)" "small" "sandbox cp of a file into a local directory puts it there by its name"
+mkdir -p "$T/trap" "$T/elsewhere"
+ln -s "$T/elsewhere" "$T/trap/sub"
+run dsecctl --host "$F" sandbox cp "$id:/work/tree" "$T/trap"
+is "$RC:$(ls -A "$T/elsewhere" | wc -l):$(! [ -L "$T/trap/sub" ] && cmp -s "$T/trap/sub/deep/three" \
+	"$T/tree/sub/deep/three"; echo $?)" "0:0:0" \
+	"sandbox cp out never writes through a symlink already here (libarchive replaces it)"
+run helper-req "$F" file_list id="$id" path=/work
+ok $(printf '%s' "$OUT" | grep -q '"name":".dsec-'; [ $? = 1 ]; echo $?) \
+	"no archive staged in the sandbox is left"
+run dsecctl --host "$F" sandbox cp "$id:/work/nope" "$T/nope"
+like "$RC:$OUT:$(ls "$T/nope" 2>&1)" "^1:dsecctl: cannot read '/work/nope': .*No such file" \
+	"sandbox cp of what is not there fails and makes nothing here"

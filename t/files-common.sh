@@ -1,6 +1,8 @@
 # t/files-common.sh - the file API (file_stat, file_list, file_mkdir,
 # file_remove, file_write with an owner, file_upload, file_download) seen
-# end to end on one backend, escapes included.  Sourced by a test after
+# end to end on one backend, escapes included, and files and trees larger
+# than a frame moved in parts (the test's max_frame is 256K: what the
+# parts pass through is 192K at most).  Sourced by a test after
 # lib.sh; files_tests runs them after start_dsecd, with BE set to the
 # backend and ESC to a regex of how it refuses an escape.  P is the
 # sandbox directory the files go in (/work: fncall's files live there).
@@ -9,7 +11,7 @@
 # the host: each one is refused or stays inside the sandbox, and both are
 # unchanged at the end.  FILES_TESTS is the number of tests it runs.
 
-FILES_TESTS=57
+FILES_TESTS=74
 
 files_tests() {
 	P=/work
@@ -82,6 +84,65 @@ files_tests() {
 	run helper-files "$DSEC_HOST" "$id" $P/client
 	is "$RC:$(printf '%s' "$OUT" | grep -vc '^ok ')" "0:0" "$BE: libdsec file calls (helper-files)"
 	[ "$RC" = 0 ] || diag "$OUT"
+
+	# ---- files and trees of any size, in parts, through libdsec
+	head -c $((40 << 20)) /dev/urandom > "$T/big"
+	sum=$(sha256sum < "$T/big" | cut -d' ' -f1)
+	run helper-files --big "$T/big" "$DSEC_HOST" "$id" $P/big
+	is "$RC:$(printf '%s' "$OUT" | grep -vc '^ok ')" "0:0" \
+		"$BE: 40 MiB written, read, appended, downloaded and uploaded as a tree in parts (helper-files --big)"
+	[ "$RC" = 0 ] || diag "$OUT"
+	is "$(sha256sum < "$T/big.back" | cut -d' ' -f1)" "$sum" \
+		"$BE: the 40 MiB of random bytes read back in parts are those written (sha256)"
+	run sh_in "sha256sum $P/big/f $P/big-copy/f | cut -d' ' -f1 | uniq"
+	is "$OUT" "$sum" "$BE: the sandbox has them, and so has the copy the tree's download and upload made"
+	run sh -c "tar -xOf '$T/big.tar' f | sha256sum | cut -d' ' -f1"
+	is "$OUT" "$sum" "$BE: the tar downloaded through an archive file holds them"
+	run sh_in "find $P -name '.dsec-*' | wc -l"
+	is "$OUT" "0" "$BE: no archive staged in the sandbox is left behind"
+	n=$((40 << 20))
+	run hr file_read id="$id" path=$P/big/f offset#=$((n - 5)) length#=5
+	like "$OUT" '"size":5,"eof":true' "$BE: file_read of a file's last bytes: eof"
+	run hr file_read id="$id" path=$P/big/f offset#=$((n - 6)) length#=5
+	like "$OUT" '"size":5,"eof":false' "$BE: ... of those one byte before: no eof"
+	run hr file_read id="$id" path=$P/big/f offset#=$n
+	like "$OUT" '"data":"","size":0,"eof":true' "$BE: ... at its end: nothing, eof"
+	run hr file_read id="$id" path=$P/big/f
+	like "$OUT" '"size":196608,"eof":false' "$BE: ... as much as a reply carries of a longer one: no eof"
+	hr file_remove id="$id" path=$P/big recursive?=true >/dev/null
+	hr file_remove id="$id" path=$P/big-copy recursive?=true >/dev/null
+	hr file_remove id="$id" path=$P/big-copy2 recursive?=true >/dev/null
+	run hr file_write id="$id" path=$P/ap data=abc
+	run hr file_write id="$id" path=$P/ap data=def append?=true
+	run hr file_read id="$id" path=$P/ap
+	like "$OUT" '"data":"abcdef","size":6,"eof":true' "$BE: file_write append after a write"
+	run hr file_write id="$id" path=$P/a data=x append?=true
+	like "$OUT" "\"code\":\"invalid\",\"message\":\"cannot append to '$P/a': is a directory\"" \
+		"$BE: an append to a directory is invalid"
+	run hr file_read id="$id" path=$P/ap offset#=9223372036854775808
+	like "$OUT" '"code":"invalid","message":"offset 9223372036854775808 is past the largest file offset' \
+		"$BE: a read at an offset past 2^63 - 1 is invalid"
+	run hr file_read id="$id" path=$P/ap offset#=-1
+	like "$OUT" '"code":"bad_request","message":"field .offset. must be a non-negative integer' \
+		"$BE: a read at a negative offset is a bad request"
+	# A command makes a file grow while it is read whole in parts: what
+	# comes back is the file as it began, up to an end a part saw.
+	sh_in "for i in \$(seq 40); do seq \$((i * 100000)) \$((i * 100000 + 99999)) >> $P/grow; \
+sleep 0.1; done" &
+	grower=$!
+	for i in $(seq 100); do
+		hr file_read id="$id" path=$P/grow length#=1 | grep -q '"size":1' && break
+		sleep 0.05
+	done
+	helper-files --cat "$DSEC_HOST" "$id" $P/grow "$T/grow.read" >/dev/null
+	wait $grower
+	helper-files --cat "$DSEC_HOST" "$id" $P/grow "$T/grow.all" >/dev/null
+	got=$(stat -c %s "$T/grow.read" 2>/dev/null || echo 0)
+	all=$(stat -c %s "$T/grow.all" 2>/dev/null || echo 0)
+	ok $([ "$got" -gt 0 ] && [ "$got" -lt "$all" ] && cmp -s -n "$got" "$T/grow.read" "$T/grow.all"
+	     echo $?) "$BE: a file that grows while read whole in parts reads as it began, to an end a part saw ($got of $all bytes)"
+	run hr ping
+	like "$OUT" '"pong":true,.*"max_frame":262144' "$BE: the daemon serves on, and ping says its max_frame"
 
 	# ---- tar upload and download, plain and zstd
 	mkdir -p "$T/src/d/e"
@@ -199,6 +260,14 @@ EOF
 		run hr file_upload id="$id" path=$P/bad-$a data@="$T/$a.tar"
 		like "$OUT" '"code":"permission"' "$BE: a tar with a bad member ($a) is refused"
 	done
+	# The same checks for an archive file in the sandbox (what a client
+	# writes there in parts), which goes as soon as it is open.
+	run hr file_write id="$id" path=$P/hostile.tar data@="$T/symin.tar"
+	run hr file_upload id="$id" path=$P/bad-file archive=$P/hostile.tar remove_archive?=true
+	like "$OUT" '"code":"permission","message":"cannot upload to .*: member .l/x. goes through a symlink' \
+		"$BE: an archive file with a bad member is refused"
+	run hr file_stat id="$id" path=$P/hostile.tar
+	like "$OUT" '"code":"not_found"' "$BE: ... and removed (remove_archive)"
 	run hr file_upload id="$id" path=$P/bad-dev data@="$T/dev.tar"
 	like "$OUT" '"code":"invalid","message":"cannot upload to .*: member .null. is not a file, directory or link' \
 		"$BE: a tar with a device is refused"

@@ -5,13 +5,19 @@
  * to it.  "node" asks a running dsecd (--host, else $DSEC_HOST).
  * Exit status: 0 done, 1 failed, 2 usage.
  */
+#include <archive.h>
+#include <archive_entry.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "dsec.h"
 #include "fs3.h"
@@ -69,7 +75,7 @@ static const char usage_text[] =
 	"  sandbox inspect ID            everything the node knows of one\n"
 	"  sandbox destroy | pause | resume ID...\n"
 	"  sandbox exec ID [--] CMD [ARG]...   its output here, its exit status ours\n"
-	"  sandbox cp SRC DST            a file in or out: ID:PATH on one side\n"
+	"  sandbox cp SRC DST            a file or a tree in or out: ID:PATH on one side\n"
 	"  sandbox ttl ID SECONDS        more time: it lives SECONDS from now\n"
 	"       dsecctl [--host URL] node COMMAND\n"
 	"  node ls      the node asked and the other nodes of its cluster\n"
@@ -557,39 +563,239 @@ static bool split_remote(const char *s, char **id, const char **path)
 	return **path != '\0';
 }
 
+/* The local file or directory name a copy out of the sandbox makes: dst,
+ * or dst/NAME when dst is a directory and src a file (NAME: src's last
+ * component).  Caller frees. */
+static char *local_target(const char *dst, const char *src, bool tree)
+{
+	const char *slash = strrchr(src, '/');
+	struct stat st;
+
+	if (tree || stat(dst, &st) < 0 || !S_ISDIR(st.st_mode))
+		return xstrdup(dst);
+	return xasprintf("%s/%s", dst, slash ? slash + 1 : src);
+}
+
+/* A temporary file, already removed: the archive of a tree on its way. */
+static int tmp_fd(struct dsec_err *err)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return dsec_err_set(err, errno, "cannot make a temporary file in '%s': %s", dir,
+				    strerror(errno));
+	return fd;
+}
+
+/* libarchive's error on a, as our messages are: lowercase first. */
+static int arch_err(struct dsec_err *err, struct archive *a, const char *what, const char *path)
+{
+	char b[256];
+
+	snprintf(b, sizeof(b), "%s", archive_error_string(a) ? archive_error_string(a)
+							    : "malformed archive");
+	if (b[0] >= 'A' && b[0] <= 'Z')
+		b[0] = (char)(b[0] - 'A' + 'a');
+	return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot %s '%s': %s", what, path, b);
+}
+
+/* Unpacks the tar at fd (from its start) into directory dir (made when
+ * missing) the way bsdtar -C does it with its safe defaults: no member
+ * with ".." or an absolute name, none through a symlink, permissions and
+ * times as archived, owners not (the sandbox's ids mean nothing here). */
+static int unpack_local(int fd, const char *dir, struct dsec_err *err)
+{
+	struct archive *in = archive_read_new(), *out = archive_write_disk_new();
+	struct archive_entry *e;
+	int here = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC), r = 0, ar;
+
+	DSEC_ASSERT(in && out);
+	archive_read_support_format_tar(in);
+	archive_write_disk_set_options(out, ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+				       ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+				       ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
+				       ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_TIME);
+	if (here < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST) || chdir(dir) < 0) {
+		r = dsec_err_set(err, errno, "cannot unpack into '%s': %s", dir, strerror(errno));
+		goto out;
+	}
+	lseek(fd, 0, SEEK_SET);
+	if (archive_read_open_fd(in, fd, 65536) != ARCHIVE_OK) {
+		r = arch_err(err, in, "unpack into", dir);
+		goto out;
+	}
+	while (r == 0 && (ar = archive_read_next_header(in, &e)) != ARCHIVE_EOF) {
+		const void *buf;
+		size_t n;
+		la_int64_t off;
+
+		if (ar < ARCHIVE_WARN)
+			r = arch_err(err, in, "unpack into", dir);
+		else if (archive_write_header(out, e) < ARCHIVE_WARN)
+			r = arch_err(err, out, "unpack into", dir);
+		while (r == 0 && archive_entry_size(e) > 0 &&
+		       (ar = archive_read_data_block(in, &buf, &n, &off)) != ARCHIVE_EOF)
+			if (ar < ARCHIVE_WARN)
+				r = arch_err(err, in, "unpack into", dir);
+			else if (archive_write_data_block(out, buf, n, off) < ARCHIVE_WARN)
+				r = arch_err(err, out, "unpack into", dir);
+		if (r == 0 && archive_write_finish_entry(out) < ARCHIVE_WARN)
+			r = arch_err(err, out, "unpack into", dir);
+	}
+out:
+	if (r == 0 && archive_write_close(out) != ARCHIVE_OK)
+		r = arch_err(err, out, "unpack into", dir);
+	archive_read_free(in);
+	archive_write_free(out);
+	if (here >= 0 && fchdir(here) < 0 && r == 0)
+		r = dsec_err_set(err, errno, "cannot go back to the directory: %s", strerror(errno));
+	if (here >= 0)
+		close(here);
+	return r;
+}
+
+/* Packs what is in local directory dir (names relative to it; symlinks as
+ * links) as a tar into fd. */
+static int pack_local(const char *dir, int fd, struct dsec_err *err)
+{
+	struct archive *disk = archive_read_disk_new(), *out = archive_write_new();
+	struct archive_entry *e = archive_entry_new();
+	size_t dlen = strlen(dir);
+	int r = 0, ar;
+
+	DSEC_ASSERT(disk && out && e);
+	archive_read_disk_set_symlink_physical(disk);
+	archive_read_disk_set_standard_lookup(disk);
+	archive_write_set_format_pax_restricted(out);
+	if (archive_write_open_fd(out, fd) != ARCHIVE_OK)
+		r = arch_err(err, out, "pack", dir);
+	if (r == 0 && archive_read_disk_open(disk, dir) != ARCHIVE_OK)
+		r = arch_err(err, disk, "pack", dir);
+	while (r == 0 && (ar = archive_read_next_header2(disk, e)) != ARCHIVE_EOF) {
+		const char *name = archive_entry_pathname(e);
+		char buf[65536];
+		la_ssize_t n;
+
+		if (ar < ARCHIVE_WARN) {
+			r = arch_err(err, disk, "pack", dir);
+			break;
+		}
+		archive_read_disk_descend(disk);
+		if (strncmp(name, dir, dlen) || (name[dlen] != '/' && name[dlen]))
+			continue;	/* not below dir: nothing to pack */
+		name += dlen;
+		while (*name == '/')
+			name++;
+		if (!*name)
+			continue;	/* dir itself */
+		if (archive_entry_filetype(e) != AE_IFREG && archive_entry_filetype(e) != AE_IFDIR &&
+		    archive_entry_filetype(e) != AE_IFLNK)
+			continue;	/* sockets, fifos, devices: the sandbox takes none */
+		archive_entry_copy_pathname(e, name);
+		if (archive_write_header(out, e) < ARCHIVE_WARN)
+			r = arch_err(err, out, "pack", dir);
+		while (r == 0 && (n = archive_read_data(disk, buf, sizeof(buf))) > 0)
+			if (archive_write_data(out, buf, (size_t)n) < 0)
+				r = arch_err(err, out, "pack", dir);
+		if (r == 0 && n < 0)
+			r = arch_err(err, disk, "pack", dir);
+	}
+	if (r == 0 && archive_write_close(out) != ARCHIVE_OK)
+		r = arch_err(err, out, "pack", dir);
+	archive_entry_free(e);
+	archive_read_free(disk);
+	archive_write_free(out);
+	return r;
+}
+
+/* cp out of the sandbox: a tree through a tar unpacked here, a file in
+ * parts, each written here as it comes. */
+static int cp_out(struct dsec_client *c, const char *id, const char *path, const char *dst,
+		  struct dsec_err *err)
+{
+	struct dsec_file_desc d;
+	struct dsec_err e2;
+	bool tree = dsec_file_stat(c, id, path, &d, &e2) == 0 && d.type == DSEC_KIND_DIR;
+	mode_t mode = d.mode ? d.mode & 0777 : 0644;
+	_cleanup_free_ char *target = local_target(dst, path, tree);
+	_cleanup_close_ int fd = -1;
+	struct dsec_buf b;
+	uint64_t off = 0;
+	bool eof = false;
+	int r;
+
+	dsec_file_desc_free(&d);
+	if (tree) {
+		if ((fd = tmp_fd(err)) < 0)
+			return fd;
+		if ((r = dsec_file_download_fd(c, id, path, "tar", fd, err)) < 0)
+			return r;
+		return unpack_local(fd, target, err);
+	}
+	/* The local file is made once the first part came. */
+	dsec_buf_init(&b);
+	for (r = 0; r == 0 && !eof; off += b.len) {
+		b.len = 0;
+		if ((r = dsec_file_read_part(c, id, path, off, 0, &b, &eof, err)) < 0)
+			break;
+		if (fd < 0 &&
+		    (fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)) < 0)
+			r = dsec_err_set(err, errno, "cannot write '%s': %s", target,
+					 strerror(errno));
+		else if ((r = dsec_write_all(fd, b.data, b.len)) < 0)
+			r = dsec_err_set(err, -r, "cannot write '%s': %s", target, strerror(-r));
+		if (!b.len)
+			break;
+	}
+	dsec_buf_free(&b);
+	return r;
+}
+
+/* cp into the sandbox: a directory's contents as a tar unpacked there, a
+ * file (any size: dsec_file_write goes in parts) with its permissions. */
+static int cp_in(struct dsec_client *c, const char *src, const char *id, const char *path,
+		 struct dsec_err *err)
+{
+	_cleanup_close_ int fd = open(src, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	void *map = NULL;
+	int r;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return dsec_err_set(err, errno, "cannot read '%s': %s", src, strerror(errno));
+	if (S_ISDIR(st.st_mode)) {
+		_cleanup_close_ int tar = tmp_fd(err);
+
+		if (tar < 0 || (r = pack_local(src, tar, err)) < 0)
+			return tar < 0 ? tar : r;
+		lseek(tar, 0, SEEK_SET);
+		return dsec_file_upload_fd(c, id, path, tar, "tar", DSEC_OWNER_DEFAULT,
+					   DSEC_OWNER_DEFAULT, err);
+	}
+	if (!S_ISREG(st.st_mode))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot copy '%s': not a file or directory", src);
+	if (st.st_size &&
+	    (map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+		return dsec_err_set(err, errno, "cannot read '%s': %s", src, strerror(errno));
+	r = dsec_file_write(c, id, path, map, (size_t)st.st_size, st.st_mode & 0777, err);
+	if (map)
+		munmap(map, (size_t)st.st_size);
+	return r;
+}
+
 static int sandbox_cp(struct dsec_client *c, const char *src, const char *dst,
 		      struct dsec_err *err)
 {
 	_cleanup_free_ char *sid = NULL, *did = NULL;
 	const char *spath, *dpath;
 	bool in = split_remote(src, &sid, &spath), out = split_remote(dst, &did, &dpath);
-	struct dsec_buf b;
-	int r;
 
 	if (in == out)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cp copies between a sandbox "
 				     "(ID:PATH) and a local file: one side of each");
-	dsec_buf_init(&b);
-	if (in) {
-		if ((r = dsec_file_read(c, sid, spath, 0, 0, &b, err)) == 0) {
-			FILE *f = fopen(dst, "we");
-			bool ok = f && fwrite(b.data, 1, b.len, f) == b.len;
-			if (f && fclose(f) != 0)
-				ok = false;
-			if (!ok)
-				r = dsec_err_set(err, errno ? errno : EIO, "cannot write '%s': %s", dst,
-						 strerror(errno ? errno : EIO));
-		}
-	} else {
-		_cleanup_free_ char *data = NULL;
-		size_t len = 0;
-		if ((r = dsec_read_file(src, &data, &len)) < 0)
-			r = dsec_err_set(err, -r, "cannot read '%s': %s", src, strerror(-r));
-		else
-			r = dsec_file_write(c, did, dpath, data, len, 0644, err);
-	}
-	dsec_buf_free(&b);
-	return r;
+	return in ? cp_out(c, sid, spath, dst, err) : cp_in(c, src, did, dpath, err);
 }
 
 static int run_sandbox(struct ctl_opts *o, int argc, char **argv)

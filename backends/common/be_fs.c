@@ -385,47 +385,133 @@ static int do_mkdir(const struct be_fs_root *r, const struct dsec_file_req *q, c
 	return 0;
 }
 
+/* Opens a new file in dir under a temporary name, written into tmp (64
+ * bytes), for tmp_commit to put in place.  The fd, or -errno. */
+static int tmp_open(int dir, char *tmp)
+{
+	int fd;
+
+	snprintf(tmp, 64, ".dsec-write.%d", (int)gettid());
+	fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+	if (fd == -EEXIST && unlinkat(dir, tmp, 0) == 0)	/* left by a failed write */
+		fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+	return fd;
+}
+
+/* Gives tmp (open as fd) in dir its owner and mode and renames it to name
+ * (replacing a file or a symlink, never following one); removes it when
+ * that fails.  0 or -errno. */
+static int tmp_commit(int dir, const char *tmp, int fd, const char *name, mode_t mode, uid_t uid,
+		      gid_t gid)
+{
+	int rc = 0;
+
+	if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode) < 0 || renameat(dir, tmp, dir, name) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlinkat(dir, tmp, 0);
+	return rc;
+}
+
 /* Writes len bytes of data as a new file name in dir through a temporary
- * name, then renames it into place (replacing a file or a symlink, never
- * following one). */
+ * name, then renames it into place. */
 static int write_into(int dir, const char *name, const void *data, size_t len, mode_t mode,
 		      uid_t uid, gid_t gid)
 {
 	char tmp[64];
-	_cleanup_close_ int fd = -1;
+	_cleanup_close_ int fd = tmp_open(dir, tmp);
 	int rc;
 
-	snprintf(tmp, sizeof(tmp), ".dsec-write.%d", (int)gettid());
-	fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-	if (fd == -EEXIST && unlinkat(dir, tmp, 0) == 0)	/* left by a failed write */
-		fd = below_open(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return fd;
-	if ((rc = dsec_write_all(fd, data, len)) < 0 || (rc = fchown(fd, uid, gid) < 0 ? -errno : 0) ||
-	    (rc = fchmod(fd, mode) < 0 ? -errno : 0) ||
-	    (rc = renameat(dir, tmp, dir, name) < 0 ? -errno : 0))
+	if ((rc = dsec_write_all(fd, data, len)) < 0) {
 		unlinkat(dir, tmp, 0);
-	return rc;
+		return rc;
+	}
+	return tmp_commit(dir, tmp, fd, name, mode, uid, gid);
+}
+
+/* The directory a write or append of q puts its file in (made with its
+ * parents when missing), and in *name the file's name in it; -errno (with
+ * *err) when there is none or it is a mount point. */
+static int file_parent(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		       const char *what, const char **name, struct dsec_err *err)
+{
+	_cleanup_free_ char *parent = split(rel, name);
+	int pfd;
+
+	if (!*name || q->path[strlen(q->path) - 1] == '/')
+		return fs_err(err, EISDIR, what, q->path);
+	if ((pfd = mkdir_p(r, parent, 0755, host_id(r, r->uid), host_id(r, r->gid))) < 0)
+		return fs_err(err, pfd, what, q->path);
+	if (is_mount(pfd, *name)) {
+		close(pfd);
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EBUSY,
+				     "cannot %s '%s': it is a mount point", what, q->path);
+	}
+	return pfd;
 }
 
 static int do_write(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
 		    struct dsec_file_res *res, struct dsec_err *err)
 {
 	const char *name;
-	_cleanup_free_ char *parent = split(rel, &name);
-	_cleanup_close_ int pfd = -1;
+	_cleanup_close_ int pfd = file_parent(r, q, rel, "write", &name, err);
 	int rc;
 
-	if (!name || q->path[strlen(q->path) - 1] == '/')
-		return fs_err(err, EISDIR, "write", q->path);
-	if ((pfd = mkdir_p(r, parent, 0755, host_id(r, r->uid), host_id(r, r->gid))) < 0)
-		return fs_err(err, pfd, "write", q->path);
-	if (is_mount(pfd, name))
-		return dsec_err_setc(err, DSEC_E_PERMISSION, EBUSY,
-				     "cannot write '%s': it is a mount point", q->path);
+	(void)res;
+	if (pfd < 0)
+		return pfd;
 	rc = write_into(pfd, name, q->data, q->len, (q->mode ? q->mode : 0644) & r->mode_mask,
 			owner_uid(r, q), owner_gid(r, q));
 	return rc < 0 ? fs_err(err, rc, "write", q->path) : 0;
+}
+
+/* Adds q->data at the end of a regular file; a missing one is made as
+ * do_write makes it.  A symlink is not followed (it is no regular file).
+ * Data that cannot go in whole is taken out again: the file is cut back
+ * to the length it had. */
+static int do_append(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		     struct dsec_file_res *res, struct dsec_err *err)
+{
+	const char *name;
+	_cleanup_close_ int pfd = file_parent(r, q, rel, "append to", &name, err), fd = -1;
+	struct stat st;
+	int rc;
+
+	(void)res;
+	if (pfd < 0)
+		return pfd;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
+			return fs_err(err, errno, "append to", q->path);
+		rc = write_into(pfd, name, q->data, q->len,
+				(q->mode ? q->mode : 0644) & r->mode_mask, owner_uid(r, q),
+				owner_gid(r, q));
+		return rc < 0 ? fs_err(err, rc, "append to", q->path) : 0;
+	}
+	/* Checked before it is opened (a fifo or a device is not), and after. */
+	if (S_ISDIR(st.st_mode))
+		return fs_err(err, EISDIR, "append to", q->path);
+	if (S_ISREG(st.st_mode))
+		fd = below_open(pfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+				0);
+	if (fd >= 0 && fstat(fd, &st) < 0)
+		return fs_err(err, errno, "append to", q->path);
+	if (!S_ISREG(st.st_mode) || fd == -ELOOP)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot append to '%s': not a regular file", q->path);
+	if (fd < 0)
+		return fs_err(err, fd, "append to", q->path);
+	if ((rc = dsec_write_all(fd, q->data, q->len)) < 0 && ftruncate(fd, st.st_size) < 0) {
+		char b1[128], b2[128];
+		int e = errno;
+
+		return dsec_err_setc(err, dsec_code_from_errno(-rc), -rc,
+				     "cannot append to '%s': %s; it keeps part of the data (%s)",
+				     q->path, why(-rc, b1, sizeof(b1)), why(e, b2, sizeof(b2)));
+	}
+	return rc < 0 ? fs_err(err, rc, "append to", q->path) : 0;
 }
 
 /* Removes directory name of dir and everything below it.  Never follows
@@ -538,17 +624,73 @@ static const char *arch_why(struct archive *a, char *buf, size_t len)
 	return buf;
 }
 
-static struct archive *reader(const struct dsec_file_req *q)
+/* An upload's archive: the request's data, or (UNPACK) the archive file,
+ * read with pread from its start by each pass. */
+struct arc_in {
+	const struct dsec_file_req *q;	/* the request: data, len, format */
+	int fd;				/* UNPACK: the archive file, else -1 */
+	uint64_t size;			/* its length when it was opened */
+	uint64_t off;			/* the next byte of it to read */
+	char buf[FS_CHUNK];		/* what was read last */
+};
+
+static la_ssize_t in_read(struct archive *a, void *arg, const void **out)
+{
+	struct arc_in *in = arg;
+	ssize_t n;
+
+	do
+		n = pread(in->fd, in->buf, sizeof(in->buf), (off_t)in->off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		archive_set_error(a, errno, "cannot read the archive: %s", strerror(errno));
+		return -1;
+	}
+	in->off += (uint64_t)n;
+	*out = in->buf;
+	return n;
+}
+
+/* Skips what a member's data takes (libarchive reads what is not skipped),
+ * never past the length the file had. */
+static la_int64_t in_skip(struct archive *a, void *arg, la_int64_t n)
+{
+	struct arc_in *in = arg;
+	uint64_t left = in->off < in->size ? in->size - in->off : 0;
+
+	(void)a;
+	if (n < 0)
+		return 0;
+	if ((uint64_t)n > left)
+		n = (la_int64_t)left;
+	in->off += (uint64_t)n;
+	return n;
+}
+
+/* A reader of in's archive from its start, or NULL with *err. */
+static struct archive *reader(struct arc_in *in, struct dsec_err *err)
 {
 	struct archive *a = archive_read_new();
+	char b[256];
+	int ar;
 
 	DSEC_ASSERT(a);
 	archive_read_support_format_tar(a);
-	if (q->format == DSEC_FMT_TAR_ZST)
+	if (in->q->format == DSEC_FMT_TAR_ZST)
 		archive_read_support_filter_zstd(a);
 	else
 		archive_read_support_filter_none(a);
-	return a;
+	in->off = 0;
+	if (in->fd >= 0)
+		ar = archive_read_open2(a, in, NULL, in_read, in_skip, NULL);
+	else
+		ar = archive_read_open_memory(a, in->q->data, in->q->len);
+	if (ar == ARCHIVE_OK)
+		return a;
+	dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s", in->q->path,
+		      arch_why(a, b, sizeof(b)));
+	archive_read_free(a);
+	return NULL;
 }
 
 /* Cleans an archive member name into *out (caller frees): relative, no
@@ -645,56 +787,63 @@ static bool under_link(const struct names *links, const char *p)
 	return false;
 }
 
+/* Checks the header of member e: its name, cleaned into *p, stays in the
+ * target directory, as does a hard link's target (cleaned into *t, else
+ * NULL) and a symlink's, and it is a file, directory or link.  Both
+ * passes check each member: the archive file of an UNPACK may change
+ * between them.  *p and *t are the caller's, also on failure. */
+static int member_check(const struct dsec_file_req *q, struct archive *a, int ar,
+			struct archive_entry *e, char **p, char **t, struct dsec_err *err)
+{
+	const char *name = archive_entry_pathname(e), *hl = archive_entry_hardlink(e);
+	const char *sl = archive_entry_symlink(e);
+	mode_t type = archive_entry_filetype(e);
+	char b[256];
+
+	*p = *t = NULL;
+	if (ar < ARCHIVE_WARN)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s",
+				     q->path, arch_why(a, b, sizeof(b)));
+	if (!name || !(*p = member_clean(name)))
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+				     "cannot upload to '%s': member '%s' leaves the target directory",
+				     q->path, name ? name : "");
+	if (hl && !(*t = member_clean(hl)))
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+				     "cannot upload to '%s': hard link '%s' points outside the target directory",
+				     q->path, name);
+	if (!hl && type == AE_IFLNK && (!sl || !link_inside(*p, sl)))
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+				     "cannot upload to '%s': symlink '%s' points outside the target directory",
+				     q->path, name);
+	if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot upload to '%s': member '%s' is not a file, directory or link",
+				     q->path, name);
+	return 0;
+}
+
 /* First pass: every header is checked before anything is written, so an
  * archive with one bad member changes nothing.  Whatever the order, no
  * member (nor hard link target) may lie below a symlink member. */
-static int upload_check(const struct dsec_file_req *q, struct dsec_err *err)
+static int upload_check(struct arc_in *in, struct dsec_err *err)
 {
-	struct archive *a = reader(q);
+	const struct dsec_file_req *q = in->q;
+	struct archive *a = reader(in, err);
 	struct archive_entry *e;
 	struct names links = { 0 }, paths = { 0 };
-	char b[256];
 	int rc = 0, ar;
 
-	if (archive_read_open_memory(a, q->data, q->len) != ARCHIVE_OK) {
-		rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s",
-				   q->path, arch_why(a, b, sizeof(b)));
-		goto out;
-	}
+	if (!a)
+		return -EINVAL;
 	while (rc == 0 && (ar = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
-		const char *name = archive_entry_pathname(e), *hl, *sl;
-		char *p = NULL, *t = NULL;
-		mode_t type;
+		char *p, *t;
 
-		if (ar < ARCHIVE_WARN) {
-			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s",
-					   q->path, arch_why(a, b, sizeof(b)));
-			break;
-		}
-		if (!name || !(p = member_clean(name))) {
-			rc = dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
-					   "cannot upload to '%s': member '%s' leaves the target directory",
-					   q->path, name ? name : "");
-			break;
-		}
-		hl = archive_entry_hardlink(e);
-		sl = archive_entry_symlink(e);
-		type = archive_entry_filetype(e);
-		if (hl && !(t = member_clean(hl)))
-			rc = dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
-					   "cannot upload to '%s': hard link '%s' points outside the target directory",
-					   q->path, name);
-		else if (!hl && type == AE_IFLNK && (!sl || !link_inside(p, sl)))
-			rc = dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
-					   "cannot upload to '%s': symlink '%s' points outside the target directory",
-					   q->path, name);
-		else if (!hl && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
-			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-					   "cannot upload to '%s': member '%s' is not a file, directory or link",
-					   q->path, name);
-		if (!hl && type == AE_IFLNK)
+		rc = member_check(q, a, ar, e, &p, &t, err);
+		if (p && !archive_entry_hardlink(e) && archive_entry_filetype(e) == AE_IFLNK)
 			names_add(&links, xstrdup(p));
-		names_add(&paths, p);
+		if (p)
+			names_add(&paths, p);
 		if (t)
 			names_add(&paths, t);
 	}
@@ -705,7 +854,6 @@ static int upload_check(const struct dsec_file_req *q, struct dsec_err *err)
 			rc = dsec_err_setc(err, DSEC_E_PERMISSION, ELOOP,
 					   "cannot upload to '%s': member '%s' goes through a symlink",
 					   q->path, paths.v[i]);
-out:
 	names_free(&links);
 	names_free(&paths);
 	archive_read_free(a);
@@ -772,9 +920,10 @@ static int copy_data(struct archive *a, int fd)
 	return n < 0 ? -EIO : 0;
 }
 
-/* Extracts one member (checked by upload_check) below dfd. */
+/* Extracts one member (checked by member_check: p its clean name, t its
+ * hard link's clean target or NULL) below dfd. */
 static int extract_one(const struct be_fs_root *r, const struct dsec_file_req *q,
-		       struct archive *a, struct archive_entry *e, int dfd, char *p)
+		       struct archive *a, struct archive_entry *e, int dfd, char *p, char *t)
 {
 	mode_t type = archive_entry_filetype(e);
 	mode_t mode = archive_entry_perm(e) & r->mode_mask;
@@ -789,7 +938,6 @@ static int extract_one(const struct be_fs_root *r, const struct dsec_file_req *q
 	if ((pfd = member_parent(dfd, p, &name, 0755 & r->mode_mask, uid, gid)) < 0)
 		return pfd;
 	if (hl) {
-		_cleanup_free_ char *t = member_clean(hl);
 		const char *tname;
 		_cleanup_close_ int tfd = member_parent(dfd, t, &tname, 0755 & r->mode_mask, uid,
 							gid);
@@ -832,31 +980,71 @@ static int extract_one(const struct be_fs_root *r, const struct dsec_file_req *q
 	return 0;
 }
 
+/* Opens the archive file of an UNPACK into in: a regular file, resolved
+ * as any path is; with remove_archive its name is removed once it is open
+ * (when it names that file, not a link to it). */
+static int archive_open(const struct be_fs_root *r, const struct dsec_file_req *q,
+			struct arc_in *in, struct dsec_err *err)
+{
+	_cleanup_free_ char *arel = NULL, *parent = NULL;
+	_cleanup_close_ int fd = -1, pfd = -1;
+	const char *name;
+	struct stat st, st2;
+	int rc;
+
+	if (!q->archive)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot upload to '%s': no archive given", q->path);
+	if ((rc = clean_path(r, q->archive, &arel, err)) < 0)
+		return rc;
+	if ((fd = root_open(r, arel, O_RDONLY | O_NOCTTY | O_NONBLOCK)) < 0)
+		return fs_err(err, fd, "read archive", q->archive);
+	if (fstat(fd, &st) < 0)
+		return fs_err(err, errno, "read archive", q->archive);
+	if (!S_ISREG(st.st_mode))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot read archive '%s': not a regular file", q->archive);
+	parent = split(arel, &name);
+	if (q->remove_archive && name &&
+	    (pfd = root_open(r, parent, O_PATH | O_DIRECTORY)) >= 0 &&
+	    fstatat(pfd, name, &st2, AT_SYMLINK_NOFOLLOW) == 0 && st2.st_dev == st.st_dev &&
+	    st2.st_ino == st.st_ino && unlinkat(pfd, name, 0) < 0)
+		return fs_err(err, errno, "remove archive", q->archive);
+	in->fd = dsec_steal_fd(&fd);
+	in->size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* UPLOAD (the archive in q->data) and UNPACK (in the file q->archive). */
 static int do_upload(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
 		     struct dsec_file_res *res, struct dsec_err *err)
 {
+	_cleanup_free_ struct arc_in *in = xcalloc(1, sizeof(*in));
 	_cleanup_close_ int dfd = -1;
 	struct archive *a;
 	struct archive_entry *e;
-	char b[256];
 	int rc, ar;
 
-	if ((rc = upload_check(q, err)) < 0)
+	in->q = q;
+	in->fd = -1;
+	if (q->op == DSEC_FILE_UNPACK && (rc = archive_open(r, q, in, err)) < 0)
 		return rc;
-	if ((dfd = mkdir_p(r, rel, 0755 & r->mode_mask, owner_uid(r, q), owner_gid(r, q))) < 0)
-		return fs_err(err, dfd, "upload to", q->path);
-	a = reader(q);
-	rc = archive_read_open_memory(a, q->data, q->len) == ARCHIVE_OK ? 0 : -EINVAL;
+	if ((rc = upload_check(in, err)) < 0)
+		goto out;
+	if ((dfd = mkdir_p(r, rel, 0755 & r->mode_mask, owner_uid(r, q), owner_gid(r, q))) < 0) {
+		rc = fs_err(err, dfd, "upload to", q->path);
+		goto out;
+	}
+	if (!(a = reader(in, err))) {
+		rc = -EINVAL;
+		goto out;
+	}
 	while (rc == 0 && (ar = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
-		_cleanup_free_ char *p = NULL;
+		_cleanup_free_ char *p = NULL, *t = NULL;
 
-		if (ar < ARCHIVE_WARN || !archive_entry_pathname(e) ||
-		    !(p = member_clean(archive_entry_pathname(e)))) {
-			rc = dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "cannot upload to '%s': %s",
-					   q->path, arch_why(a, b, sizeof(b)));
+		if ((rc = member_check(q, a, ar, e, &p, &t, err)) < 0)
 			break;
-		}
-		if ((rc = extract_one(r, q, a, e, dfd, p)) < 0) {
+		if ((rc = extract_one(r, q, a, e, dfd, p, t)) < 0) {
 			_cleanup_free_ char *what = xasprintf("extract '%s' into",
 							      archive_entry_pathname(e));
 			rc = fs_err(err, rc, what, q->path);
@@ -865,30 +1053,55 @@ static int do_upload(const struct be_fs_root *r, const struct dsec_file_req *q, 
 		res->count++;
 	}
 	archive_read_free(a);
+out:
+	if (in->fd >= 0)
+		close(in->fd);
 	return rc;
 }
 
 /* ---- download ----------------------------------------------------------------- */
 
-/* Where the archive goes: a buffer that refuses to grow past max. */
+/* Where the archive goes: a buffer that refuses to grow past max
+ * (DOWNLOAD), or the archive file (PACK). */
 struct sink {
-	struct dsec_buf *out;		/* the bytes */
-	size_t max;			/* cap */
+	struct dsec_buf *out;		/* DOWNLOAD: the bytes, else NULL */
+	int fd;				/* PACK: the archive file */
+	size_t max;			/* DOWNLOAD: cap */
+	uint64_t len;			/* bytes written */
 	bool over;			/* the cap was hit */
+	int werr;			/* PACK: errno of a write that failed */
 };
 
 static la_ssize_t sink_write(struct archive *a, void *arg, const void *buf, size_t n)
 {
 	struct sink *s = arg;
+	int rc;
 
-	if (s->out->len + n > s->max) {
+	if (s->out && s->out->len + n > s->max) {
 		s->over = true;
 		archive_set_error(a, EFBIG, "archive too large");
 		return -1;
 	}
-	dsec_buf_add(s->out, buf, n);
+	if (s->out) {
+		dsec_buf_add(s->out, buf, n);
+	} else if ((rc = dsec_write_all(s->fd, buf, n)) < 0) {
+		s->werr = -rc;
+		archive_set_error(a, -rc, "cannot write the archive");
+		return -1;
+	}
+	s->len += n;
 	return (la_ssize_t)n;
 }
+
+/* A tree being packed. */
+struct pack {
+	struct archive *a;		/* the archive written */
+	const struct be_fs_root *r;	/* the sandbox's files */
+	uint64_t *count;		/* members packed */
+	bool skip;			/* PACK: leave out the archive file itself */
+	dev_t skip_dev;			/* its device */
+	ino_t skip_ino;			/* and inode */
+};
 
 /* Writes one header for name (relative member name) described by st. */
 static int put_header(struct archive *a, const struct be_fs_root *r, const char *name,
@@ -935,24 +1148,25 @@ static int put_data(struct archive *a, int fd, uint64_t size)
 	return 0;
 }
 
-static int put_children(struct archive *a, const struct be_fs_root *r, int fd,
-			struct dsec_buf *m, int depth, uint64_t *count);
+static int put_children(struct pack *k, int fd, struct dsec_buf *m, int depth);
 
 /* Adds name in dir as member m and, for a directory, what is below it. */
-static int put_tree(struct archive *a, const struct be_fs_root *r, int dir, const char *name,
-		    struct dsec_buf *m,
-		    int depth, uint64_t *count)
+static int put_tree(struct pack *k, int dir, const char *name, struct dsec_buf *m, int depth)
 {
+	struct archive *a = k->a;
+	const struct be_fs_root *r = k->r;
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 	int rc;
 
 	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
+	if (k->skip && st.st_dev == k->skip_dev && st.st_ino == k->skip_ino)
+		return 0;	/* the archive being written */
 	if (S_ISLNK(st.st_mode)) {
 		_cleanup_free_ char *t = read_link(dir, name, (size_t)st.st_size);
 
-		++*count;
+		++*k->count;
 		return t ? put_header(a, r, m->data, &st, t) : 0;
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
@@ -962,7 +1176,7 @@ static int put_tree(struct archive *a, const struct be_fs_root *r, int dir, cons
 	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP)
 		return 0;	/* changed meanwhile */
 	if (fd == -EXDEV && S_ISDIR(st.st_mode)) {
-		++*count;	/* a mount point: the directory, not what is mounted */
+		++*k->count;	/* a mount point: the directory, not what is mounted */
 		return put_header(a, r, m->data, &st, NULL);
 	}
 	if (fd == -EXDEV)
@@ -974,20 +1188,19 @@ static int put_tree(struct archive *a, const struct be_fs_root *r, int dir, cons
 		return -errno;
 	if ((st.st_mode & S_IFMT) != type)
 		return 0;	/* swapped meanwhile */
-	++*count;
+	++*k->count;
 	if ((rc = put_header(a, r, m->data, &st, NULL)) < 0)
 		return rc;
 	if (S_ISREG(st.st_mode))
 		return put_data(a, fd, (uint64_t)st.st_size);
 	if (depth >= FS_MAX_DEPTH)
 		return -ELOOP;
-	return put_children(a, r, dsec_steal_fd(&fd), m, depth + 1, count);
+	return put_children(k, dsec_steal_fd(&fd), m, depth + 1);
 }
 
 /* Adds what is in directory fd (taken over) below member prefix m, sorted
  * so that the same tree gives the same archive. */
-static int put_children(struct archive *a, const struct be_fs_root *r, int fd,
-			struct dsec_buf *m, int depth, uint64_t *count)
+static int put_children(struct pack *k, int fd, struct dsec_buf *m, int depth)
 {
 	DIR *d = fdopendir(fd);
 	struct names names = { 0 };
@@ -1007,7 +1220,7 @@ static int put_children(struct archive *a, const struct be_fs_root *r, int fd,
 		qsort(names.v, names.n, sizeof(*names.v), name_cmp);
 	for (size_t i = 0; rc == 0 && i < names.n; i++) {
 		dsec_buf_addf(m, "%s%s", mlen ? "/" : "", names.v[i]);
-		rc = put_tree(a, r, dirfd(d), names.v[i], m, depth, count);
+		rc = put_tree(k, dirfd(d), names.v[i], m, depth);
 		m->len = mlen;
 		m->data[mlen] = '\0';
 	}
@@ -1016,17 +1229,43 @@ static int put_children(struct archive *a, const struct be_fs_root *r, int fd,
 	return rc;
 }
 
+/* The archive file of a PACK: a new file under a temporary name (into
+ * tmp, 64 bytes) in the directory q->archive names (made when missing),
+ * whose fd *dir gets, *name pointing at the file's name in *arel (the
+ * caller frees it).  The new file's fd, or -errno with *err. */
+static int pack_open(const struct be_fs_root *r, const struct dsec_file_req *q, char **arel,
+		     int *dir, const char **name, char *tmp, struct dsec_err *err)
+{
+	struct dsec_file_req aq = { .path = q->archive };
+	int rc, fd;
+
+	if (!q->archive)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot download '%s': no archive given", q->path);
+	if ((rc = clean_path(r, q->archive, arel, err)) < 0)
+		return rc;
+	if ((*dir = file_parent(r, &aq, *arel, "write archive", name, err)) < 0)
+		return *dir;
+	if ((fd = tmp_open(*dir, tmp)) < 0)
+		return fs_err(err, fd, "write archive", q->archive);
+	return fd;
+}
+
+/* DOWNLOAD (the archive into res->data) and PACK (into the file
+ * q->archive, which the tree then leaves out). */
 static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
 		       struct dsec_file_res *res, struct dsec_err *err)
 {
-	const char *name;
-	_cleanup_close_ int fd = root_open(r, rel, O_PATH);
-	struct sink s = { .out = &res->data, .max = q->max_bytes };
+	const char *name, *aname = NULL;
+	_cleanup_close_ int fd = root_open(r, rel, O_PATH), apfd = -1, afd = -1;
+	_cleanup_free_ char *arel = NULL;
+	struct sink s = { .out = &res->data, .fd = -1, .max = q->max_bytes };
+	struct pack k = { .r = r, .count = &res->count };
 	struct archive *a;
 	struct dsec_buf m;
 	struct stat st, st2;
 	struct statfs sfs;
-	char b[256];
+	char b[256], tmp[64];
 	int rc = 0, dfd;
 
 	free(split(rel, &name));	/* only the name, which points into rel */
@@ -1040,14 +1279,30 @@ static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "cannot download '%s': it is in a kernel file system (/proc, /sys)",
 				     q->path);
+	if (q->op == DSEC_FILE_PACK) {
+		struct stat ast;
+
+		if ((afd = pack_open(r, q, &arel, &apfd, &aname, tmp, err)) < 0)
+			return afd;
+		if (fstat(afd, &ast) < 0) {
+			unlinkat(apfd, tmp, 0);
+			return fs_err(err, errno, "write archive", q->archive);
+		}
+		s.out = NULL;
+		s.fd = afd;
+		k.skip = true;
+		k.skip_dev = ast.st_dev;
+		k.skip_ino = ast.st_ino;
+	}
 	/* Now for reading: the same inode, or it changed under us. */
 	dfd = root_open(r, rel, O_RDONLY | O_NONBLOCK | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
 	if (dfd < 0 || fstat(dfd, &st2) < 0 || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev) {
 		if (dfd >= 0)
 			close(dfd);
-		return fs_err(err, dfd < 0 ? dfd : ESTALE, "download", q->path);
+		rc = fs_err(err, dfd < 0 ? dfd : ESTALE, "download", q->path);
+		goto out;
 	}
-	a = archive_write_new();
+	k.a = a = archive_write_new();
 	DSEC_ASSERT(a);
 	archive_write_set_format_pax_restricted(a);
 	if (q->format == DSEC_FMT_TAR_ZST)
@@ -1058,13 +1313,13 @@ static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q
 				   arch_why(a, b, sizeof(b)));
 		close(dfd);
 		archive_write_free(a);
-		return rc;
+		goto out;
 	}
 	/* A directory is archived as its contents, a file by its name. */
 	dsec_buf_init(&m);
 	if (S_ISDIR(st.st_mode)) {
 		dsec_buf_add(&m, "", 0);
-		rc = put_children(a, r, dfd, &m, 0, &res->count);
+		rc = put_children(&k, dfd, &m, 0);
 	} else {
 		dsec_buf_addf(&m, "%s", name);
 		res->count = 1;
@@ -1079,12 +1334,24 @@ static int do_download(const struct be_fs_root *r, const struct dsec_file_req *q
 		rc = dsec_err_setc(err, DSEC_E_TOO_LARGE, EFBIG,
 				   "cannot download '%s': the archive is over the %zu bytes a reply can carry",
 				   q->path, s.max);
+	else if (s.werr)
+		rc = fs_err(err, s.werr, "write archive", q->archive);
 	else if (rc == -EIO)
 		rc = dsec_err_setc(err, DSEC_E_BACKEND, EIO, "cannot download '%s': %s", q->path,
 				   arch_why(a, b, sizeof(b)));
 	else if (rc < 0)
 		rc = fs_err(err, rc, "download", q->path);
 	archive_write_free(a);
+	if (rc == 0 && afd >= 0) {
+		if ((rc = tmp_commit(apfd, tmp, afd, aname, 0600, host_id(r, r->uid),
+				     host_id(r, r->gid))) < 0)
+			return fs_err(err, rc, "write archive", q->archive);
+		res->size = s.len;
+		return 0;
+	}
+out:
+	if (rc < 0 && afd >= 0)
+		unlinkat(apfd, tmp, 0);
 	if (rc < 0)
 		dsec_buf_free(&res->data);
 	return rc;
@@ -1103,6 +1370,9 @@ static const fs_fn fs_ops[] = {
 	[DSEC_FILE_REMOVE] = do_remove,
 	[DSEC_FILE_UPLOAD] = do_upload,
 	[DSEC_FILE_DOWNLOAD] = do_download,
+	[DSEC_FILE_APPEND] = do_append,
+	[DSEC_FILE_UNPACK] = do_upload,
+	[DSEC_FILE_PACK] = do_download,
 };
 
 int be_fs_run(const struct be_fs_root *root, const struct dsec_file_req *req,

@@ -15,18 +15,20 @@
 
 /* ---- the same operations done by a server process (be_fs.h) ------------------ */
 
-#define FSW_MAGIC_REQ 0x64735131u	/* "dsQ1" */
-#define FSW_MAGIC_RES 0x64735231u	/* "dsR1" */
+#define FSW_MAGIC_REQ 0x64735132u	/* "dsQ2" (2: archive, size) */
+#define FSW_MAGIC_RES 0x64735232u	/* "dsR2" */
 #define FSW_READ 0x100u			/* op of the ABI 1 file_read */
 #define FSW_PARENTS 1u			/* MKDIR: parents */
 #define FSW_RECURSIVE 2u		/* REMOVE: recursive */
+#define FSW_REMOVE_ARCHIVE 4u		/* UNPACK: remove_archive */
 #define FSW_PATH_MAX 4096		/* bytes of a request's path */
 #define FSW_DATA_MAX (1ull << 32)	/* bytes of a request's data */
 #define FSW_NAME_MAX 4096		/* bytes of an entry's name */
 #define FSW_LINK_MAX 65536		/* bytes of a symlink's target (read_link's cap) */
 #define FSW_NO_TARGET UINT32_MAX	/* fsw_info.target_len: not a symlink */
 
-/* A request: this, path_len bytes of path, data_len bytes of data. */
+/* A request: this, path_len bytes of path, archive_len bytes of the
+ * archive's path, data_len bytes of data. */
 struct fsw_req {
 	uint32_t magic;			/* FSW_MAGIC_REQ */
 	uint32_t op;			/* enum dsec_file_op, or FSW_READ */
@@ -36,9 +38,10 @@ struct fsw_req {
 	uint64_t max_bytes;		/* LIST, DOWNLOAD */
 	uint32_t mode;			/* WRITE, MKDIR */
 	uint32_t format;		/* enum dsec_file_format */
-	uint32_t flags;			/* FSW_PARENTS, FSW_RECURSIVE */
+	uint32_t flags;			/* FSW_PARENTS, FSW_RECURSIVE, FSW_REMOVE_ARCHIVE */
 	uint32_t path_len;		/* bytes of path that follow */
-	uint64_t data_len;		/* bytes of data after it */
+	uint32_t archive_len;		/* UNPACK, PACK: bytes of the archive's path after it */
+	uint64_t data_len;		/* bytes of data after them */
 };
 
 /* A reply: this, msg_len bytes of error message, info_len bytes of ninfo
@@ -55,6 +58,7 @@ struct fsw_res {
 	uint32_t truncated;		/* LIST */
 	uint32_t pad;			/* zero */
 	uint64_t data_len;		/* bytes of data: READ, DOWNLOAD */
+	uint64_t size;			/* PACK: bytes of the archive written */
 };
 
 /* One struct dsec_file_info: this, name_len bytes of name, target_len of
@@ -165,6 +169,7 @@ static int reply(int sock, const struct fsw_req *q, int rc, const struct dsec_er
 			h.ninfo = (uint32_t)res->nentries;
 		h.count = res->count;
 		h.truncated = res->truncated;
+		h.size = res->size;
 	}
 	h.info_len = info.len;
 	h.data_len = rc == 0 && data ? data->len : 0;
@@ -181,23 +186,27 @@ static int reply(int sock, const struct fsw_req *q, int rc, const struct dsec_er
  * socket failed: stop). */
 static int serve_one(int sock, const struct be_fs_root *root, const struct fsw_req *q)
 {
-	_cleanup_free_ char *path = NULL;
+	_cleanup_free_ char *path = NULL, *archive = NULL;
 	_cleanup_free_ void *data = NULL;
 	struct dsec_file_res res;
 	struct dsec_buf out;
 	struct dsec_err err;
 	int rc;
 
-	if (q->magic != FSW_MAGIC_REQ || q->path_len > FSW_PATH_MAX || q->data_len > FSW_DATA_MAX)
+	if (q->magic != FSW_MAGIC_REQ || q->path_len > FSW_PATH_MAX ||
+	    q->archive_len > FSW_PATH_MAX || q->data_len > FSW_DATA_MAX)
 		return -EPROTO;
 	path = xmalloc(q->path_len + 1);
+	archive = xmalloc(q->archive_len + 1);
 	data = q->data_len ? malloc(q->data_len) : NULL;
 	if (q->data_len && !data)
 		return -ENOMEM;
 	if ((rc = recv_all(sock, path, q->path_len)) < 0 ||
+	    (rc = recv_all(sock, archive, q->archive_len)) < 0 ||
 	    (rc = recv_all(sock, data, q->data_len)) < 0)
 		return rc;
 	path[q->path_len] = '\0';
+	archive[q->archive_len] = '\0';
 	memset(&res, 0, sizeof(res));
 	dsec_buf_init(&out);
 	dsec_err_clear(&err);
@@ -210,7 +219,8 @@ static int serve_one(int sock, const struct be_fs_root *root, const struct fsw_r
 			.mode = q->mode, .uid = q->uid, .gid = q->gid,
 			.parents = q->flags & FSW_PARENTS, .recursive = q->flags & FSW_RECURSIVE,
 			.format = (enum dsec_file_format)q->format, .max_entries = q->max_entries,
-			.max_bytes = q->max_bytes,
+			.max_bytes = q->max_bytes, .archive = q->archive_len ? archive : NULL,
+			.remove_archive = q->flags & FSW_REMOVE_ARCHIVE,
 		};
 
 		rc = be_fs_run(root, &r, &res, &err);
@@ -272,29 +282,32 @@ static bool infos_get(const char *p, size_t len, struct dsec_file_info *infos, s
 	return p == end;
 }
 
-/* Sends request q (path, data) to the server at sock and reads its reply
+/* Sends request q (path, archive, data) to the server at sock and reads its reply
  * into *h, its infos into *info (caller frees), its data appended to out;
  * the reply may carry up to data_max bytes of data and info_max of infos.
  * 0 when a reply came (its rc is h->rc), or -errno as be_fs_call says. */
-static int exchange(int sock, struct fsw_req *q, const char *path, const void *data,
+static int exchange(int sock, struct fsw_req *q, const char *path, const char *archive,
+		    const void *data,
 		    struct fsw_res *h, char **info, struct dsec_buf *out, uint64_t data_max,
 		    uint64_t info_max, struct dsec_err *err)
 {
 	struct pollfd pf = { .fd = sock, .events = POLLIN | POLLRDHUP };
 	char msg[DSEC_ERR_MSG_MAX];
-	struct iovec iov[3];
+	struct iovec iov[4];
 	bool sent = false;
 	int rc;
 
 	q->magic = FSW_MAGIC_REQ;
 	q->path_len = (uint32_t)strlen(path);
+	q->archive_len = archive ? (uint32_t)strlen(archive) : 0;
 	iov[0] = (struct iovec){ q, sizeof(*q) };
 	iov[1] = (struct iovec){ (void *)path, q->path_len };
-	iov[2] = (struct iovec){ (void *)data, q->data_len };
+	iov[2] = (struct iovec){ (void *)archive, q->archive_len };
+	iov[3] = (struct iovec){ (void *)data, q->data_len };
 	/* Idle since the last reply, the socket has something to read only
 	 * when the server could not start (it says why) or is gone. */
 	if (poll(&pf, 1, 0) == 0) {
-		if ((rc = send_all(sock, iov, 3)) < 0)
+		if ((rc = send_all(sock, iov, 4)) < 0)
 			return dsec_err_setc(err, DSEC_E_BACKEND, ENOTCONN,
 					     "cannot reach the sandbox's file server: %s",
 					     strerror(-rc));
@@ -336,18 +349,19 @@ int be_fs_call(int sock, const struct dsec_file_req *req, struct dsec_file_res *
 			     .max_entries = req->max_entries, .max_bytes = req->max_bytes,
 			     .mode = req->mode, .format = (uint32_t)req->format,
 			     .flags = (req->parents ? FSW_PARENTS : 0) |
-				      (req->recursive ? FSW_RECURSIVE : 0),
+				      (req->recursive ? FSW_RECURSIVE : 0) |
+				      (req->remove_archive ? FSW_REMOVE_ARCHIVE : 0),
 			     .data_len = req->data ? req->len : 0 };
 	uint64_t info_max = 2 * (sizeof(struct fsw_info) + FSW_NAME_MAX + FSW_LINK_MAX);
 	_cleanup_free_ char *info = NULL;
 	struct fsw_res h;
 	int rc;
 
-	if (strlen(req->path) > FSW_PATH_MAX)
+	if (strlen(req->path) > FSW_PATH_MAX || (req->archive && strlen(req->archive) > FSW_PATH_MAX))
 		return dsec_err_setc(err, DSEC_E_TOO_LARGE, ENAMETOOLONG, "path too long");
 	if (req->op == DSEC_FILE_LIST)
 		info_max += req->max_bytes + req->max_entries * sizeof(struct fsw_info);
-	rc = exchange(sock, &q, req->path, req->data, &h, &info, &res->data,
+	rc = exchange(sock, &q, req->path, req->archive, req->data, &h, &info, &res->data,
 		      req->op == DSEC_FILE_DOWNLOAD ? req->max_bytes : 0, info_max, err);
 	if (rc < 0 || h.rc < 0) {
 		dsec_buf_free(&res->data);
@@ -367,6 +381,7 @@ int be_fs_call(int sock, const struct dsec_file_req *req, struct dsec_file_res *
 	}
 	res->count = h.count;
 	res->truncated = h.truncated != 0;
+	res->size = h.size;
 	return 0;
 bad:
 	res_free(res);
@@ -386,7 +401,7 @@ int be_fs_call_read(int sock, const char *path, uint64_t offset, uint64_t len,
 	if (strlen(path) > FSW_PATH_MAX)
 		return dsec_err_setc(err, DSEC_E_TOO_LARGE, ENAMETOOLONG, "path too long");
 	/* The daemon always bounds a read (its frame size). */
-	rc = exchange(sock, &q, path, NULL, &h, &info, out, len ? len : FSW_DATA_MAX, 0, err);
+	rc = exchange(sock, &q, path, NULL, NULL, &h, &info, out, len ? len : FSW_DATA_MAX, 0, err);
 	if (rc == 0 && h.rc == 0 && (h.ninfo || h.info_len))
 		rc = dsec_err_setc(err, DSEC_E_BACKEND, EPROTO,
 				   "the sandbox's file server sent a malformed reply");

@@ -10,12 +10,16 @@ import ctypes
 import dataclasses
 import itertools
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+import tarfile
+import tempfile
+from typing import (Any, BinaryIO, Callable, Dict, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 import msgpack
 
 from . import _native as N
-from .errors import Busy, DsecError, Internal, Unavailable, error_for
+from .errors import (Busy, DsecError, Internal, Invalid, PermissionDenied, TooLarge, Unavailable,
+                     Unsupported, error_for)
 from .lease import AsyncLease
 
 PROTO_VERSION = 1
@@ -25,6 +29,56 @@ REPLY_SLACK = 30.0
 BUSY_RETRY_MAX = 30.0
 # The daemon's default exec_timeout, the time of a command without one.
 DEFAULT_EXEC_TIMEOUT = 300.0
+# Files and archives move in parts of at most PART_MAX bytes, or what the
+# daemon's max_frame (its ping) leaves after FRAME_SLACK; a part the
+# daemon still refuses as too_large (a node the request went on to) goes
+# again halved, down to PART_MIN.  PART_SMALL fits any daemon: no ping.
+PART_MAX = 8 << 20
+PART_MIN = 16 << 10
+FRAME_SLACK = 64 << 10
+PART_SMALL = (256 << 10) - FRAME_SLACK
+# Seconds an upload or download through an archive file may take.
+ARCHIVE_WAIT = 600.0
+
+
+def _stage_name(directory: str, kind: str) -> str:
+    """A path for an archive staged in directory of the sandbox."""
+    return "%s/.dsec-%s-%s.tar" % (directory.rstrip("/"), kind, os.urandom(8).hex())
+
+
+def _reader(data: Union[bytes, bytearray, memoryview]) -> Callable[[int], bytes]:
+    """read(n) over bytes in memory (n < 0: all that is left)."""
+    view, pos = memoryview(data).cast("B"), 0
+
+    def read(n: int) -> bytes:
+        nonlocal pos
+        chunk = view[pos:pos + n] if n >= 0 else view[pos:]
+        pos += len(chunk)
+        return bytes(chunk)
+    return read
+
+
+def _read_full(read: Callable[[int], bytes], n: int) -> bytes:
+    """n bytes of read(n) (n < 0: all), fewer only at the end: a file
+    object may return fewer before it."""
+    out = bytearray()
+    while n < 0 or len(out) < n:
+        more = read(n - len(out) if n >= 0 else 1 << 20)
+        if not more:
+            break
+        out += more
+    return bytes(out)
+
+
+def _pack_local(src: str, out: BinaryIO) -> None:
+    """A tar (pax) of a local directory's contents or of a file by its
+    name, into out; symlinks are packed as links."""
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as t:
+        if os.path.isdir(src):
+            for name in sorted(os.listdir(src)):
+                t.add(os.path.join(src, name), arcname=name)
+        else:
+            t.add(src, arcname=os.path.basename(src))
 
 
 def _pack(op: str, fields: Mapping[str, Any]) -> bytes:
@@ -309,19 +363,220 @@ class AsyncSandbox:
 
     async def read_file(self, path: str, *, offset: int = 0, length: int = 0,
                         step: Optional[int] = None) -> bytes:
-        """The bytes of a file (from offset; length 0: to its end)."""
+        """The bytes of a file from offset: length of them (fewer at its
+        end), or with length 0 all to its end.  Any length: it takes as
+        many requests as it needs, each up to what a reply carries, until
+        one says the file ends there (a file growing meanwhile is read up
+        to an end one of them saw).  With step (a step of a rollout's
+        log) it is one request, up to what a reply carries."""
+        if step is not None:
+            data, _ = await self.read_part(path, offset=offset, length=length, step=step)
+            return data
+        out = bytearray()
+        part = PART_MAX
+        while not length or len(out) < length:
+            want = min(length - len(out), part) if length else 0
+            try:
+                data, eof = await self.read_part(path, offset=offset + len(out), length=want)
+            except TooLarge:
+                if not want or want // 2 < PART_MIN:
+                    raise
+                part = want // 2
+                continue
+            out += data
+            if eof or not data:
+                break
+        return bytes(out)
+
+    async def read_part(self, path: str, *, offset: int = 0, length: int = 0,
+                        step: Optional[int] = None) -> Tuple[bytes, bool]:
+        """One request of a read: up to length bytes from offset (0: as
+        many as a reply carries; more than that raises TooLarge), and
+        whether they end where the file did (eof)."""
         r = await self.client.call("file_read", {"id": self.id, "path": path,
                                                  "offset": offset or None,
                                                  "length": length or None, "step": step})
-        return bytes(r.get("data", b""))
+        data = bytes(r.get("data", b""))
+        eof = r.get("eof")
+        if not isinstance(eof, bool):  # a daemon before eof
+            eof = not length or len(data) < length
+        return data, eof
 
-    async def write_file(self, path: str, data: Union[bytes, str], *,
-                         mode: Optional[int] = None, step: Optional[int] = None) -> None:
-        """Write a whole file (made or replaced; parents made)."""
+    async def write_file(self, path: str, data: Union[bytes, bytearray, memoryview, str], *,
+                         mode: Optional[int] = None, uid: Optional[int] = None,
+                         gid: Optional[int] = None, append: bool = False,
+                         step: Optional[int] = None) -> None:
+        """Write a whole file (made or replaced; parents made), or with
+        append add data at the end of a regular file (made when missing;
+        mode, uid and gid then apply).  Any length: what one request
+        cannot carry goes in parts (the first replaces the file, the
+        others are appended, so readers may see it part written, and a
+        failure part way leaves what went in: the exception's message
+        says how much).  With step (a step of a rollout's log) it is one
+        request."""
         if isinstance(data, str):
             data = data.encode()
-        await self.client.call("file_write", {"id": self.id, "path": path, "data": data,
-                                              "mode": mode, "step": step})
+        fields = {"mode": mode, "uid": uid, "gid": gid}
+        if step is not None:
+            await self.client.call("file_write", dict(fields, id=self.id, path=path, data=data,
+                                                      append=append or None, step=step))
+            return
+        await self._write_parts(path, _reader(data), len(data), fields, append)
+
+    async def _write_parts(self, path: str, read: Callable[[int], bytes], size: Optional[int],
+                           fields: Mapping[str, Any], append: bool) -> int:
+        """Writes what read(n) returns (b"" at the end; size bytes, None:
+        not known) to path in parts; returns how many bytes."""
+        part = PART_SMALL
+        if append or size is None or size > PART_SMALL:
+            part = await self.client._part_size()
+            if not part and append:
+                raise Unsupported("cannot append to '%s': the daemon cannot append" % path)
+        if not part:  # a daemon before parts: one request
+            part = max(size, 1) if size is not None else PART_MAX
+        pending, ended, done = bytearray(), False, 0
+        while True:
+            while len(pending) < part and not ended:
+                more = read(part - len(pending))
+                ended = not more
+                pending += more
+            n = min(part, len(pending))
+            try:
+                await self.client.call("file_write", dict(fields, id=self.id, path=path,
+                                                          data=bytes(pending[:n]),
+                                                          append=(append or done > 0) or None))
+            except TooLarge:
+                if n // 2 < PART_MIN:
+                    raise
+                part = n // 2
+                continue
+            except DsecError as e:
+                if done:
+                    e.message = "'%s' has %d bytes of what was written: %s" % (path, done,
+                                                                              e.message)
+                    e.args = (e.message,)
+                raise
+            del pending[:n]
+            done += n
+            if ended and not pending:
+                return done
+
+    async def upload(self, path: str, src: Union[bytes, bytearray, memoryview, BinaryIO, str,
+                                                 os.PathLike], *,
+                     format: Optional[str] = None, uid: Optional[int] = None,
+                     gid: Optional[int] = None) -> int:
+        """Unpack a tar archive into directory path of the sandbox (made
+        with its parents when missing); returns the members unpacked.
+        src is the archive (format "tar", the default, or "tar.zst"): bytes
+        or a binary file object read to its end; or a local directory
+        (its contents) or file (by its name), packed here as a tar.
+        uid, gid: the owner of everything made.  The sandbox checks the
+        archive whole first: one with a member that would leave path (a
+        name, a link) is refused, PermissionDenied, and unpacks nothing.
+        Any length: an archive longer than one request carries is written
+        in parts to a file in path, unpacked from there, and removed."""
+        if isinstance(src, (str, os.PathLike)):
+            if format not in (None, "tar"):
+                raise Invalid("a local directory or file is packed as a tar, not %r" % format)
+            with tempfile.TemporaryFile() as f:
+                _pack_local(os.fspath(src), f)
+                f.seek(0)
+                return await self.upload(path, f, uid=uid, gid=gid)
+        read = src.read if hasattr(src, "read") else _reader(src)
+        fields = {"id": self.id, "path": path, "format": format, "uid": uid, "gid": gid}
+        head = _read_full(read, PART_SMALL + 1)
+        part = await self.client._part_size() if len(head) > PART_SMALL else PART_SMALL
+        if len(head) > PART_SMALL and not part:
+            head += _read_full(read, -1)  # a daemon before parts: one request
+        elif len(head) > PART_SMALL and part > PART_SMALL:
+            head += _read_full(read, part + 1 - len(head))
+        if not part or len(head) <= part:
+            try:
+                r = await self.client.call("file_upload", dict(fields, data=head))
+                return int(r.get("entries", 0))
+            except TooLarge:
+                if not part:
+                    raise
+        await self.client.call("file_mkdir", {"id": self.id, "path": path, "parents": True,
+                                              "uid": uid, "gid": gid})
+        stage = _stage_name(path, "upload")
+        rest = _reader(head)
+
+        def chained(n: int) -> bytes:
+            return rest(n) or read(n)
+        try:
+            await self._write_parts(stage, chained, None, {"mode": 0o600}, False)
+            r = await self.client.call("file_upload", dict(fields, archive=stage,
+                                                           remove_archive=True),
+                                       wait=ARCHIVE_WAIT)
+            return int(r.get("entries", 0))
+        except BaseException:
+            await self._remove_quietly(stage)
+            raise
+
+    async def download(self, path: str, dest: Optional[BinaryIO] = None, *,
+                       format: Optional[str] = None) -> Union[bytes, int]:
+        """A tar archive (format "tar", the default, or "tar.zst") of a file
+        (by its name) or a directory (its contents) of the sandbox: its
+        bytes, or with dest (a binary file object) written there and its
+        length returned.  Symlinks are packed as links; sockets, fifos and
+        devices are left out.  Any length: an archive longer than a reply
+        carries is packed into a file in the sandbox (in path when it is a
+        directory, else beside it; in /tmp when that cannot be written),
+        read in parts, then removed."""
+        try:
+            r = await self.client.call("file_download", {"id": self.id, "path": path,
+                                                         "format": format})
+            data = bytes(r.get("data", b""))
+            if dest is None:
+                return data
+            dest.write(data)
+            return len(data)
+        except TooLarge:
+            if not await self.client._part_size():
+                raise
+        stage = await self._download_stage(path, format)
+        try:
+            if dest is None:
+                return await self.read_file(stage)
+            off = 0
+            while True:
+                data, eof = await self.read_part(stage, offset=off)
+                dest.write(data)
+                off += len(data)
+                if eof or not data:
+                    return off
+        finally:
+            await self._remove_quietly(stage)
+
+    async def _download_stage(self, path: str, format: Optional[str]) -> str:
+        """Packs path into an archive file in the sandbox; its path."""
+        try:
+            is_dir = (await self.stat(path)).get("type") == "dir"
+        except DsecError:
+            is_dir = False
+        where = path if is_dir else path.rsplit("/", 1)[0] or "/" if "/" in path else "."
+        fields = {"id": self.id, "path": path, "format": format}
+        stage = _stage_name(where, "download")
+        try:
+            await self.client.call("file_download", dict(fields, archive=stage),
+                                   wait=ARCHIVE_WAIT)
+            return stage
+        except PermissionDenied as first:
+            stage = _stage_name("/tmp", "download")
+            try:
+                await self.client.call("file_download", dict(fields, archive=stage),
+                                       wait=ARCHIVE_WAIT)
+                return stage
+            except DsecError:
+                raise first from None
+
+    async def _remove_quietly(self, path: str) -> None:
+        """Removes a staged archive; what it cannot is left."""
+        try:
+            await self.client.call("file_remove", {"id": self.id, "path": path})
+        except DsecError:
+            pass
 
     async def stat(self, path: str) -> Dict[str, Any]:
         """A file's type, size, mode, owner and times."""
@@ -483,6 +738,7 @@ class AsyncClient:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._pending: Dict[int, asyncio.Future] = {}
         self._tags = itertools.count(1)
+        self._max_frame: Optional[int] = None  # the daemon's (ping); 0: no parts
 
     async def __aenter__(self) -> "AsyncClient":
         await self.open()
@@ -701,6 +957,15 @@ class AsyncClient:
     async def ping(self) -> Dict[str, Any]:
         """Check the node answers."""
         return await self.call("ping", {})
+
+    async def _part_size(self) -> int:
+        """Bytes of a file one request or reply carries at most to and
+        from this daemon; 0 for one that moves no parts (no max_frame in
+        its ping).  Asked once."""
+        if self._max_frame is None:
+            mf = (await self.ping()).get("max_frame")
+            self._max_frame = mf if isinstance(mf, int) and mf > FRAME_SLACK else 0
+        return min(PART_MAX, self._max_frame - FRAME_SLACK) if self._max_frame else 0
 
     async def info(self) -> Dict[str, Any]:
         """The node: its sandboxes, backends, images, cluster."""

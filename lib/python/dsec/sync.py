@@ -41,6 +41,18 @@ class Sandbox:
     def write_file(self, path: str, data, **kw) -> None:
         return self._run(self._sb.write_file(path, data, **kw))
 
+    def read_part(self, path: str, **kw) -> Tuple[bytes, bool]:
+        """As AsyncSandbox.read_part."""
+        return self._run(self._sb.read_part(path, **kw))
+
+    def upload(self, path: str, src, **kw) -> int:
+        """As AsyncSandbox.upload."""
+        return self._run(self._sb.upload(path, src, **kw))
+
+    def download(self, path: str, dest=None, **kw):
+        """As AsyncSandbox.download."""
+        return self._run(self._sb.download(path, dest, **kw))
+
     def stat(self, path: str) -> Dict[str, Any]:
         return self._run(self._sb.stat(path))
 

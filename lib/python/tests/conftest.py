@@ -19,9 +19,9 @@ def _ping(url):
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
-@pytest.fixture(scope="session")
-def daemon():
-    """The daemon's url; stopped at the end of the session."""
+def _daemon(node, extra):
+    """Starts a dsecd of node's name with extra settings; yields its
+    description, stops it at the end."""
     d = tempfile.mkdtemp(prefix="dsec-sdk.")
     url = "ipc://%s/dsecd.sock" % d
     # The backends directory holds fncall.so and container.so; the test
@@ -31,12 +31,14 @@ def daemon():
     for b in ("fncall", "container"):
         os.symlink(os.path.join(TOP, "backends", b + ".so"), os.path.join(d, b + ".so"))
     log = open(os.path.join(d, "dsecd.log"), "w")
-    p = subprocess.Popen([os.path.join(TOP, "dsecd", "dsecd"), "--foreground", "--node", "sdk",
-                          "--state-dir", os.path.join(d, "state"), "--listen", url,
-                          "--backend-dir", d, "--helper-dir", os.path.join(TOP, "build", "libexec"),
-                          "--set", "backends=" + backends, "--set", "default_backend=test",
-                          "--set", "container.uid_base=3300000000"],
-                         stderr=log)
+    args = [os.path.join(TOP, "dsecd", "dsecd"), "--foreground", "--node", node,
+            "--state-dir", os.path.join(d, "state"), "--listen", url,
+            "--backend-dir", d, "--helper-dir", os.path.join(TOP, "build", "libexec"),
+            "--set", "backends=" + backends, "--set", "default_backend=test",
+            "--set", "container.uid_base=3300000000"]
+    for kv in extra:
+        args += ["--set", kv]
+    p = subprocess.Popen(args, stderr=log)
     for _ in range(300):
         if _ping(url):
             break
@@ -48,3 +50,17 @@ def daemon():
     p.terminate()
     p.wait(30)
     subprocess.run(["rm", "-rf", d])
+
+
+@pytest.fixture(scope="session")
+def daemon():
+    """The daemon's url; stopped at the end of the session."""
+    yield from _daemon("sdk", [])
+
+
+@pytest.fixture(scope="session")
+def small_daemon():
+    """A daemon of the smallest max_frame (256K: a reply carries 192K of a
+    file), whose fncall sandboxes have room for 40 MiB four times."""
+    yield from _daemon("small", ["max_frame=256K", "output_cap=64K",
+                                 "fncall.scratch=256M"])
