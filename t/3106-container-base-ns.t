@@ -7,7 +7,7 @@
 
 need_container
 
-plan 12
+plan 15
 
 start_dsecd --set backends=container
 cr() { dsec-run --backend container "$@"; }
@@ -53,6 +53,21 @@ run cr -c 'chroot / true 2>/dev/null || echo denied
 	cd /proc/1/root/.. && ls -A | grep -c "^lower\."'
 is "$(echo $OUT)" "denied 0" "chroot is denied and .. of the root is the root"
 helper-req -q "$DSEC_HOST" destroy id="$id" >/dev/null
+
+# The host replaces a file the base holds (ldconfig renames a new
+# /etc/ld.so.cache over the old, as every apt run that installs a library
+# does): the base's bind still holds the old one, so the base is made again.
+command -v ldconfig >/dev/null || PATH=$PATH:/sbin:/usr/sbin
+before=$(stat -c %i /etc/ld.so.cache)
+ldconfig
+after=$(stat -c %i /etc/ld.so.cache)
+run cr -c 'stat -c %i /etc/ld.so.cache'
+is "$RC:$OUT:$([ "$before" != "$after" ]; echo $?)" "0:$after:0" \
+	"after ldconfig replaced /etc/ld.so.cache, a create works and binds the new file"
+cp -p /etc/services "$T/services" && mv "$T/services" /etc/services
+run cr -c 'grep -c "^ssh" /etc/services'
+is "$RC:$OUT" "0:$(grep -c '^ssh' /etc/services)" "... and so after /etc/services was renamed over"
+is "$(grep -c 'made it again' "$T/dsecd.log")" 2 "the base was made again once for each"
 
 stop_dsecd
 ok $([ -z "$(ls -A "$T/state/backends/container" 2>/dev/null)" ]; echo $?) \

@@ -22,6 +22,7 @@
  * tmpfs, its own layers and its own disk.
  */
 #include <sched.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -172,19 +173,20 @@ static int base_child(void *arg)
 	_exit(0);
 }
 
-void ct_base_up(struct ct_be *be)
+/* Builds a base namespace: its fd in *ns, or -errno with what went wrong
+ * in msg (size bytes). */
+static int base_build(struct ct_be *be, int *ns, char *msg, size_t size)
 {
-	int st[2] = { -1, -1 }, go[2] = { -1, -1 }, ns = -1, e = 0;
+	int st[2] = { -1, -1 }, go[2] = { -1, -1 }, e = 0;
 	_cleanup_free_ char *helper = xasprintf("%s/" CT_HELPER, be->host->helper_dir);
 	_cleanup_free_ char *top = xasprintf("%s/base", be->host->state_dir);
 	struct base_build b = { be, top, helper, -1, -1, { -1, -1 } };
-	char msg[512] = "", path[64];
+	char path[64];
 	ssize_t n = 0;
 	pid_t pid = -1;
 
-	be->base_ns = be->host_ns = -1;
-	if (!be->conf.base_ns)
-		return;
+	*ns = -1;
+	*msg = '\0';
 	if ((mkdir(top, 0700) < 0 && errno != EEXIST) || pipe2(st, O_CLOEXEC) < 0 ||
 	    pipe2(go, O_CLOEXEC) < 0) {
 		e = errno;
@@ -202,16 +204,14 @@ void ct_base_up(struct ct_be *be)
 	st[1] = -1;
 	if (pid < 0)
 		goto out;
-	n = read(st[0], msg, sizeof(msg) - 1);
+	n = read(st[0], msg, size - 1);
 	msg[n > 0 ? n : 0] = '\0';
 	snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-	if (strcmp(msg, "ok") || (ns = open(path, O_RDONLY | O_CLOEXEC)) < 0 ||
-	    (be->host_ns = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC)) < 0) {
-		e = !strcmp(msg, "ok") ? errno : 0;
-		if (ns >= 0)
-			close(ns);
-		ns = -1;
-	}
+	e = 0;
+	if (strcmp(msg, "ok"))
+		e = EIO;
+	else if ((*ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		e = errno;
 out:
 	if (go[1] >= 0)
 		close(go[1]);	/* EOF: it exits */
@@ -223,13 +223,131 @@ out:
 			close(st[i]);
 	if (go[0] >= 0)
 		close(go[0]);
-	if (ns >= 0) {
-		be->base_ns = ns;
+	if (*ns >= 0)
+		return 0;
+	if (!*msg || !strcmp(msg, "ok"))
+		snprintf(msg, size, "%s", strerror(e ? e : EIO));
+	return -(e ? e : EIO);
+}
+
+/* ---- what the base holds of the host, replaced there ------------------------
+ *
+ * The base namespace holds binds of the host's files (ct_root.h), and a bind
+ * holds the file it was made of: one the host replaces (renamed over, as
+ * ldconfig does /etc/ld.so.cache and a package upgrade its /etc files) is
+ * the old one there, unlinked, and a sandbox's bind of it fails (every
+ * create did, until a restart, after any apt run).  So the directories
+ * holding them are watched (inotify: a name of ours made, removed or renamed
+ * over), and before each clone the events queued are read: the base is made
+ * again when one names what it holds.  The read sees every change made
+ * before it (inotify queues an event in the call that makes the change), so
+ * no create is cloned from a base that lost a file.  container-init itself
+ * is not watched: a sandbox's init is the daemon's build until a restart. */
+
+/* Each directory watched and the names in it the base holds. */
+static const char *const top_names[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64",
+					 "libx32", NULL };
+static const char *const etc_names[] = { "alternatives", "ssl", "ld.so.conf.d",
+					 "ca-certificates", "python3", "python3.11",
+					 "ld.so.cache", "ld.so.conf", "localtime", "os-release",
+					 "debian_version", "nsswitch.conf", "mime.types",
+					 "protocols", "services", "bash.bashrc", "profile", NULL };
+static const char *const dev_names[] = { "null", "zero", "full", "random", "urandom", "tty",
+					 NULL };
+static const struct {
+	const char *dir;			/* watched */
+	const char *const *names;		/* what of it the base holds */
+} watched[CT_BASE_WATCHES] = { { "/", top_names }, { "/etc", etc_names },
+			       { "/dev", dev_names } };
+
+static void base_watch(struct ct_be *be)
+{
+	const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM |
+			      IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+
+	if ((be->base_watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
+		return;
+	for (size_t i = 0; i < CT_BASE_WATCHES; i++)
+		if ((be->base_wd[i] = inotify_add_watch(be->base_watch, watched[i].dir, mask)) < 0)
+			LOG(be, DSEC_LOG_WARN, "container: cannot watch '%s' (%s): a file the host "
+			    "replaces there is seen by new sandboxes after a restart",
+			    watched[i].dir, strerror(errno));
+}
+
+/* Whether the queued event ev names what the base holds. */
+static bool base_event_ours(const struct ct_be *be, const struct inotify_event *ev)
+{
+	if (ev->mask & (IN_Q_OVERFLOW | IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED))
+		return true;
+	for (size_t i = 0; i < CT_BASE_WATCHES; i++) {
+		if (ev->wd != be->base_wd[i] || !ev->len)
+			continue;
+		for (const char *const *n = watched[i].names; *n; n++)
+			if (!strcmp(ev->name, *n))
+				return true;
+	}
+	return false;
+}
+
+void ct_base_check(struct ct_be *be)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	bool stale = false;
+	char msg[512];
+	ssize_t n;
+	int ns;
+
+	if (be->base_ns < 0 || be->base_watch < 0)
+		return;
+	while ((n = read(be->base_watch, buf, sizeof(buf))) > 0)
+		for (char *p = buf; p < buf + n; p += sizeof(struct inotify_event) +
+						      ((struct inotify_event *)p)->len)
+			stale |= base_event_ours(be, (struct inotify_event *)p);
+	if (!stale && !be->base_stale)
+		return;
+	if (base_build(be, &ns, msg, sizeof(msg)) < 0) {
+		/* Tried again at the next create; said once. */
+		if (!be->base_stale)
+			LOG(be, DSEC_LOG_WARN, "container: the host replaced a file the base mount "
+			    "namespace holds, and it cannot be made again (%s); creates may fail "
+			    "until it can", msg);
+		be->base_stale = true;
 		return;
 	}
+	close(be->base_ns);
+	be->base_ns = ns;
+	be->base_stale = false;
+	be->base_builds++;
+	LOG(be, DSEC_LOG_INFO, "container: the host replaced a file the base mount namespace "
+	    "holds: made it again");
+}
+
+void ct_base_up(struct ct_be *be)
+{
+	char msg[512];
+	int ns;
+
+	be->base_ns = be->host_ns = be->base_watch = -1;
+	for (size_t i = 0; i < CT_BASE_WATCHES; i++)
+		be->base_wd[i] = -1;
+	if (!be->conf.base_ns)
+		return;
+	base_watch(be);	/* first: a change while it is made makes it again */
+	if (base_build(be, &ns, msg, sizeof(msg)) == 0 &&
+	    (be->host_ns = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC)) >= 0) {
+		be->base_ns = ns;
+		be->base_builds = 1;
+		return;
+	}
+	if (ns >= 0) {
+		snprintf(msg, sizeof(msg), "%s", strerror(errno));
+		close(ns);
+	}
+	if (be->base_watch >= 0)
+		close(be->base_watch);
+	be->base_watch = -1;
 	LOG(be, DSEC_LOG_WARN, "container: no base mount namespace (%s); each create pivots "
-	    "into its root, which costs more as the node fills",
-	    *msg && strcmp(msg, "ok") ? msg : strerror(e ? e : EIO));
+	    "into its root, which costs more as the node fills", msg);
 }
 
 void ct_base_down(struct ct_be *be)
@@ -241,7 +359,9 @@ void ct_base_down(struct ct_be *be)
 		close(be->base_ns);
 	if (be->host_ns >= 0)
 		close(be->host_ns);
-	be->base_ns = be->host_ns = -1;
+	if (be->base_watch >= 0)
+		close(be->base_watch);
+	be->base_ns = be->host_ns = be->base_watch = -1;
 }
 
 /* The loop thread into the base namespace, its root and working

@@ -467,7 +467,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 
 	be->host = host;
 	be->filter_fd = be->preload_fd = be->home_fd = be->slot0 = -1;
-	be->base_ns = be->host_ns = -1;
+	be->base_ns = be->host_ns = be->base_watch = -1;
 	be_tasks_init(&be->tasks, host, &be->stopping, true, ct_release, be);
 	pthread_mutex_init(&be->br_lock, NULL);
 	pthread_mutex_init(&be->keep_lock, NULL);

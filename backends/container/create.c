@@ -727,11 +727,13 @@ static void create_prep_done(void *arg)
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
 	char filter_at[16], preload_at[16], ptys[24], mem[24];
-	bool lent = false, base = be->base_ns >= 0;
+	bool lent = false, base;
 	unsigned long net = CLONE_NEWNET;
 
 	if (w->rc < 0)
 		return prep_fail(w);
+	ct_base_check(be);
+	base = be->base_ns >= 0;
 	size_t nl = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
 	int sv[2] = { -1, -1 };
 	char nlayers[16];

@@ -65,6 +65,7 @@
 #define CT_CG_TRIM_AFTER 10.0		/* s after which those beyond are removed */
 #define CT_CG_KEEP_LEFT (16ull << 20)	/* ... when they hold no more memory than this */
 #define CT_SLOTS 20			/* spawn slots: 16 fds, 2 pipes, /dev/null */
+#define CT_BASE_WATCHES 3		/* directories of the host the base holds files of */
 #define CT_NET_KEEP 64			/* network namespaces kept for new sandboxes */
 #define CT_NET_LOOK 8			/* ... looked at by one create at most */
 #define CT_NET_STALE 120.0		/* s after which one still in use is dropped */
@@ -274,6 +275,10 @@ struct ct_be {
 	char *sys;			/* the sandboxes' shared /sys, NULL = none */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	int base_ns, host_ns;		/* the base mount namespace, ours (basens.c), or -1 */
+	int base_watch;			/* inotify of what the base holds of the host, or -1 */
+	int base_wd[CT_BASE_WATCHES];	/* its watches: /, /etc, /dev */
+	uint64_t base_builds;		/* base namespaces made since start */
+	bool base_stale;		/* it lost a file and could not be made again */
 	int slot0;			/* CT_SLOTS fds kept for spawns (spawn.c), -1 = none */
 	int host_net;			/* our network namespace (netpool.c), -1 = no pool */
 	pthread_mutex_t net_lock;	/* guards nets and nnets (pool threads) */
@@ -334,6 +339,9 @@ void defer(struct ct_be *be, dsec_be_done_fn done, void *arg, int rc,
 
 void ct_base_up(struct ct_be *be);
 void ct_base_down(struct ct_be *be);
+/* On the loop, before a clone from the base: makes it again if the host
+ * replaced a file it holds (basens.c). */
+void ct_base_check(struct ct_be *be);
 int ct_base_enter(struct ct_be *be);
 void ct_base_leave(struct ct_be *be);
 
