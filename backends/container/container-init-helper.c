@@ -19,8 +19,11 @@
  *   (--ptys), /proc with the sensitive entries masked and meminfo, loadavg
  *   and stat made up (--memory), /sys read-only), enters it (a chroot
  *   with --base 1, in a namespace cloned from container.so's base one;
- *   else pivot_root), unshares its cgroup namespace, reports, then reaps
- *   zombies and starts the commands dsecd sends on fd CT_FD_CTL (ct_exec.h) until it is killed.
+ *   else pivot_root), unshares its cgroup namespace, reports, loads the
+ *   commands' seccomp filter on itself, counting what it refuses (a thread
+ *   of its own answers and counts each refusal: see count_start), then
+ *   reaps zombies and starts the commands dsecd sends on fd CT_FD_CTL
+ *   (ct_exec.h) until it is killed.
  *   All mounts live only in the sandbox's mount namespace: the host never
  *   sees them and they vanish with the sandbox's last process.
  *
@@ -28,7 +31,9 @@
  *	(for requests too large for the init's socket, shell sessions and streams)
  *		[--session FD] [--pid 1] [--tty 1] -- ARGV...
  *	fds 0-2: the command's stdin, stdout, stderr; fd 3: status pipe
- *	(one line: "st WAITSTATUS" or "err ERRNO message"); fd 4: pidfd of the
+ *	(one line: "st WAITSTATUS [DENIED]" or "err ERRNO message", then
+ *	closed; a session's shell's count also in "sc DENIED" lines as it
+ *	grows); fd 4: pidfd of the
  *	sandbox's init; fd 5: O_PATH fd of its root; fds 6..: the exec's cgroup.
  *	With --session (a shell session, see be_session.c): FD is the write
  *	end of the session's marker pipe, which the command gets as its fd 3,
@@ -43,9 +48,11 @@
  *   its own /proc), forks the command (the pid namespace
  *   applies to children), which joins the exec's cgroup and the cgroup
  *   namespace, chroots, drops every capability, sets no_new_privs and the
- *   seccomp filter and execs argv with this program's environment.  The
- *   helper itself stays outside the exec's cgroup so that a timeout kill
- *   of the cgroup still lets it report the wait status.
+ *   seccomp filter (with a listener it hands back: the helper answers and
+ *   counts the calls it refuses, exec_watch) and execs argv with this
+ *   program's environment.  The helper itself stays outside the exec's
+ *   cgroup so that a timeout kill of the cgroup still lets it report the
+ *   wait status ("st WAITSTATUS DENIED": ct_exec.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1098,15 +1105,20 @@ struct sc_lines {
 };
 
 /* Says count n in an "sc" line if the budget has room: 0; else how many
- * ms until it has. */
+ * ms until it has.  The status pipe is nonblocking meanwhile: a refused
+ * call must not wait for dsecd to read (a line it misses, the next says). */
 static int sc_say(struct sc_lines *l, uint64_t n)
 {
 	int64_t now = mono_ms(), due = l->tat - CT_SC_BURST * CT_SC_EVERY;
+	char line[32];
+	int len = snprintf(line, sizeof(line), "sc %" PRIu64 "\n", n);
 
 	if (now < due)
 		return (int)(due - now);
 	l->tat = (l->tat > now ? l->tat : now) + CT_SC_EVERY;
-	dprintf(FD_STATUS, "sc %" PRIu64 "\n", n);
+	/* A line is less than PIPE_BUF: all of it or nothing. */
+	if (write(FD_STATUS, line, (size_t)len) != len)
+		return CT_SC_EVERY;	/* full: later */
 	l->told = n;
 	return 0;
 }
@@ -1132,6 +1144,8 @@ static int exec_watch(pid_t pid, int listener, bool session)
 	int64_t end;
 	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), st;
 
+	if (session)
+		dsec_set_nonblock(FD_STATUS, true);	/* sc_say */
 	for (;;) {
 		struct pollfd pf[2] = { { listener, POLLIN, 0 }, { pfd, POLLIN, 0 } };
 		int wait = pfd < 0 ? 50 : -1;	/* no pidfd: look every 50 ms */
@@ -1151,6 +1165,8 @@ static int exec_watch(pid_t pid, int listener, bool session)
 				fail(errno, "cannot wait: %s", strerror(errno));
 		close(pfd);
 	}
+	if (session)
+		dsec_set_nonblock(FD_STATUS, false);
 	if (listener < 0) {
 		dprintf(FD_STATUS, "st %d\n", st);
 		return 0;
