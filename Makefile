@@ -153,7 +153,7 @@ BE_container_SRC = $(addprefix backends/container/,container.c spawn.c create.c 
 BE_fncall_SRC = $(addprefix backends/fncall/,fncall.c call.c zygote.c)
 BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_child.c be_conf.c be_cred.c be_fs.c \
 	be_fs_remote.c be_io.c be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c \
-	be_seccomp.c be_session.c be_task.c be_title.c)
+	be_scnotify.c be_seccomp.c be_session.c be_task.c be_title.c)
 BE_SO       = $(addprefix backends/,$(addsuffix .so,$(BE_NAMES)))
 BE_COMMON   = $(BE_COMMON_SRC:%.c=build/%.o)
 # An archive, so each backend and helper links only the modules it uses.
@@ -405,7 +405,8 @@ t/c/%.t: build/t/%.o lib/libdsec.a $(NNG_LIB)
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 
 # C tests of the backends' shared code (be_*.c) link it in.
-t/c/3102-cgroup-freeze.t: build/t/3102-cgroup-freeze.o $(BE_LIB) lib/libdsec.a $(NNG_LIB)
+t/c/3102-cgroup-freeze.t t/c/3193-seccomp-notify.t: t/c/%.t: build/t/%.o $(BE_LIB) lib/libdsec.a \
+		$(NNG_LIB)
 	$(q) LD $@
 	$(Q)mkdir -p t/c && $(CC) -o $@ $< $(BE_LIB) lib/libdsec.a $(LDFLAGS) $(LDLIBS_D)
 

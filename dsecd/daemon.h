@@ -355,9 +355,10 @@ void dsecd_sb_touch(struct dsecd *d, struct dsecd_sb *sb);
 /* A command of sb completed with res: counts what it did in sb->marks. */
 void dsecd_sb_mark(struct dsecd_sb *sb, const struct dsec_exec_res *res);
 /* Packs sb->marks as the map "misbehaviour" into the open map p, with
- * egress_denied too when have (the backend counts it). */
-void dsecd_sb_pack_marks(const struct dsecd_sb *sb, struct dsec_pk *p, bool have,
-			 uint64_t egress_denied);
+ * egress_denied and seccomp_denied too where the backend's usage u (NULL:
+ * none) measured them. */
+void dsecd_sb_pack_marks(const struct dsecd_sb *sb, struct dsec_pk *p,
+			 const struct dsec_be_usage *u);
 void dsecd_sb_ref(struct dsecd_sb *sb);
 void dsecd_sb_unref(struct dsecd *d, struct dsecd_sb *sb);
 /* Removes from the table, stops timers, asks the backend to destroy it

@@ -66,6 +66,7 @@ static void pack_exec_res(struct dsec_pk *p, const struct dsec_exec_res *res)
 	dsec_pk_kv_double(p, "duration", res->duration);
 	dsec_pk_kv_bool(p, "oom_killed", res->oom_killed);
 	dsec_pk_kv_bool(p, "pids_limited", res->pids_limited);
+	dsec_pk_kv_u64(p, "seccomp_denied", res->seccomp_denied);
 }
 
 /* Reads argv/code, stdin, env, cwd, timeout, output_cap (exec and call). */

@@ -61,12 +61,12 @@ static void pack_sandbox(struct dsecd *d, struct dsec_pk *p, const struct dsecd_
 	dsec_pk_kv_u64(p, "execs", sb->execs);
 	dsec_pk_kv_u64(p, "running", sb->running);
 	dsec_pk_kv_u64(p, "streams", sb->nstreams);
-	dsecd_sb_pack_marks(sb, p, false, 0);
+	dsecd_sb_pack_marks(sb, p, NULL);
 	rlc_pack_sb(d, sb, p);
 }
 
-void dsecd_sb_pack_marks(const struct dsecd_sb *sb, struct dsec_pk *p, bool have,
-			 uint64_t egress_denied)
+void dsecd_sb_pack_marks(const struct dsecd_sb *sb, struct dsec_pk *p,
+			 const struct dsec_be_usage *u)
 {
 	dsec_pk_str(p, "misbehaviour");
 	dsec_pk_map_begin(p);
@@ -74,8 +74,10 @@ void dsecd_sb_pack_marks(const struct dsecd_sb *sb, struct dsec_pk *p, bool have
 	dsec_pk_kv_u64(p, "pids_limited", sb->marks.pids_limited);
 	dsec_pk_kv_u64(p, "output_floods", sb->marks.output_floods);
 	dsec_pk_kv_u64(p, "timeouts", sb->marks.timeouts);
-	if (have)
-		dsec_pk_kv_u64(p, "egress_denied", egress_denied);
+	if (u && (u->have & DSEC_USAGE_EGRESS_DENIED))
+		dsec_pk_kv_u64(p, "egress_denied", u->egress_denied);
+	if (u && (u->have & DSEC_USAGE_SECCOMP_DENIED))
+		dsec_pk_kv_u64(p, "seccomp_denied", u->seccomp_denied);
 	dsec_pk_end(p);
 }
 

@@ -281,7 +281,7 @@ static void usage_done(void *arg, int rc, const struct dsec_err *err)
 		if (r->usage.have & fields[i].bit)
 			dsec_pk_kv_u64(&p, fields[i].key,
 				       *(const uint64_t *)((const char *)&r->usage + fields[i].at));
-	dsecd_sb_pack_marks(r->sb, &p, u->have & DSEC_USAGE_EGRESS_DENIED, u->egress_denied);
+	dsecd_sb_pack_marks(r->sb, &p, u);
 	dsec_pk_end(&p);
 	req_complete(r, &p);
 }

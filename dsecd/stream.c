@@ -151,6 +151,7 @@ static void xs_answer(struct dsecd_xs *x)
 	dsec_pk_kv_bool(&p, "timed_out", done && x->res.timed_out);
 	dsec_pk_kv_bool(&p, "oom_killed", done && x->res.oom_killed);
 	dsec_pk_kv_bool(&p, "pids_limited", done && x->res.pids_limited);
+	dsec_pk_kv_u64(&p, "seccomp_denied", done ? x->res.seccomp_denied : 0);
 	dsec_pk_kv_double(&p, "duration", done ? x->res.duration : 0);
 	dsec_pk_kv_bool(&p, "exited", x->exited);
 	dsec_pk_end(&p);

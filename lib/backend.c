@@ -1,10 +1,15 @@
 /* backend.c - libdsec: freeing what a backend filled in (the daemon's side
  * of backend.h's results), apart from the client's own types (dsec.h). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
 #include "util.h"
+
+/* ABI 2 put its new fields in padding: the size is ABI 1's. */
+_Static_assert(sizeof(struct dsec_exec_res) == offsetof(struct dsec_exec_res, oom_killed) + 8,
+	       "struct dsec_exec_res grew");
 
 void dsec_exec_res_free(struct dsec_exec_res *res)
 {

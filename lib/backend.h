@@ -203,6 +203,10 @@ struct dsec_exec_res {
 					 * pids limit (ABI 2, in oom_killed's padding:
 					 * zeroed by the daemon, left so by a backend
 					 * that does not count) */
+	uint32_t seccomp_denied;	/* system calls the seccomp filter refused
+					 * while it ran (ABI 2, in the same padding, so
+					 * the size is as it was: zeroed by the daemon,
+					 * left so by a backend that does not count) */
 };
 /* Frees the buffers of res (libdsec, lib/backend.c). */
 void dsec_exec_res_free(struct dsec_exec_res *res);
@@ -427,6 +431,7 @@ struct dsec_exec_stream {
 #define DSEC_USAGE_PIDS 0x8u		/* pids */
 #define DSEC_USAGE_DISK 0x10u		/* disk */
 #define DSEC_USAGE_EGRESS_DENIED 0x20u	/* egress_denied */
+#define DSEC_USAGE_SECCOMP_DENIED 0x40u	/* seccomp_denied */
 
 /* What a sandbox uses now, for the density manager and metrics.  The
  * caller zeroes it and sets struct_size; the backend writes only the
@@ -444,6 +449,8 @@ struct dsec_be_usage {
 	uint64_t disk;			/* bytes in use of its writable layer or scratch */
 	uint64_t egress_denied;		/* packets its network filter refused since create
 					 * (appended in ABI 2) */
+	uint64_t seccomp_denied;	/* system calls its seccomp filter refused since
+					 * create (appended in ABI 2) */
 };
 
 /* The ops table.  Optional operations may be NULL: the daemon then answers

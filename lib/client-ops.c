@@ -2,6 +2,7 @@
  * counting map builder, sent on the client's own call (client.c), and a
  * reply whose every field is checked before anything is handed out. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,10 @@ void dcl_pack_exec(struct dsec_pk *p, const struct dsec_cmd *q)
 		dsec_pk_kv_u64(p, "output_cap", q->output_cap);
 }
 
+/* Its new fields went into padding: the size is libdsec.so.1's. */
+_Static_assert(sizeof(struct dsec_cmd_res) == offsetof(struct dsec_cmd_res, oom_killed) + 8,
+	       "struct dsec_cmd_res grew");
+
 /* A command's result (exec, call, exec_read, session_exec): exit_code is
  * always there; on failure res holds nothing to free. */
 int dcl_unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
@@ -423,6 +428,8 @@ int dcl_unpack_exec(struct reply *r, const char *op, struct dsec_cmd_res *res,
 	res->duration = dcl_get_double_or(r, m, "duration", 0);
 	dcl_get_bool_or(r, m, "oom_killed", &res->oom_killed);
 	dcl_get_bool_or(r, m, "pids_limited", &res->pids_limited);
+	uint64_t sd = dcl_get_u64_or(r, m, "seccomp_denied", 0);
+	res->seccomp_denied = sd < UINT32_MAX ? (uint32_t)sd : UINT32_MAX;
 	if ((rc = dsec_get_bin(m, "stdout", SIZE_MAX, &d, &n, NULL)) == 0)
 		dsec_buf_add(&res->out, d, n);
 	dcl_mark_bad(r, rc, "stdout");

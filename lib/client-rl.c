@@ -4,6 +4,7 @@
  * reply is checked field by field before anything is handed out, as in
  * client-ops.c. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,11 @@ int dsec_lease_resume(struct dsec_client *c, const char *id, uint64_t *done, uin
 	return lease_each(c, "lease_resume", id, done, failed, err);
 }
 
+/* dsec_sandbox_info embeds it: a larger one would move that struct's
+ * fields (a new soname). */
+_Static_assert(sizeof(struct dsec_marks) == offsetof(struct dsec_marks, has_egress) + 8,
+	       "struct dsec_marks grew");
+
 /* The misbehaviour map of result m into out (only the fields out's
  * struct_size holds; none is required: an absent count is 0). */
 int dcl_unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
@@ -69,6 +75,7 @@ int dcl_unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
 	const msgpack_object *mk = dsec_map_get(m, "misbehaviour");
 	struct dsec_marks v = { .struct_size = sizeof(v) };
 	size_t size = out->struct_size;
+	uint64_t sd;
 
 	if (size < sizeof(size_t))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "dsec_marks.struct_size is not "
@@ -81,6 +88,9 @@ int dcl_unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
 	v.timeouts = dcl_get_u64_or(r, mk, "timeouts", 0);
 	v.has_egress = dsec_has(mk, "egress_denied");
 	v.egress_denied = dcl_get_u64_or(r, mk, "egress_denied", 0);
+	v.has_seccomp = dsec_has(mk, "seccomp_denied");
+	sd = dcl_get_u64_or(r, mk, "seccomp_denied", 0);
+	v.seccomp_denied = sd < UINT32_MAX ? (uint32_t)sd : UINT32_MAX;
 	if (dcl_reply_done(r, op, 0, err) < 0)
 		return -EPROTO;
 	memcpy(out, &v, size < sizeof(v) ? size : sizeof(v));

@@ -69,6 +69,9 @@ struct dsec_cmd_res {
 	bool oom_killed;		/* the OOM killer killed a process of it */
 	bool pids_limited;		/* a fork of it failed at the pids limit (in
 					 * oom_killed's padding: the size is as it was) */
+	uint32_t seccomp_denied;	/* system calls the seccomp filter refused while
+					 * it ran (in the same padding; 0 where not
+					 * counted) */
 };
 
 /* Kinds of file, as dsec_file_stat and dsec_file_list report them. */
@@ -265,6 +268,11 @@ struct dsec_marks {
 	uint64_t timeouts;		/* commands killed at their timeout */
 	uint64_t egress_denied;		/* packets its allowlist refused (has_egress) */
 	bool has_egress;		/* egress_denied is measured (network "allowlist") */
+	bool has_seccomp;		/* seccomp_denied is measured (its backend counts) */
+	uint32_t seccomp_denied;	/* system calls its seccomp filter refused
+					 * (has_seccomp; at most UINT32_MAX); these two
+					 * in has_egress's padding: the size is as it
+					 * was (dsec_sandbox_info embeds the struct) */
 };
 DSEC_API
 int dsec_grade(struct dsec_client *c, const char *id, const struct dsec_cmd *req,

@@ -134,7 +134,7 @@ static void finish(void *arg)
 			dsec_pk_str(&p, "misbehaviour");
 			dsec_pk_raw(&p, g->marks, g->marks_len);
 		} else {
-			dsecd_sb_pack_marks(r->sb, &p, false, 0);
+			dsecd_sb_pack_marks(r->sb, &p, NULL);
 		}
 		if (r->sb->watch && g->after)
 			rlc_pack_watched(r->sb, g->after, &p);

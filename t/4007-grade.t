@@ -81,7 +81,7 @@ is "$(get grader_layers)" "grader:1" "... with the grade layers over it"
 is "$(get grader_gone)" true "... destroyed after"
 is "$(get logged)" "snapshot grade" "the grade is in the agent's trajectory, after its snapshot"
 is "$(get cheat)" FAIL "an agent that replaced /bin/sh, planted its own tests and answered wrong: FAIL"
-is "$(get marks)" "oom_kills=0 output_floods=1 pids_limited=0 timeouts=0" \
+is "$(get marks)" "oom_kills=0 output_floods=1 pids_limited=0 seccomp_denied=0 timeouts=0" \
 	"grade's reply has the agent's misbehaviour counters"
 is "$(get no_layers) $(get no_cmd)" "invalid bad_request" "grade of a sandbox without grade_layers, or without a command: refused"
 is "$(get fncall)" invalid "grade_layers on a backend without image layers: invalid"

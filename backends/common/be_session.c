@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,7 @@ struct be_sess {
 	struct dsec_buf start_err;	/* what a starting shell wrote on stderr */
 	char nonce[33];			/* the pending record's nonce, hex */
 	uint64_t commands;		/* commands run */
+	uint64_t denied;		/* refused calls the shell's helper reported */
 	/* A kill still running on the pool could hit a new command or a new
 	 * shell, so these wait for kills to reach 0 (settle()). */
 	unsigned kills;			/* kill work in flight */
@@ -406,6 +408,8 @@ static void err_cb(struct ev_loop *loop, ev_io *w, int revents)
 	out_pipe(s, w, &s->p.err, true);
 }
 
+static int st_read(struct be_sess *s);
+
 /* The shell wrote its record: "NONCE STATUS CWD NONCE\n". */
 static void got_record(struct be_sess *s, int status, const char *cwd, size_t cwdlen)
 {
@@ -431,6 +435,11 @@ static void got_record(struct be_sess *s, int status, const char *cwd, size_t cw
 	}
 	if (s->state != SS_RUNNING && s->state != SS_KILLING)
 		return;
+	/* The helper counted the command's refused calls before the command
+	 * went on, so before this record: their "sc" lines are there now
+	 * (but those it held back, be_session.h). */
+	while (s->p.st >= 0 && st_read(s) > 0)
+		;
 	s->state = SS_IDLE;
 	drain_out(s);
 	s->xres->exit_code = status;
@@ -514,13 +523,52 @@ static void settle(struct be_sess *s)
 	}
 }
 
+/* The shell's helper counted n refused calls so far (be_session.h). */
+static void got_denied(struct be_sess *s, uint64_t n)
+{
+	uint64_t d = n - s->denied;
+
+	if (n <= s->denied)
+		return;
+	s->denied = n;
+	if (s->set->ops->denied)
+		s->set->ops->denied(s->set->ctx, d);
+	if (s->rq == RQ_EXEC && s->res && (s->state == SS_RUNNING || s->state == SS_KILLING)) {
+		d += s->xres->seccomp_denied;
+		s->xres->seccomp_denied = d < UINT32_MAX ? (uint32_t)d : UINT32_MAX;
+	}
+}
+
+/* Takes the "sc N" lines out of the status bytes (they come for as long as
+ * the shell lives: kept, they would fill the buffer). */
+static void take_counts(struct be_sess *s)
+{
+	char *p = s->st.data, *nl;
+	uint64_t n;
+
+	while (p && (p = strstr(p, "sc ")) && (nl = strchr(p, '\n'))) {
+		if (p != s->st.data && p[-1] != '\n') {
+			p = nl + 1;
+			continue;
+		}
+		if (sscanf(p, "sc %" SCNu64, &n) == 1)
+			got_denied(s, n);
+		memmove(p, nl + 1, s->st.len - (size_t)(nl + 1 - s->st.data) + 1);
+		s->st.len -= (size_t)(nl + 1 - p);
+	}
+}
+
 static void shell_gone(struct be_sess *s)
 {
 	const char *line = s->st.data ? s->st.data : "", *stl = strstr(line, "st ");
 	struct dsec_err err;
 	int wst = 0, e = 0;
+	uint64_t n;
 	bool have_st = stl && (stl == line || stl[-1] == '\n') && sscanf(stl, "st %d", &wst) == 1;
 	const char *el = strstr(line, "err ");
+
+	if (have_st && sscanf(stl, "st %*d %" SCNu64, &n) == 1)
+		got_denied(s, n);
 
 	s->p.pid = 0;
 	switch (s->state) {
@@ -591,23 +639,33 @@ static void shell_gone(struct be_sess *s)
 	}
 }
 
+/* Reads what the helper's status pipe holds: 1 when it read some, 0 at
+ * its end, -1 when there is nothing now. */
+static int st_read(struct be_sess *s)
+{
+	char buf[1024];
+	ssize_t n = read(s->p.st, buf, sizeof(buf));
+	const char *pl;
+
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return 0;
+	if (s->st.len < 4096)
+		dsec_buf_add(&s->st, buf, (size_t)n);
+	take_counts(s);
+	if (!s->shell_pid && (pl = strstr(s->st.data, "pid ")) && strchr(pl, '\n'))
+		s->shell_pid = (pid_t)atoi(pl + 4);
+	return 1;
+}
+
 static void st_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct be_sess *s = dsec_container_of(w, struct be_sess, st_w);
-	char buf[1024];
-	ssize_t n = read(s->p.st, buf, sizeof(buf));
+	int rc = st_read(s);
 
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+	if (rc > 0 || (rc < 0 && (errno == EAGAIN || errno == EINTR)))
 		return;
-	if (n > 0) {
-		const char *pl;
-
-		if (s->st.len < 4096)
-			dsec_buf_add(&s->st, buf, (size_t)n);
-		if (!s->shell_pid && (pl = strstr(s->st.data, "pid ")) && strchr(pl, '\n'))
-			s->shell_pid = (pid_t)atoi(pl + 4);
-		return;
-	}
 	ev_io_stop(loop, w);
 	close(s->p.st);
 	s->p.st = -1;
@@ -674,6 +732,7 @@ static void start_shell(struct be_sess *s, struct dsec_err *err, int *rc)
 	dsec_buf_reset(&s->start_err);
 	dsec_buf_reset(&s->mark);
 	dsec_buf_reset(&s->st);
+	s->denied = 0;		/* a new helper counts from 0 */
 	dsec_buf_reset(&s->in);
 	s->in_off = 0;
 	if (pipe2(mk, O_CLOEXEC) < 0) {

@@ -39,7 +39,10 @@ struct be_sess_proc {
 	int err;		/* read end of its stderr */
 	int mark;		/* read end of the marker pipe (fd 3 of the shell) */
 	int st;			/* read end of the helper's status pipe: "pid N", then
-				 * "st WAITSTATUS" or "err ERRNO message" */
+				 * "st WAITSTATUS" or "err ERRNO message"; a helper
+				 * that counts the system calls the shell's seccomp
+				 * filter refuses writes "sc N" lines (its count so
+				 * far) between them, and "st WAITSTATUS N" */
 };
 
 /* What the backend does for the sessions of one sandbox; ctx is its own. */
@@ -60,6 +63,10 @@ struct be_sess_ops {
 	/* The code of a shell that could not start, from the errno and
 	 * message of the helper's "err ERRNO message" status line. */
 	enum dsec_code (*start_code)(int e, const char *msg);
+	/* n more system calls of a shell's were refused (its helper's "sc"
+	 * lines); they also go to the result of the command running then.
+	 * May be NULL. */
+	void (*denied)(void *ctx, uint64_t n);
 };
 
 /* A set for one sandbox: sessions' groups go below parent (not owned),

@@ -19,8 +19,11 @@
  *   (--ptys), /proc with the sensitive entries masked and meminfo, loadavg
  *   and stat made up (--memory), /sys read-only), enters it (a chroot
  *   with --base 1, in a namespace cloned from container.so's base one;
- *   else pivot_root), unshares its cgroup namespace, reports, then reaps
- *   zombies and starts the commands dsecd sends on fd CT_FD_CTL (ct_exec.h) until it is killed.
+ *   else pivot_root), unshares its cgroup namespace, reports, loads the
+ *   commands' seccomp filter on itself, counting what it refuses (a thread
+ *   of its own answers and counts each refusal: see count_start), then
+ *   reaps zombies and starts the commands dsecd sends on fd CT_FD_CTL
+ *   (ct_exec.h) until it is killed.
  *   All mounts live only in the sandbox's mount namespace: the host never
  *   sees them and they vanish with the sandbox's last process.
  *
@@ -28,7 +31,9 @@
  *	(for requests too large for the init's socket, shell sessions and streams)
  *		[--session FD] [--pid 1] [--tty 1] -- ARGV...
  *	fds 0-2: the command's stdin, stdout, stderr; fd 3: status pipe
- *	(one line: "st WAITSTATUS" or "err ERRNO message"); fd 4: pidfd of the
+ *	(one line: "st WAITSTATUS [DENIED]" or "err ERRNO message", then
+ *	closed; a session's shell's count also in "sc DENIED" lines as it
+ *	grows); fd 4: pidfd of the
  *	sandbox's init; fd 5: O_PATH fd of its root; fds 6..: the exec's cgroup.
  *	With --session (a shell session, see be_session.c): FD is the write
  *	end of the session's marker pipe, which the command gets as its fd 3,
@@ -43,9 +48,11 @@
  *   its own /proc), forks the command (the pid namespace
  *   applies to children), which joins the exec's cgroup and the cgroup
  *   namespace, chroots, drops every capability, sets no_new_privs and the
- *   seccomp filter and execs argv with this program's environment.  The
- *   helper itself stays outside the exec's cgroup so that a timeout kill
- *   of the cgroup still lets it report the wait status.
+ *   seccomp filter (with a listener it hands back: the helper answers and
+ *   counts the calls it refuses, exec_watch) and execs argv with this
+ *   program's environment.  The helper itself stays outside the exec's
+ *   cgroup so that a timeout kill of the cgroup still lets it report the
+ *   wait status ("st WAITSTATUS DENIED": ct_exec.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +74,8 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -88,6 +97,7 @@
 #include "be_path.h"
 #include "be_procmask.h"
 #include "be_relayout.h"
+#include "be_scnotify.h"
 #include "be_title.h"
 #include "be_cgroup.h"
 #include "ct_exec.h"
@@ -593,6 +603,7 @@ static void drop_bounding_caps(uint64_t keep)
 
 static _Noreturn void serve(void);
 static void read_filter(int fd);
+static int exec_watch(pid_t pid, int listener, bool session);
 
 static _Noreturn void do_create(int argc, char **argv)
 {
@@ -736,6 +747,166 @@ static void compile_filter(void)
 	close(fd);
 }
 
+/* ---- counting the calls the filter refuses (be_scnotify.h) ----------------
+ *
+ * The init loads the filter once, on its own thread, in its counting form
+ * (notify_filter: exec_filter's refusals made USER_NOTIF), and every child
+ * it starts (commands, the warm shell's template and so its children)
+ * inherits it: a command no longer loads a filter of its own (the kernel
+ * compiles each one loaded, ~0.1 ms per command on this kind of VM).  A
+ * second thread of the init, the watcher, started before that load and so
+ * without the filter, holds the listener: it answers each refused call
+ * with the errno exec_filter gives it, counts it in `denied` and tells
+ * dsecd the count on the command socket (a struct ct_count, ct_exec.h), at
+ * most every CT_COUNT_EVERY ms; each command's status line carries the
+ * count too.  The init's own calls (tid 1) and those of a child of its
+ * that still runs the init's code (setup_tid, until the point where the
+ * command used to load its filter) go on, as they did before: a sandbox's
+ * seccomp_deny may name calls the init makes, and the init must not stop
+ * on its own filter.  Nothing of the sandbox can reach the watcher or the
+ * count: the init is not dumpable and no process of the sandbox has the
+ * listener or the socket.
+ *
+ * The exec helper (sessions, streams, large requests) cannot inherit the
+ * init's filter: its command's process loads the counting filter itself
+ * and hands the listener to the helper (listen_sock), which answers and
+ * counts until the command ends and reports the count in its status
+ * line (and a session's shell's, as it goes, in "sc N" lines). */
+
+static int64_t mono_ms(void);
+
+static struct sock_fprog notify_filter;	/* exec_filter, counting */
+static bool filter_inherited;		/* the init loaded notify_filter */
+static pid_t setup_tid;			/* the init's child before its command */
+static uint64_t denied;			/* refused calls of the sandbox so far */
+static int listen_sock = -1;		/* exec helper's child: the listener goes there */
+
+#define CT_COUNT_EVERY 100		/* ms between two counts sent to dsecd */
+
+/* The watcher's part of the init. */
+struct watch {
+	int listener;			/* the filter's, -1: the init could not load it */
+	int ctl;			/* its own descriptor of the command socket */
+	sem_t go;			/* posted once listener is set */
+};
+
+/* Calls that go on: the init's own, and its child's before the command. */
+static bool init_pass(pid_t tid, void *arg)
+{
+	pid_t setup = __atomic_load_n(&setup_tid, __ATOMIC_SEQ_CST);
+
+	(void)arg;
+	return tid == 1 || (setup > 0 && tid == setup);
+}
+
+static const struct be_scnotify_ops init_ops = { .pass = init_pass };
+
+/* Tells dsecd the count (cumulative: one lost is made up by the next).
+ * 1: sent; 0: the socket is full, try later; -1: dsecd is gone. */
+static int count_send(int ctl, uint64_t n)
+{
+	struct ct_count c = { .magic = CT_COUNT_MAGIC, .denied = n };
+
+	if (send(ctl, &c, sizeof(c), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(c))
+		return 1;
+	return errno == EAGAIN || errno == ENOBUFS || errno == EINTR ? 0 : -1;
+}
+
+static void *watcher(void *arg)
+{
+	struct watch *w = arg;
+	uint64_t told = 0;
+	int64_t last = 0;
+	bool owed = true;	/* the first count (0) says the sandbox counts */
+
+	while (sem_wait(&w->go) < 0)
+		;
+	if (w->listener < 0) {
+		close(w->ctl);
+		return NULL;
+	}
+	for (;;) {
+		uint64_t n = __atomic_load_n(&denied, __ATOMIC_SEQ_CST);
+		int64_t now = mono_ms(), wait = -1;
+		struct pollfd pf = { w->listener, POLLIN, 0 };
+
+		if ((n != told || owed) && w->ctl >= 0) {
+			if (now - last >= CT_COUNT_EVERY) {
+				int rc = count_send(w->ctl, n);
+
+				if (rc > 0) {
+					told = n;
+					owed = false;
+				} else if (rc < 0) {
+					close(w->ctl);	/* the init's end stays open: its own */
+					w->ctl = -1;
+				}
+				last = now;
+			}
+			wait = w->ctl < 0 ? -1 : CT_COUNT_EVERY - (now - last);
+		}
+		if (poll(&pf, 1, (int)wait) > 0 && (pf.revents & POLLIN))
+			be_scnotify_answer(w->listener, &exec_filter, &init_ops, &denied);
+	}
+}
+
+/* Starts the watcher and loads the counting filter on the init's thread
+ * (see above).  When either fails the sandbox runs as before: each command
+ * loads exec_filter, nothing is counted, dsecd hears nothing. */
+static void count_start(int ctl)
+{
+	static struct watch w = { .listener = -1, .ctl = -1 };
+	pthread_attr_t a;
+	pthread_t t;
+	int fd;
+
+	if (!exec_filter.filter || (w.ctl = fcntl(ctl, F_DUPFD_CLOEXEC, 3)) < 0)
+		return;
+	be_scnotify_prog(&exec_filter, &notify_filter);
+	sem_init(&w.go, 0, 0);
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, 64 << 10);
+	if (pthread_create(&t, &a, watcher, &w) != 0) {
+		close(w.ctl);
+		return;
+	}
+	pthread_attr_destroy(&a);
+	/* no_new_privs is every command's anyway; with it the load needs no
+	 * capability. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	    (fd = be_scnotify_listen(&notify_filter)) >= 0) {
+		w.listener = fd;
+		filter_inherited = true;
+	}
+	sem_post(&w.go);
+}
+
+/* Where a command's filter used to be loaded: inherited from the init,
+ * from here on the child is the command (its calls are refused); else
+ * loaded now, counting when the exec helper takes the listener. */
+static int command_filter(void)
+{
+	int fd, rc;
+
+	if (filter_inherited) {
+		__atomic_store_n(&setup_tid, 0, __ATOMIC_SEQ_CST);
+		return 0;
+	}
+	if (listen_sock >= 0 && notify_filter.filter) {
+		if ((fd = be_scnotify_listen(&notify_filter)) < 0)
+			return fd;
+		/* Nobody else answers it: if the helper cannot have it, the
+		 * command must not run (its refused calls would fail ENOSYS). */
+		rc = be_send_fds(listen_sock, "l", 1, &fd, 1, 0);
+		close(fd);
+		close(listen_sock);
+		return rc < 0 ? rc : 0;
+	}
+	if (exec_filter.filter)
+		return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &exec_filter) < 0 ? -errno : 0;
+	return load_seccomp();
+}
+
 /* The command's process: joins the exec's group cg (NULL: none) and, if
  * cgns >= 0, the sandbox's cgroup namespace; starts a session, sets its
  * limit (with tty: takes fd 0, a terminal, as its controlling one), drops
@@ -745,7 +916,8 @@ static void compile_filter(void)
  * mark CT_MARK_TEMPLATE (the warm shell) fds 3 and 4 stay as placed and
  * the program is fd CT_TPL_EXE_FD's file.
  * Failures before the exec go to FD_STATUS as "err ..." lines.  Writes
- * nothing but its own stack: the init may share its memory with us. */
+ * nothing but its own stack and setup_tid (atomically): the init may share
+ * its memory with us. */
 static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
 				  const char *cwd, rlim_t nofile, uint64_t keep, int mark, bool tty,
 				  char **cmd, char **envp)
@@ -792,8 +964,7 @@ static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t g
 		fail(errno, CT_ERR_CHDIR "%s': %s", cwd, strerror(errno));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		fail(EPERM, "cannot set no_new_privs");
-	if (exec_filter.filter ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &exec_filter) < 0
-			       : load_seccomp() < 0)
+	if (command_filter() < 0)
 		fail(EPERM, "cannot load the seccomp filter");
 	if (mark == CT_MARK_TEMPLATE) {
 		/* The very file tpl_note opened, not whatever its path is now. */
@@ -829,7 +1000,6 @@ static int do_exec(int argc, char **argv, pid_t parent)
 	struct be_cg *cg = NULL;
 	struct dsec_err err;
 	char **cmd = NULL;
-	int st;
 	pid_t pid;
 
 	proc_unpriv = userns;
@@ -863,16 +1033,25 @@ static int do_exec(int argc, char **argv, pid_t parent)
 	/* The pid is reported for signals to the command's group: only once
 	 * the command has made it (setsid), else a signal sent at once would
 	 * find no group and be lost.  The command says so on a pipe. */
-	int started[2] = { -1, -1 };
+	int started[2] = { -1, -1 }, lsock[2] = { -1, -1 }, listener = -1;
 	if ((report_pid || mark > FD_STATUS) && pipe2(started, O_CLOEXEC) < 0)
 		fail(errno, "cannot make a pipe: %s", strerror(errno));
 	started_fd = started[1];
+	/* The command's filter, counting, its listener ours (see count_start). */
+	compile_filter();
+	if (exec_filter.filter &&
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lsock) == 0) {
+		be_scnotify_prog(&exec_filter, &notify_filter);
+		listen_sock = lsock[1];
+	}
 	pid = fork();
 	if (pid < 0)
 		fail(errno, "cannot fork: %s", strerror(errno));
 	if (pid == 0) {
 		if (started[0] >= 0)
 			close(started[0]);
+		if (lsock[0] >= 0)
+			close(lsock[0]);
 		if (mark > FD_STATUS)
 			session_proc();
 		run_command(cg, 4, uid, gid, cwd, nofile, keep, mark, tty, cmd, environ);
@@ -884,6 +1063,16 @@ static int do_exec(int argc, char **argv, pid_t parent)
 		while (read(started[0], &c, 1) < 0 && errno == EINTR)
 			;
 		close(started[0]);
+	}
+	if (lsock[0] >= 0) {
+		char c;
+		int n = 0;
+
+		/* The listener, or the end when it failed before its filter. */
+		close(lsock[1]);
+		if (be_recv_fds(lsock[0], &c, 1, &listener, 1, &n, 0) != 1 || n != 1)
+			listener = -1;
+		close(lsock[0]);
 	}
 	close(0);
 	close(1);
@@ -898,10 +1087,103 @@ static int do_exec(int argc, char **argv, pid_t parent)
 		/* A streaming exec signals the command's group by it. */
 		dprintf(FD_STATUS, "pid %d\n", (int)pid);
 	}
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			fail(errno, "cannot wait: %s", strerror(errno));
-	dprintf(FD_STATUS, "st %d\n", st);
+	return exec_watch(pid, listener, mark > FD_STATUS);
+}
+
+/* How long the exec helper answers the filter's calls once its command
+ * ended and it reported (what the command left is killed meanwhile). */
+#define CT_LINGER_MS 5000
+/* A session's "sc" lines: up to CT_SC_BURST at once, then one every
+ * CT_SC_EVERY ms (a count held back goes out with the next). */
+#define CT_SC_BURST 10
+#define CT_SC_EVERY 10
+
+/* What the exec helper's watch of a session's shell keeps. */
+struct sc_lines {
+	uint64_t told;			/* the count the last "sc" line said */
+	int64_t tat;			/* when the budget is whole again (mono_ms) */
+};
+
+/* Says count n in an "sc" line if the budget has room: 0; else how many
+ * ms until it has.  The status pipe is nonblocking meanwhile: a refused
+ * call must not wait for dsecd to read (a line it misses, the next says). */
+static int sc_say(struct sc_lines *l, uint64_t n)
+{
+	int64_t now = mono_ms(), due = l->tat - CT_SC_BURST * CT_SC_EVERY;
+	char line[32];
+	int len = snprintf(line, sizeof(line), "sc %" PRIu64 "\n", n);
+
+	if (now < due)
+		return (int)(due - now);
+	l->tat = (l->tat > now ? l->tat : now) + CT_SC_EVERY;
+	/* A line is less than PIPE_BUF: all of it or nothing. */
+	if (write(FD_STATUS, line, (size_t)len) != len)
+		return CT_SC_EVERY;	/* full: later */
+	l->told = n;
+	return 0;
+}
+
+/* A refused call of the session's shell was counted (its caller not yet
+ * woken): say so now, before the shell can report its command done,
+ * within the budget (a flood of them must not wake dsecd at each). */
+static void sc_counted(uint64_t n, void *arg)
+{
+	(void)sc_say(arg, n);
+}
+
+/* The exec helper once its command runs: answers the calls its filter
+ * refuses (listener, -1: none) until it ends, reports its status, and
+ * answers on while what it left lives (they are killed by dsecd, and
+ * would fail ENOSYS without us).  A session's shell's count also goes
+ * out as it grows ("sc" lines, sc_counted). */
+static int exec_watch(pid_t pid, int listener, bool session)
+{
+	struct sc_lines l = { 0, 0 };
+	struct be_scnotify_ops ops = { .counted = session ? sc_counted : NULL, .arg = &l };
+	uint64_t n = 0;
+	int64_t end;
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), st;
+
+	if (session)
+		dsec_set_nonblock(FD_STATUS, true);	/* sc_say */
+	for (;;) {
+		struct pollfd pf[2] = { { listener, POLLIN, 0 }, { pfd, POLLIN, 0 } };
+		int wait = pfd < 0 ? 50 : -1;	/* no pidfd: look every 50 ms */
+
+		if (session && n != l.told)
+			wait = sc_say(&l, n) ?: wait;	/* what the budget held back */
+		if (poll(pf, 2, wait) < 0 && errno != EINTR)
+			fail(errno, "cannot poll: %s", strerror(errno));
+		if (pf[0].revents & POLLIN)
+			be_scnotify_answer(listener, &exec_filter, &ops, &n);
+		if (pfd >= 0 ? pf[1].revents != 0 : waitpid(pid, &st, WNOHANG) == pid)
+			break;
+	}
+	if (pfd >= 0) {
+		while (waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				fail(errno, "cannot wait: %s", strerror(errno));
+		close(pfd);
+	}
+	if (session)
+		dsec_set_nonblock(FD_STATUS, false);
+	if (listener < 0) {
+		dprintf(FD_STATUS, "st %d\n", st);
+		return 0;
+	}
+	dprintf(FD_STATUS, "st %d %" PRIu64 "\n", st, n);
+	close(FD_STATUS);	/* dsecd has the result: it need not wait for us */
+	ops.counted = NULL;
+	for (end = mono_ms() + CT_LINGER_MS; mono_ms() < end;) {
+		struct pollfd pf = { listener, POLLIN, 0 };
+
+		if (poll(&pf, 1, (int)(end - mono_ms())) < 0 && errno != EINTR)
+			break;
+		if (pf.revents & POLLIN)
+			be_scnotify_answer(listener, &exec_filter, &ops, &n);
+		else if (pf.revents)
+			break;	/* POLLHUP: no process has the filter any more */
+	}
 	return 0;
 }
 
@@ -910,6 +1192,7 @@ static int do_exec(int argc, char **argv, pid_t parent)
 struct xrun {
 	pid_t pid;			/* a command the init started */
 	int st;				/* its status pipe */
+	uint64_t denied0;		/* the sandbox's refused calls when it started */
 };
 
 static struct xrun *xruns;		/* running, in no order */
@@ -928,7 +1211,14 @@ static void reap_all(void)
 		tpl_reaped(pid, st);
 		for (size_t i = 0; i < nxruns; i++)
 			if (xruns[i].pid == pid) {
-				dprintf(xruns[i].st, "st %d\n", st);
+				uint64_t n = __atomic_load_n(&denied, __ATOMIC_SEQ_CST);
+
+				/* Counting: the calls refused while it ran, and so far. */
+				if (filter_inherited)
+					dprintf(xruns[i].st, "st %d %" PRIu64 " %" PRIu64 "\n", st,
+						n - xruns[i].denied0, n);
+				else
+					dprintf(xruns[i].st, "st %d\n", st);
 				close(xruns[i].st);
 				xruns[i] = xruns[--nxruns];
 				break;
@@ -1256,7 +1546,9 @@ static void tpl_start(void)
 	tpl_envp[n++] = tpl.path;
 	be_area_pad(tpl_argv, tpl_envp, n, TPL_SLOTS, pad, TPL_AREA);
 	/* xchild's stack: neither runs once clone returned (CLONE_VFORK). */
-	pid = clone(tpl_child, xstack + sizeof(xstack), CLONE_VM | CLONE_VFORK | SIGCHLD, &sv[1]);
+	pid = clone(tpl_child, xstack + sizeof(xstack),
+		    CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, &sv[1], &setup_tid);
+	__atomic_store_n(&setup_tid, 0, __ATOMIC_SEQ_CST);
 	munmap(pad, TPL_AREA);
 	close(sv[1]);
 	if (pid < 0) {
@@ -1381,17 +1673,22 @@ static int serve_requests(int ctl)
 			xcap = xcap * 2 + 16;
 		}
 		struct xreq xr = { &h, cwd, v, v + h.argc + 1, fds, nfd };
+		/* Before it starts: what it is refused on its way to its exec is its. */
+		uint64_t d0 = __atomic_load_n(&denied, __ATOMIC_SEQ_CST);
 
 		if (!(pid = tpl_dispatch(&h, v, v + h.argc + 1, buf, (size_t)n, fds, nfd))) {
-			pid = clone(xchild, xstack + sizeof(xstack), CLONE_VM | CLONE_VFORK | SIGCHLD,
-				    &xr);
+			/* setup_tid: its tid, set before it runs (see command_filter). */
+			pid = clone(xchild, xstack + sizeof(xstack),
+				    CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, &xr,
+				    &setup_tid);
+			__atomic_store_n(&setup_tid, 0, __ATOMIC_SEQ_CST);
 			if (pid < 0) {
 				dprintf(fds[2], "err %d cannot fork: %s\n", errno, strerror(errno));
 				goto drop;
 			}
 			tpl_note(&h, v, v + h.argc + 1);
 		}
-		xruns[nxruns++] = (struct xrun){ pid, fds[2] };
+		xruns[nxruns++] = (struct xrun){ pid, fds[2], d0 };
 		fds[2] = -1;
 drop:
 		for (int i = 0; i < nfd; i++)
@@ -1420,6 +1717,7 @@ static _Noreturn void serve(void)
 	}
 	dsec_set_nonblock(ctl, true);
 	compile_filter();
+	count_start(ctl);
 	for (;;) {
 		struct pollfd pf[3] = { { sfd, POLLIN, 0 }, { ctl, POLLIN, 0 }, { -1, POLLIN, 0 } };
 		struct signalfd_siginfo si;

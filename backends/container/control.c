@@ -338,6 +338,11 @@ static void usage_done(void *arg)
 	struct ct_sb *sb = w->sb;
 
 	sb->busy--;
+	if (sb->sc_on && w->out->struct_size >= offsetof(struct dsec_be_usage, seccomp_denied) +
+						sizeof(w->u.seccomp_denied)) {
+		w->u.seccomp_denied = sb->sc_init + sb->sc_helpers;
+		w->u.have |= DSEC_USAGE_SECCOMP_DENIED;
+	}
 	be_cg_usage_put(w->out, &w->u);
 	defer(sb->be, w->done, w->arg, 0, NULL);
 	free(w);
@@ -362,6 +367,28 @@ int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *a
 	sb->busy++;
 	ct_submit(sb->be, usage_work, usage_done, w);
 	return 0;
+}
+
+/* ---- refused system calls (ct_exec.h) --------------------------------------
+ * The init's counts are cumulative and arrive by two ways (the command
+ * socket, status lines) in any order: the largest is the one. */
+
+void ct_count_init(struct ct_sb *sb, uint64_t total)
+{
+	sb->sc_on = true;
+	if (total > sb->sc_init)
+		sb->sc_init = total;
+}
+
+void ct_count_cmd(struct ct_sb *sb, struct dsec_exec_res *res, uint64_t denied, bool helper)
+{
+	if (res) {
+		uint64_t n = res->seccomp_denied + denied;
+
+		res->seccomp_denied = n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
+	}
+	if (helper)
+		sb->sc_helpers += denied;
 }
 
 /* ---- destroy ---------------------------------------------------------------- */

@@ -582,13 +582,15 @@ void ct_ctl_close(struct ct_sb *sb)
 static void init_ctl_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, ctl_w);
-	char c;
-	ssize_t n = recv(sb->ctl, &c, 1, MSG_DONTWAIT);
+	struct ct_count c;
+	ssize_t n = recv(sb->ctl, &c, sizeof(c), MSG_DONTWAIT);
 
 	(void)loop;
 	(void)revents;
+	if (n == (ssize_t)sizeof(c) && c.magic == CT_COUNT_MAGIC)
+		ct_count_init(sb, c.denied);	/* the one thing sent back (ct_exec.h) */
 	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
-		return;	/* nothing is sent back (ct_exec.h): dropped */
+		return;	/* anything else: dropped */
 	init_watch(sb);
 }
 

@@ -72,12 +72,13 @@
 #define CT_NET_BURY_QUIET 0.2		/* s without a destroy before those to drop go */
 #define CT_NET_BURY_MAX 4096		/* ... or once this many are held */
 /* The floors of a sandbox's limits (requests and config alike): below
- * them a sandbox cannot do its work (pids: the init, the warm shell's
- * template and its child, a command; nofile: stdio and a few more), and a
- * CPU quota below 1 ms per 100 ms period the kernel refuses. */
+ * them a sandbox cannot do its work (pids: the init and its watcher
+ * thread, the warm shell's template and its child, a command; nofile:
+ * stdio and a few more), and a CPU quota below 1 ms per 100 ms period the
+ * kernel refuses. */
 #define CT_MIN_MEMORY (8ull << 20)
 #define CT_MIN_DISK (1ull << 20)
-#define CT_MIN_PIDS 4
+#define CT_MIN_PIDS 5
 #define CT_MIN_NOFILE 16
 #define CT_MIN_CPUS 0.01
 /* The writable layer is a tmpfs, and what is written there is charged to
@@ -222,6 +223,9 @@ struct ct_sb {
 	struct ct_pwork *pause_wait;	/* a pause waiting for the file ops to end */
 	int fsock;			/* the file server's socket (container-files), -1 = none */
 	struct ct_fsd *fsd;		/* that server while it runs, NULL = reaped or none */
+	bool sc_on;			/* its init counts refused system calls (ct_exec.h) */
+	uint64_t sc_init;		/* the most its init reported of them */
+	uint64_t sc_helpers;		/* and the exec helpers (their commands' own) */
 };
 
 struct ct_exec {
@@ -243,6 +247,7 @@ struct ct_exec {
 	uint64_t t0;			/* start, ns (moved on by time spent paused) */
 	double left;			/* while paused: seconds left on timer, < 0 none */
 	bool reaped;			/* helper reaped (or no ev_child) */
+	bool reported;			/* a counting helper wrote its last status line */
 	bool killed;			/* cgroup kill sent */
 	bool finished;			/* result decided */
 	struct ct_xstream *stream;	/* exec_start's extras, NULL for exec */
@@ -468,6 +473,13 @@ int ct_init_fds(const struct ct_sb *sb, int *pidfd, int *root);
 uint64_t ct_proc_start(pid_t pid);
 int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
 	     struct dsec_err *err);
+/* The system calls its filter refused (ct_exec.h): ct_count_init takes a
+ * total its init reported (a struct ct_count, a status line's TOTAL);
+ * ct_count_cmd a command's DENIED, into res (NULL: none) and, for an exec
+ * helper's command (its own calls, not in the init's total), into the
+ * sandbox's. */
+void ct_count_init(struct ct_sb *sb, uint64_t total);
+void ct_count_cmd(struct ct_sb *sb, struct dsec_exec_res *res, uint64_t denied, bool helper);
 int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
 
 /* ---- sessions.c ---- */

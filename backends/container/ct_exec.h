@@ -15,7 +15,15 @@
  * the command exactly as the exec helper's child does (container-init
  * exec); the init writes
  * "st WAITSTATUS" (or "err ERRNO message") on the status pipe when it
- * reaps it and closes it.  Nothing is sent back on the socket.
+ * reaps it and closes it.  An init that counts the calls the seccomp
+ * filter refuses (container-init: be_scnotify.h) writes
+ * "st WAITSTATUS DENIED TOTAL" instead: those refused while the command
+ * ran (any process of the sandbox's) and the sandbox's so far; and sends
+ * back on the socket, as they grow, at most every 100 ms, a struct
+ * ct_count with the sandbox's total (the first, 0, once it counts).  The
+ * exec helper's status line is "st WAITSTATUS DENIED" (its command's
+ * own), and a session's shell's helper also writes "sc DENIED" lines
+ * (its count so far) as it grows.
  *
  * The warm shell (container-preload.c): once a sandbox ran a shell command
  * and went quiet, the init executes that shell as a template (the very
@@ -45,6 +53,7 @@
 #define CT_TPL_EXE_FD 5			/* the template's program, until its exec (cloexec) */
 #define CT_TREADY_MAGIC 0x64785231u	/* "dxR1" */
 #define CT_XMSG_MAGIC 0x64785831u	/* "dxX1" */
+#define CT_COUNT_MAGIC 0x64785331u	/* "dxS1" */
 #define CT_XMSG_MAX (64u << 10)		/* larger requests use the exec helper */
 #define CT_X_STDIN 1u			/* a stdin descriptor comes before the cgroup's */
 #define CT_X_USERNS 2u			/* root inside keeps the small capability set */
@@ -69,6 +78,13 @@ static inline enum dsec_code ct_start_code(int e, const char *msg)
 	return (e == ENOENT || e == ENOTDIR) && !strncmp(msg, CT_ERR_CHDIR, strlen(CT_ERR_CHDIR))
 	       ? DSEC_E_NOT_FOUND : DSEC_E_BACKEND;
 }
+
+/* Init to dsecd, on the command socket: the calls its filter refused. */
+struct ct_count {
+	uint32_t magic;			/* CT_COUNT_MAGIC */
+	uint32_t pad;			/* 0 */
+	uint64_t denied;		/* since the sandbox was made */
+};
 
 /* Template to init: a child is ready; its socket comes with it. */
 struct ct_tready {

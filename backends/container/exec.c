@@ -113,7 +113,9 @@ void exec_finish(struct ct_exec *x, int rc, const struct dsec_err *err)
 		if (init_gone(sb, &sig, &num))
 			sb_lost(sb, sig, num);
 	}
-	if (x->pid > 0 && !x->reaped && !x->cw.ended)
+	/* A helper that reported stays a moment to answer the filter for
+	 * what its command left (container-init exec_watch). */
+	if (x->pid > 0 && !x->reaped && !x->reported && !x->cw.ended)
 		kill(x->pid, SIGKILL);	/* be->reap reaps it */
 	x->res->duration = (double)(dsec_now_ns() - x->t0) / 1e9;
 	if (rc < 0) {
@@ -207,7 +209,8 @@ static void exec_maybe_done(struct ct_exec *x)
 	struct ev_loop *loop = x->sb->be->host->loop;
 	const char *s = x->st.data ? x->st.data : "";
 	struct dsec_err err;
-	int st, e;
+	uint64_t denied, total;
+	int st, e, n;
 
 	if (x->st_fd >= 0)
 		return;
@@ -221,11 +224,18 @@ static void exec_maybe_done(struct ct_exec *x)
 			      (int)strcspn(msg, "\n"), msg);
 		return exec_finish(x, -e, &err);
 	}
-	if (sscanf(s, "st %d", &st) != 1) {
+	if ((n = sscanf(s, "st %d %" SCNu64 " %" SCNu64, &st, &denied, &total)) < 1) {
 		dsec_err_setc(&err, DSEC_E_BACKEND, EIO,
 			      "cannot run the command in sandbox '%s': the helper died", x->sb->id);
 		return exec_finish(x, -EIO, &err);
 	}
+	/* The calls the filter refused: the init's line has the sandbox's
+	 * total too, an exec helper's only its command's own (ct_exec.h). */
+	if (n >= 2)
+		ct_count_cmd(x->sb, x->res, denied, x->pid > 0);
+	if (n == 3)
+		ct_count_init(x->sb, total);
+	x->reported = n >= 2 && x->pid > 0;
 	if (WIFEXITED(st)) {
 		x->res->exit_code = WEXITSTATUS(st);
 		x->res->signal = 0;
@@ -235,7 +245,7 @@ static void exec_maybe_done(struct ct_exec *x)
 	}
 	x->res->oom_killed = exec_oom_killed(x);
 	x->res->pids_limited = exec_pids_limited(x);
-	if ((x->out_fd < 0 && x->err_fd < 0 && x->reaped))
+	if (x->out_fd < 0 && x->err_fd < 0 && (x->reaped || x->reported))
 		return exec_finish(x, 0, NULL);
 	/* Something left in the background still holds a pipe: a short grace. */
 	ev_timer_stop(loop, &x->timer);

@@ -128,11 +128,18 @@ static void sess_defer(void *ctx, dsec_be_done_fn done, void *arg, int rc,
 	defer(sb->be, done, arg, rc, err);
 }
 
+/* A shell's helper counted n more refused calls: the sandbox's. */
+static void sess_denied(void *ctx, uint64_t n)
+{
+	ct_count_cmd(ctx, NULL, n, true);
+}
+
 static const struct be_sess_ops sess_ops = {
 	.spawn = sess_spawn,
 	.submit = sess_submit,
 	.defer = sess_defer,
 	.start_code = ct_start_code,
+	.denied = sess_denied,
 };
 
 int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name,

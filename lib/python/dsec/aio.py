@@ -121,6 +121,7 @@ class ExecResult:
     oom_killed: bool = False
     pids_limited: bool = False
     replayed: Optional[int] = None
+    seccomp_denied: int = 0     # system calls the seccomp filter refused while it ran
 
     @property
     def stdout(self) -> str:
@@ -144,6 +145,7 @@ class ExecResult:
                    stderr_truncated=bool(r.get("stderr_truncated", False)),
                    oom_killed=bool(r.get("oom_killed", False)),
                    pids_limited=bool(r.get("pids_limited", False)),
+                   seccomp_denied=int(r.get("seccomp_denied", 0)),
                    replayed=r.get("replayed"))
 
 
@@ -626,7 +628,9 @@ class AsyncSandbox:
         """What it uses now (cpu_ns, memory, memory_peak, pids, disk: those
         its backend measures) and its misbehaviour counters: oom_kills,
         pids_limited, output_floods, timeouts, egress_denied (packets its
-        allowlist refused, networked sandboxes)."""
+        allowlist refused, networked sandboxes), seccomp_denied (system
+        calls its seccomp filter refused, where its backend counts them:
+        container)."""
         return await self.client.call("usage", {"id": self.id})
 
     async def watched(self) -> List[Dict[str, Any]]:
