@@ -282,7 +282,7 @@ static void ct_fini(void *vbe)
 	while (be->sbs) {
 		struct ct_sb *sb = be->sbs;
 
-		be->sbs = sb->next;
+		sb_unlink(sb);
 		sb->init_start = 0;
 		sb_teardown(sb);
 		sb_free(sb);

@@ -6,15 +6,18 @@
 /* ---- create --------------------------------------------------------------- */
 
 /* Out of be->sbs, where it is from create on (fini tears down those that
- * are still being made too). */
+ * are still being made too); O(1): a walk of the list made a mass destroy
+ * of 10,000 sandboxes 50 million steps of the loop.  Once only. */
 void sb_unlink(struct ct_sb *sb)
 {
-	for (struct ct_sb **pp = &sb->be->sbs; *pp; pp = &(*pp)->next)
-		if (*pp == sb) {
-			*pp = sb->next;
-			sb->be->nsbs--;
-			return;
-		}
+	if (!sb->pprev)
+		return;
+	*sb->pprev = sb->next;
+	if (sb->next)
+		sb->next->pprev = sb->pprev;
+	sb->pprev = NULL;
+	sb->next = NULL;
+	sb->be->nsbs--;
 }
 
 /* On a pool thread, for a new sandbox: the cgroup of a destroyed one
@@ -1017,9 +1020,16 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 		return rc;
 	}
 	if (be->conf.userns) {
-		for (uint64_t i = 0; i < be->conf.max_sandboxes && uslot < 0; i++)
+		/* The first free range from the last one taken on: a full node's
+		 * creates do not test the bits of every range in use. */
+		for (uint64_t k = 0, n = be->conf.max_sandboxes; k < n && uslot < 0; k++) {
+			uint64_t i = (be->uslot_next + k) % n;
+
 			if (!(be->uslots[i / 8] & (1u << (i % 8))))
 				uslot = (int)i;
+			else if (be->uslots[i / 8] == 0xff && i % 8 == 0 && k + 8 <= n)
+				k += 7;	/* a whole byte in use */
+		}
 		if (uslot < 0) {
 			free(rules);
 			free(lower);
@@ -1029,6 +1039,7 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 					     be->conf.max_sandboxes);
 		}
 		be->uslots[uslot / 8] |= (uint8_t)(1u << (uslot % 8));
+		be->uslot_next = (uint64_t)uslot + 1;
 	}
 	sb = xcalloc(1, sizeof(*sb));
 	sb->be = be;
@@ -1081,6 +1092,9 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->uid = uid;
 	sb->gid = gid;
 	sb->next = be->sbs;	/* counted from now on (capacity), torn down by fini */
+	if (sb->next)
+		sb->next->pprev = &sb->next;
+	sb->pprev = &be->sbs;
 	be->sbs = sb;
 	be->nsbs++;
 	sb->lim = spec->limits;

@@ -157,6 +157,7 @@ struct ct_cgref {
 struct ct_sb {
 	struct ct_be *be;		/* backend */
 	struct ct_sb *next;		/* be->sbs */
+	struct ct_sb **pprev;		/* what points at it there, NULL once out */
 	char *id;			/* sandbox id */
 	char *dir;			/* state_dir/sb.N (empty on the host) */
 	uint64_t serial;		/* the N */
@@ -266,6 +267,7 @@ struct ct_be {
 	bool stopping;			/* fini started */
 	struct be_bridge br;		/* allowlisted sandboxes' bridge (up on first use) */
 	uint8_t *uslots;		/* uid ranges in use, a bit per max_sandboxes */
+	uint64_t uslot_next;		/* where the search for a free one starts */
 	pthread_mutex_t br_lock;	/* serialises bringing it up */
 	struct be_tasks tasks;		/* work on dsecd's pool */
 	char *skel;			/* the default root's shared skeleton, NULL = none */
