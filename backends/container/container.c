@@ -534,6 +534,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	if (!*be->conf.rootfs)
 		make_skel(be);
 	sys_up(be);
+	ct_net_up(be);
 	ct_base_up(be);
 	/* Every sandbox's commands get this filter (but those with
 	 * seccomp_deny): compiled once, read by each init. */

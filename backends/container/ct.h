@@ -71,6 +71,7 @@
 #define CT_NET_STALE 120.0		/* s after which one still in use is dropped */
 #define CT_NET_BURY_QUIET 0.2		/* s without a destroy before those to drop go */
 #define CT_NET_BURY_MAX 4096		/* ... or once this many are held */
+#define CT_NETPROC_USES 256		/* namespaces set through one proc (netpool.c) */
 /* The floors of a sandbox's limits (requests and config alike): below
  * them a sandbox cannot do its work (pids: the init and its watcher
  * thread, the warm shell's template and its child, a command; nofile:
@@ -296,6 +297,9 @@ struct ct_be {
 	int *buried;			/* namespaces to drop together (netpool.c) */
 	unsigned nburied, capburied;	/* entries of buried, and room */
 	ev_timer bury_w;		/* drops them when destroys stop coming */
+	pthread_mutex_t netproc_lock;	/* guards netproc and netproc_uses */
+	char *netproc;			/* our proc for the namespaces' sysctl, NULL = /proc */
+	unsigned netproc_uses;		/* namespaces set through it since it was mounted */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 	bool owner_warned;		/* said that user namespaces cannot be given owners */
 };
@@ -355,6 +359,9 @@ void ct_base_leave(struct ct_be *be);
 /* ---- netpool.c ---- */
 
 void ct_net_init(struct ct_be *be);
+/* Once the state directory is there: the proc new namespaces are set
+ * through (netpool.c). */
+void ct_net_up(struct ct_be *be);
 void ct_net_fini(struct ct_be *be);
 /* On a pool thread: a network namespace for a new sandbox, kept or made
  * now; its fd (the caller's) or -errno. */

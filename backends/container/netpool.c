@@ -36,6 +36,7 @@
  * costs no descriptor more than its sandbox held (its control socket).
  */
 #include <sched.h>
+#include <sys/mount.h>
 
 #include "ct.h"
 #include "be_net.h"
@@ -98,9 +99,45 @@ int ct_net_enter(struct ct_be *be, int fd)
 	return setns(fd, CLONE_NEWNET);
 }
 
+/* ---- the sysctl of a new namespace -------------------------------------------
+ *
+ * /proc/sys/net of every network namespace is a directory of its own with
+ * the same name under one /proc/sys dentry, all in one chain of the dentry
+ * hash: a lookup of /proc/sys/net compares every namespace's that was ever
+ * looked up through that proc (proc_sys_compare), 20% of all CPU while a
+ * node of 8,000 sandboxes made more.  So the writes go through a proc of
+ * the backend's own (STATE/netproc), mounted again after CT_NETPROC_USES
+ * of them: its dentries go with it, and a lookup compares at most that
+ * many.  Without it, through /proc. */
+
+static void netproc_down(const char *dir)
+{
+	while (umount2(dir, MNT_DETACH) == 0)
+		;	/* a killed daemon's too */
+}
+
+/* "DIR/sys/net/ipv4/ip_unprivileged_port_start" of a proc with room for
+ * one more, into path; netproc_lock held. */
+static void netproc_path(struct ct_be *be, char *path, size_t size)
+{
+	if (be->netproc && be->netproc_uses >= CT_NETPROC_USES) {
+		netproc_down(be->netproc);
+		if (mount("proc", be->netproc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
+		    mount(NULL, be->netproc, NULL, MS_PRIVATE, NULL) < 0) {
+			free(be->netproc);	/* through /proc from now on */
+			be->netproc = NULL;
+		}
+		be->netproc_uses = 0;
+	}
+	be->netproc_uses++;
+	snprintf(path, size, "%s/sys/net/ipv4/ip_unprivileged_port_start",
+		 be->netproc ? be->netproc : "/proc");
+}
+
 /* A new namespace, made ready (see above), on this thread; its fd or -errno. */
 static int net_make(struct ct_be *be)
 {
+	char path[PATH_MAX];
 	int fd, port;
 
 	if (unshare(CLONE_NEWNET) < 0)
@@ -108,7 +145,10 @@ static int net_make(struct ct_be *be)
 	fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		be_lo_up();
-		port = open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC);
+		pthread_mutex_lock(&be->netproc_lock);
+		netproc_path(be, path, sizeof(path));
+		port = open(path, O_WRONLY | O_CLOEXEC);
+		pthread_mutex_unlock(&be->netproc_lock);
 		if (port < 0 || write(port, "0", 1) != 1) {
 			if (!be->net_port_warned)
 				LOG(be, DSEC_LOG_WARN, "container: cannot let sandboxes bind ports below "
@@ -240,6 +280,7 @@ void ct_net_init(struct ct_be *be)
 {
 	be->host_net = -1;
 	pthread_mutex_init(&be->net_lock, NULL);
+	pthread_mutex_init(&be->netproc_lock, NULL);
 	ev_init(&be->bury_w, bury_cb);
 	if ((be->host_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
 		LOG(be, DSEC_LOG_WARN, "container: cannot open our network namespace (%s): each "
@@ -261,9 +302,29 @@ void ct_net_stop(struct ct_be *be)
 	ct_net_drop(be);
 }
 
+void ct_net_up(struct ct_be *be)
+{
+	char *dir = xasprintf("%s/netproc", be->host->state_dir);
+
+	netproc_down(dir);
+	if (mkdir(dir, 0500) < 0 && errno != EEXIST) {
+		free(dir);
+		return;
+	}
+	be->netproc = dir;
+	be->netproc_uses = CT_NETPROC_USES;	/* mounted at the first use */
+}
+
 void ct_net_fini(struct ct_be *be)
 {
 	ct_net_stop(be);
+	if (be->netproc) {
+		netproc_down(be->netproc);
+		rmdir(be->netproc);
+		free(be->netproc);
+		be->netproc = NULL;
+	}
+	pthread_mutex_destroy(&be->netproc_lock);
 	free(be->buried);
 	if (be->host_net >= 0)
 		close(be->host_net);
