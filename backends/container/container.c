@@ -287,6 +287,7 @@ static void ct_fini(void *vbe)
 		sb_teardown(sb);
 		sb_free(sb);
 	}
+	ct_probe_fini(be);	/* their stand-ins are gone with them */
 	ct_net_stop(be);	/* every namespace dropped together (netpool.c) */
 	be_reaper_fini(&be->reap, be->host->loop);	/* what is left goes with the daemon */
 	if (be->cg) {
@@ -472,6 +473,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	pthread_mutex_init(&be->br_lock, NULL);
 	pthread_mutex_init(&be->keep_lock, NULL);
 	ct_net_init(be);
+	ct_probe_init(be);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "container: host ABI mismatch");
@@ -580,7 +582,7 @@ const struct dsec_be_ops dsec_backend = {
 	.stats = ct_stats,
 	.call = NULL,
 	.net_allow = ct_net_allow,
-	.caps = DSEC_BE_CAP_LAYERS,
+	.caps = DSEC_BE_CAP_LAYERS | DSEC_BE_CAP_PROTECT,
 	.file = ct_file,
 	.session_open = ct_session_open,
 	.session_exec = ct_session_exec,
