@@ -35,7 +35,8 @@
  * basens.c (the mount namespace the inits are cloned from),
  * create.c, exec.c, stream.c (streaming exec), files.c (the file API and
  * the network allowlist), control.c (pause, resume, snapshot, destroy),
- * sessions.c; ct.h is their private header.
+ * sessions.c, probe.c (stand-ins of a create's grade_layers, their probes
+ * counted); ct.h is their private header.
  */
 #include "ct.h"
 
