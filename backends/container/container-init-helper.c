@@ -642,7 +642,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	char lowers[64 * 16 + 1] = "";
 	const char *probes = arg(argc, argv, "--probes", "");
 	sigset_t all;
-	int lfd[64], pfd[16], nprobes = 0, upfd, filter_fd, preload_fd;
+	int lfd[64], pfd[CT_PROBES_MAX], nprobes = 0, upfd, filter_fd, preload_fd;
 
 	proc_unpriv = userns;
 

@@ -474,7 +474,6 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 	pthread_mutex_init(&be->br_lock, NULL);
 	pthread_mutex_init(&be->keep_lock, NULL);
 	ct_net_init(be);
-	ct_probe_init(be);
 	if (host->abi_version != DSEC_BE_ABI || host->struct_size < sizeof(*host)) {
 		free(be);
 		return dsec_err_setc(err, DSEC_E_INTERNAL, EINVAL, "container: host ABI mismatch");
@@ -551,6 +550,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 			LOG(be, DSEC_LOG_WARN, "container: cannot open '%s' (%s); no warm shells",
 			    so, strerror(errno));
 	}
+	ct_probe_init(be);
 	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
 	    be->cg->mode == BE_CG_V2 ? "v2" :
 	    be->cg->n && !strcmp(be->cg->hname[be->cg->n - 1], "unified") ? "v1 + v2 (hybrid)" :

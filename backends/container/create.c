@@ -2,6 +2,7 @@
  * namespaces and init) and noticing when its init dies on its own.
  */
 #include "ct.h"
+#include "ct_root.h"
 
 /* ---- create --------------------------------------------------------------- */
 
@@ -741,7 +742,8 @@ static void create_prep_done(void *arg)
 	char ncgs[16], disk[32];
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
-	char filter_at[16], preload_at[16], ptys[24], mem[24], probes[4096];
+	char filter_at[16], preload_at[16], ptys[24], mem[24];
+	char probes[CT_PROBES_MAX * (NAME_MAX + 2)];
 	bool lent = false, base;
 	unsigned long net = CLONE_NEWNET;
 

@@ -41,8 +41,8 @@
 #include <sys/eventfd.h>
 
 #include "ct.h"
+#include "ct_root.h"
 
-#define PROBE_MAX 16			/* stand-ins of one sandbox at most */
 #define PROBE_BATCH 256			/* stand-ins reported per loop iteration at most */
 #define PROBE_READS 64			/* requests answered between looks at the stop */
 #define PROBE_IDX_BITS 24		/* a node id: serial << 24 | slot + 2 */
@@ -76,9 +76,6 @@ struct ct_probe {
 	bool dirty;			/* on pfs->dirty (pfs->mu) */
 	struct ct_probe *dnext;		/* pfs->dirty (pfs->mu) */
 };
-
-/* Names the init makes at the top of every root: no stand-in there. */
-static const char *const own_names[] = { "dev", "proc", "sys", "tmp", "etc" };
 
 /* ---- the file system (its thread) ------------------------------------------- */
 
@@ -442,17 +439,18 @@ static int probe_layer(struct ct_sb *sb, struct dsec_err *err)
 }
 
 /* The stand-ins of sb (on a pool thread): each of sb->protect its image
- * (layers, top first) lacks, PROBE_MAX at most; their nodes, mounts and
+ * (layers, top first) lacks, CT_PROBES_MAX at most; their nodes, mounts and
  * mount points.  0 or -errno with *err; the caller drops what was made. */
 static int probe_make(struct ct_sb *sb, char *const *layers, struct dsec_err *err)
 {
 	struct ct_be *be = sb->be;
-	const char *want[PROBE_MAX];
+	static const char *const own_names[] = CT_OWN_TOP;
+	const char *want[CT_PROBES_MAX];
 	size_t n = 0;
 	struct ct_pfs *fs;
 	int rc;
 
-	for (char **e = sb->protect; *e && n < PROBE_MAX; e++) {
+	for (char **e = sb->protect; *e && n < CT_PROBES_MAX; e++) {
 		const char *name = *e + 2;
 		bool own = false;
 
@@ -470,25 +468,29 @@ static int probe_make(struct ct_sb *sb, char *const *layers, struct dsec_err *er
 	if (dsec_strv_len((const char *const *)layers) + 1 > CT_MAX_LAYERS)
 		return dsec_err_setc(err, DSEC_E_INVALID, E2BIG, "its image has no room for one "
 				     "more layer");
+	/* Held while fs is used here: fini takes it away under it. */
 	pthread_mutex_lock(&be->pfs_lock);
-	rc = be->pfs ? 0 : pfs_start(be, &be->pfs, err);
-	fs = be->pfs;
-	pthread_mutex_unlock(&be->pfs_lock);
-	if (rc < 0)
-		return rc;
-	sb->probes = xcalloc(n, sizeof(*sb->probes));
-	pthread_mutex_lock(&fs->mu);
-	for (size_t i = 0; i < n; i++) {
-		sb->probes[i] = probe_new(fs, want[i][0] == 'd', want[i] + 2);
-		sb->probes[i]->sb = sb;
+	if (be->stopping)
+		rc = dsec_err_setc(err, DSEC_E_SHUTTING_DOWN, ESHUTDOWN, "container is stopping");
+	else
+		rc = be->pfs ? 0 : pfs_start(be, &be->pfs, err);
+	if (rc == 0) {
+		fs = be->pfs;
+		sb->probes = xcalloc(n, sizeof(*sb->probes));
+		pthread_mutex_lock(&fs->mu);
+		for (size_t i = 0; i < n; i++) {
+			sb->probes[i] = probe_new(fs, want[i][0] == 'd', want[i] + 2);
+			sb->probes[i]->sb = sb;
+		}
+		sb->nprobes = n;
+		pthread_mutex_unlock(&fs->mu);
+		for (size_t i = 0; i < n && rc == 0; i++)
+			if ((rc = probe_mount(fs, sb->probes[i])) < 0)
+				dsec_err_set(err, -rc, "cannot make the stand-in of '/%s': %s",
+					     sb->probes[i]->name, strerror(-rc));
 	}
-	sb->nprobes = n;
-	pthread_mutex_unlock(&fs->mu);
-	for (size_t i = 0; i < n; i++)
-		if ((rc = probe_mount(fs, sb->probes[i])) < 0)
-			return dsec_err_set(err, -rc, "cannot make the stand-in of '/%s': %s",
-					    sb->probes[i]->name, strerror(-rc));
-	return probe_layer(sb, err);
+	pthread_mutex_unlock(&be->pfs_lock);
+	return rc < 0 ? rc : probe_layer(sb, err);
 }
 
 void ct_probe_add(struct ct_sb *sb)
@@ -537,7 +539,7 @@ size_t ct_probe_spec(const struct ct_sb *sb, char *buf, size_t len)
 
 int ct_probe_send(struct ct_sb *sb, int sock)
 {
-	int fds[PROBE_MAX], rc;
+	int fds[CT_PROBES_MAX], rc;
 
 	for (size_t i = 0; i < sb->nprobes; i++)
 		fds[i] = sb->probes[i]->fd;
@@ -638,9 +640,11 @@ void ct_probe_fini(struct ct_be *be)
 		ev_ref(be->host->loop);
 		ev_async_stop(be->host->loop, &be->probe_async);
 	}
+	pthread_mutex_lock(&be->pfs_lock);
+	be->pfs = NULL;
+	pthread_mutex_unlock(&be->pfs_lock);
 	if (!fs)
 		return;
-	be->pfs = NULL;
 	if (write(fs->stop_fd, &one, sizeof(one)) == sizeof(one))
 		pthread_join(fs->thr, NULL);
 	else
