@@ -92,6 +92,8 @@ LDLIBS_C    = -lev $(NNG_CLIENT_LIBS) -lpthread -ldl -lm $(PC_LIBS)
 FS3_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcrypto libarchive libzstd jansson fuse3 2>/dev/null)
 FS3_LIBS   := $(shell $(PKG_CONFIG) --libs libcrypto libarchive libzstd jansson fuse3 2>/dev/null || \
 	echo -lcrypto -larchive -lzstd -ljansson -lfuse3)
+# libfuse: the stand-ins of a sandbox's grade_layers (container.so).
+FUSE_LIBS  := $(shell $(PKG_CONFIG) --libs fuse3 2>/dev/null || echo -lfuse3)
 # libarchive: tar upload and download of the file API (be_fs in backends).
 ARCHIVE_LIBS := $(shell $(PKG_CONFIG) --libs libarchive 2>/dev/null || echo -larchive)
 
@@ -149,7 +151,7 @@ DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # name to BE_NAMES and a BE_NAME_SRC list.
 BE_NAMES    = container fncall
 BE_container_SRC = $(addprefix backends/container/,container.c spawn.c create.c exec.c stream.c \
-	files.c control.c sessions.c basens.c netpool.c)
+	files.c control.c sessions.c basens.c netpool.c probe.c)
 BE_fncall_SRC = $(addprefix backends/fncall/,fncall.c call.c zygote.c)
 BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_child.c be_conf.c be_cred.c be_fs.c \
 	be_fs_remote.c be_io.c be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c \
@@ -310,7 +312,7 @@ $(BE_LIB): $(BE_COMMON)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 build/backends/common/be_netpol.o build/nosan/backends/common/be_netpol.o: ALL_CFLAGS += $(NET_CFLAGS)
-backends/container.so: BE_LIBS = $(NET_LIBS)
+backends/container.so: BE_LIBS = $(NET_LIBS) $(FUSE_LIBS)
 
 backends/container.so: $(BE_container_SRC:%.c=build/%.o)
 backends/fncall.so: $(BE_fncall_SRC:%.c=build/%.o)

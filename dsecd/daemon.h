@@ -85,6 +85,8 @@ struct dsecd_sb {
 	uint64_t execs;			/* commands run */
 	uint32_t running;		/* commands running now */
 	struct fs3_acquired *img;	/* its image's mounted layers, or NULL */
+	struct fs3_acquired *grade_img;	/* its grade_layers, acquired at create for their
+					 * top-level names (held until it is gone), or NULL */
 	bool pooled;			/* in a warm pool: no request can name it */
 	char **env;			/* env every exec gets (handed over from a pool) */
 	char **labels;			/* its create's labels, "K=V", NULL-terminated, or NULL */
@@ -120,7 +122,12 @@ struct dsecd_sb {
 		uint64_t pids_limited;	/* commands whose fork failed at the pids limit */
 		uint64_t output_floods;	/* commands whose output passed its cap */
 		uint64_t timeouts;	/* commands killed at their timeout */
+		uint64_t protected_probes;	/* opens of its stand-ins of grade_layers'
+						 * paths, lookups below them (the backend's
+						 * sandbox_mark) */
 	} marks;
+	bool probes_counted;		/* its backend made stand-ins for its grade_layers and
+					 * counts protected_probes */
 };
 
 struct fs3;
@@ -384,14 +391,28 @@ void dsecd_images_close(struct dsecd *d);
 /* With gossip: the image store's peers become the alive members (their
  * API addresses), at most FS3_PEERS_MAX of them; after each change. */
 void dsecd_images_peers(struct dsecd *d);
+/* What dsecd_image_acquire finds of a create's grade_layers. */
+struct dsecd_grade {
+	struct fs3_acquired *img;	/* the grade images, held (the caller's), or NULL
+					 * when they could not be acquired (logged) */
+	char **protect;			/* their layers' top-level entries, "d/NAME" or
+					 * "f/NAME" (dsec_be_spec.protect; the caller's),
+					 * or NULL with img */
+};
+/* The most entries of dsecd_grade.protect (the first by name). */
+#define DSECD_PROTECT_MAX 64
 /* Acquires image ref on the pool, with the images of extras (NULL or a
  * NULL-terminated vector, bottom first; copied) stacked over it (see
  * fs3_image_acquire_stack), with devs its layers as loop devices too
  * (fs3_acquired_devs); done(arg, a, 0, NULL) on the loop with the
- * caller owning a, or done(arg, NULL, -errno, err).  Returns 0 or -errno
- * with *err (done is then not called). */
+ * caller owning a, or done(arg, NULL, -errno, err).  With grade (NULL or
+ * a NULL-terminated vector of images; copied) also those images, stacked
+ * in the same way, into *gout, which the caller keeps until done; a
+ * failure of theirs only leaves *gout empty.  Returns 0 or -errno with
+ * *err (done is then not called). */
 int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras, bool devs,
-			dsecd_image_done_fn done, void *arg, struct dsec_err *err);
+			char *const *grade, struct dsecd_grade *gout, dsecd_image_done_fn done,
+			void *arg, struct dsec_err *err);
 /* Gives a back (on the pool); NULL is a no-op.  Takes ownership. */
 void dsecd_image_release(struct dsecd *d, struct fs3_acquired *a);
 /* Points spec at a's layers, env (a's env, then cenv), cwd and user (unless

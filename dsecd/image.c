@@ -7,10 +7,16 @@
  * mounted layer directories to the backend (with DSEC_BE_CAP_LAYER_DEVS,
  * also a loop device per layer).  The sandbox holds the acquire
  * until the backend has destroyed it; the release runs on the pool too.
+ * A create with grade_layers, for a backend that stands in for them
+ * (DSEC_BE_CAP_PROTECT), acquires those images too, in the same work, for
+ * the names at their top (dsec_be_spec.protect), and holds them as long.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "daemon.h"
 #include "dsec.h"
@@ -130,6 +136,8 @@ struct acq {
 	char *ref;			/* image asked for */
 	char **extras;			/* images stacked over it, bottom first, or NULL */
 	bool devs;			/* with its layers as loop devices too */
+	char **grade;			/* grade_layers whose names to list, or NULL */
+	struct dsecd_grade *gout;	/* where they go (the caller's) */
 	struct fs3_acquired *a;		/* the result */
 	int rc;				/* 0 or -errno */
 	struct dsec_err err;		/* why */
@@ -137,9 +145,59 @@ struct acq {
 	void *arg;			/* its argument */
 };
 
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a + 2, *(char *const *)b + 2);
+}
+
+/* The top-level entries of a's layers as dsec_be_spec.protect has them
+ * ("d/NAME", "f/NAME"), sorted, each once, whiteouts left out; at most
+ * DSECD_PROTECT_MAX (the first by name).  Never NULL. */
+static char **top_names(const struct fs3_acquired *a)
+{
+	size_t n = 0, cap = 16;
+	char **v = xcalloc(cap + 1, sizeof(*v));
+
+	for (size_t i = 0; i < a->nlayers; i++) {
+		DIR *dir = opendir(a->layers[i]);
+		struct dirent *de;
+		struct stat st;
+
+		while (dir && (de = readdir(dir))) {
+			bool isdir = de->d_type == DT_DIR, seen = false;
+
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			if (de->d_type == DT_UNKNOWN || de->d_type == DT_CHR) {
+				if (fstatat(dirfd(dir), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+				    (S_ISCHR(st.st_mode) && st.st_rdev == 0))
+					continue;	/* an overlay whiteout */
+				isdir = S_ISDIR(st.st_mode);
+			}
+			for (size_t j = 0; j < n && !seen; j++)
+				seen = !strcmp(v[j] + 2, de->d_name);
+			if (seen)
+				continue;
+			if (n == cap) {
+				v = xrealloc(v, (2 * cap + 1) * sizeof(*v));
+				cap *= 2;
+			}
+			v[n++] = xasprintf("%c/%s", isdir ? 'd' : 'f', de->d_name);
+		}
+		if (dir)
+			closedir(dir);
+	}
+	qsort(v, n, sizeof(*v), name_cmp);
+	while (n > DSECD_PROTECT_MAX)
+		free(v[--n]);
+	v[n] = NULL;
+	return v;
+}
+
 static void acq_work(void *p)
 {
 	struct acq *q = p;
+	struct dsec_err err;
 
 	q->rc = fs3_image_acquire_stack(q->d->images, q->ref, (const char *const *)q->extras,
 					&q->a, &q->err);
@@ -147,6 +205,19 @@ static void acq_work(void *p)
 		fs3_image_release(q->d->images, q->a);
 		q->a = NULL;
 	}
+	if (q->rc < 0 || !q->grade)
+		return;
+	/* The grade layers are held as long as the sandbox: their mounts are
+	 * shared by every sandbox of the task and its grades. */
+	dsec_err_clear(&err);
+	if (fs3_image_acquire_stack(q->d->images, q->grade[0], (const char *const *)q->grade + 1,
+				    &q->gout->img, &err) < 0) {
+		log_warn("images: cannot acquire the grade layers of a create (%s); its probes of "
+			 "them are not counted", err.msg);
+		q->gout->img = NULL;
+		return;
+	}
+	q->gout->protect = top_names(q->gout->img);
 }
 
 static void acq_done(void *p)
@@ -157,11 +228,13 @@ static void acq_done(void *p)
 	q->done(q->arg, q->a, q->rc, &q->err);
 	free(q->ref);
 	dsec_strv_free(q->extras);
+	dsec_strv_free(q->grade);
 	free(q);
 }
 
 int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras, bool devs,
-			dsecd_image_done_fn done, void *arg, struct dsec_err *err)
+			char *const *grade, struct dsecd_grade *gout, dsecd_image_done_fn done,
+			void *arg, struct dsec_err *err)
 {
 	struct acq *q;
 	int rc;
@@ -174,11 +247,17 @@ int dsecd_image_acquire(struct dsecd *d, const char *ref, char *const *extras, b
 	q->ref = xstrdup(ref);
 	q->extras = dsec_strv_dup((const char *const *)extras);
 	q->devs = devs;
+	if (grade && grade[0] && gout) {
+		q->grade = dsec_strv_dup((const char *const *)grade);
+		q->gout = gout;
+		*gout = (struct dsecd_grade){ 0 };
+	}
 	q->done = done;
 	q->arg = arg;
 	if ((rc = dsecd_pool_submit(d->pool, acq_work, acq_done, q)) < 0) {
 		free(q->ref);
 		dsec_strv_free(q->extras);
+		dsec_strv_free(q->grade);
 		free(q);
 		return dsec_err_set(err, -rc, "cannot queue the image's acquire: %s", strerror(-rc));
 	}

@@ -52,9 +52,8 @@ static void host_log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A backend's sandbox died on its own (dsec_be_host.sandbox_lost). */
-static void host_sandbox_lost(const struct dsec_be_host *host, const char *id,
-			      const struct dsec_err *why)
+/* The sandbox whose backend sandbox host's backend made as id, or NULL. */
+static struct dsecd_sb *host_sb(const struct dsec_be_host *host, const char *id)
 {
 	struct dsecd *d = ((struct ld_host *)host->ctx)->d;
 	struct dsecd_sb *sb = dsecd_sb_lookup(d, id);
@@ -65,8 +64,30 @@ static void host_sandbox_lost(const struct dsec_be_host *host, const char *id,
 	for (struct dsecd_sb *s = d->all; !sb && s; s = s->anext)
 		if (s->be_id && !strcmp(s->be_id, id) && s->state != SB_DESTROYING)
 			sb = s;
-	if (sb && &sb->be->host == host)
-		dsecd_sb_lost(d, sb, why && why->msg[0] ? why->msg : "its init died");
+	return sb && &sb->be->host == host ? sb : NULL;
+}
+
+/* A backend's sandbox died on its own (dsec_be_host.sandbox_lost). */
+static void host_sandbox_lost(const struct dsec_be_host *host, const char *id,
+			      const struct dsec_err *why)
+{
+	struct dsecd_sb *sb = host_sb(host, id);
+
+	if (sb)
+		dsecd_sb_lost(sb->d, sb, why && why->msg[0] ? why->msg : "its init died");
+}
+
+/* A backend counted something of a sandbox outside its commands
+ * (dsec_be_host.sandbox_mark). */
+static void host_sandbox_mark(const struct dsec_be_host *host, const char *id, uint32_t mark,
+			      uint64_t n)
+{
+	struct dsecd_sb *sb = host_sb(host, id);
+
+	if (sb && mark == DSEC_BE_MARK_PROTECTED_PROBES) {
+		sb->probes_counted = true;	/* a first call of 0 says so */
+		sb->marks.protected_probes += n;
+	}
 }
 
 /* host->defer: a FIFO drained by an ev_check, an ev_idle keeping the
@@ -229,6 +250,7 @@ static int load_one(struct dsecd *d, const char *name, size_t n, struct dsec_err
 		.submit = host_submit,
 		.log = host_log,
 		.sandbox_lost = host_sandbox_lost,
+		.sandbox_mark = host_sandbox_mark,
 		.ctx = ld_host_new(d),
 		.defer = host_defer,
 	};
@@ -329,10 +351,11 @@ int dsecd_backend_spec_check(const struct dsecd_backend *b, const struct dsec_be
 		{ END(dns), "dns" },
 		{ END(seccomp_deny), "seccomp_deny" },
 		{ END(cpu_weight), "limits.cpu_weight" },
+		{ END(protect), "grade_layers (their stand-ins)" },
 #undef END
 	};
 	const bool set[] = { s->layers, s->user, s->network, s->allow, s->dns, s->seccomp_deny,
-			     s->cpu_weight };
+			     s->cpu_weight, s->protect };
 
 	_Static_assert(DSEC_ARRAY_LEN(fields) == DSEC_ARRAY_LEN(set), "one flag per field");
 	for (size_t i = 0; i < DSEC_ARRAY_LEN(fields); i++)

@@ -38,6 +38,8 @@ void req_run_free(struct dsecd_req *r)
 	free(r->dns);
 	dsec_strv_free(r->deny);
 	dsec_strv_free(r->ienv);
+	dsec_strv_free(r->grade.protect);
+	dsecd_image_release(r->d, r->grade.img);
 	free(r->call_id);
 	if (r->labels)
 		dsec_strv_free(r->labels);

@@ -74,6 +74,8 @@ void dsecd_sb_pack_marks(const struct dsecd_sb *sb, struct dsec_pk *p,
 	dsec_pk_kv_u64(p, "pids_limited", sb->marks.pids_limited);
 	dsec_pk_kv_u64(p, "output_floods", sb->marks.output_floods);
 	dsec_pk_kv_u64(p, "timeouts", sb->marks.timeouts);
+	if (sb->probes_counted)
+		dsec_pk_kv_u64(p, "protected_probes", sb->marks.protected_probes);
 	if (u && (u->have & DSEC_USAGE_EGRESS_DENIED))
 		dsec_pk_kv_u64(p, "egress_denied", u->egress_denied);
 	if (u && (u->have & DSEC_USAGE_SECCOMP_DENIED))

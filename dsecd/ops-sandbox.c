@@ -398,6 +398,9 @@ static void image_acquired(void *arg, struct fs3_acquired *a, int rc, const stru
 		e = *err;
 	} else {
 		r->sb->img = a;	/* released when the sandbox is gone */
+		r->sb->grade_img = r->grade.img;	/* so are the grade layers */
+		r->grade.img = NULL;
+		r->spec.protect = (const char *const *)r->grade.protect;
 		phase_end(r, DSECD_PHASE_IMAGE);
 		if (d->shutting_down) {
 			rc = dsec_err_setc(&e, DSEC_E_SHUTTING_DOWN, ESHUTDOWN,
@@ -424,8 +427,10 @@ int start_create(struct dsecd_req *r, dsec_be_done_fn done, struct dsec_err *err
 	r->t_phase = dsec_now_ns();
 	if (r->image && *r->image && (r->be->ops->caps & DSEC_BE_CAP_LAYERS))
 		return dsecd_image_acquire(r->d, r->image, r->layers,
-					   r->be->ops->caps & DSEC_BE_CAP_LAYER_DEVS, image_acquired,
-					   r, err) < 0
+					   r->be->ops->caps & DSEC_BE_CAP_LAYER_DEVS,
+					   r->be->ops->caps & DSEC_BE_CAP_PROTECT ? r->sb->grade_layers
+										 : NULL,
+					   &r->grade, image_acquired, r, err) < 0
 			       ? -1 : 0;
 	return be_create(r, err);
 }
@@ -631,6 +636,7 @@ void op_create(struct dsecd_req *r)
 	/* A warm pool's sandbox, when the request asks for nothing it lacks. */
 	if (!(l->cpus > 0 || l->memory || l->pids || l->nofile || l->disk || r->spec.cpu_weight) &&
 	    !r->network && !r->allow && !r->dns && !r->deny && !r->layers &&
+	    !(r->grade_layers && (r->be->ops->caps & DSEC_BE_CAP_PROTECT)) &&
 	    (sb = dsecd_warm_take(d, r->be, r->image))) {
 		sb->ttl = ttl;
 		sb->idle_ttl = idle;

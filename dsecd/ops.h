@@ -176,6 +176,11 @@ struct dsecd_req {
 					char *network, *dns;	/* network mode and resolver */
 					char **deny;	/* seccomp_deny */
 					char **ienv;	/* the image's env, then the request's */
+					struct dsecd_grade grade;	/* create: its grade
+								 * layers, held until
+								 * the sandbox has
+								 * them, and the names
+								 * of spec.protect */
 					dsec_be_done_fn create_cb;	/* create's completion
 									 * (create or call) */
 					struct dsec_be_spec spec;	/* what the backend gets */

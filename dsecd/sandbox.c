@@ -72,6 +72,7 @@ void dsecd_sb_table_free(struct dsecd *d)
 		ev_timer_stop(d->loop, &sb->ttl_timer);
 		ev_timer_stop(d->loop, &sb->idle_timer);
 		dsecd_image_release(d, sb->img);
+		dsecd_image_release(d, sb->grade_img);
 		sb_free(d, sb);
 	}
 	free(d->buckets);
@@ -325,6 +326,8 @@ static void destroyed(void *arg, int rc, const struct dsec_err *err)
 	sb->handle = NULL;
 	dsecd_image_release(d, sb->img);
 	sb->img = NULL;
+	dsecd_image_release(d, sb->grade_img);
+	sb->grade_img = NULL;
 	if (sb->waiters) {
 		struct dsecd_req *r = sb->waiters;
 		sb->waiters = NULL;

@@ -200,7 +200,7 @@ static void warm_fill(struct dsecd_warm *w)
 		if (w->image && (w->be->ops->caps & DSEC_BE_CAP_LAYERS)) {
 			dsec_err_clear(&err);
 			if (dsecd_image_acquire(d, w->image, NULL,
-						w->be->ops->caps & DSEC_BE_CAP_LAYER_DEVS,
+						w->be->ops->caps & DSEC_BE_CAP_LAYER_DEVS, NULL, NULL,
 						wc_acquired, c, &err) < 0) {
 				d->ops_inflight++;
 				wc_done(c, err.errnum ? -err.errnum : -EIO, &err);

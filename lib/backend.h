@@ -112,6 +112,26 @@ struct dsec_be_host {
 	 * backend's: valid, and not deferred again, until its fn has run.
 	 * Cheap, never fails. (ABI 2) */
 	void (*defer)(const struct dsec_be_host *host, struct dsec_be_defer *d);
+	/* Adds n to the misbehaviour counter mark (enum dsec_be_mark) of
+	 * sandbox id (spec->id of its create), which dsecd keeps and reports
+	 * in usage, info and grade.  For what the backend notices outside any
+	 * command (a probe of a stand-in, see DSEC_BE_CAP_PROTECT).  A call
+	 * with n 0 says the backend counts mark for the sandbox: dsecd reports
+	 * a counter of enum dsec_be_mark only once it has had a call.  On the
+	 * loop, never from inside an operation dsecd called; an id dsecd no
+	 * longer knows, or a mark it does not, is ignored; dsecd does not call
+	 * the backend from inside it.  A backend checks struct_size before
+	 * calling it.  (ABI 2, appended) */
+	void (*sandbox_mark)(const struct dsec_be_host *host, const char *id, uint32_t mark,
+			     uint64_t n);
+};
+
+/* The counters of dsec_be_host.sandbox_mark.  Append only. (ABI 2) */
+enum dsec_be_mark {
+	/* Opens of a stand-in, and lookups of names below one: the agent
+	 * looking for what its create's grade_layers keep from it (the
+	 * misbehaviour counter protected_probes). */
+	DSEC_BE_MARK_PROTECTED_PROBES = 0,
 };
 
 /* Resource limits for a sandbox; 0 means the backend's configured default.
@@ -173,6 +193,14 @@ struct dsec_be_spec {
 	 * the last is gone: the backend closes what it opened of it by
 	 * destroy's done. (ABI 2, appended) */
 	const char *const *layer_devs;
+	/* The top-level entries of the create's grade_layers, which the
+	 * sandbox never gets: "d/NAME" for a directory, "f/NAME" for anything
+	 * else, NULL-terminated (maybe empty); NULL without grade_layers, when
+	 * they could not be acquired or for a backend without
+	 * DSEC_BE_CAP_PROTECT.  The backend puts an empty read-only stand-in at
+	 * each /NAME its root lacks and counts the probes of them
+	 * (host->sandbox_mark).  (ABI 2, appended) */
+	const char *const *protect;
 };
 
 /* One command.  Strings and buffers are the caller's and valid until done. */
@@ -622,5 +650,12 @@ struct dsec_be_ops {
 /* With DSEC_BE_CAP_LAYERS: the backend also gets each layer as a block
  * device (dsec_be_spec.layer_devs), e.g. to hand a VM as a disk. (ABI 2) */
 #define DSEC_BE_CAP_LAYER_DEVS 0x2u
+/* With DSEC_BE_CAP_LAYERS: the backend takes dsec_be_spec.protect, puts a
+ * stand-in at each of those paths its sandbox's root lacks (nothing in the
+ * sandbox can remove, replace or write it) and reports each open of one,
+ * and each lookup below one, with host->sandbox_mark
+ * (DSEC_BE_MARK_PROTECTED_PROBES; a call of 0 before the create's done
+ * when spec.protect is not NULL).  (ABI 2) */
+#define DSEC_BE_CAP_PROTECT 0x4u
 
 #endif

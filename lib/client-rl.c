@@ -75,7 +75,7 @@ int dcl_unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
 	const msgpack_object *mk = dsec_map_get(m, "misbehaviour");
 	struct dsec_marks v = { .struct_size = sizeof(v) };
 	size_t size = out->struct_size;
-	uint64_t sd;
+	uint64_t sd, probes;
 
 	if (size < sizeof(size_t))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "dsec_marks.struct_size is not "
@@ -91,6 +91,8 @@ int dcl_unpack_marks(struct reply *r, const char *op, const msgpack_object *m,
 	v.has_seccomp = dsec_has(mk, "seccomp_denied");
 	sd = dcl_get_u64_or(r, mk, "seccomp_denied", 0);
 	v.seccomp_denied = sd < UINT32_MAX ? (uint32_t)sd : UINT32_MAX;
+	probes = dcl_get_u64_or(r, mk, "protected_probes", 0);
+	v.protected_probes = probes < UINT16_MAX ? (uint16_t)probes : UINT16_MAX;
 	if (dcl_reply_done(r, op, 0, err) < 0)
 		return -EPROTO;
 	memcpy(out, &v, size < sizeof(v) ? size : sizeof(v));

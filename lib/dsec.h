@@ -269,8 +269,13 @@ struct dsec_marks {
 	uint64_t egress_denied;		/* packets its allowlist refused (has_egress) */
 	bool has_egress;		/* egress_denied is measured (network "allowlist") */
 	bool has_seccomp;		/* seccomp_denied is measured (its backend counts) */
+	uint16_t protected_probes;	/* opens of the stand-ins of its grade_layers' paths
+					 * and lookups below them, at most UINT16_MAX (the
+					 * reply's count is exact); 0 where not counted
+					 * (declared here: the two bytes before
+					 * seccomp_denied, which stays where it was) */
 	uint32_t seccomp_denied;	/* system calls its seccomp filter refused
-					 * (has_seccomp; at most UINT32_MAX); these two
+					 * (has_seccomp; at most UINT32_MAX); these three
 					 * in has_egress's padding: the size is as it
 					 * was (dsec_sandbox_info embeds the struct) */
 };

@@ -41,10 +41,11 @@ void rlc_keep_spec(struct dsecd_sb *sb, const void *frame, size_t len)
 }
 
 /* sb's create request made again: without what is its own (token, lease,
- * trajectory, grade_layers, fwd), the image replaced by image (unless
- * NULL: the create's, whatever checkpoint the sandbox was reset to since),
- * its labels and a dsec.fork_of label when label is given, and pinned to
- * this node (fwd). */
+ * trajectory, fwd; grade_layers but for a reset, label NULL, whose new
+ * backend sandbox gets the stand-ins of them again), the image replaced
+ * by image (unless NULL: the create's, whatever checkpoint the sandbox was
+ * reset to since), its labels and a dsec.fork_of label when label is
+ * given, and pinned to this node (fwd). */
 static void *remake(struct dsecd *d, const struct dsecd_sb *sb, const char *image,
 		    const char *label, size_t *len)
 {
@@ -62,7 +63,8 @@ static void *remake(struct dsecd *d, const struct dsecd_sb *sb, const char *imag
 			for (size_t j = 0; drop[j] && !skip; j++)
 				skip = k->via.str.size == strlen(drop[j]) &&
 				       !memcmp(k->via.str.ptr, drop[j], k->via.str.size) &&
-				       (image || strcmp(drop[j], "image"));
+				       (image || strcmp(drop[j], "image")) &&
+				       (label || strcmp(drop[j], "grade_layers"));
 			if (!skip) {
 				dsec_pk_object(&p, k);
 				dsec_pk_object(&p, &m.root->via.map.ptr[i].val);

@@ -89,6 +89,8 @@ else:
         for k in ["oom_kills", "pids_limited", "output_floods", "timeouts"]:
             eq(side + ".marks." + k, s["marks"][k], m[k])
         eq(side + ".marks.has_egress", s["marks"]["has_egress"], "egress_denied" in m)
+        eq(side + ".marks.protected_probes", s["marks"]["protected_probes"],
+           min(m.get("protected_probes", 0), 65535))
         t = d.get("trajectory")
         eq(side + ".trajectory.present", s["trajectory"]["present"], t is not None)
         if t:

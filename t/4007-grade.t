@@ -1,16 +1,17 @@
 #!/bin/bash
 # Grading out of the agent's reach (rlcoord/grade.c): the tests named in a
-# create's grade_layers never appear in the agent's sandbox; grade runs the
-# grader in a sandbox of the agent's changes with the grade layers on top,
-# so an agent that replaces /bin/sh, plants its own copy of the tests and
-# writes a wrong answer is graded FAIL; the grading sandbox and its
-# snapshot's tag are gone after; bad requests get stable codes.
+# create's grade_layers never appear in the agent's sandbox (an empty
+# read-only stand-in is at /tests, t/4013); grade runs the grader in a
+# sandbox of the agent's changes with the grade layers on top, so an agent
+# that replaces /bin/sh, tries to plant its own copy of the tests and writes
+# a wrong answer is graded FAIL; the grading sandbox and its snapshot's tag
+# are gone after; bad requests get stable codes.
 . "$(dirname "$0")/lib.sh"
 
 need_container
 need_cmd dsecctl
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 12
+plan 13
 
 mk_small_root "$T/base" sh cat
 mkdir -p "$T/grader/tests"
@@ -36,7 +37,7 @@ async def main():
         honest = await c.call("create", {"backend": "container", "image": "task:1",
                                          "trajectory": True, "grade_layers": ["grader:1"]})
         h = c.sandbox(honest["id"])
-        r = await h.exec(["sh", "-c", "ls /tests 2>&1; echo rc=$?"])
+        r = await h.exec(["sh", "-c", "cat /tests/check.sh 2>&1; echo rc=$?"])
         res["hidden"] = "rc=0" not in r.stdout
         await h.write_file("/data/answer.txt", "42")
         g = await grade(h)
@@ -49,13 +50,19 @@ async def main():
                                         "grade_layers": ["grader:1"]})
         x = c.sandbox(cheat["id"])
         await x.write_file("/data/answer.txt", "41")
-        await x.write_file("/tests/check.sh", "echo PASS\n")
+        try:
+            await x.write_file("/tests/check.sh", "echo PASS\n")
+            res["plant"] = "written"
+        except dsec.DsecError as e:
+            res["plant"] = e.code
         await x.exec(["sh", "-c", "printf '#!/bin/cat\\nPASS\\n' > /bin/sh.fake; "
                       "cat /bin/sh.fake > /bin/sh"])
         await x.exec(["cat", "/bin/sh.fake"], output_cap=4)
         g = await grade(x)
         res["cheat"] = g["stdout"].decode().strip()
-        res["marks"] = " ".join(f"{k}={v}" for k, v in sorted(g["misbehaviour"].items()))
+        res["marks"] = " ".join(f"{k}={v}" for k, v in sorted(g["misbehaviour"].items())
+                                if k != "protected_probes")
+        res["probed"] = g["misbehaviour"]["protected_probes"] > 0
         try:
             plain = await c.create(backend="container", image="task:1")
             await c.call("grade", {"id": plain.id, "argv": ["true"]})
@@ -80,9 +87,10 @@ is "$(get grader_image)" "sha256:" "... in a sandbox of the agent's snapshot"
 is "$(get grader_layers)" "grader:1" "... with the grade layers over it"
 is "$(get grader_gone)" true "... destroyed after"
 is "$(get logged)" "snapshot grade" "the grade is in the agent's trajectory, after its snapshot"
-is "$(get cheat)" FAIL "an agent that replaced /bin/sh, planted its own tests and answered wrong: FAIL"
-is "$(get marks)" "oom_kills=0 output_floods=1 pids_limited=0 seccomp_denied=0 timeouts=0" \
-	"grade's reply has the agent's misbehaviour counters"
+is "$(get cheat)" FAIL "an agent that replaced /bin/sh, tried to plant its own tests and answered wrong: FAIL"
+is "$(get plant)" permission "... its tests could not be planted at the grade layers' /tests"
+is "$(get marks) $(get probed)" "oom_kills=0 output_floods=1 pids_limited=0 seccomp_denied=0 timeouts=0 true" \
+	"grade's reply has the agent's misbehaviour counters, its probe of /tests counted"
 is "$(get no_layers) $(get no_cmd)" "invalid bad_request" "grade of a sandbox without grade_layers, or without a command: refused"
 is "$(get fncall)" invalid "grade_layers on a backend without image layers: invalid"
 left=$(get left)

@@ -104,6 +104,7 @@ static void sandbox(const struct dsec_sandbox_info *s)
 	u64("output_floods", s->marks.output_floods);
 	u64("timeouts", s->marks.timeouts);
 	boolean("has_egress", s->marks.has_egress);
+	u64("protected_probes", s->marks.protected_probes);
 	close_obj();
 	open_obj("trajectory");
 	boolean("present", s->trajectory.present);

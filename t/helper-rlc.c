@@ -100,19 +100,21 @@ int main(int argc, char **argv)
 	dsec_watched_free(w, n);
 
 	free(run(id, "head -c 5000 /bin/sh", 16));
+	free(run(id, "cat /tests/check.sh /tests", 0));	/* two probes */
 	if (dsec_marks(c, id, &m, &e) < 0)
 		die("marks", &e);
-	say("marks", "%llu %llu %llu %llu %d", (unsigned long long)m.output_floods,
+	say("marks", "%llu %llu %llu %llu %d %u", (unsigned long long)m.output_floods,
 	    (unsigned long long)m.oom_kills, (unsigned long long)m.pids_limited,
-	    (unsigned long long)m.timeouts, m.has_egress);
+	    (unsigned long long)m.timeouts, m.has_egress, (unsigned)m.protected_probes);
 
 	const char *grader[] = { "/bin/sh", "/tests/check.sh", NULL };
 	struct dsec_cmd g = { .argv = grader, .timeout = 60 };
 	struct dsec_marks gm = { .struct_size = sizeof(gm) };
 	if (dsec_grade(c, id, &g, &res, &gm, &e) < 0)
 		die("grade", &e);
-	say("grade", "%d %.*s %llu", res.exit_code, (int)strcspn(res.out.data ? res.out.data : "",
-	    "\n"), res.out.data ? res.out.data : "", (unsigned long long)gm.output_floods);
+	say("grade", "%d %.*s %llu %u", res.exit_code, (int)strcspn(res.out.data ? res.out.data : "",
+	    "\n"), res.out.data ? res.out.data : "", (unsigned long long)gm.output_floods,
+	    (unsigned)gm.protected_probes);
 	dsec_cmd_res_free(&res);
 
 	if (dsec_fork(c, id, 2, &ids, &e) < 0)

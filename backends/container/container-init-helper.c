@@ -572,15 +572,41 @@ static const char *arg(int argc, char **argv, const char *name, const char *def)
 	return def;
 }
 
-/* Receives n mount fds, the image's idmapped layers, on fd 5. */
-static void recv_layers(int *fds, int n)
+/* Receives n mount fds on fd 5: the image's idmapped layers, then the
+ * stand-ins (what). */
+static void recv_mounts(int *fds, int n, const char *what)
 {
 	int got = 0;
 	char c;
 
 	if (be_recv_fds(5, &c, 1, fds, n, &got, 0) != 1 || got != n)
-		fail(EPROTO, "did not get the image's %d layers (got %d)", n, got);
-	close(5);
+		fail(EPROTO, "did not get the %d %s (got %d)", n, what, got);
+}
+
+/* The stand-ins of what the create's grade_layers keep from the sandbox
+ * (container.so's probe.c): spec is "dNAME/fNAME..." (a directory or a
+ * file at /NAME), fds their read-only detached mounts, each moved onto its
+ * mount point in root (an empty entry of the same type, in a layer of its
+ * own).  A mount point: nothing in the sandbox removes or renames it. */
+static void mount_probes(const char *root, const char *spec, const int *fds, int n)
+{
+	const char *c = spec;
+
+	for (int i = 0; i < n; i++) {
+		size_t len = strcspn(c + 1, "/");
+		char dst[PATH_MAX];
+		struct stat st;
+
+		snprintf(dst, sizeof(dst), "%s/%.*s", root, (int)len, c + 1);
+		if (lstat(dst, &st) < 0)
+			fail(errno, "no mount point for the stand-in '%s': %s", dst, strerror(errno));
+		if ((c[0] == 'd') != S_ISDIR(st.st_mode))
+			fail(ENOTDIR, "the mount point of the stand-in '%s' is of another type", dst);
+		if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			fail(errno, "cannot mount the stand-in '%s': %s", dst, strerror(errno));
+		close(fds[i]);
+		c += 1 + len + (c[1 + len] == '/');
+	}
 }
 
 /* What root keeps in a sandbox with a user namespace (be_cred.h); without
@@ -614,8 +640,9 @@ static _Noreturn void do_create(int argc, char **argv)
 	unsigned long nlayers = strtoul(arg(argc, argv, "--layers", "0"), NULL, 10);
 	bool userns = strcmp(arg(argc, argv, "--userns", "0"), "0") != 0;
 	char lowers[64 * 16 + 1] = "";
+	const char *probes = arg(argc, argv, "--probes", "");
 	sigset_t all;
-	int lfd[64], upfd, filter_fd, preload_fd;
+	int lfd[64], pfd[CT_PROBES_MAX], nprobes = 0, upfd, filter_fd, preload_fd;
 
 	proc_unpriv = userns;
 
@@ -638,6 +665,12 @@ static _Noreturn void do_create(int argc, char **argv)
 	}
 	if (strlen(dir) > 1024 || strlen(rootfs) > 3000 || nlayers > 64)
 		fail(ENAMETOOLONG, "path too long or too many layers");
+	for (const char *c = probes; *c; c++)
+		nprobes += c == probes || c[-1] == '/';
+	if (nprobes > (int)DSEC_ARRAY_LEN(pfd))
+		fail(E2BIG, "too many stand-ins");
+	/* A copy: be_retitle below reuses argv's memory. */
+	probes = xstrdup(probes);
 	/* The sandbox's cgroup, first thing after the exec (before it, we
 	 * shared dsecd's memory: its OOM killer would have killed dsecd with
 	 * us).  dsecd opened the files; the kernel checks a move by the
@@ -653,7 +686,11 @@ static _Noreturn void do_create(int argc, char **argv)
 	 * working directory: in a user namespace the path to it may not be ours
 	 * to walk. */
 	if (nlayers)
-		recv_layers(lfd, (int)nlayers);
+		recv_mounts(lfd, (int)nlayers, "layers of the image");
+	if (nprobes)
+		recv_mounts(pfd, nprobes, "stand-ins");
+	if (nlayers || nprobes)
+		close(5);
 	/* container.so cloned us into new mount, pid, net, uts and ipc
 	 * namespaces (and a user namespace, when it maps root inside to a
 	 * range of its own): we are the sandbox's pid 1 and dsecd's child. */
@@ -680,6 +717,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	be_lo_up();
 	build_root(dir, rootfs, disk, userns, strcmp(arg(argc, argv, "--skel", "0"), "0") != 0,
 		   strtoul(arg(argc, argv, "--ptys", "64"), NULL, 10));
+	mount_probes("root", probes, pfd, nprobes);
 	virtual_proc("rw/proc", strtoull(arg(argc, argv, "--memory", "0"), NULL, 10));
 	if ((upfd = open("rw/upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
 		fail(errno, "cannot open the upper dir: %s", strerror(errno));

@@ -35,7 +35,8 @@
  * basens.c (the mount namespace the inits are cloned from),
  * create.c, exec.c, stream.c (streaming exec), files.c (the file API and
  * the network allowlist), control.c (pause, resume, snapshot, destroy),
- * sessions.c; ct.h is their private header.
+ * sessions.c, probe.c (stand-ins of a create's grade_layers, their probes
+ * counted); ct.h is their private header.
  */
 #include "ct.h"
 
@@ -287,6 +288,7 @@ static void ct_fini(void *vbe)
 		sb_teardown(sb);
 		sb_free(sb);
 	}
+	ct_probe_fini(be);	/* their stand-ins are gone with them */
 	ct_net_stop(be);	/* every namespace dropped together (netpool.c) */
 	be_reaper_fini(&be->reap, be->host->loop);	/* what is left goes with the daemon */
 	if (be->cg) {
@@ -549,6 +551,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 			LOG(be, DSEC_LOG_WARN, "container: cannot open '%s' (%s); no warm shells",
 			    so, strerror(errno));
 	}
+	ct_probe_init(be);
 	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
 	    be->cg->mode == BE_CG_V2 ? "v2" :
 	    be->cg->n && !strcmp(be->cg->hname[be->cg->n - 1], "unified") ? "v1 + v2 (hybrid)" :
@@ -581,7 +584,7 @@ const struct dsec_be_ops dsec_backend = {
 	.stats = ct_stats,
 	.call = NULL,
 	.net_allow = ct_net_allow,
-	.caps = DSEC_BE_CAP_LAYERS,
+	.caps = DSEC_BE_CAP_LAYERS | DSEC_BE_CAP_PROTECT,
 	.file = ct_file,
 	.session_open = ct_session_open,
 	.session_exec = ct_session_exec,

@@ -2,6 +2,7 @@
  * namespaces and init) and noticing when its init dies on its own.
  */
 #include "ct.h"
+#include "ct_root.h"
 
 /* ---- create --------------------------------------------------------------- */
 
@@ -171,6 +172,7 @@ void sb_free(struct ct_sb *sb)
 	struct ev_loop *loop = sb->be->host->loop;
 
 	spare_put(sb);
+	ct_probe_drop(sb);
 	be_sess_set_free(sb->sess);
 	files_stop(sb);
 	ct_ctl_close(sb);
@@ -232,6 +234,11 @@ void sb_teardown(struct ct_sb *sb)
 	rmdir(rw);
 	rmdir(root);
 	rmdir(sys);	/* where the node's /sys was lent (sys_lend) */
+	if (sb->nprobes) {
+		_cleanup_free_ char *pl = xasprintf("%s/pl", sb->dir);
+
+		dsec_rm_rf(pl);	/* the stand-ins' mount points (probe.c) */
+	}
 	for (size_t i = 0; sb->layers && sb->layers[i]; i++) {
 		_cleanup_free_ char *l = xasprintf("%s/lower.%zu", sb->dir, i);
 
@@ -271,6 +278,9 @@ static void create_prep_work(void *arg)
 				     strerror(errno));
 		return;
 	}
+	/* Its stand-ins' layer goes on top of its layers, before they are
+	 * counted below. */
+	ct_probe_add(sb);
 	if (sb->ubase && be->base_ns < 0) {
 		/* The helper, root of the sandbox's user namespace, mounts on
 		 * these: they are its (cloned from the base namespace, it mounts
@@ -349,6 +359,7 @@ static void create_fail(struct ct_sb *sb, int rc, const struct dsec_err *err)
 static void create_ready(struct ct_sb *sb)
 {
 	sb->ready = true;
+	ct_probe_ready(sb);
 	defer(sb->be, sb->cdone, sb->carg, 0, NULL);
 }
 
@@ -732,6 +743,7 @@ static void create_prep_done(void *arg)
 	int cgfds[BE_CG_MAXH], ncg, st[2] = { -1, -1 }, fds[8 + BE_CG_MAXH], cv[2] = { -1, -1 };
 	int filter = sb->filter_fd >= 0 ? sb->filter_fd : sb->deny ? -1 : be->filter_fd;
 	char filter_at[16], preload_at[16], ptys[24], mem[24];
+	char probes[CT_PROBES_MAX * (NAME_MAX + 2)];
 	bool lent = false, base;
 	unsigned long net = CLONE_NEWNET;
 
@@ -761,6 +773,7 @@ static void create_prep_done(void *arg)
 	snprintf(preload_at, sizeof(preload_at), "%d", be->preload_fd >= 0 ? 7 + ncg : -1);
 	snprintf(ptys, sizeof(ptys), "%" PRIu64, be->conf.ptys);
 	snprintf(mem, sizeof(mem), "%" PRIu64, sb->lim.memory ? sb->lim.memory : be->conf.memory);
+	ct_probe_spec(sb, probes, sizeof(probes));
 	char *const argv[] = { (char *)CT_HELPER, (char *)"create", (char *)"--dir", sb->dir,
 			       (char *)"--rootfs",
 			       sb->lower ? sb->lower : *be->conf.rootfs ? be->conf.rootfs : (char *)"-",
@@ -771,12 +784,13 @@ static void create_prep_done(void *arg)
 			       (char *)"--filter", filter_at, (char *)"--preload", preload_at,
 			       (char *)"--ptys", ptys, (char *)"--memory", mem,
 			       (char *)"--base", (char *)(base ? "1" : "0"),
+			       (char *)"--probes", probes,
 			       (char *)(sb->deny ? "--deny" : NULL), sb->deny, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
 
 	if (pipe2(st, O_CLOEXEC) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) < 0 ||
-	    ((sb->ubase || (base && nl)) &&
+	    ((sb->ubase || (base && nl) || sb->nprobes) &&
 	     socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) ||
 	    (!sb->ubase && base && nl && send_layers(sb, sv[0], -1) < 0)) {
 		w->rc = dsec_err_set(&w->err, errno, "cannot prepare the sandbox's helper: %s",
@@ -830,6 +844,9 @@ static void create_prep_done(void *arg)
 	}
 	if (lent)
 		sys_unlend(sb);
+	/* The stand-ins after the layers; a helper that gets none fails. */
+	if (sb->helper > 0 && sb->nprobes)
+		ct_probe_send(sb, sv[0]);
 	for (int i = 0; i < 2; i++)
 		if (sv[i] >= 0)
 			close(sv[i]);
@@ -1063,6 +1080,8 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 			sb->env[i] = xstrdup(spec->env[i]);
 	}
 	sb->cwd = xstrdup(spec->cwd && *spec->cwd ? spec->cwd : "/");
+	if (spec->protect)	/* stand-ins made in the prep (probe.c) */
+		sb->protect = dsec_strv_dup(spec->protect);
 	sb->lower = lower;
 	sb->deny = deny;
 	sb->uslot = uslot;

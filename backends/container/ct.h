@@ -228,6 +228,9 @@ struct ct_sb {
 	bool sc_on;			/* its init counts refused system calls (ct_exec.h) */
 	uint64_t sc_init;		/* the most its init reported of them */
 	uint64_t sc_helpers;		/* and the exec helpers (their commands' own) */
+	char **protect;			/* spec.protect (probe.c), NULL = none or given up */
+	struct ct_probe **probes;	/* its stand-ins (probe.c) */
+	size_t nprobes;			/* their number */
 };
 
 struct ct_exec {
@@ -302,6 +305,10 @@ struct ct_be {
 	unsigned netproc_uses;		/* namespaces set through it since it was mounted */
 	bool oom_warned;		/* said that inits cannot be exempted from the OOM killer */
 	bool owner_warned;		/* said that user namespaces cannot be given owners */
+	struct ct_pfs *pfs;		/* the stand-ins' file system (probe.c), NULL until the
+					 * first sandbox with stand-ins */
+	pthread_mutex_t pfs_lock;	/* guards starting it (pool threads) */
+	ev_async probe_async;		/* its thread: stand-ins were probed (probe.c) */
 };
 
 #define LOG(be, lvl, ...) ((be)->host->log((lvl), __VA_ARGS__))
@@ -490,6 +497,30 @@ int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *a
 void ct_count_init(struct ct_sb *sb, uint64_t total);
 void ct_count_cmd(struct ct_sb *sb, struct dsec_exec_res *res, uint64_t denied, bool helper);
 int ct_destroy(void *vsb, dsec_be_done_fn done, void *arg, struct dsec_err *err);
+
+/* ---- probe.c ---- */
+
+struct ct_probe;
+/* At init, on the loop: the report of probes to dsecd (and a killed
+ * daemon's mount of the stand-ins detached); at fini, once every sandbox
+ * is freed, the stand-ins' file system goes. */
+void ct_probe_init(struct ct_be *be);
+void ct_probe_fini(struct ct_be *be);
+/* On a pool thread, in sb's prep (sb->dir made, its layers not yet
+ * passed): the stand-ins of sb->protect its image lacks, their mount points
+ * a layer on top of sb->layers or sb->lower.  On failure, logged, sb gets
+ * none and sb->protect goes (its probes are not counted). */
+void ct_probe_add(struct ct_sb *sb);
+/* The stand-ins as container-init's --probes takes them, "dNAME/fNAME...",
+ * into buf; its length. */
+size_t ct_probe_spec(const struct ct_sb *sb, char *buf, size_t len);
+/* Sends the stand-ins' mounts to the init on sock (after its layers) and
+ * closes them.  0 or -errno. */
+int ct_probe_send(struct ct_sb *sb, int sock);
+/* sb is ready: dsecd hears that its probes are counted (a mark of 0). */
+void ct_probe_ready(struct ct_sb *sb);
+/* sb's stand-ins go: on the loop (sb_free), or in a prep that failed. */
+void ct_probe_drop(struct ct_sb *sb);
 
 /* ---- sessions.c ---- */
 

@@ -19,5 +19,10 @@
 /* The harmless nodes every root's /dev binds from the host. */
 #define CT_DEVS { "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", \
 		  "/dev/tty" }
+/* The stand-ins of what a create's grade_layers keep from the sandbox
+ * (probe.c): at most this many in one root, none at the names every root
+ * has of its own (build_root makes them). */
+#define CT_PROBES_MAX 16
+#define CT_OWN_TOP { "dev", "proc", "sys", "tmp", "etc" }
 
 #endif
