@@ -202,9 +202,10 @@ struct node_room {
 /* The kernel's memory cgroup ids are 16 bits (MEM_CGROUP_ID_MAX). */
 #define MEMCG_ID_MAX 65535u
 /* What an idle container sandbox takes (dsec-container(7)): one
- * descriptor, one memory cgroup, its init and, for a minute after a shell
+ * descriptor, one memory cgroup, its init and the init's thread that
+ * answers the seccomp filter's refusals and, for a minute after a shell
  * command, its warm shell's template and two waiting children. */
-#define ROOM_TASKS_PER_SB 4u
+#define ROOM_TASKS_PER_SB 5u
 /* Descriptors kept free for requests and helpers. */
 #define ROOM_FDS_SPARE 64u
 
