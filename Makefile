@@ -38,6 +38,12 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 # Several nodes on one machine: serf is the gossip baseline (make
 # bench-gossip), MooseFS the distributed origin of the cluster tests.
 DEB_PACKAGES += serf moosefs-master moosefs-chunkserver moosefs-client
+# criu (`make criu`, deps/criu/build.sh): what its build needs, installed by
+# `make deps` whether or not it is built.
+CRIU_DEB_PACKAGES = libbsd-dev libcap-dev libnet1-dev libnl-3-dev libnftables-dev \
+	libgnutls28-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler protobuf-compiler \
+	uuid-dev pkg-config wget xz-utils patch
+DEB_PACKAGES += $(CRIU_DEB_PACKAGES)
 
 # Flags: the project's own are in ALL_CPPFLAGS and ALL_CFLAGS (a target adds
 # to them with `TARGET: ALL_CFLAGS += ...`); CPPFLAGS, CFLAGS and LDFLAGS
@@ -443,6 +449,17 @@ build/nng-client/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard dep
 	$(q) NNG $@
 	$(Q)deps/nng/build.sh $(NNG_CACHE) build/nng-client client
 
+# criu, for a fork that carries a sandbox's processes (the container
+# backend's container.criu): Debian's source package, built by
+# deps/criu/build.sh into build/criu/sbin/criu (about two minutes on two
+# CPUs), only when asked: `make criu`.  Its tests skip without it.
+CRIU_CACHE ?= deps/cache
+CRIU_BIN    = build/criu/sbin/criu
+criu: $(CRIU_BIN)
+$(CRIU_BIN): deps/criu/build.sh deps/criu/sources $(wildcard deps/criu/*.patch)
+	$(q) CRIU $@
+	$(Q)deps/criu/build.sh $(CRIU_CACHE) build/criu
+
 # Installs the Debian packages of the list $(1) that are missing.
 define install_debs
 	@missing=$$(for p in $(1); do \
@@ -674,7 +691,7 @@ clean:
 distclean: clean
 	rm -rf $(NNG_CACHE)
 
-.PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image bench-rl \
+.PHONY: all deps criu check tests asan check-asan bench bench-container bench-fs3 bench-image bench-rl \
 	bench-sdk \
 	bench-scale \
 	lint-man run \
