@@ -14,9 +14,13 @@
 # .dsc and .debian.tar.xz are), so the build takes criu 4.2.1, Debian's
 # source package of unstable, whose upstream tarball the mirror has; its
 # .dsc pins that tarball's SHA-256.  It passes `criu check` on 6.18 as it
-# is: no patch of ours (deps/criu/*.patch are applied when there are any).
-# Its .debian.tar.xz is not on the mirror either and holds no fix criu
-# needs here (packaging, man pages, the Python module).
+# is.  Its .debian.tar.xz is not on the mirror either and holds no fix
+# criu needs here (packaging, man pages, the Python module).
+#
+# Ours (deps/criu/*.patch, in order): 0001 lets a tree whose network
+# namespace another user namespace owns (the backend's pool: the host's)
+# be dumped and restored with that namespace external, a new one given at
+# restore (t/3200).
 #
 # Built with criu's own flags, not dpkg-buildflags': its parasite and
 # restorer blobs run inside the dumped process and must not get
