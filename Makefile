@@ -170,7 +170,7 @@ BE_LIB      = build/backends/libbe.a
 # HELPER_OUT, the tree's helper_dir (make install puts them in LIBEXECDIR),
 # so that backends/ holds backends only (dsecd loads BACKEND_DIR/NAME.so).
 HELPER_OUT  = build/libexec
-HELPERS     = $(addprefix $(HELPER_OUT)/,container-init container-files fncall-zygote)
+HELPERS     = $(addprefix $(HELPER_OUT)/,container-init container-files container-criu fncall-zygote)
 HELPER_FILES = $(HELPER_OUT)/fncall_zygote.py
 PRELOADS    = $(addprefix $(HELPER_OUT)/,container-preload.so fncall-preload.so)
 TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c)) tools/dsecctl
@@ -360,6 +360,12 @@ $(HELPER_OUT)/container-init: $(HOBJ)/backends/container/container-init-helper.o
 	$(q) LD $@
 	$(Q)mkdir -p $(@D) && $(CC) -static -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
 		$(shell $(PKG_CONFIG) --static --libs libseccomp 2>/dev/null || echo -lseccomp)
+
+# criu inside a container sandbox's mount namespace (fork with processes):
+# libc only.
+$(HELPER_OUT)/container-criu: $(HOBJ)/backends/container/container-criu-helper.o
+	$(q) LD $@
+	$(Q)mkdir -p $(@D) && $(CC) -o $@ $< $(HLDFLAGS)
 
 # The Python runtime's zygote, run by fncall-zygote from the helper_dir.
 $(HELPER_OUT)/fncall_zygote.py: backends/fncall/fncall_zygote.py
