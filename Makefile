@@ -156,8 +156,8 @@ DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # the modules of backends/common/ it uses; adding a backend is adding its
 # name to BE_NAMES and a BE_NAME_SRC list.
 BE_NAMES    = container fncall
-BE_container_SRC = $(addprefix backends/container/,container.c spawn.c create.c exec.c stream.c \
-	files.c control.c sessions.c basens.c netpool.c probe.c)
+BE_container_SRC = $(addprefix backends/container/,container.c criu.c spawn.c create.c exec.c \
+	stream.c files.c control.c sessions.c basens.c netpool.c probe.c)
 BE_fncall_SRC = $(addprefix backends/fncall/,fncall.c call.c zygote.c)
 BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_child.c be_conf.c be_cred.c be_fs.c \
 	be_fs_remote.c be_io.c be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c \
@@ -362,10 +362,11 @@ $(HELPER_OUT)/container-init: $(HOBJ)/backends/container/container-init-helper.o
 		$(shell $(PKG_CONFIG) --static --libs libseccomp 2>/dev/null || echo -lseccomp)
 
 # criu inside a container sandbox's mount namespace (fork with processes):
-# libc only.
-$(HELPER_OUT)/container-criu: $(HOBJ)/backends/container/container-criu-helper.o
+# its cgroups through be_cgroup.
+$(HELPER_OUT)/container-criu: $(HOBJ)/backends/container/container-criu-helper.o $(HBE_LIB) \
+		$(HLIBDSEC)
 	$(q) LD $@
-	$(Q)mkdir -p $(@D) && $(CC) -o $@ $< $(HLDFLAGS)
+	$(Q)mkdir -p $(@D) && $(CC) -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS)
 
 # The Python runtime's zygote, run by fncall-zygote from the helper_dir.
 $(HELPER_OUT)/fncall_zygote.py: backends/fncall/fncall_zygote.py

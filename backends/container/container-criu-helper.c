@@ -3,7 +3,10 @@
  * the sandbox and to restore it beside another sandbox (a fork).
  *
  *   container-criu [--new] [--stay] [--cg PROCS]... PID -- CRIU ARGS...
+ *   container-criu --restore-session IMG WORK CG NCG CRIU
  *
+ * The second form is a session's shell restored by the backend (criu.c),
+ * started as sessions.c starts a shell: see restore_session().
  * criu runs in the mount namespace of PID (a session's shell, to dump
  * it) or, with --new, in a copy of it (PID the fork's init, to restore
  * into): so criu dumps no mount namespace and restores none, and every
@@ -48,6 +51,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "be_cgroup.h"
 
 #define MAX_CG 16
 
@@ -152,13 +157,189 @@ static void unmount_criu(pid_t pid, int host)
 		close(fd);
 }
 
+/* Runs criu (argv[0] its path) in the mount namespace of pid or a copy of
+ * it (new_ns), with criu's mounts; stays there.  *host: our namespace
+ * before.  Returns criu's status, or -1 when it could not run (said). */
+static int run_criu(pid_t pid, bool new_ns, char **argv, int *host)
+{
+	int exe, ns, dev, st;
+	pid_t c;
+
+	exe = open(argv[0], O_RDONLY | O_CLOEXEC);
+	if (exe < 0)
+		return fail(argv[0]), -1;
+	dev = (int)syscall(SYS_open_tree, AT_FDCWD, "/dev",
+			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+	if (dev < 0)
+		return fail("cannot copy /dev"), -1;
+	*host = ns_open(getpid(), "mnt");
+	ns = ns_open(pid, "mnt");
+	if (*host < 0 || ns < 0 || same_file(ns, *host) || setns(ns, CLONE_NEWNS) < 0)
+		return fail("cannot enter the sandbox's mount namespace"), -1;
+	close(ns);
+	if (!in_base_ns()) {
+		errno = EINVAL;
+		return fail("not a container sandbox's mount namespace"), -1;
+	}
+	if (new_ns && unshare(CLONE_NEWNS) < 0)
+		return fail("cannot copy the sandbox's mount namespace"), -1;
+	if (syscall(SYS_move_mount, dev, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
+	    mount("criu-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0700") < 0 ||
+	    mount("criu-run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0700") < 0)
+		return fail("cannot mount criu's /dev, /proc, /tmp and /run"), -1;
+	close(dev);
+	if (chdir("/") < 0)
+		return fail("chdir"), -1;
+	c = fork();
+	if (c < 0)
+		return fail("fork"), -1;
+	if (c == 0) {
+		syscall(SYS_execveat, exe, "", argv, environ, AT_EMPTY_PATH);
+		fail("cannot execute criu");
+		_exit(127);
+	}
+	close(exe);
+	while (waitpid(c, &st, 0) < 0)
+		if (errno != EINTR)
+			return fail("waitpid"), -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The pid a pidfd is of (its fdinfo), or -1. */
+static pid_t pidfd_pid(int fd)
+{
+	char path[64], line[128];
+	pid_t pid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pid: %d", &pid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+/* --restore-session IMG WORK CG NCG CRIU: a session's shell restored as
+ * sessions.c starts one (fds as container-init exec --session has them:
+ * 0, 1, 2 the shell's, 3 the status pipe, 4 a pidfd of the fork's init,
+ * 5 its root, 6.. the NCG descriptors of the session's group
+ * (be_cg_export's, CG its description), then the marker pipe).  IMG holds criu's images of the dumped shell and "pipes",
+ * the inodes of its stdin, stdout, stderr and marker pipe then; WORK is
+ * this restore's own directory (criu's log, the pid file).  The status
+ * pipe gets "pid PID" (the restored shell on the host) and, when it ends,
+ * "st WAITSTATUS", or "err ERRNO message". */
+static int restore_session(char **argv)
+{
+	char path[4096], ext[4][64], netk[32], a_pid[16], line[256] = "";
+	struct be_cg *cg = NULL;
+	struct dsec_err err;
+	unsigned long ino[4];
+	int ncg = atoi(argv[3]), host, st, fd;
+	pid_t init, root;
+	FILE *f;
+
+	dsec_err_clear(&err);
+	if (strcmp(argv[2], "none")) {
+		if (be_cg_import(&cg, argv[2], 6, &err) < 0) {
+			dprintf(3, "err %d %s\n", err.errnum, err.msg);
+			return 1;
+		}
+		if ((st = be_cg_attach(cg, 0)) < 0) {
+			dprintf(3, "err %d cannot join the session's cgroup: %s\n", -st,
+				strerror(-st));
+			return 1;
+		}
+	}
+
+	init = pidfd_pid(4);
+	snprintf(path, sizeof(path), "%s/pipes", argv[0]);
+	f = fopen(path, "re");
+	if (init <= 0 || !f || fscanf(f, "%lu %lu %lu %lu", &ino[0], &ino[1], &ino[2], &ino[3]) != 4) {
+		dprintf(3, "err %d cannot read the checkpoint '%s'\n", EINVAL, argv[0]);
+		return 1;
+	}
+	fclose(f);
+	/* The shell's pipes to 20..23, the checkpoint to 30, the work
+	 * directory to 31, the fork's network namespace to 32; criu's own
+	 * standard streams are /dev/null. */
+	if (dup2(0, 20) < 0 || dup2(1, 21) < 0 || dup2(2, 22) < 0 || dup2(6 + ncg, 23) < 0)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)init);
+	if ((fd = open(argv[0], O_RDONLY | O_DIRECTORY)) < 0 || dup2(fd, 30) < 0 ||
+	    (fd = open(argv[1], O_RDONLY | O_DIRECTORY)) < 0 || dup2(fd, 31) < 0 ||
+	    (fd = open(path, O_RDONLY)) < 0 || dup2(fd, 32) < 0) {
+		dprintf(3, "err %d cannot open the checkpoint: %s\n", errno, strerror(errno));
+		return 1;
+	}
+	fd = open("/dev/null", O_RDWR);
+	for (int k = 0; k < 3; k++)
+		dup2(fd, k);
+	for (int k = 4; k < 20; k++)
+		if (k != 3)
+			close(k);
+	close(fd);
+	for (int k = 0; k < 4; k++)
+		snprintf(ext[k], sizeof(ext[k]), "fd[%d]:pipe:[%lu]", 20 + k, ino[k]);
+	snprintf(netk, sizeof(netk), "fd[32]:sbnet");
+	snprintf(a_pid, sizeof(a_pid), "%d", (int)init);
+	char *cargv[] = { argv[4], (char *)"restore", (char *)"-D", (char *)"/proc/self/fd/30",
+			  (char *)"-W", (char *)"/proc/self/fd/31", (char *)"-o",
+			  (char *)"restore.log", (char *)"-v4", (char *)"-d",
+			  (char *)"--restore-sibling", (char *)"--userns-maps-from", a_pid,
+			  (char *)"--manage-cgroups=ignore", (char *)"--pidfile",
+			  (char *)"restored.pid", (char *)"--inherit-fd", netk,
+			  (char *)"--inherit-fd", ext[0], (char *)"--inherit-fd", ext[1],
+			  (char *)"--inherit-fd", ext[2], (char *)"--inherit-fd", ext[3], NULL };
+	st = run_criu(init, true, cargv, &host);
+	snprintf(path, sizeof(path), "/proc/self/fd/31/restored.pid");
+	f = st == 0 ? fopen(path, "re") : NULL;
+	root = f && fscanf(f, "%d", &root) == 1 ? root : -1;
+	if (f)
+		fclose(f);
+	if (root <= 0) {
+		/* The first error criu logged, for the reply. */
+		snprintf(path, sizeof(path), "/proc/self/fd/31/restore.log");
+		f = fopen(path, "re");
+		/* The first error that is not one criu gets past: its own
+		 * RLIMIT_NOFILE, which it may not raise; a proc it may not
+		 * mount in our namespace (patch 0004 then makes its own). */
+		char l[256];
+
+		while (f && fgets(l, sizeof(l), f))
+			if (!line[0] && strstr(l, "Error (") && !strstr(l, "RLIMIT_NOFILE for self") &&
+			    !strstr(l, "Unable to open the proc file system"))
+				snprintf(line, sizeof(line), "%s", l);
+		if (f)
+			fclose(f);
+		line[strcspn(line, "\n")] = '\0';
+		dprintf(3, "err %d criu restore failed (status %d): %s\n", EIO, st, line);
+		unmount_criu(-1, host);
+		return 1;
+	}
+	dprintf(3, "pid %d\n", (int)root);
+	for (int k = 20; k < 33; k++)
+		close(k);
+	unmount_criu(root, host);
+	while (waitpid(root, &st, 0) < 0)
+		if (errno != EINTR)
+			return 1;
+	dprintf(3, "st %d\n", st);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cg[MAX_CG];
 	bool new_ns = false, stay = false;
-	int ncg = 0, i, exe, ns, host, dev, st;
-	pid_t pid, c;
+	int ncg = 0, i, host, st;
+	pid_t pid;
 
+	if (argc == 7 && !strcmp(argv[1], "--restore-session"))
+		return restore_session(argv + 2);
 	for (i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++) {
 		if (!strcmp(argv[i], "--new"))
 			new_ns = true;
@@ -171,7 +352,8 @@ int main(int argc, char **argv)
 	}
 	if (i + 2 >= argc || strcmp(argv[i + 1], "--")) {
 		fprintf(stderr, "usage: container-criu [--new] [--stay] [--cg PROCS]... PID -- "
-			"CRIU ARGS...\n");
+			"CRIU ARGS...\n"
+			"       container-criu --restore-session IMG WORK CG NCG CRIU\n");
 		return 2;
 	}
 	pid = (pid_t)atoi(argv[i]);
@@ -179,42 +361,9 @@ int main(int argc, char **argv)
 	for (i = 0; i < ncg; i++)
 		if (write_str(cg[i], "0") < 0)
 			return fail(cg[i]);
-	exe = open(argv[0], O_RDONLY | O_CLOEXEC);
-	if (exe < 0)
-		return fail(argv[0]);
-	dev = (int)syscall(SYS_open_tree, AT_FDCWD, "/dev",
-			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-	if (dev < 0)
-		return fail("cannot copy /dev");
-	host = ns_open(getpid(), "mnt");
-	ns = ns_open(pid, "mnt");
-	if (host < 0 || ns < 0 || same_file(ns, host) || setns(ns, CLONE_NEWNS) < 0)
-		return fail("cannot enter the sandbox's mount namespace");
-	if (!in_base_ns()) {
-		errno = EINVAL;
-		return fail("not a container sandbox's mount namespace");
-	}
-	if (new_ns && unshare(CLONE_NEWNS) < 0)
-		return fail("cannot copy the sandbox's mount namespace");
-	if (syscall(SYS_move_mount, dev, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
-	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
-	    mount("criu-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0700") < 0 ||
-	    mount("criu-run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0700") < 0)
-		return fail("cannot mount criu's /dev, /proc, /tmp and /run (a base namespace?)");
-	if (chdir("/") < 0)
-		return fail("chdir");
-	c = fork();
-	if (c < 0)
-		return fail("fork");
-	if (c == 0) {
-		syscall(SYS_execveat, exe, "", argv, environ, AT_EMPTY_PATH);
-		fail("cannot execute criu");
-		_exit(127);
-	}
-	while (waitpid(c, &st, 0) < 0)
-		if (errno != EINTR)
-			return fail("waitpid");
-	st = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	st = run_criu(pid, new_ns, argv, &host);
+	if (st < 0)
+		return 1;
 	if (!stay) {
 		unmount_criu(-1, host);
 		return st;

@@ -64,6 +64,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "ptys", BE_K_COUNT, F(ptys), "64" },
 	{ "base_ns", BE_K_BOOL, F(base_ns), "true" },
 	{ "net_reuse", BE_K_BOOL, F(net_reuse), "true" },
+	{ "criu", BE_K_STR, F(criu), "" },
 #undef F
 };
 
@@ -74,6 +75,7 @@ static void ct_free(struct ct_be *be)
 	free(be->conf.bridge);
 	free(be->conf.subnet);
 	free(be->conf.host_port);
+	free(be->conf.criu);
 	free(be->skel);
 	if (be->filter_fd >= 0)
 		close(be->filter_fd);
@@ -595,4 +597,6 @@ const struct dsec_be_ops dsec_backend = {
 	.exec_signal = ct_exec_signal,
 	.exec_resize = ct_exec_resize,
 	.usage = ct_usage,
+	.checkpoint = ct_checkpoint,
+	.restore = ct_restore,
 };

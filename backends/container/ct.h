@@ -112,6 +112,7 @@ struct ct_conf {
 	bool base_ns;		/* clone the inits from a base namespace (basens.c) */
 	bool net_reuse;		/* give a destroyed sandbox's network namespace to another */
 	uint64_t ptys;		/* terminals of one sandbox's devpts at once */
+	char *criu;		/* criu's path (fork with processes), "" = none */
 };
 /* ---- state -------------------------------------------------------------- */
 
@@ -231,6 +232,9 @@ struct ct_sb {
 	char **protect;			/* spec.protect (probe.c), NULL = none or given up */
 	struct ct_probe **probes;	/* its stand-ins (probe.c) */
 	size_t nprobes;			/* their number */
+	const char *restore_from;	/* the next session's shell is restored from this
+					 * checkpoint (criu.c), not started; NULL = started */
+	struct ct_ckpt *ckpt;		/* a checkpoint or restore in progress, or NULL */
 };
 
 struct ct_exec {
@@ -521,11 +525,22 @@ int ct_probe_send(struct ct_sb *sb, int sock);
 void ct_probe_ready(struct ct_sb *sb);
 /* sb's stand-ins go: on the loop (sb_free), or in a prep that failed. */
 void ct_probe_drop(struct ct_sb *sb);
+/* ---- criu.c ---- */
+
+struct ct_ckpt;
+int ct_checkpoint(void *vsb, const char *dir, unsigned *carried, dsec_be_done_fn done,
+		  void *arg, struct dsec_err *err);
+int ct_restore(void *vsb, const char *dir, dsec_be_done_fn done, void *arg,
+	       struct dsec_err *err);
+/* sess_spawn's, for a session restored from sb->restore_from. */
+pid_t ct_criu_spawn(struct ct_sb *sb, const char *cg, const int *fds, int nfds, int ncg);
 
 /* ---- sessions.c ---- */
 
 int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name,
 		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+/* The sandbox's session set, made at the first use. */
+struct be_sess_set *ct_sess_set(struct ct_sb *sb);
 int ct_session_exec(void *vsb, const char *name, const struct dsec_exec_req *req,
 		    struct dsec_exec_res *res, struct dsec_be_session_res *sres,
 		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
