@@ -15,9 +15,9 @@ CRIU=${DSEC_CRIU:-$TOP/build/criu/sbin/criu}
 [ -x "$CRIU" ] || skip_all "needs criu (make criu builds build/criu/sbin/criu)"
 [ -x "$TOP/build/libexec/container-criu" ] || skip_all "needs build/libexec/container-criu (make)"
 "$CRIU" check >"$T/check.log" 2>&1 || skip_all "criu check fails here: $(tail -1 "$T/check.log")"
-plan 10
+plan 11
 
-mk_small_root "$T/base" sh cat ls sleep
+mk_small_root "$T/base" sh cat ls sleep grep wc
 export DSEC_FS3_STORE="$T/state/fs3"
 mkdir -p "$T/state"
 dsecctl image import --tag task:1 "$T/base" >/dev/null || bail "cannot import the image"
@@ -46,6 +46,9 @@ for F in $ids; do
 	OUT=$(helper-req "$H" session_exec id="$F" session=s1 'cmd=echo mine > /tmp/only-here')
 done
 is "$shells" "42 /tmp;42 /tmp;42 /tmp;" "each fork's session: the shell kept its variable and directory"
+F1=$(printf "%s\n" $ids | head -1)
+is "$(in_session "$F1" 'cat /proc/1/comm; cat /proc/[0-9]*/comm | grep -c dsec-init; cat /proc/keys | wc -c' | tr '\n' ' ')" \
+	"sh 0 0 " "... its /proc its own pid namespace's (its shell is 1, no init of the fork's), masked"
 is "$moving" 3 "each fork's background counter goes on"
 for F in $ids; do
 	OUT=$(helper-req "$H" exec id="$F" 'argv[]=ls' 'argv[]=/tmp')

@@ -40,6 +40,7 @@
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@
 #include <unistd.h>
 
 #include "be_cgroup.h"
+#include "be_procmask.h"
 
 #define MAX_CG 16
 
@@ -162,7 +164,7 @@ static void unmount_criu(pid_t pid, int host)
  * before.  Returns criu's status, or -1 when it could not run (said). */
 static int run_criu(pid_t pid, bool new_ns, char **argv, int *host)
 {
-	int exe, ns, dev, st;
+	int exe, ns, dev, run, st;
 	pid_t c;
 
 	exe = open(argv[0], O_RDONLY | O_CLOEXEC);
@@ -172,6 +174,11 @@ static int run_criu(pid_t pid, bool new_ns, char **argv, int *host)
 			   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	if (dev < 0)
 		return fail("cannot copy /dev"), -1;
+	/* criu's cache of what it learnt of the kernel (the backend's tmpfs),
+	 * else a tmpfs of this run's. */
+	run = getenv("DSEC_CRIU_RUN") ? (int)syscall(SYS_open_tree, AT_FDCWD,
+						     getenv("DSEC_CRIU_RUN"),
+						     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC) : -1;
 	*host = ns_open(getpid(), "mnt");
 	ns = ns_open(pid, "mnt");
 	if (*host < 0 || ns < 0 || same_file(ns, *host) || setns(ns, CLONE_NEWNS) < 0)
@@ -186,9 +193,14 @@ static int run_criu(pid_t pid, bool new_ns, char **argv, int *host)
 	if (syscall(SYS_move_mount, dev, "", AT_FDCWD, "/dev", MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
 	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
 	    mount("criu-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0700") < 0 ||
-	    mount("criu-run", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0700") < 0)
+	    (run >= 0 ? syscall(SYS_move_mount, run, "", AT_FDCWD, "/run",
+				MOVE_MOUNT_F_EMPTY_PATH) :
+			mount("criu-run", "/run", "tmpfs", MS_NOSUID | MS_NODEV,
+			      "size=16m,mode=0700")) < 0)
 		return fail("cannot mount criu's /dev, /proc, /tmp and /run"), -1;
 	close(dev);
+	if (run >= 0)
+		close(run);
 	if (chdir("/") < 0)
 		return fail("chdir"), -1;
 	c = fork();
@@ -204,6 +216,46 @@ static int run_criu(pid_t pid, bool new_ns, char **argv, int *host)
 		if (errno != EINTR)
 			return fail("waitpid"), -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The restored session's own /proc, as container-init gives a session
+ * (session_proc): a proc of its pid namespace over the fork's at
+ * /root/proc of its mount namespace, with the masks and the made-up
+ * files.  Done from a process in that pid namespace, which leaves at
+ * once.  0, or -1. */
+static int session_proc(pid_t root)
+{
+	int mnt = ns_open(root, "mnt"), pidns = ns_open(root, "pid"), st = -1;
+	pid_t c;
+
+	if (mnt < 0 || pidns < 0 || (c = fork()) < 0)
+		return -1;
+	if (c == 0) {
+		if (setns(mnt, CLONE_NEWNS) < 0 || !in_base_ns() || setns(pidns, CLONE_NEWPID) < 0)
+			_exit(1);
+		c = fork();
+		if (c == 0) {
+			struct be_procmask m = BE_PROCMASK_INIT;
+			struct dsec_err err;
+
+			be_procmask_clone(&m, "/root/proc");
+			if (mount("proc", "/root/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+				  NULL) < 0)
+				_exit(1);
+			m.ro = true;
+			m.unpriv = true;
+			_exit(be_procmask_apply(&m, "/root/proc", &err) < 0 ? 1 : 0);
+		}
+		while (c > 0 && waitpid(c, &st, 0) < 0 && errno == EINTR)
+			;
+		_exit(c > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+	}
+	close(mnt);
+	close(pidns);
+	while (waitpid(c, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
 /* The pid a pidfd is of (its fdinfo), or -1. */
@@ -320,10 +372,15 @@ static int restore_session(char **argv)
 		unmount_criu(-1, host);
 		return 1;
 	}
-	dprintf(3, "pid %d\n", (int)root);
 	for (int k = 20; k < 33; k++)
 		close(k);
 	unmount_criu(root, host);
+	if (session_proc(root) < 0) {
+		kill(root, SIGKILL);
+		dprintf(3, "err %d cannot mount the restored session's /proc\n", EIO);
+		return 1;
+	}
+	dprintf(3, "pid %d\n", (int)root);
 	while (waitpid(root, &st, 0) < 0)
 		if (errno != EINTR)
 			return 1;

@@ -313,6 +313,7 @@ static void ct_fini(void *vbe)
 		free(be->sys);
 		be->sys = NULL;
 	}
+	ct_criu_down(be);
 	if (be_tasks_idle(&be->tasks))
 		ct_free(be);
 }
@@ -539,6 +540,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 		make_skel(be);
 	sys_up(be);
 	ct_net_up(be);
+	ct_criu_up(be);
 	ct_base_up(be);
 	/* Every sandbox's commands get this filter (but those with
 	 * seccomp_deny): compiled once, read by each init. */

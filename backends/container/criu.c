@@ -22,7 +22,50 @@
 
 #include "ct.h"
 
-extern char **environ;
+
+/* criu probes the kernel at each start (about 20 ms here) unless it finds
+ * its cache, /run/criu.kdat, on a tmpfs: container-criu binds this one as
+ * criu's /run (DSEC_CRIU_RUN), so that only the first run probes. */
+void ct_criu_up(struct ct_be *be)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/criu-run", be->host->state_dir);
+
+	if (!be->conf.criu || !*be->conf.criu)
+		return;
+	while (umount2(dir, MNT_DETACH) == 0)
+		;	/* a killed daemon's */
+	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	    mount("dsec-criu", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=1m,mode=0700") < 0) {
+		LOG(be, DSEC_LOG_WARN, "container: cannot mount criu's cache at '%s' (%s); criu "
+		    "probes the kernel at each run", dir, strerror(errno));
+		return;
+	}
+	be->criu_run = xstrdup(dir);
+}
+
+void ct_criu_down(struct ct_be *be)
+{
+	if (!be->criu_run)
+		return;
+	while (umount2(be->criu_run, MNT_DETACH) == 0)
+		;
+	rmdir(be->criu_run);
+	free(be->criu_run);
+	be->criu_run = NULL;
+}
+
+/* The environment of container-criu: where criu's /run is. */
+static char **criu_env(const struct ct_be *be, char *buf, size_t len, char **env)
+{
+	env[0] = NULL;
+	if (be->criu_run) {
+		snprintf(buf, len, "DSEC_CRIU_RUN=%s", be->criu_run);
+		env[0] = buf;
+	}
+	env[1] = NULL;
+	return env;
+}
 
 /* One session to carry. */
 struct ct_carry {
@@ -60,7 +103,7 @@ static void ckpt_free(struct ct_ckpt *k)
 /* Runs argv (container-criu) with fd 7 the directory dirfd, and waits:
  * its status, or -errno.  On a pool thread: dsecd reaps no child it does
  * not watch, so the wait is ours. */
-static int run_helper(char *const *argv, int dirfd)
+static int run_helper(char *const *argv, char *const *envp, int dirfd)
 {
 	posix_spawn_file_actions_t fa;
 	int st, rc;
@@ -69,7 +112,7 @@ static int run_helper(char *const *argv, int dirfd)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, dirfd, 7);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
 		return -rc;
@@ -131,8 +174,10 @@ static void ckpt_work(void *arg)
 				       (char *)"--leave-running", (char *)"--network-lock",
 				       (char *)"skip", (char *)"--external", ext, (char *)"-o",
 				       (char *)"dump.log", (char *)"-v4", NULL };
+		char ebuf[PATH_MAX + 32], *env[2];
+
 		fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		rc = fd < 0 ? -errno : run_helper(argv, fd);
+		rc = fd < 0 ? -errno : run_helper(argv, criu_env(be, ebuf, sizeof(ebuf), env), fd);
 		if (fd >= 0)
 			close(fd);
 		if (rc != 0) {
@@ -290,8 +335,10 @@ pid_t ct_criu_spawn(struct ct_sb *sb, const char *cg, const int *fds, int nfds, 
 	char *const argv[] = { (char *)"container-criu", (char *)"--restore-session",
 			       (char *)sb->restore_from, k->work, (char *)cg, a_ncg,
 			       sb->be->conf.criu, NULL };
-	return spawn_prog(sb->be, "container-criu", argv, (char *[]){ NULL }, fds, nfds, 0,
-			  NULL);
+	char ebuf[PATH_MAX + 32], *env[2];
+
+	return spawn_prog(sb->be, "container-criu", argv,
+			  criu_env(sb->be, ebuf, sizeof(ebuf), env), fds, nfds, 0, NULL);
 }
 
 int ct_restore(void *vsb, const char *dir, dsec_be_done_fn done, void *arg,

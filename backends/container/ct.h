@@ -288,6 +288,7 @@ struct ct_be {
 	ev_timer trim_w;		/* removes those beyond CT_CG_KEEP (cg_trim) */
 	bool trimming;			/* a removal is on the pool */
 	char *sys;			/* the sandboxes' shared /sys, NULL = none */
+	char *criu_run;			/* criu's /run (ct_criu_up), NULL = none */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	int base_ns, host_ns;		/* the base mount namespace, ours (basens.c), or -1 */
 	int base_watch;			/* inotify of what the base holds of the host, or -1 */
@@ -528,6 +529,10 @@ void ct_probe_drop(struct ct_sb *sb);
 /* ---- criu.c ---- */
 
 struct ct_ckpt;
+/* At init and fini: the tmpfs criu keeps what it learnt of the kernel in
+ * (its /run in the sandboxes' namespaces), when container.criu is set. */
+void ct_criu_up(struct ct_be *be);
+void ct_criu_down(struct ct_be *be);
 int ct_checkpoint(void *vsb, const char *dir, unsigned *carried, dsec_be_done_fn done,
 		  void *arg, struct dsec_err *err);
 int ct_restore(void *vsb, const char *dir, dsec_be_done_fn done, void *arg,
