@@ -15,7 +15,7 @@ CRIU=${DSEC_CRIU:-$TOP/build/criu/sbin/criu}
 [ -x "$CRIU" ] || skip_all "needs criu (make criu builds build/criu/sbin/criu)"
 [ -x "$TOP/build/libexec/container-criu" ] || skip_all "needs build/libexec/container-criu (make)"
 "$CRIU" check >"$T/check.log" 2>&1 || skip_all "criu check fails here: $(tail -1 "$T/check.log")"
-plan 11
+plan 12
 
 mk_small_root "$T/base" sh cat ls sleep grep wc
 export DSEC_FS3_STORE="$T/state/fs3"
@@ -30,7 +30,7 @@ in_session() { OUT=$(helper-req "$H" session_exec id="$1" session=s1 "cmd=$2"); 
 OUT=$(helper-req "$H" create backend=container image=task:1)
 A=$(get id)
 OUT=$(helper-req "$H" session_open id="$A" name=s1)
-in_session "$A" 'X=42; cd /tmp; (i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done) >/dev/null 2>&1 & echo started' >/dev/null
+in_session "$A" 'X=42; cd /tmp; (i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo $i >> /tmp/log; sleep 0.01; done) >/dev/null 2>&1 & echo started' >/dev/null
 for i in $(seq 50); do [ "$(count "$A")" -ge 5 ] 2>/dev/null && break; sleep 0.1; done
 
 run helper-req "$H" fork id="$A" 'n#=3' 'processes?=true'
@@ -50,13 +50,20 @@ F1=$(printf "%s\n" $ids | head -1)
 is "$(in_session "$F1" 'cat /proc/1/comm; cat /proc/[0-9]*/comm | grep -c dsec-init; cat /proc/keys | wc -c' | tr '\n' ' ')" \
 	"sh 0 0 " "... its /proc its own pid namespace's (its shell is 1, no init of the fork's), masked"
 is "$moving" 3 "each fork's background counter goes on"
+seq_ok=0
 for F in $ids; do
 	OUT=$(helper-req "$H" exec id="$F" 'argv[]=ls' 'argv[]=/tmp')
-	[ "$(get stdout | tr '\n' ' ')" = "count only-here " ] && own=$((own + 1))
+	[ "$(get stdout | tr '\n' ' ')" = "count log only-here " ] && own=$((own + 1))
+	# Its log: 1, 2, ... n, no number missing or twice: the files the
+	# fork got are those of the moment of the memory it got.
+	OUT=$(helper-req "$H" exec id="$F" 'argv[]=cat' 'argv[]=/tmp/log')
+	n=$(get stdout | awk '$0 != NR { bad = 1 } END { print bad ? "bad at " NR : NR }')
+	case $n in ''|bad*) diag "fork $F's log: $n" ;; *) seq_ok=$((seq_ok + 1)) ;; esac
 done
 is "$own" 3 "... each in its own files"
+is "$seq_ok" 3 "... whose log goes on from the moment of the checkpoint: no number lost or written twice"
 OUT=$(helper-req "$H" exec id="$A" 'argv[]=ls' 'argv[]=/tmp')
-is "$(get stdout | tr '\n' ' ')" "count " "the original's files are its own"
+is "$(get stdout | tr '\n' ' ')" "count log " "the original's files are its own"
 c1=$(count "$A"); sleep 0.3
 ok "$([ "$(count "$A")" -gt "$c1" ]; echo $?)" "the original's counter goes on"
 is "$(in_session "$A" 'echo "$X $PWD"')" "42 /tmp" "... and its shell is as it was"

@@ -5,7 +5,9 @@
  * command's leftovers are killed when it completes), so they are what a
  * fork carries.  checkpoint runs container-criu (criu inside the
  * session's mount namespace: it dumps no mounts) on the pool for each idle
- * session: `criu dump --leave-running` of the shell's tree into DIR/NAME,
+ * session: `criu dump --leave-stopped` of the shell's tree into DIR/NAME
+ * (continued once the snapshot that follows has taken the files, so that
+ * they are of the moment of its memory),
  * the network namespace (the pool's, the host's) external, and the inodes
  * of the shell's stdin, stdout, stderr and marker pipe into DIR/NAME/pipes
  * (dsecd's ends show the same).  restore opens each session again under
@@ -87,7 +89,64 @@ struct ct_ckpt {
 	struct dsec_err err;		/* why */
 	char *work;			/* restore: this one's work directory in a session's */
 	char *name_out;			/* restore: be_sess_open's name */
+	int *stopped;			/* checkpoint: pidfds of the trees criu left stopped */
+	unsigned nstopped;		/* their number */
 };
+
+static void continue_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		syscall(SYS_pidfd_send_signal, fds[i], SIGCONT, NULL, 0);
+		close(fds[i]);
+	}
+	free(fds);
+}
+
+void ct_continue(struct ct_sb *sb)
+{
+	if (!sb->stopped)
+		return;
+	ev_timer_stop(sb->be->host->loop, &sb->cont_w);
+	continue_fds(sb->stopped, sb->nstopped);
+	sb->stopped = NULL;
+	sb->nstopped = 0;
+}
+
+static void cont_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct ct_sb *sb = dsec_container_of(w, struct ct_sb, cont_w);
+
+	LOG(sb->be, DSEC_LOG_WARN, "container: sandbox '%s': no snapshot followed its "
+	    "checkpoint within %.0f s: its sessions go on", sb->id, CT_CKPT_STOP_MAX);
+	ct_continue(sb);
+}
+
+/* Pidfds of pid and every descendant (a tree criu left stopped: it
+ * cannot fork meanwhile), appended to k->stopped. */
+static void stopped_tree(struct ct_ckpt *k, pid_t pid)
+{
+	char path[64], buf[4096], *p, *end;
+	ssize_t n;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd < 0)
+		return;
+	k->stopped = xrealloc(k->stopped, (k->nstopped + 1) * sizeof(*k->stopped));
+	k->stopped[k->nstopped++] = fd;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	for (p = buf; *p; p = end) {
+		pid_t c = (pid_t)strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		stopped_tree(k, c);
+	}
+}
 
 static void ckpt_free(struct ct_ckpt *k)
 {
@@ -97,6 +156,8 @@ static void ckpt_free(struct ct_ckpt *k)
 	free(k->dir);
 	free(k->work);
 	free(k->name_out);
+	if (k->stopped)
+		continue_fds(k->stopped, k->nstopped);
 	free(k);
 }
 
@@ -171,7 +232,7 @@ static void ckpt_work(void *arg)
 		snprintf(ext, sizeof(ext), "net[%lu]:sbnet", (unsigned long)st.st_ino);
 		char *const argv[] = { helper, a_pid, (char *)"--", be->conf.criu, (char *)"dump",
 				       (char *)"-t", a_pid, (char *)"-D", (char *)"/proc/self/fd/7",
-				       (char *)"--leave-running", (char *)"--network-lock",
+				       (char *)"--leave-stopped", (char *)"--network-lock",
 				       (char *)"skip", (char *)"--external", ext, (char *)"-o",
 				       (char *)"dump.log", (char *)"-v4", NULL };
 		char ebuf[PATH_MAX + 32], *env[2];
@@ -180,6 +241,8 @@ static void ckpt_work(void *arg)
 		rc = fd < 0 ? -errno : run_helper(argv, criu_env(be, ebuf, sizeof(ebuf), env), fd);
 		if (fd >= 0)
 			close(fd);
+		if (rc == 0)
+			stopped_tree(k, c->shell);
 		if (rc != 0) {
 			criu_log_error(d, "dump.log", why, sizeof(why));
 			k->rc = dsec_err_setc(&k->err, DSEC_E_BACKEND, EIO,
@@ -197,6 +260,17 @@ static void ckpt_done(void *arg)
 
 	if (!k->rc && k->carried)
 		*k->carried = k->n;
+	/* The trees stay stopped until the snapshot that follows has taken
+	 * the files (ct_continue), so that those are of the moment of their
+	 * memory; on an error they go on now (ckpt_free). */
+	if (!k->rc && k->stopped) {
+		ct_continue(sb);
+		sb->stopped = k->stopped;
+		sb->nstopped = k->nstopped;
+		k->stopped = NULL;
+		ev_timer_init(&sb->cont_w, cont_cb, CT_CKPT_STOP_MAX, 0);
+		ev_timer_start(sb->be->host->loop, &sb->cont_w);
+	}
 	defer(sb->be, k->done, k->arg, k->rc, k->rc ? &k->err : NULL);
 	sb->ckpt = NULL;
 	ckpt_free(k);
@@ -245,6 +319,12 @@ int ct_checkpoint(void *vsb, const char *dir, unsigned *carried, dsec_be_done_fn
 	if (sb->paused || sb->switching)
 		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "sandbox '%s' is paused: "
 				     "its processes are carried from a running sandbox", sb->id);
+	/* What the snapshot after it needs (ct_snapshot): its processes wait
+	 * stopped for it. */
+	if (!sb->lower || sb->skel)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
+				     "sandbox '%s' was not made from an image: only those can be "
+				     "snapshotted", sb->id);
 	k = xcalloc(1, sizeof(*k));
 	k->sb = sb;
 	k->dir = xstrdup(dir);

@@ -72,6 +72,7 @@
 #define CT_NET_BURY_QUIET 0.2		/* s without a destroy before those to drop go */
 #define CT_NET_BURY_MAX 4096		/* ... or once this many are held */
 #define CT_NETPROC_USES 256		/* namespaces set through one proc (netpool.c) */
+#define CT_CKPT_STOP_MAX 10.0		/* s a checkpoint's processes wait for the snapshot */
 /* The floors of a sandbox's limits (requests and config alike): below
  * them a sandbox cannot do its work (pids: the init and its watcher
  * thread, the warm shell's template and its child, a command; nofile:
@@ -235,6 +236,10 @@ struct ct_sb {
 	const char *restore_from;	/* the next session's shell is restored from this
 					 * checkpoint (criu.c), not started; NULL = started */
 	struct ct_ckpt *ckpt;		/* a checkpoint or restore in progress, or NULL */
+	int *stopped;			/* pidfds of what a checkpoint left stopped, continued
+					 * when the next snapshot ends (criu.c) */
+	unsigned nstopped;		/* their number */
+	ev_timer cont_w;		/* ... or after CT_CKPT_STOP_MAX */
 };
 
 struct ct_exec {
@@ -533,6 +538,9 @@ struct ct_ckpt;
  * (its /run in the sandboxes' namespaces), when container.criu is set. */
 void ct_criu_up(struct ct_be *be);
 void ct_criu_down(struct ct_be *be);
+/* Continues what a checkpoint of sb left stopped (the loop: a snapshot's
+ * end, sb_free). */
+void ct_continue(struct ct_sb *sb);
 int ct_checkpoint(void *vsb, const char *dir, unsigned *carried, dsec_be_done_fn done,
 		  void *arg, struct dsec_err *err);
 int ct_restore(void *vsb, const char *dir, dsec_be_done_fn done, void *arg,
