@@ -459,7 +459,8 @@ build/nng-client/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard dep
 # criu, for a fork that carries a sandbox's processes (the container
 # backend's container.criu): Debian's source package, built by
 # deps/criu/build.sh into build/criu/sbin/criu (about two minutes on two
-# CPUs), only when asked: `make criu`.  Its tests skip without it.
+# CPUs), only when asked: `make criu`, or `make check CRIU=1` (deps then
+# builds it too).  Its tests (t/32xx) skip without it.
 CRIU_CACHE ?= deps/cache
 CRIU_BIN    = build/criu/sbin/criu
 criu: $(CRIU_BIN)
@@ -485,6 +486,7 @@ endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES))
 	$(if $(NNG_LIB),@$(MAKE) --no-print-directory $(NNG_LIB) $(NNG_CLIENT_LIB))
+	$(if $(filter 1,$(CRIU)),@$(MAKE) --no-print-directory criu)
 
 check: deps
 	$(MAKE) all tests
