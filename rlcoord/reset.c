@@ -209,6 +209,7 @@ struct fork {
 	struct dsec_err err;
 	char *ckdir;			/* processes: the checkpoint's directory, or NULL */
 	unsigned carried;		/* ... the sessions it holds */
+	uint64_t t_ckpt, t_snap;	/* when the checkpoint and the snapshot were done */
 };
 
 static void fork_untag(void *arg)
@@ -239,6 +240,16 @@ static void fork_end(void *arg)
 		}
 		reply_err(r, &f->err);
 	} else {
+		if (f->ckdir) {
+			uint64_t now = dsec_now_ns();
+
+			log_info("fork of %s: %u with processes (%u sessions) in %.1f ms: "
+				 "checkpoint %.1f, snapshot %.1f, creates and restores %.1f",
+				 r->sb->id, f->n, f->carried, (double)(now - f->t0) / 1e6,
+				 (double)(f->t_ckpt - f->t0) / 1e6,
+				 (double)(f->t_snap - f->t_ckpt) / 1e6,
+				 (double)(now - f->t_snap) / 1e6);
+		}
 		dsec_pk_init(&p);
 		dsec_pk_reply_begin(&p);
 		dsec_pk_kv_str(&p, "image", f->image);
@@ -311,6 +322,7 @@ static void fork_snapped(void *arg, const void *reply, size_t len, enum dsec_cod
 	if (res)
 		dsec_get_str(res, "image", &f->image, NULL);
 	dsec_msg_free(&m);
+	f->t_snap = dsec_now_ns();
 	if (!f->image) {
 		rlc_reply_error(reply, len, "cannot snapshot the sandbox to fork it", &f->err);
 		f->failed = 1;
@@ -346,6 +358,7 @@ static void fork_checkpointed(void *arg, int rc, const struct dsec_err *err)
 {
 	struct fork *f = arg;
 
+	f->t_ckpt = dsec_now_ns();
 	if (rc < 0) {
 		f->err = *err;
 		f->failed = 1;
