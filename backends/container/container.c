@@ -448,6 +448,14 @@ static void remove_stale(struct ct_be *be)
 	while (d && (de = readdir(d))) {
 		_cleanup_free_ char *p = NULL;
 
+		/* A killed daemon's sandboxes, and the checkpoints of its forks
+		 * with processes (rlcoord's, in the backend's directory). */
+		if (!strncmp(de->d_name, "fork.", 5)) {
+			p = xasprintf("%s/%s", be->host->state_dir, de->d_name);
+			if (dsec_rm_rf(p) < 0)
+				LOG(be, DSEC_LOG_WARN, "container: cannot remove stale '%s'", p);
+			continue;
+		}
 		if (strncmp(de->d_name, "sb.", 3))
 			continue;
 		p = xasprintf("%s/%s", be->host->state_dir, de->d_name);
