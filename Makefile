@@ -38,6 +38,12 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 # Several nodes on one machine: serf is the gossip baseline (make
 # bench-gossip), MooseFS the distributed origin of the cluster tests.
 DEB_PACKAGES += serf moosefs-master moosefs-chunkserver moosefs-client
+# criu (`make criu`, deps/criu/build.sh): what its build needs, installed by
+# `make deps` whether or not it is built.
+CRIU_DEB_PACKAGES = libbsd-dev libcap-dev libnet1-dev libnl-3-dev libnftables-dev \
+	libgnutls28-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler protobuf-compiler \
+	uuid-dev pkg-config wget xz-utils patch
+DEB_PACKAGES += $(CRIU_DEB_PACKAGES)
 
 # Flags: the project's own are in ALL_CPPFLAGS and ALL_CFLAGS (a target adds
 # to them with `TARGET: ALL_CFLAGS += ...`); CPPFLAGS, CFLAGS and LDFLAGS
@@ -150,8 +156,8 @@ DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # the modules of backends/common/ it uses; adding a backend is adding its
 # name to BE_NAMES and a BE_NAME_SRC list.
 BE_NAMES    = container fncall
-BE_container_SRC = $(addprefix backends/container/,container.c spawn.c create.c exec.c stream.c \
-	files.c control.c sessions.c basens.c netpool.c probe.c)
+BE_container_SRC = $(addprefix backends/container/,container.c criu.c spawn.c create.c exec.c \
+	stream.c files.c control.c sessions.c basens.c netpool.c probe.c)
 BE_fncall_SRC = $(addprefix backends/fncall/,fncall.c call.c zygote.c)
 BE_COMMON_SRC = $(addprefix backends/common/,be_cgroup.c be_child.c be_conf.c be_cred.c be_fs.c \
 	be_fs_remote.c be_io.c be_net.c be_netpol.c be_path.c be_procmask.c be_relayout.c \
@@ -164,7 +170,7 @@ BE_LIB      = build/backends/libbe.a
 # HELPER_OUT, the tree's helper_dir (make install puts them in LIBEXECDIR),
 # so that backends/ holds backends only (dsecd loads BACKEND_DIR/NAME.so).
 HELPER_OUT  = build/libexec
-HELPERS     = $(addprefix $(HELPER_OUT)/,container-init container-files fncall-zygote)
+HELPERS     = $(addprefix $(HELPER_OUT)/,container-init container-files container-criu fncall-zygote)
 HELPER_FILES = $(HELPER_OUT)/fncall_zygote.py
 PRELOADS    = $(addprefix $(HELPER_OUT)/,container-preload.so fncall-preload.so)
 TOOLS       = $(patsubst %.c,%,$(wildcard tools/dsec-*.c)) tools/dsecctl
@@ -355,6 +361,13 @@ $(HELPER_OUT)/container-init: $(HOBJ)/backends/container/container-init-helper.o
 	$(Q)mkdir -p $(@D) && $(CC) -static -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
 		$(shell $(PKG_CONFIG) --static --libs libseccomp 2>/dev/null || echo -lseccomp)
 
+# criu inside a container sandbox's mount namespace (fork with processes):
+# its cgroups through be_cgroup.
+$(HELPER_OUT)/container-criu: $(HOBJ)/backends/container/container-criu-helper.o $(HBE_LIB) \
+		$(HLIBDSEC)
+	$(q) LD $@
+	$(Q)mkdir -p $(@D) && $(CC) -o $@ $< $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS)
+
 # The Python runtime's zygote, run by fncall-zygote from the helper_dir.
 $(HELPER_OUT)/fncall_zygote.py: backends/fncall/fncall_zygote.py
 	$(q) CP $@
@@ -443,6 +456,18 @@ build/nng-client/lib/libnng.a: deps/nng/build.sh deps/nng/sources $(wildcard dep
 	$(q) NNG $@
 	$(Q)deps/nng/build.sh $(NNG_CACHE) build/nng-client client
 
+# criu, for a fork that carries a sandbox's processes (the container
+# backend's container.criu): Debian's source package, built by
+# deps/criu/build.sh into build/criu/sbin/criu (about two minutes on two
+# CPUs), only when asked: `make criu`, or `make check CRIU=1` (deps then
+# builds it too).  Its tests (t/32xx) skip without it.
+CRIU_CACHE ?= deps/cache
+CRIU_BIN    = build/criu/sbin/criu
+criu: $(CRIU_BIN)
+$(CRIU_BIN): deps/criu/build.sh deps/criu/sources $(wildcard deps/criu/*.patch)
+	$(q) CRIU $@
+	$(Q)deps/criu/build.sh $(CRIU_CACHE) build/criu
+
 # Installs the Debian packages of the list $(1) that are missing.
 define install_debs
 	@missing=$$(for p in $(1); do \
@@ -461,6 +486,7 @@ endef
 deps:
 	$(call install_debs,$(DEB_PACKAGES))
 	$(if $(NNG_LIB),@$(MAKE) --no-print-directory $(NNG_LIB) $(NNG_CLIENT_LIB))
+	$(if $(filter 1,$(CRIU)),@$(MAKE) --no-print-directory criu)
 
 check: deps
 	$(MAKE) all tests
@@ -674,7 +700,7 @@ clean:
 distclean: clean
 	rm -rf $(NNG_CACHE)
 
-.PHONY: all deps check tests asan check-asan bench bench-container bench-fs3 bench-image bench-rl \
+.PHONY: all deps criu check tests asan check-asan bench bench-container bench-fs3 bench-image bench-rl \
 	bench-sdk \
 	bench-scale \
 	lint-man run \

@@ -633,6 +633,22 @@ struct dsec_be_ops {
 	 * sb.  Optional (NULL: "unsupported").  Async. (ABI 2) */
 	int (*usage)(void *sb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
 		     struct dsec_err *err);
+	/* Checkpoint what of sb's processes a fork can carry (the container
+	 * backend: its idle shell sessions, with criu) into dir, an empty
+	 * directory the caller made and removes; sb's processes run on.  done
+	 * with 0 and *carried the number of sessions (0: nothing to carry),
+	 * or an error: DSEC_E_BUSY while a session runs a command.  Optional
+	 * (NULL: a fork with processes is unsupported).  Async. (ABI 2,
+	 * appended) */
+	int (*checkpoint)(void *sb, const char *dir, unsigned *carried, dsec_be_done_fn done,
+			  void *arg, struct dsec_err *err);
+	/* Restore into sb, a sandbox made from a snapshot of the checkpointed
+	 * one taken after the checkpoint, what checkpoint put in dir: each
+	 * session under its name, its shell and what it runs as they were.
+	 * dir is only read (several restores read it at once).  Async. (ABI 2,
+	 * appended) */
+	int (*restore)(void *sb, const char *dir, dsec_be_done_fn done, void *arg,
+		       struct dsec_err *err);
 };
 
 /* An ops table and a spec as ABI 1 began, before the fields appended

@@ -13,12 +13,16 @@
  * `fork` snapshots the sandbox as it is and makes n sandboxes of the
  * snapshot with the rest of its create's request (GRPO: prepare once,
  * roll out n), in one reply; all or none: when one fails, those made are
- * destroyed.  Running processes are not carried (no CRIU yet).
+ * destroyed.  With processes, what of its processes the backend can carry
+ * (the container backend: its shell sessions, with criu) is checkpointed
+ * first (into a directory of the backend's state, removed at the end),
+ * and restored into each fork once it is made, before the reply.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "daemon.h"
 #include "dsec.h"
@@ -203,6 +207,9 @@ struct fork {
 	unsigned n, left, failed, made;
 	char **ids;			/* made so far, n slots */
 	struct dsec_err err;
+	char *ckdir;			/* processes: the checkpoint's directory, or NULL */
+	unsigned carried;		/* ... the sessions it holds */
+	uint64_t t_ckpt, t_snap;	/* when the checkpoint and the snapshot were done */
 };
 
 static void fork_untag(void *arg)
@@ -211,8 +218,10 @@ static void fork_untag(void *arg)
 	struct dsec_err err;
 
 	dsec_err_clear(&err);
-	if (f->r->d->images)
+	if (f->r->d->images && f->tag)
 		fs3_untag(f->r->d->images, f->tag, &err);
+	if (f->ckdir)
+		dsec_rm_rf(f->ckdir);
 }
 
 static void fork_end(void *arg)
@@ -231,10 +240,22 @@ static void fork_end(void *arg)
 		}
 		reply_err(r, &f->err);
 	} else {
+		if (f->ckdir) {
+			uint64_t now = dsec_now_ns();
+
+			log_info("fork of %s: %u with processes (%u sessions) in %.1f ms: "
+				 "checkpoint %.1f, snapshot %.1f, creates and restores %.1f",
+				 r->sb->id, f->n, f->carried, (double)(now - f->t0) / 1e6,
+				 (double)(f->t_ckpt - f->t0) / 1e6,
+				 (double)(f->t_snap - f->t_ckpt) / 1e6,
+				 (double)(now - f->t_snap) / 1e6);
+		}
 		dsec_pk_init(&p);
 		dsec_pk_reply_begin(&p);
 		dsec_pk_kv_str(&p, "image", f->image);
 		dsec_pk_kv_strv(&p, "ids", (const char *const *)f->ids);
+		if (f->ckdir)
+			dsec_pk_kv_u64(&p, "sessions", f->carried);
 		dsec_pk_kv_double(&p, "duration", (double)(dsec_now_ns() - f->t0) / 1e9);
 		dsec_pk_end(&p);
 		req_complete(r, &p);
@@ -244,7 +265,25 @@ static void fork_end(void *arg)
 	free(f->ids);
 	free(f->tag);
 	free(f->image);
+	free(f->ckdir);
 	free(f);
+}
+
+static void fork_finish(struct fork *f)
+{
+	if (--f->left)
+		return;
+	if (dsecd_pool_submit(f->r->d->pool, fork_untag, fork_end, f) < 0)
+		fork_end(f);
+}
+
+static void fork_restored(void *arg, int rc, const struct dsec_err *err)
+{
+	struct fork *f = arg;
+
+	if (rc < 0 && !f->failed++)
+		f->err = *err;
+	fork_finish(f);
 }
 
 static void fork_made(void *arg, const void *reply, size_t len, enum dsec_code code)
@@ -258,11 +297,19 @@ static void fork_made(void *arg, const void *reply, size_t len, enum dsec_code c
 		f->failed++;
 	} else {
 		f->ids[f->made++] = id;
+		/* Its processes, restored before the reply. */
+		struct dsecd_sb *s = f->ckdir && f->carried && !f->failed ?
+				     dsecd_sb_lookup(f->r->d, id) : NULL;
+		if (s && s->be->ops->restore) {
+			struct dsec_err e;
+
+			dsec_err_clear(&e);
+			f->left++;
+			if (s->be->ops->restore(s->handle, f->ckdir, fork_restored, f, &e) < 0)
+				fork_restored(f, -EIO, &e);
+		}
 	}
-	if (--f->left)
-		return;
-	if (dsecd_pool_submit(f->r->d->pool, fork_untag, fork_end, f) < 0)
-		fork_end(f);
+	fork_finish(f);
 }
 
 static void fork_snapped(void *arg, const void *reply, size_t len, enum dsec_code code)
@@ -275,6 +322,7 @@ static void fork_snapped(void *arg, const void *reply, size_t len, enum dsec_cod
 	if (res)
 		dsec_get_str(res, "image", &f->image, NULL);
 	dsec_msg_free(&m);
+	f->t_snap = dsec_now_ns();
 	if (!f->image) {
 		rlc_reply_error(reply, len, "cannot snapshot the sandbox to fork it", &f->err);
 		f->failed = 1;
@@ -291,17 +339,49 @@ static void fork_snapped(void *arg, const void *reply, size_t len, enum dsec_cod
 	}
 }
 
+/* The snapshot of the sandbox, then the forks (fork_snapped). */
+static void fork_snap(struct fork *f)
+{
+	struct dsec_pk p;
+	size_t len;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "snapshot");
+	dsec_pk_kv_str(&p, "id", f->r->sb->id);
+	dsec_pk_kv_str(&p, "tag", f->tag);
+	dsec_pk_end(&p);
+	void *frame = dsec_pk_detach(&p, &len);
+	dsecd_request(f->r->d, frame, len, fork_snapped, f);
+}
+
+static void fork_checkpointed(void *arg, int rc, const struct dsec_err *err)
+{
+	struct fork *f = arg;
+
+	f->t_ckpt = dsec_now_ns();
+	if (rc < 0) {
+		f->err = *err;
+		f->failed = 1;
+		free(f->tag);
+		f->tag = NULL;
+		if (dsecd_pool_submit(f->r->d->pool, fork_untag, fork_end, f) < 0)
+			fork_end(f);
+		return;
+	}
+	fork_snap(f);
+}
+
 void op_fork(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
 	struct dsecd_sb *sb = r->sb;
 	uint64_t n = 1;
+	bool processes = false;
 	struct dsec_err err;
-	struct dsec_pk p;
-	size_t len;
 
 	dsec_err_clear(&err);
-	if (dsec_get_u64_opt(r->msg.root, "n", &n, &err) < 0)
+	if (dsec_get_u64_opt(r->msg.root, "n", &n, &err) < 0 ||
+	    dsec_get_bool_opt(r->msg.root, "processes", &processes, &err) < 0)
 		return reply_err(r, &err);
 	if (n < 1 || n > FORK_MAX) {
 		dsec_err_setc(&err, DSEC_E_INVALID, EINVAL, "fork makes 1 to %d sandboxes", FORK_MAX);
@@ -319,11 +399,29 @@ void op_fork(struct dsecd_req *r)
 	f->ids = xcalloc(n + 1, sizeof(*f->ids));
 	f->tag = xasprintf("dsec-fork/%s:%016" PRIx64, d->conf.node, d->next_serial++);
 	d->ops_inflight++;
-	dsec_pk_init(&p);
-	dsec_pk_request_begin(&p, "snapshot");
-	dsec_pk_kv_str(&p, "id", sb->id);
-	dsec_pk_kv_str(&p, "tag", f->tag);
-	dsec_pk_end(&p);
-	void *frame = dsec_pk_detach(&p, &len);
-	dsecd_request(d, frame, len, fork_snapped, f);
+	if (!processes)
+		return fork_snap(f);
+	/* Its processes first, into a directory of the backend's state (made
+	 * here: a mkdir on the node's own disk), while they run on. */
+	if (!sb->be->ops->checkpoint || !sb->be->ops->restore) {
+		dsec_err_setc(&f->err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' cannot carry "
+			      "processes into a fork", sb->be->name);
+		f->failed = 1;
+		free(f->tag);
+		f->tag = NULL;
+		return fork_end(f);
+	}
+	f->ckdir = xasprintf("%s/fork.%016" PRIx64, sb->be->state_dir, d->next_serial++);
+	if (mkdir(f->ckdir, 0700) < 0) {
+		dsec_err_set(&f->err, errno, "cannot make '%s': %s", f->ckdir, strerror(errno));
+		free(f->ckdir);
+		f->ckdir = NULL;
+		f->failed = 1;
+		free(f->tag);
+		f->tag = NULL;
+		return fork_end(f);
+	}
+	if (sb->be->ops->checkpoint(sb->handle, f->ckdir, &f->carried, fork_checkpointed, f,
+				    &err) < 0)
+		fork_checkpointed(f, -EIO, &err);
 }

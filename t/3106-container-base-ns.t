@@ -41,7 +41,9 @@ sandbox_root() {
 sandbox_root "base namespace" "tmpfs:dsec-base"
 is "$(awk -v d="$hostdev" '$3 == d && $4 == "/"' "/proc/$VIEW/mountinfo" | wc -l)" 0 \
 	"the host's root file system is not mounted in it (only binds of the default root's parts)"
-is "$(ls -A "/proc/$VIEW/root/" | grep -cx -e home -e var -e tmp -e work -e boot -e srv)" 0 \
+# (tmp and run are the base's own empty mount points, for criu: container-criu)
+is "$(ls -A "/proc/$VIEW/root/" | grep -cx -e home -e var -e work -e boot -e srv)$(ls -A \
+	"/proc/$VIEW/root/tmp/" 2>&1; ls -A "/proc/$VIEW/root/run/" 2>&1)" 0 \
 	"above the sandbox's root: no /home, /var, /tmp of the host"
 ok $(touch "/proc/$VIEW/root/dsec-x" 2>/dev/null; [ $? != 0 ]; echo $?) "the base root is read-only"
 kill "$VIEW" 2>/dev/null; wait "$VIEW" 2>/dev/null

@@ -994,3 +994,18 @@ void be_sess_list(struct be_sess_set *set,
 		fn(arg, &i);
 	}
 }
+
+void be_sess_each(struct be_sess_set *set,
+		  void (*fn)(void *arg, const struct be_sess_view *v), void *arg)
+{
+	for (struct be_sess *s = set ? set->list : NULL; s; s = s->next) {
+		struct be_sess_view v = {
+			.name = s->name,
+			.shell = s->shell_pid,
+			.idle = s->state == SS_IDLE && s->rq == RQ_NONE,
+			.fds = { s->p.in, s->p.out, s->p.err, s->p.mark },
+		};
+
+		fn(arg, &v);
+	}
+}

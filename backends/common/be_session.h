@@ -92,4 +92,19 @@ int be_sess_close(struct be_sess_set *set, const char *name, dsec_be_done_fn don
 void be_sess_list(struct be_sess_set *set,
 		  void (*fn)(void *arg, const struct dsec_session_info *info), void *arg);
 
+/* A session as a checkpoint sees it (container-criu): its name, its shell
+ * on the host (0 until the helper said), whether it is idle (no command
+ * running, none starting) and dsecd's ends of its stdin, stdout, stderr
+ * and marker pipe (the pipes' inodes name the shell's ends too). */
+struct be_sess_view {
+	const char *name;	/* session name */
+	pid_t shell;		/* the shell's pid on the host, 0 = not known yet */
+	bool idle;		/* waiting for a command */
+	int fds[4];		/* in, out, err, mark: dsecd's ends */
+};
+
+/* Calls fn for each open session of set (NULL: none), on the loop. */
+void be_sess_each(struct be_sess_set *set,
+		  void (*fn)(void *arg, const struct be_sess_view *v), void *arg);
+
 #endif

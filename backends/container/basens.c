@@ -16,7 +16,7 @@
  * nodes), the node's /sys, a /proc of an empty pid namespace (a user
  * namespace may mount a proc only where one is already fully visible),
  * container-init itself, and the empty mount points a create mounts on
- * (rw, root, lower.N).  The loop thread enters it for the clone of each
+ * (rw, root, lower.N) and criu does (tmp, run: container-criu).  The loop thread enters it for the clone of each
  * init (ct_base_enter, ct_base_leave); the init builds its root there as
  * before and chroots into it: what is left outside its root is that
  * tmpfs, its own layers and its own disk.
@@ -130,13 +130,16 @@ static int base_child(void *arg)
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("dsec-base", b->top, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
 		BFAIL(b, "cannot mount the base root on '%s'", b->top);
-	for (size_t i = 0; i < CT_MAX_LAYERS + 5; i++) {
-		static const char *const names[] = { "rw", "root", "proc", "sys", "etc" };
+	/* tmp and run: where criu, run in a sandbox's mount namespace
+	 * (criu.c), gets a tmpfs of its own for its probes. */
+	for (size_t i = 0; i < CT_MAX_LAYERS + 7; i++) {
+		static const char *const names[] = { "rw", "root", "proc", "sys", "etc", "tmp",
+						     "run" };
 
-		if (i < 5)
+		if (i < 7)
 			snprintf(p, sizeof(p), "%s/%s", b->top, names[i]);
 		else
-			snprintf(p, sizeof(p), "%s/lower.%zu", b->top, i - 5);
+			snprintf(p, sizeof(p), "%s/lower.%zu", b->top, i - 7);
 		if (mkdir(p, i == 2 ? 0555 : 0755) < 0)
 			BFAIL(b, "cannot make '%s'", p);
 	}

@@ -64,6 +64,7 @@ static const struct be_conf_key conf_table[] = {
 	{ "ptys", BE_K_COUNT, F(ptys), "64" },
 	{ "base_ns", BE_K_BOOL, F(base_ns), "true" },
 	{ "net_reuse", BE_K_BOOL, F(net_reuse), "true" },
+	{ "criu", BE_K_STR, F(criu), "" },
 #undef F
 };
 
@@ -74,6 +75,7 @@ static void ct_free(struct ct_be *be)
 	free(be->conf.bridge);
 	free(be->conf.subnet);
 	free(be->conf.host_port);
+	free(be->conf.criu);
 	free(be->skel);
 	if (be->filter_fd >= 0)
 		close(be->filter_fd);
@@ -311,6 +313,7 @@ static void ct_fini(void *vbe)
 		free(be->sys);
 		be->sys = NULL;
 	}
+	ct_criu_down(be);
 	if (be_tasks_idle(&be->tasks))
 		ct_free(be);
 }
@@ -445,6 +448,14 @@ static void remove_stale(struct ct_be *be)
 	while (d && (de = readdir(d))) {
 		_cleanup_free_ char *p = NULL;
 
+		/* A killed daemon's sandboxes, and the checkpoints of its forks
+		 * with processes (rlcoord's, in the backend's directory). */
+		if (!strncmp(de->d_name, "fork.", 5)) {
+			p = xasprintf("%s/%s", be->host->state_dir, de->d_name);
+			if (dsec_rm_rf(p) < 0)
+				LOG(be, DSEC_LOG_WARN, "container: cannot remove stale '%s'", p);
+			continue;
+		}
 		if (strncmp(de->d_name, "sb.", 3))
 			continue;
 		p = xasprintf("%s/%s", be->host->state_dir, de->d_name);
@@ -537,6 +548,7 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 		make_skel(be);
 	sys_up(be);
 	ct_net_up(be);
+	ct_criu_up(be);
 	ct_base_up(be);
 	/* Every sandbox's commands get this filter (but those with
 	 * seccomp_deny): compiled once, read by each init. */
@@ -595,4 +607,6 @@ const struct dsec_be_ops dsec_backend = {
 	.exec_signal = ct_exec_signal,
 	.exec_resize = ct_exec_resize,
 	.usage = ct_usage,
+	.checkpoint = ct_checkpoint,
+	.restore = ct_restore,
 };

@@ -254,6 +254,7 @@ static void snap_done(void *arg)
 	LOG(sb->be, DSEC_LOG_INFO, "container: sandbox '%s' was frozen %.3f s for a snapshot",
 	    sb->id, w->frozen);
 	file_next(sb);
+	ct_continue(sb);	/* a checkpoint's processes: its files are taken */
 	defer(sb->be, w->done, w->arg, w->rc, &w->err);
 	free(w);
 	sb_maybe_destroy(sb);

@@ -173,6 +173,7 @@ void sb_free(struct ct_sb *sb)
 
 	spare_put(sb);
 	ct_probe_drop(sb);
+	ct_continue(sb);
 	be_sess_set_free(sb->sess);
 	files_stop(sb);
 	ct_ctl_close(sb);

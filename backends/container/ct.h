@@ -72,6 +72,7 @@
 #define CT_NET_BURY_QUIET 0.2		/* s without a destroy before those to drop go */
 #define CT_NET_BURY_MAX 4096		/* ... or once this many are held */
 #define CT_NETPROC_USES 256		/* namespaces set through one proc (netpool.c) */
+#define CT_CKPT_STOP_MAX 10.0		/* s a checkpoint's processes wait for the snapshot */
 /* The floors of a sandbox's limits (requests and config alike): below
  * them a sandbox cannot do its work (pids: the init and its watcher
  * thread, the warm shell's template and its child, a command; nofile:
@@ -112,6 +113,7 @@ struct ct_conf {
 	bool base_ns;		/* clone the inits from a base namespace (basens.c) */
 	bool net_reuse;		/* give a destroyed sandbox's network namespace to another */
 	uint64_t ptys;		/* terminals of one sandbox's devpts at once */
+	char *criu;		/* criu's path (fork with processes), "" = none */
 };
 /* ---- state -------------------------------------------------------------- */
 
@@ -231,6 +233,13 @@ struct ct_sb {
 	char **protect;			/* spec.protect (probe.c), NULL = none or given up */
 	struct ct_probe **probes;	/* its stand-ins (probe.c) */
 	size_t nprobes;			/* their number */
+	const char *restore_from;	/* the next session's shell is restored from this
+					 * checkpoint (criu.c), not started; NULL = started */
+	struct ct_ckpt *ckpt;		/* a checkpoint or restore in progress, or NULL */
+	int *stopped;			/* pidfds of what a checkpoint left stopped, continued
+					 * when the next snapshot ends (criu.c) */
+	unsigned nstopped;		/* their number */
+	ev_timer cont_w;		/* ... or after CT_CKPT_STOP_MAX */
 };
 
 struct ct_exec {
@@ -284,6 +293,7 @@ struct ct_be {
 	ev_timer trim_w;		/* removes those beyond CT_CG_KEEP (cg_trim) */
 	bool trimming;			/* a removal is on the pool */
 	char *sys;			/* the sandboxes' shared /sys, NULL = none */
+	char *criu_run;			/* criu's /run (ct_criu_up), NULL = none */
 	int home_fd;			/* the loop thread's working directory (enter_dir) */
 	int base_ns, host_ns;		/* the base mount namespace, ours (basens.c), or -1 */
 	int base_watch;			/* inotify of what the base holds of the host, or -1 */
@@ -521,11 +531,29 @@ int ct_probe_send(struct ct_sb *sb, int sock);
 void ct_probe_ready(struct ct_sb *sb);
 /* sb's stand-ins go: on the loop (sb_free), or in a prep that failed. */
 void ct_probe_drop(struct ct_sb *sb);
+/* ---- criu.c ---- */
+
+struct ct_ckpt;
+/* At init and fini: the tmpfs criu keeps what it learnt of the kernel in
+ * (its /run in the sandboxes' namespaces), when container.criu is set. */
+void ct_criu_up(struct ct_be *be);
+void ct_criu_down(struct ct_be *be);
+/* Continues what a checkpoint of sb left stopped (the loop: a snapshot's
+ * end, sb_free). */
+void ct_continue(struct ct_sb *sb);
+int ct_checkpoint(void *vsb, const char *dir, unsigned *carried, dsec_be_done_fn done,
+		  void *arg, struct dsec_err *err);
+int ct_restore(void *vsb, const char *dir, dsec_be_done_fn done, void *arg,
+	       struct dsec_err *err);
+/* sess_spawn's, for a session restored from sb->restore_from. */
+pid_t ct_criu_spawn(struct ct_sb *sb, const char *cg, const int *fds, int nfds, int ncg);
 
 /* ---- sessions.c ---- */
 
 int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name,
 		    dsec_be_done_fn done, void *arg, struct dsec_err *err);
+/* The sandbox's session set, made at the first use. */
+struct be_sess_set *ct_sess_set(struct ct_sb *sb);
 int ct_session_exec(void *vsb, const char *name, const struct dsec_exec_req *req,
 		    struct dsec_exec_res *res, struct dsec_be_session_res *sres,
 		    dsec_be_done_fn done, void *arg, struct dsec_err *err);

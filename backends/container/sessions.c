@@ -53,8 +53,14 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	for (int k = 0; k < ncg; k++)
 		fds[6 + k] = cgfds[k];
 	fds[6 + ncg] = mark_w;
-	p->pid = spawn_helper(sb->be, argv, envv ? envv : (char *[]){ NULL }, fds, 7 + ncg, 0,
-			      NULL);
+	if (sb->restore_from) {
+		/* A shell restored from a checkpoint (criu.c), once. */
+		p->pid = ct_criu_spawn(sb, desc, fds, 7 + ncg, ncg);
+		sb->restore_from = NULL;
+	} else {
+		p->pid = spawn_helper(sb->be, argv, envv ? envv : (char *[]){ NULL }, fds,
+				      7 + ncg, 0, NULL);
+	}
 	if (p->pid < 0) {
 		rc = dsec_err_set(err, errno, "cannot fork: %s", strerror(errno));
 		goto out;
@@ -150,10 +156,15 @@ int ct_session_open(void *vsb, const struct dsec_session_spec *spec, char **name
 	if (sb->destroying)
 		return dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT, "sandbox '%s' is being destroyed",
 				     sb->id);
+	return be_sess_open(ct_sess_set(sb), spec, sb->cwd, name, done, arg, err);
+}
+
+struct be_sess_set *ct_sess_set(struct ct_sb *sb)
+{
 	if (!sb->sess)
 		sb->sess = be_sess_set_new(sb->be->host->loop, &sess_ops, sb, sb->cg,
 					   (unsigned)sb->be->conf.max_sessions, sb->id);
-	return be_sess_open(sb->sess, spec, sb->cwd, name, done, arg, err);
+	return sb->sess;
 }
 
 int ct_session_exec(void *vsb, const char *name, const struct dsec_exec_req *req,

@@ -1,0 +1,87 @@
+#!/bin/sh
+# deps/criu/build.sh CACHE PREFIX - the criu dsec's container backend may use
+# to fork a sandbox with its processes: Debian's criu source package, built
+# as one static-free program, PREFIX/sbin/criu.  Optional: nothing else is
+# built with it, and what needs it skips where it is missing (`make criu`).
+#
+# Why not Debian 12's own criu: its 3.17.1 stops at start on kernels from
+# 6.13 on, which split the vDSO's data pages into [vvar] and [vvar_vclock]
+# (Linux e93d2521b27f, "x86/vdso: Split virtual clock pages into dedicated
+# mapping"): `criu check` says "vdso: Unexpected rt vDSO area bounds" and
+# nothing can be dumped.  criu learnt the new layout in 4.1 (its PR #2539).
+# Debian 12's source package cannot be rebuilt with that fix from the
+# mirror this project uses: its criu_3.17.1.orig.tar.xz is not there (the
+# .dsc and .debian.tar.xz are), so the build takes criu 4.2.1, Debian's
+# source package of unstable, whose upstream tarball the mirror has; its
+# .dsc pins that tarball's SHA-256.  It passes `criu check` on 6.18 as it
+# is.  Its .debian.tar.xz is not on the mirror either and holds no fix
+# criu needs here (packaging, man pages, the Python module).
+#
+# Ours (deps/criu/*.patch, in order): 0001 lets a tree whose network
+# namespace another user namespace owns (the backend's pool: the host's)
+# be dumped and restored with that namespace external, a new one given at
+# restore (t/3200).
+#
+# Built with criu's own flags, not dpkg-buildflags': its parasite and
+# restorer blobs run inside the dumped process and must not get
+# -fstack-protector or _FORTIFY_SOURCE.  Debian 12's packages it needs:
+# libbsd-dev libcap-dev libnet1-dev libnl-3-dev libnftables-dev
+# libgnutls28-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler
+# protobuf-compiler uuid-dev pkg-config (the Makefile's CRIU_DEB_PACKAGES).
+#
+# The files are fetched once into CACHE (kept by `make clean`) from
+# CRIU_MIRROR and checked against deps/criu/sources, as deps/nng/build.sh
+# does.  Runs in the source tree's top directory.
+set -eu
+
+cache=$1
+prefix=$2
+here=$(cd "$(dirname "$0")" && pwd)
+mirror=${CRIU_MIRROR:-http://deb.debian.org/debian/pool/main/c/criu}
+jobs=${CRIU_JOBS:-2}
+
+mkdir -p "$cache"
+while read -r sum file; do
+	case $sum in ''|'#'*) continue ;; esac
+	if [ -f "$cache/$file" ] && echo "$sum  $cache/$file" | sha256sum -c --status; then
+		continue
+	fi
+	echo "fetching $mirror/$file"
+	rm -f "$cache/$file.part"
+	wget -q -O "$cache/$file.part" "$mirror/$file" || {
+		echo "cannot fetch $mirror/$file (set CRIU_MIRROR to a Debian mirror's pool/main/c/criu)" >&2
+		rm -f "$cache/$file.part"
+		exit 1
+	}
+	if ! echo "$sum  $cache/$file.part" | sha256sum -c --status; then
+		echo "$file from $mirror does not match its pinned SHA-256 $sum" >&2
+		rm -f "$cache/$file.part"
+		exit 1
+	fi
+	mv "$cache/$file.part" "$cache/$file"
+done < "$here/sources"
+
+orig=$(awk '!/^#/ && /orig\.tar/ { print $2 }' "$here/sources")
+dsc=$(awk '!/^#/ && /\.dsc$/ { print $2 }' "$here/sources")
+# The tarball's sum as the .dsc gives it, checked again here so that
+# sources cannot pin a tarball its .dsc does not name.
+want=$(awk -v f="$orig" '$3 == f && length($1) == 64 { print $1 }' "$cache/$dsc")
+echo "$want  $cache/$orig" | sha256sum -c --status || {
+	echo "$orig is not the tarball $dsc names" >&2
+	exit 1
+}
+src=$prefix/src
+rm -rf "$prefix"
+mkdir -p "$src" "$prefix/sbin"
+tar -xJf "$cache/$orig" -C "$src" --strip-components=1
+for p in "$here"/*.patch; do
+	[ -f "$p" ] || continue
+	patch -s -p1 -d "$src" < "$p"
+done
+# criu alone: not crit, libcriu, the plugins or the man pages.  Its
+# Makefile reads CFLAGS and friends from the environment: clear ours.
+env -u CFLAGS -u CPPFLAGS -u LDFLAGS -u MAKEFLAGS -u MFLAGS \
+	make -C "$src" -j "$jobs" criu >"$prefix/build.log" 2>&1 ||
+	{ tail -20 "$prefix/build.log" >&2; exit 1; }
+cp "$src/criu/criu" "$prefix/sbin/criu"
+rm -rf "$src"

@@ -1,0 +1,90 @@
+#!/bin/bash
+# fork with processes (rlcoord/reset.c, the container backend's criu.c):
+# a sandbox whose shell session set a variable and a directory and left a
+# counter running in the background is forked n ways with processes:
+# true; each fork has the session under its name, its shell with its
+# variable and directory, and its own counter going on in its own files
+# from the value it had; the original goes on.  Without container.criu
+# the fork with processes is unsupported, and one of a session running a
+# command is busy.  Skips without criu (make criu).
+. "$(dirname "$0")/lib.sh"
+
+need_container
+need_cmd dsecctl
+CRIU=${DSEC_CRIU:-$TOP/build/criu/sbin/criu}
+[ -x "$CRIU" ] || skip_all "needs criu (make criu builds build/criu/sbin/criu)"
+[ -x "$TOP/build/libexec/container-criu" ] || skip_all "needs build/libexec/container-criu (make)"
+"$CRIU" check >"$T/check.log" 2>&1 || skip_all "criu check fails here: $(tail -1 "$T/check.log")"
+plan 12
+
+mk_small_root "$T/base" sh cat ls sleep grep wc
+export DSEC_FS3_STORE="$T/state/fs3"
+mkdir -p "$T/state"
+dsecctl image import --tag task:1 "$T/base" >/dev/null || bail "cannot import the image"
+start_dsecd --set backends=container --set "container.criu=$CRIU" || bail "dsecd did not start"
+H=$DSEC_HOST
+
+count() { OUT=$(helper-req "$H" exec id="$1" 'argv[]=cat' 'argv[]=/tmp/count'); get stdout | tr -dc 0-9; }
+in_session() { OUT=$(helper-req "$H" session_exec id="$1" session=s1 "cmd=$2"); get stdout; }
+
+OUT=$(helper-req "$H" create backend=container image=task:1)
+A=$(get id)
+OUT=$(helper-req "$H" session_open id="$A" name=s1)
+in_session "$A" 'X=42; cd /tmp; (i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo $i >> /tmp/log; sleep 0.01; done) >/dev/null 2>&1 & echo started' >/dev/null
+for i in $(seq 50); do [ "$(count "$A")" -ge 5 ] 2>/dev/null && break; sleep 0.1; done
+
+run helper-req "$H" fork id="$A" 'n#=3' 'processes?=true'
+is "$(get sessions) $(printf '%s' "$OUT" | grep -o '"ids":\[[^]]*\]' | grep -o 'vm\|[a-z0-9-]*:[0-9a-f]\{16\}' | wc -l)" \
+	"1 3" "fork of 3 with processes: one session carried into each ($OUT)"
+ids=$(printf '%s' "$OUT" | grep -o '"ids":\[[^]]*\]' | grep -o '"[^"]*:[0-9a-f]\{16\}"' | tr -d '"')
+diag "fork of 3 with processes: $(get duration) s"
+shells="" moving=0 own=0
+for F in $ids; do
+	shells+="$(in_session "$F" 'echo "$X $PWD"' | tr -d '\n');"
+	c1=$(count "$F"); sleep 0.3; c2=$(count "$F")
+	[ "${c2:-0}" -gt "${c1:-0}" ] && moving=$((moving + 1))
+	OUT=$(helper-req "$H" session_exec id="$F" session=s1 'cmd=echo mine > /tmp/only-here')
+done
+is "$shells" "42 /tmp;42 /tmp;42 /tmp;" "each fork's session: the shell kept its variable and directory"
+F1=$(printf "%s\n" $ids | head -1)
+is "$(in_session "$F1" 'cat /proc/1/comm; cat /proc/[0-9]*/comm | grep -c dsec-init; cat /proc/keys | wc -c' | tr '\n' ' ')" \
+	"sh 0 0 " "... its /proc its own pid namespace's (its shell is 1, no init of the fork's), masked"
+is "$moving" 3 "each fork's background counter goes on"
+seq_ok=0
+for F in $ids; do
+	OUT=$(helper-req "$H" exec id="$F" 'argv[]=ls' 'argv[]=/tmp')
+	[ "$(get stdout | tr '\n' ' ')" = "count log only-here " ] && own=$((own + 1))
+	# Its log: 1, 2, ... n, no number missing or twice: the files the
+	# fork got are those of the moment of the memory it got.
+	OUT=$(helper-req "$H" exec id="$F" 'argv[]=cat' 'argv[]=/tmp/log')
+	n=$(get stdout | awk '$0 != NR { bad = 1 } END { print bad ? "bad at " NR : NR }')
+	case $n in ''|bad*) diag "fork $F's log: $n" ;; *) seq_ok=$((seq_ok + 1)) ;; esac
+done
+is "$own" 3 "... each in its own files"
+is "$seq_ok" 3 "... whose log goes on from the moment of the checkpoint: no number lost or written twice"
+OUT=$(helper-req "$H" exec id="$A" 'argv[]=ls' 'argv[]=/tmp')
+is "$(get stdout | tr '\n' ' ')" "count log " "the original's files are its own"
+c1=$(count "$A"); sleep 0.3
+ok "$([ "$(count "$A")" -gt "$c1" ]; echo $?)" "the original's counter goes on"
+is "$(in_session "$A" 'echo "$X $PWD"')" "42 /tmp" "... and its shell is as it was"
+
+# A session running a command is not carried: busy.
+helper-req "$H" session_exec id="$A" session=s1 'cmd=sleep 2' >/dev/null 2>&1 &
+busy=$!
+sleep 0.5
+run helper-req "$H" fork id="$A" 'n#=1' 'processes?=true'
+is "$(get error code)" busy "fork with processes while a session runs a command: busy ($OUT)"
+wait "$busy"
+for F in $ids; do helper-req "$H" destroy id="$F" >/dev/null; done
+helper-req "$H" destroy id="$A" >/dev/null
+for i in $(seq 50); do pgrep -P "$DSECD_PID" -f container-criu >/dev/null || break; sleep 0.1; done
+ok "$(pgrep -P "$DSECD_PID" -f container-criu >/dev/null; [ $? = 1 ]; echo $?)" \
+	"destroying the forks ends their restored sessions and helpers"
+
+stop_dsecd
+start_dsecd --set backends=container || bail "dsecd did not start again"
+OUT=$(helper-req "$H" create backend=container image=task:1)
+A=$(get id)
+run helper-req "$H" fork id="$A" 'n#=1' 'processes?=true'
+is "$(get error code)" unsupported "without container.criu: a fork with processes is unsupported"
+helper-req "$H" destroy id="$A" >/dev/null
