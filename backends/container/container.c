@@ -201,11 +201,11 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 				     be->conf.network);
 	if (be->conf.userns &&
 	    (be->conf.uid_base < 100000 ||
-	     be->conf.uid_base + be->conf.max_sandboxes * CT_URANGE > UINT32_MAX - 1))
+	     be->conf.uid_base + be->conf.max_sandboxes * CT_USTRIDE > UINT32_MAX - 1))
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "container.uid_base %" PRIu64 " must be at least 100000 and "
-				     "leave %" PRIu64 " ranges of %u uids below 2^32",
-				     be->conf.uid_base, be->conf.max_sandboxes, CT_URANGE);
+				     "leave %" PRIu64 " ranges of %u uids, %u apart, below 2^32",
+				     be->conf.uid_base, be->conf.max_sandboxes, CT_URANGE, CT_USTRIDE);
 	if ((rc = be_bridge_conf(&be->br, be->conf.bridge, be->conf.subnet, be->conf.host_port,
 				 err)) < 0) {
 		dsec_err_prefix(err, "container.bridge, container.subnet or container.host_port");

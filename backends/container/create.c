@@ -1087,7 +1087,7 @@ int ct_create(void *vbe, const struct dsec_be_spec *spec, void **out,
 	sb->deny = deny;
 	sb->uslot = uslot;
 	if (uslot >= 0)
-		sb->ubase = (uint32_t)(be->conf.uid_base + (uint64_t)uslot * CT_URANGE);
+		sb->ubase = (uint32_t)(be->conf.uid_base + (uint64_t)uslot * CT_USTRIDE);
 	if (uslot >= 0 || be->base_ns >= 0) {
 		/* The layers go to the helper as detached mounts, idmapped in a
 		 * user namespace (the configured rootfs or the default root's

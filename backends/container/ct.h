@@ -58,6 +58,12 @@
 #define CT_FINI_REAP_NS (10 * 1000000000ULL)	/* at fini, for the inits to be reaped */
 #define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 #define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
+/* From one sandbox's range to the next: 128 more than a range, so that
+ * their first uids (the namespaces' owners, and root inside) fall into
+ * every chain of the kernel's hash of users (128 chains, (uid >> 7) + uid),
+ * not all in one: with ranges 65536 apart every setresuid to one walked a
+ * chain of every sandbox's, 0.85 ms of a create at 10,000 sandboxes. */
+#define CT_USTRIDE (CT_URANGE + 128u)
 #define CT_MAX_LAYERS 64		/* layers of one image */
 #define CT_FREEZE_TIMEOUT_MS 2000	/* ms pause waits for the kernel to freeze */
 #define CT_FD_UPPER 3			/* the init's fd of the upper dir (container-init) */
