@@ -6,7 +6,9 @@
 # exec (c=1), creations/s (c=4) and exec in a running sandbox (c=1), then
 # dsecd's descriptors and RSS and the machine's memory per idle sandbox, the
 # kernel's CPU for one network namespace made and dropped (its teardown walks
-# every live one, and each sandbox has one),
+# every live one, and each sandbox has one), what the host's pid 1 and
+# DAMON threads take of the CPU while the node is idle (on some hosts they
+# grow with the sandboxes),
 # and at the end one table of every stage with its ratios against the
 # empty node, the times of a list, of destroying every sandbox through the
 # API and of a SIGTERM of the daemon holding them (filled again).  The idle sandboxes are made with dsec-bench --mode first
@@ -53,12 +55,17 @@ netns_ms() {
 	local b0 b1 hz
 	hz=$(getconf CLK_TCK)
 	b0=$(busy)
-	for i in $(seq 200); do unshare -n true; done
+	for _ in $(seq 200); do unshare -n true; done
 	sleep 2
 	b1=$(busy)
 	awk -v a="$b0" -v b="$b1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) * 1000 / hz / 200 }'
 }
 since() { awk -v a="$1" -v b="$2" 'BEGIN { print b - a }'; }	# seconds from $1 to $2
+# CPU ticks so far of pid 1 and of the kernel's DAMON threads (kdamond.N).
+others() {
+	{ cat /proc/1/stat; for p in $(pgrep -x 'kdamond\..*'); do cat "/proc/$p/stat"; done; } \
+		2>/dev/null | awk '{ t += $14 + $15 } END { print t + 0 }'
+}
 rss() { awk '/VmRSS/ {print $2}' "/proc/$PID/status"; }
 avail() { awk '/MemAvailable/ {print $2}' /proc/meminfo; }
 # one FIELD of dsec-bench --json's output
@@ -90,6 +97,15 @@ for stage in $STAGES; do
 		sleep 2
 	fi
 	printf '\n=== %d idle sandboxes\n' "$stage" >&2
+	# What the machine's other tenants of the CPU take while nothing runs:
+	# its pid 1 and the kernel's DAMON threads, which on some hosts work in
+	# proportion to the sandboxes' processes, mappings or namespaces.
+	o0=$(others) w0=$(date +%s.%N)
+	sleep 5
+	o1=$(others) w1=$(date +%s.%N)
+	idle_cpu=$(awk -v a="$o0" -v b="$o1" -v t="$(since "$w0" "$w1")" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { printf "%.2f", (b - a) / hz / t }')
+	printf '  others while idle: pid 1 and kdamond take %s of a CPU\n' "$idle_cpu" >&2
 	run_bench -c 1 -n "$REQ" --warmup 10 --backend container --mode first --cmd 'echo $X'
 	first50=$(field p50_ms < "$S/last.json") first99=$(field p99_ms < "$S/last.json")
 	run_bench -c 4 -n "$REQ" --warmup 10 --backend container --mode create
@@ -97,7 +113,7 @@ for stage in $STAGES; do
 	run_bench -c 1 -n "$REQ" --warmup 10 --backend container --mode exec --cmd 'echo $X'
 	exec50=$(field p50_ms < "$S/last.json")
 	f=$(fds) r=$(rss) a=$(avail) ns=$(netns_ms)
-	echo "$stage $first50 $first99 $rate $exec50 $f $r $a $ns" >> "$S/rows"
+	echo "$stage $first50 $first99 $rate $exec50 $f $r $a $ns $idle_cpu" >> "$S/rows"
 	printf '  dsecd: %d descriptors, VmRSS %d kB; machine MemAvailable %d kB\n' \
 		"$f" "$r" "$a" >&2
 	printf '  kernel: a network namespace made and dropped (unshare -n true): %s ms of CPU\n' \
@@ -112,7 +128,7 @@ NR == 1 { b1 = $2; b2 = $3; b3 = $4; b4 = $5; b9 = $9 }
 	printf "%6d idle: first p50 %6.2f ms (%.2fx)  p99 %7.2f ms (%.2fx)",
 		n, $2, $2 / b1, $3, $3 / b2
 	printf "  creates/s %7.1f (%.2fx)  exec p50 %5.2f ms (%.2fx)", $4, $4 / b3, $5, $5 / b4
-	printf "  netns %5.2f ms CPU (%.2fx)\n", $9, $9 / (b9 > 0 ? b9 : 1)
+	printf "  netns %5.2f ms CPU (%.2fx)  others %.2f CPU\n", $9, $9 / (b9 > 0 ? b9 : 1), $10
 	if (n > 0)
 		printf "%14s per sandbox: %.2f dsecd descriptors, %.1f KiB dsecd RSS,", "",
 			($6 - f0) / n, ($7 - r0) / n
