@@ -311,7 +311,6 @@ struct ct_be {
 	pthread_mutex_t net_lock;	/* guards nets and nnets (pool threads) */
 	struct ct_netkeep nets[CT_NET_KEEP];	/* namespaces kept, oldest first */
 	unsigned nnets;			/* entries of nets */
-	uint64_t nets_reused;		/* creates that took one a sandbox had */
 	bool net_port_warned;		/* said that low ports cannot be opened to all */
 	int *buried;			/* namespaces to drop together (netpool.c) */
 	unsigned nburied, capburied;	/* entries of buried, and room */

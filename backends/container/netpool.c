@@ -250,11 +250,7 @@ int ct_net_take(struct ct_be *be)
 	pthread_mutex_unlock(&be->net_lock);
 	while (ndrop)
 		ct_net_bury(be, drop[--ndrop]);
-	if (fd >= 0) {
-		__atomic_add_fetch(&be->nets_reused, 1, __ATOMIC_RELAXED);
-		return fd;
-	}
-	return net_make(be);
+	return fd >= 0 ? fd : net_make(be);
 }
 
 void ct_net_give(struct ct_be *be, int fd)
