@@ -8,7 +8,7 @@
  * returns from the constructor, so the program's main runs the command as
  * if executed with it, /proc/PID/cmdline and environ included.  The room
  * is what the template was executed with: its spawner pads argv and the
- * environment (see fncall-zygote-helper.c, container-init-helper.c).
+ * environment (see fncall-zygote-helper.c, container-init's init-tpl.c).
  *
  * Used by fncall-preload.c and container-preload.c.
  */

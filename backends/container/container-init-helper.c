@@ -53,6 +53,10 @@
  *   program's environment.  The helper itself stays outside the exec's
  *   cgroup so that a timeout kill of the cgroup still lets it report the
  *   wait status ("st WAITSTATUS DENIED": ct_exec.h).
+ *
+ * Its parts: this file (both modes, the root, exec, the init serving
+ * commands), init-count.c (counting what the filter refuses) and
+ * init-tpl.c (the warm shell); what they share is in ct_init.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -74,9 +78,6 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <semaphore.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -96,15 +97,14 @@
 #include "be_net.h"
 #include "be_path.h"
 #include "be_procmask.h"
-#include "be_relayout.h"
 #include "be_scnotify.h"
 #include "be_title.h"
 #include "be_cgroup.h"
 #include "ct_exec.h"
+#include "ct_init.h"
 #include "ct_root.h"
 #include "util.h"
 
-#define FD_STATUS 3
 /* Where the sandbox's init keeps an O_PATH fd of the overlay's upper dir
  * (D/rw/upper on the sandbox's tmpfs, which the root leaves reachable only
  * through the overlay): the host reads it as /proc/INIT/fd/3 to snapshot
@@ -115,11 +115,7 @@
 /* The sandbox's seccomp_deny ("a,b,c"), from --deny; "" = none. */
 static const char *extra_deny = "";
 
-/* run_command's mark for the warm shell's template (see ct_exec.h). */
-#define CT_MARK_TEMPLATE (-2)
-
-static _Noreturn void fail(int e, const char *fmt, ...) DSEC_PRINTF(2, 3);
-static _Noreturn void fail(int e, const char *fmt, ...)
+_Noreturn void fail(int e, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -129,6 +125,14 @@ static _Noreturn void fail(int e, const char *fmt, ...)
 	va_end(ap);
 	dprintf(FD_STATUS, "err %d %s\n", e ? e : EIO, msg);
 	_exit(126);
+}
+
+int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void xmount(const char *src, const char *dst, const char *type, unsigned long fl,
@@ -609,10 +613,6 @@ static void mount_probes(const char *root, const char *spec, const int *fds, int
 	}
 }
 
-/* What root keeps in a sandbox with a user namespace (be_cred.h); without
- * one root inside is the host's root: it keeps nothing. */
-#define SMALL_CAPS BE_CRED_SMALL_CAPS
-
 /* Set in the init once it has dropped the bounding set for its commands
  * (they inherit it: one loop of prctl calls per sandbox, not per command). */
 static bool bset_dropped;
@@ -629,7 +629,6 @@ static void drop_bounding_caps(uint64_t keep)
 
 static _Noreturn void serve(void);
 static void read_filter(int fd);
-static int exec_watch(pid_t pid, int listener, bool session);
 
 static _Noreturn void do_create(int argc, char **argv)
 {
@@ -749,7 +748,7 @@ static _Noreturn void do_create(int argc, char **argv)
 
 /* ---- exec ----------------------------------------------------------------- */
 
-static int load_seccomp(void)
+int load_seccomp(void)
 {
 	scmp_filter_ctx ctx = be_seccomp_container_ctx(extra_deny);
 	int rc;
@@ -763,7 +762,7 @@ static int load_seccomp(void)
 
 /* Filled by the init once: the filter every command gets, compiled by
  * libseccomp ahead so that a command's child only hands it to the kernel. */
-static struct sock_fprog exec_filter;
+struct sock_fprog exec_filter;
 
 /* Reads the BPF program in fd (be_seccomp_container_export's) into
  * exec_filter.  Left empty on failure. */
@@ -785,181 +784,6 @@ static void compile_filter(void)
 	close(fd);
 }
 
-/* ---- counting the calls the filter refuses (be_scnotify.h) ----------------
- *
- * The init loads the filter once, on its own thread, in its counting form
- * (notify_filter: exec_filter's refusals made USER_NOTIF), and every child
- * it starts (commands, the warm shell's template and so its children)
- * inherits it: a command no longer loads a filter of its own (the kernel
- * compiles each one loaded, ~0.1 ms per command on this kind of VM).  A
- * second thread of the init, the watcher, started before that load and so
- * without the filter, holds the listener: it answers each refused call
- * with the errno exec_filter gives it, counts it in `denied` and tells
- * dsecd the count on the command socket (a struct ct_count, ct_exec.h), at
- * most every CT_COUNT_EVERY ms; each command's status line carries the
- * count too.  The init's own calls (tid 1) and those of a child of its
- * that still runs the init's code (setup_tid, until the point where the
- * command used to load its filter) go on, as they did before: a sandbox's
- * seccomp_deny may name calls the init makes, and the init must not stop
- * on its own filter.  Nothing of the sandbox can reach the watcher or the
- * count: the init is not dumpable and no process of the sandbox has the
- * listener or the socket.
- *
- * The exec helper (sessions, streams, large requests) cannot inherit the
- * init's filter: its command's process loads the counting filter itself
- * and hands the listener to the helper (listen_sock), which answers and
- * counts until the command ends and reports the count in its status
- * line (and a session's shell's, as it goes, in "sc N" lines). */
-
-static int64_t mono_ms(void);
-
-static struct sock_fprog notify_filter;	/* exec_filter, counting */
-static bool filter_inherited;		/* the init loaded notify_filter */
-static pid_t setup_tid;			/* the init's child before its command */
-static uint64_t denied;			/* refused calls of the sandbox so far */
-static int listen_sock = -1;		/* exec helper's child: the listener goes there */
-
-#define CT_COUNT_EVERY 100		/* ms between two counts sent to dsecd */
-
-/* The watcher's part of the init. */
-struct watch {
-	int listener;			/* the filter's, -1: the init could not load it */
-	int ctl;			/* its own descriptor of the command socket */
-	sem_t go;			/* posted once listener is set */
-};
-
-/* Calls that go on: the init's own, and its child's before the command. */
-static bool init_pass(pid_t tid, void *arg)
-{
-	pid_t setup = __atomic_load_n(&setup_tid, __ATOMIC_SEQ_CST);
-
-	(void)arg;
-	return tid == 1 || (setup > 0 && tid == setup);
-}
-
-static const struct be_scnotify_ops init_ops = { .pass = init_pass };
-
-/* Tells dsecd the count (cumulative: one lost is made up by the next).
- * 1: sent; 0: the socket is full, try later; -1: dsecd is gone. */
-static int count_send(int ctl, uint64_t n)
-{
-	struct ct_count c = { .magic = CT_COUNT_MAGIC, .denied = n };
-
-	if (send(ctl, &c, sizeof(c), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(c))
-		return 1;
-	return errno == EAGAIN || errno == ENOBUFS || errno == EINTR ? 0 : -1;
-}
-
-static void *watcher(void *arg)
-{
-	struct watch *w = arg;
-	uint64_t told = 0;
-	int64_t last = 0;
-	bool owed = true;	/* the first count (0) says the sandbox counts */
-
-	while (sem_wait(&w->go) < 0)
-		;
-	if (w->listener < 0) {
-		close(w->ctl);
-		return NULL;
-	}
-	for (;;) {
-		uint64_t n = __atomic_load_n(&denied, __ATOMIC_SEQ_CST);
-		int64_t now = mono_ms(), wait = -1;
-		struct pollfd pf = { w->listener, POLLIN, 0 };
-
-		if ((n != told || owed) && w->ctl >= 0) {
-			if (now - last >= CT_COUNT_EVERY) {
-				int rc = count_send(w->ctl, n);
-
-				if (rc > 0) {
-					told = n;
-					owed = false;
-				} else if (rc < 0) {
-					close(w->ctl);	/* the init's end stays open: its own */
-					w->ctl = -1;
-				}
-				last = now;
-			}
-			wait = w->ctl < 0 ? -1 : CT_COUNT_EVERY - (now - last);
-		}
-		struct pollfd pfs[2] = { pf, { w->ctl, POLLRDHUP, 0 } };
-
-		if (poll(pfs, w->ctl >= 0 ? 2 : 1, (int)wait) <= 0)
-			continue;
-		/* dsecd's end closed (a destroy, or dsecd gone): this thread ends
-		 * before the init does, so that the init's end is not the
-		 * kernel's search of every process on the host for a new owner
-		 * of the memory this thread shares (mm_update_next_owner, 0.8 ms
-		 * of each destroy at 10,000 sandboxes).  A call refused in the
-		 * moment before the sandbox's kill fails ENOSYS, uncounted. */
-		if (w->ctl >= 0 && (pfs[1].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
-			close(w->listener);
-			close(w->ctl);
-			return NULL;
-		}
-		if (pfs[0].revents & POLLIN)
-			be_scnotify_answer(w->listener, &exec_filter, &init_ops, &denied);
-	}
-}
-
-/* Starts the watcher and loads the counting filter on the init's thread
- * (see above).  When either fails the sandbox runs as before: each command
- * loads exec_filter, nothing is counted, dsecd hears nothing. */
-static void count_start(int ctl)
-{
-	static struct watch w = { .listener = -1, .ctl = -1 };
-	pthread_attr_t a;
-	pthread_t t;
-	int fd;
-
-	if (!exec_filter.filter || (w.ctl = fcntl(ctl, F_DUPFD_CLOEXEC, 3)) < 0)
-		return;
-	be_scnotify_prog(&exec_filter, &notify_filter);
-	sem_init(&w.go, 0, 0);
-	pthread_attr_init(&a);
-	pthread_attr_setstacksize(&a, 64 << 10);
-	if (pthread_create(&t, &a, watcher, &w) != 0) {
-		close(w.ctl);
-		return;
-	}
-	pthread_attr_destroy(&a);
-	/* no_new_privs is every command's anyway; with it the load needs no
-	 * capability. */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-	    (fd = be_scnotify_listen(&notify_filter)) >= 0) {
-		w.listener = fd;
-		filter_inherited = true;
-	}
-	sem_post(&w.go);
-}
-
-/* Where a command's filter used to be loaded: inherited from the init,
- * from here on the child is the command (its calls are refused); else
- * loaded now, counting when the exec helper takes the listener. */
-static int command_filter(void)
-{
-	int fd, rc;
-
-	if (filter_inherited) {
-		__atomic_store_n(&setup_tid, 0, __ATOMIC_SEQ_CST);
-		return 0;
-	}
-	if (listen_sock >= 0 && notify_filter.filter) {
-		if ((fd = be_scnotify_listen(&notify_filter)) < 0)
-			return fd;
-		/* Nobody else answers it: if the helper cannot have it, the
-		 * command must not run (its refused calls would fail ENOSYS). */
-		rc = be_send_fds(listen_sock, "l", 1, &fd, 1, 0);
-		close(fd);
-		close(listen_sock);
-		return rc < 0 ? rc : 0;
-	}
-	if (exec_filter.filter)
-		return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &exec_filter) < 0 ? -errno : 0;
-	return load_seccomp();
-}
-
 /* The command's process: joins the exec's group cg (NULL: none) and, if
  * cgns >= 0, the sandbox's cgroup namespace; starts a session, sets its
  * limit (with tty: takes fd 0, a terminal, as its controlling one), drops
@@ -971,9 +795,9 @@ static int command_filter(void)
  * Failures before the exec go to FD_STATUS as "err ..." lines.  Writes
  * nothing but its own stack and setup_tid (atomically): the init may share
  * its memory with us. */
-static _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid,
-				  const char *cwd, rlim_t nofile, uint64_t keep, int mark, bool tty,
-				  char **cmd, char **envp)
+_Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid, const char *cwd,
+			   rlim_t nofile, uint64_t keep, int mark, bool tty, char **cmd,
+			   char **envp)
 {
 	struct rlimit rl = { nofile, nofile };
 	int e;
@@ -1143,102 +967,6 @@ static int do_exec(int argc, char **argv, pid_t parent)
 	return exec_watch(pid, listener, mark > FD_STATUS);
 }
 
-/* How long the exec helper answers the filter's calls once its command
- * ended and it reported (what the command left is killed meanwhile). */
-#define CT_LINGER_MS 5000
-/* A session's "sc" lines: up to CT_SC_BURST at once, then one every
- * CT_SC_EVERY ms (a count held back goes out with the next). */
-#define CT_SC_BURST 10
-#define CT_SC_EVERY 10
-
-/* What the exec helper's watch of a session's shell keeps. */
-struct sc_lines {
-	uint64_t told;			/* the count the last "sc" line said */
-	int64_t tat;			/* when the budget is whole again (mono_ms) */
-};
-
-/* Says count n in an "sc" line if the budget has room: 0; else how many
- * ms until it has.  The status pipe is nonblocking meanwhile: a refused
- * call must not wait for dsecd to read (a line it misses, the next says). */
-static int sc_say(struct sc_lines *l, uint64_t n)
-{
-	int64_t now = mono_ms(), due = l->tat - CT_SC_BURST * CT_SC_EVERY;
-	char line[32];
-	int len = snprintf(line, sizeof(line), "sc %" PRIu64 "\n", n);
-
-	if (now < due)
-		return (int)(due - now);
-	l->tat = (l->tat > now ? l->tat : now) + CT_SC_EVERY;
-	/* A line is less than PIPE_BUF: all of it or nothing. */
-	if (write(FD_STATUS, line, (size_t)len) != len)
-		return CT_SC_EVERY;	/* full: later */
-	l->told = n;
-	return 0;
-}
-
-/* A refused call of the session's shell was counted (its caller not yet
- * woken): say so now, before the shell can report its command done,
- * within the budget (a flood of them must not wake dsecd at each). */
-static void sc_counted(uint64_t n, void *arg)
-{
-	(void)sc_say(arg, n);
-}
-
-/* The exec helper once its command runs: answers the calls its filter
- * refuses (listener, -1: none) until it ends, reports its status, and
- * answers on while what it left lives (they are killed by dsecd, and
- * would fail ENOSYS without us).  A session's shell's count also goes
- * out as it grows ("sc" lines, sc_counted). */
-static int exec_watch(pid_t pid, int listener, bool session)
-{
-	struct sc_lines l = { 0, 0 };
-	struct be_scnotify_ops ops = { .counted = session ? sc_counted : NULL, .arg = &l };
-	uint64_t n = 0;
-	int64_t end;
-	int pfd = (int)syscall(SYS_pidfd_open, pid, 0), st;
-
-	if (session)
-		dsec_set_nonblock(FD_STATUS, true);	/* sc_say */
-	for (;;) {
-		struct pollfd pf[2] = { { listener, POLLIN, 0 }, { pfd, POLLIN, 0 } };
-		int wait = pfd < 0 ? 50 : -1;	/* no pidfd: look every 50 ms */
-
-		if (session && n != l.told)
-			wait = sc_say(&l, n) ?: wait;	/* what the budget held back */
-		if (poll(pf, 2, wait) < 0 && errno != EINTR)
-			fail(errno, "cannot poll: %s", strerror(errno));
-		if (pf[0].revents & POLLIN)
-			be_scnotify_answer(listener, &exec_filter, &ops, &n);
-		if (pfd >= 0 ? pf[1].revents != 0 : waitpid(pid, &st, WNOHANG) == pid)
-			break;
-	}
-	if (pfd >= 0) {
-		while (waitpid(pid, &st, 0) < 0)
-			if (errno != EINTR)
-				fail(errno, "cannot wait: %s", strerror(errno));
-		close(pfd);
-	}
-	if (session)
-		dsec_set_nonblock(FD_STATUS, false);
-	if (listener < 0) {
-		dprintf(FD_STATUS, "st %d\n", st);
-		return 0;
-	}
-	dprintf(FD_STATUS, "st %d %" PRIu64 "\n", st, n);
-	close(FD_STATUS);	/* dsecd has the result: it need not wait for us */
-	ops.counted = NULL;
-	for (end = mono_ms() + CT_LINGER_MS; mono_ms() < end;) {
-		struct pollfd pf = { listener, POLLIN, 0 };
-
-		if (poll(&pf, 1, (int)(end - mono_ms())) < 0 && errno != EINTR)
-			break;
-		if (pf.revents & POLLIN)
-			be_scnotify_answer(listener, &exec_filter, &ops, &n);
-		else if (pf.revents)
-			break;	/* POLLHUP: no process has the filter any more */
-	}
-	return 0;
-}
 
 /* ---- the init serving commands (see ct_exec.h) ---------------------------- */
 
@@ -1250,8 +978,6 @@ struct xrun {
 
 static struct xrun *xruns;		/* running, in no order */
 static size_t nxruns, xcap;
-
-static void tpl_reaped(pid_t pid, int st);
 
 /* Reaps every child that exited: a command's status goes to its pipe,
  * orphans of the sandbox are just collected. */
@@ -1301,7 +1027,7 @@ struct xreq {
 
 /* The child's stack: it shares the init's memory (CLONE_VM|CLONE_VFORK,
  * no page tables to copy), and the init waits for its exec. */
-static char xstack[64 << 10] __attribute__((aligned(16)));
+char xstack[64 << 10] __attribute__((aligned(16)));
 
 /* The child of one request: fds[] as received (stdout, stderr, status,
  * [stdin], cgroup.procs files) go to 1, 2, 3, 0 and 6.. */
@@ -1341,344 +1067,6 @@ static int xchild(void *arg)
 			fail(errno, "cannot join the exec's cgroup: %s", strerror(errno));
 	run_command(NULL, -1, h->uid, h->gid, r->cwd, (rlim_t)h->nofile,
 		    (h->flags & CT_X_USERNS) ? SMALL_CAPS : 0, -1, false, r->cmd, r->envp);
-}
-
-/* ---- the warm shell (ct_exec.h, container-preload.c) ---------------------- */
-
-#define TPL_IDLE 60000		/* ms without a command before the template stops */
-#define TPL_QUIET 200		/* ms without a command before one starts */
-#define TPL_SLOTS 256		/* pointer slots of its argv and environment */
-#define TPL_AREA (64 << 10)	/* and bytes of their strings */
-#define TPL_BAD 8		/* programs remembered as unable to be templates */
-#define TPL_READY 4		/* its waiting children we keep track of */
-
-static struct {
-	int sock;			/* our end of the template's socket, -1: none */
-	pid_t pid;			/* the template, 0: none */
-	bool said;			/* it sent a ready child at least once */
-	struct {
-		pid_t pid;		/* a child of it waiting for a command, 0: none */
-		int fd;			/* the socket that reaches only that child */
-	} ready[TPL_READY];
-	int exe_fd;			/* O_PATH fd of the program it executes, -1: none */
-	dev_t dev;			/* that file's identity */
-	ino_t ino;
-	struct timespec ctime;		/* and its last change, when it was chosen */
-	off_t size;			/* and size */
-	uint32_t uid, gid, flags;	/* the credentials it took (CT_X_USERNS) */
-	uint64_t nofile;
-	int64_t last;			/* started or last used (mono_ms) */
-	int64_t busy;			/* a command last ran (mono_ms) */
-	bool want;			/* start one when the sandbox is quiet */
-	char exe[PATH_MAX];		/* what to execute */
-	char path[1024];		/* "PATH=..." of the command that asked */
-	struct { dev_t dev; ino_t ino; } bad[TPL_BAD];	/* never again */
-	unsigned nbad;
-} tpl = { .sock = -1, .exe_fd = -1 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Would uid/gid be allowed to execute st's file? */
-static bool runnable(const struct stat *st, uid_t uid, gid_t gid)
-{
-	if (!S_ISREG(st->st_mode))
-		return false;
-	if (uid == 0)
-		return st->st_mode & (S_IXUSR | S_IXGRP | S_IXOTH);
-	if (st->st_uid == uid)
-		return st->st_mode & S_IXUSR;
-	if (st->st_gid == gid)
-		return st->st_mode & S_IXGRP;
-	return st->st_mode & S_IXOTH;
-}
-
-/* The file exec_path(cmd, envp) would execute for uid/gid, found the same
- * way (absolute names and PATH only: a relative one depends on the
- * command's directory): its path in out and its stat in st.  False when
- * none or not sure. */
-struct resolve_try {
-	uid_t uid;
-	gid_t gid;
-	char *out;
-	size_t len;
-	struct stat *st;
-};
-
-static int resolve_one(const char *path, void *arg)
-{
-	struct resolve_try *t = arg;
-
-	/* A relative name (an empty PATH entry too) depends on the command's
-	 * directory: not ours to know. */
-	if (path[0] != '/' || strlen(path) >= t->len)
-		return -1;
-	if (stat(path, t->st) < 0)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
-	if (!runnable(t->st, t->uid, t->gid))
-		return 0;
-	strcpy(t->out, path);
-	return 1;
-}
-
-static bool resolve(const char *cmd, char **envp, uid_t uid, gid_t gid, char *out, size_t len,
-		    struct stat *st)
-{
-	struct resolve_try t = { uid, gid, out, len, st };
-
-	return be_path_each(cmd, envp, resolve_one, &t) == 1;
-}
-
-/* Whether cmd names a shell (the programs worth a template). */
-static bool is_shell(const char *cmd)
-{
-	static const char *const shells[] = { "sh", "bash", "dash", "ash", "zsh", NULL };
-	const char *b = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
-
-	for (int i = 0; shells[i]; i++)
-		if (!strcmp(b, shells[i]))
-			return true;
-	return false;
-}
-
-/* Stops the template: its waiting child sees its socket close and ends,
- * and so does the template when it next tells us of one.  Reaped as
- * usual; tpl.pid stays until then. */
-static void tpl_stop(void)
-{
-	for (int i = 0; i < TPL_READY; i++)
-		if (tpl.ready[i].pid) {
-			close(tpl.ready[i].fd);
-			tpl.ready[i].pid = 0;
-		}
-	if (tpl.sock >= 0)
-		close(tpl.sock);
-	tpl.sock = -1;
-}
-
-/* The program's file goes with the template (or the wish for one). */
-static void tpl_forget(void)
-{
-	if (tpl.exe_fd >= 0)
-		close(tpl.exe_fd);
-	tpl.exe_fd = -1;
-	tpl.want = false;
-}
-
-/* Is st the file chosen for the template, unchanged since then (the
- * same inode, not written to, renamed, linked or chmod'ed: all of that
- * moves its ctime)? */
-static bool tpl_same(const struct stat *st)
-{
-	return st->st_dev == tpl.dev && st->st_ino == tpl.ino && st->st_size == tpl.size &&
-	       st->st_ctim.tv_sec == tpl.ctime.tv_sec && st->st_ctim.tv_nsec == tpl.ctime.tv_nsec;
-}
-
-/* A child of ours ended: was it the template or its waiting child? */
-static void tpl_reaped(pid_t pid, int st)
-{
-	for (int i = 0; i < TPL_READY; i++)
-		if (tpl.ready[i].pid == pid) {
-			close(tpl.ready[i].fd);
-			tpl.ready[i].pid = 0;
-		}
-	if (pid != tpl.pid)
-		return;
-	/* Never ready: the program cannot be one (a static shell, another
-	 * libc, no room); do not try it again. */
-	if (!tpl.said && tpl.nbad < TPL_BAD) {
-		tpl.bad[tpl.nbad].dev = tpl.dev;
-		tpl.bad[tpl.nbad++].ino = tpl.ino;
-	}
-	(void)st;
-	tpl_stop();
-	tpl_forget();
-	tpl.pid = 0;
-}
-
-/* Notes, for a command started the usual way, that its shell could be a
- * template once the sandbox is quiet.  The file is opened now and the
- * template will execute that very file (execveat on the fd), whatever its
- * path names by then: a path swapped meanwhile (an agent pointing /bin/sh
- * at its own program until the template starts, then back) cannot give
- * it another program than the one every hand-over compares with. */
-static void tpl_note(const struct ct_xmsg *h, char **cmd, char **envp)
-{
-	struct stat st;
-	int fd;
-
-	if (tpl.pid || tpl.want || fcntl(CT_FD_PRELOAD, F_GETFD) < 0 || !is_shell(cmd[0]) ||
-	    !resolve(cmd[0], envp, h->uid, h->gid, tpl.exe, sizeof(tpl.exe), &st))
-		return;
-	if ((fd = open(tpl.exe, O_PATH | O_CLOEXEC)) < 0)
-		return;
-	if (fstat(fd, &st) < 0 || !runnable(&st, h->uid, h->gid)) {
-		close(fd);
-		return;
-	}
-	for (unsigned i = 0; i < tpl.nbad; i++)
-		if (tpl.bad[i].dev == st.st_dev && tpl.bad[i].ino == st.st_ino) {
-			close(fd);
-			return;
-		}
-	tpl.exe_fd = fd;
-	tpl.ctime = st.st_ctim;
-	tpl.size = st.st_size;
-	snprintf(tpl.path, sizeof(tpl.path), "PATH=" BE_DEFAULT_PATH);
-	for (char **e = envp; *e; e++)
-		if (!strncmp(*e, "PATH=", 5) && strlen(*e) < sizeof(tpl.path))
-			snprintf(tpl.path, sizeof(tpl.path), "%s", *e);
-	tpl.dev = st.st_dev;
-	tpl.ino = st.st_ino;
-	tpl.uid = h->uid;
-	tpl.gid = h->gid;
-	tpl.flags = h->flags & CT_X_USERNS;
-	tpl.nofile = h->nofile;
-	tpl.want = true;
-}
-
-/* The template's exec arguments, built before its clone (the child shares
- * our memory and must not allocate): the padding is the room its children
- * lay commands out in. */
-static char *tpl_argv[4];
-static char *tpl_envp[TPL_SLOTS];
-
-static int tpl_child(void *arg)
-{
-	int sock = *(int *)arg, s, so, ex, nul;
-	sigset_t none;
-
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	if ((s = fcntl(sock, F_DUPFD, 100)) < 0 || (so = fcntl(CT_FD_PRELOAD, F_DUPFD, 100)) < 0 ||
-	    (ex = fcntl(tpl.exe_fd, F_DUPFD, 100)) < 0 ||
-	    (nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0 || dup2(nul, 0) < 0 ||
-	    dup2(nul, 1) < 0 || dup2(nul, 2) < 0 || dup2(s, CT_TPL_FD) < 0 ||
-	    dup2(so, CT_TPL_SO_FD) < 0 || dup3(ex, CT_TPL_EXE_FD, O_CLOEXEC) < 0)
-		_exit(126);
-	run_command(NULL, -1, tpl.uid, tpl.gid, "/", (rlim_t)tpl.nofile,
-		    (tpl.flags & CT_X_USERNS) ? SMALL_CAPS : 0, CT_MARK_TEMPLATE, false, tpl_argv,
-		    tpl_envp);
-}
-
-/* Starts the template noted by tpl_note. */
-static void tpl_start(void)
-{
-	size_t n = 0;
-	int sv[2];
-	char *pad;
-	pid_t pid;
-
-	struct stat st;
-
-	tpl.want = false;
-	if (fstat(tpl.exe_fd, &st) < 0 || !tpl_same(&st))
-		return tpl_forget();	/* changed since: the next shell command may note it */
-	/* The padding only until the exec copied it (not in the init's
-	 * memory for as long as the sandbox lives). */
-	pad = mmap(NULL, TPL_AREA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (pad == MAP_FAILED)
-		return tpl_forget();
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-		munmap(pad, TPL_AREA);
-		return tpl_forget();
-	}
-	tpl_argv[0] = tpl.exe;
-	tpl_argv[1] = (char *)"-c";
-	tpl_argv[2] = (char *)"exit 120";	/* if the object did not load */
-	tpl_argv[3] = NULL;
-	tpl_envp[n++] = (char *)"LD_PRELOAD=/proc/self/fd/4";
-	/* Every symbol resolved once in the template, not in each child. */
-	tpl_envp[n++] = (char *)"LD_BIND_NOW=1";
-	tpl_envp[n++] = (char *)"DSEC_CT_TEMPLATE=1";
-	tpl_envp[n++] = tpl.path;
-	be_area_pad(tpl_argv, tpl_envp, n, TPL_SLOTS, pad, TPL_AREA);
-	/* xchild's stack: neither runs once clone returned (CLONE_VFORK). */
-	pid = clone(tpl_child, xstack + sizeof(xstack),
-		    CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, &sv[1], &setup_tid);
-	__atomic_store_n(&setup_tid, 0, __ATOMIC_SEQ_CST);
-	munmap(pad, TPL_AREA);
-	close(sv[1]);
-	if (pid < 0) {
-		close(sv[0]);
-		return tpl_forget();
-	}
-	tpl.sock = sv[0];
-	tpl.pid = pid;
-	tpl.said = false;
-	tpl.last = mono_ms();
-}
-
-/* The template says a child is ready (or goes away). */
-static void tpl_read(void)
-{
-	struct ct_tready r;
-	siginfo_t si = { 0 };
-	int fd = -1, nfd = 0, n, slot = -1;
-
-	n = be_recv_fds(tpl.sock, &r, sizeof(r), &fd, 1, &nfd, MSG_DONTWAIT);
-	if (n == -EAGAIN || n == -EWOULDBLOCK)
-		return;
-	for (int i = 0; i < TPL_READY; i++)
-		if (!tpl.ready[i].pid)
-			slot = i;
-	/* Only a child of ours that is alive may be sent commands, and no
-	 * more of them than the template keeps. */
-	if (n != (int)sizeof(r) || nfd != 1 || r.magic != CT_TREADY_MAGIC || r.pid <= 1 ||
-	    slot < 0 || waitid(P_PID, (id_t)r.pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
-	    si.si_pid) {
-		if (nfd)
-			close(fd);
-		tpl_stop();
-		return;
-	}
-	tpl.ready[slot].pid = r.pid;
-	tpl.ready[slot].fd = fd;
-	tpl.said = true;
-}
-
-/* Hands a request to the template's waiting child if the program is the
- * one it executes and the credentials are those it took.  The child's pid,
- * or 0 (start it the usual way). */
-static pid_t tpl_dispatch(const struct ct_xmsg *h, char **cmd, char **envp, const void *buf,
-			  size_t len, const int *fds, int nfd)
-{
-	char path[PATH_MAX];
-	struct stat st;
-	pid_t pid = 0;
-	int i;
-
-	for (i = 0; i < TPL_READY && !pid; i++)
-		pid = tpl.ready[i].pid;
-	/* What the dynamic loader would make of the command's environment
-	 * (LD_PRELOAD, LD_LIBRARY_PATH...) a fork of the template never sees. */
-	for (char **e = envp; pid && *e; e++)
-		if (!strncmp(*e, "LD_", 3))
-			return 0;
-	if (!pid || h->uid != tpl.uid || h->gid != tpl.gid ||
-	    (h->flags & CT_X_USERNS) != tpl.flags || h->nofile != tpl.nofile ||
-	    !resolve(cmd[0], envp, h->uid, h->gid, path, sizeof(path), &st) ||
-	    st.st_dev != tpl.dev || st.st_ino != tpl.ino)
-		return 0;
-	/* The command's file is the template's: is it still as it was when
-	 * the template executed it?  Written to, linked, renamed or chmod'ed
-	 * since, it is no longer that program: stop the template. */
-	if (!tpl_same(&st) || fstat(tpl.exe_fd, &st) < 0 || !tpl_same(&st)) {
-		tpl_stop();
-		return 0;
-	}
-	i--;
-	tpl.ready[i].pid = 0;
-	if (be_send_fds(tpl.ready[i].fd, buf, len, fds, nfd, MSG_DONTWAIT) < 0)
-		pid = 0;	/* it died meanwhile: its reaping is all there is */
-	close(tpl.ready[i].fd);
-	tpl.last = mono_ms();
-	return pid;
 }
 
 /* Starts the commands waiting on ctl.  Returns -1 once dsecd closed it. */
@@ -1774,34 +1162,16 @@ static _Noreturn void serve(void)
 	for (;;) {
 		struct pollfd pf[3] = { { sfd, POLLIN, 0 }, { ctl, POLLIN, 0 }, { -1, POLLIN, 0 } };
 		struct signalfd_siginfo si;
-		int timeout = -1;
-
 		size_t running = nxruns;
-		int64_t now;
+		int timeout;
 
 		reap_all();
 		/* The warm shell: started once the sandbox has been quiet a
 		 * moment (not in one that is destroyed after its first command,
 		 * nor on the CPU its next command wants), stopped when idle or
-		 * when dsecd is gone. */
-		now = mono_ms();
-		if (nxruns || running != nxruns)
-			tpl.busy = now;
-		if (tpl.want && !tpl.pid && !nxruns && ctl >= 0) {
-			if (now - tpl.busy >= TPL_QUIET)
-				tpl_start();
-			else
-				timeout = (int)(TPL_QUIET - (now - tpl.busy));
-		}
-		if (tpl.sock >= 0) {
-			int64_t idle = now - tpl.last;
-
-			if (idle >= TPL_IDLE || ctl < 0)
-				tpl_stop();
-			else
-				timeout = (int)(TPL_IDLE - idle);
-		}
-		pf[2].fd = tpl.sock;
+		 * when dsecd is gone (tpl_tick). */
+		timeout = tpl_tick(nxruns, running != nxruns, ctl >= 0);
+		pf[2].fd = tpl_sock();
 		if (poll(pf, 3, timeout) < 0)
 			continue;
 		while (read(sfd, &si, sizeof(si)) > 0)
@@ -1810,7 +1180,7 @@ static _Noreturn void serve(void)
 			close(ctl);
 			ctl = -1;
 		}
-		if (tpl.sock >= 0 && pf[2].revents)
+		if (tpl_sock() >= 0 && pf[2].revents)
 			tpl_read();
 	}
 }
