@@ -111,6 +111,7 @@
  * the sandbox.  The init is not dumpable, so only the host's root (with
  * CAP_SYS_PTRACE over the init) can follow that link, not root inside. */
 #define FD_UPPER 3
+#define FD_READY (CT_FD_PRELOAD + 1)	/* the status pipe, from the create to serve */
 
 /* The sandbox's seccomp_deny ("a,b,c"), from --deny; "" = none. */
 static const char *extra_deny = "";
@@ -641,7 +642,7 @@ static _Noreturn void do_create(int argc, char **argv)
 	char lowers[64 * 16 + 1] = "";
 	const char *probes = arg(argc, argv, "--probes", "");
 	sigset_t all;
-	int lfd[64], pfd[CT_PROBES_MAX], nprobes = 0, upfd, filter_fd, preload_fd;
+	int lfd[64], pfd[CT_PROBES_MAX], nprobes = 0, upfd, filter_fd, preload_fd, st;
 
 	proc_unpriv = userns;
 
@@ -730,17 +731,19 @@ static _Noreturn void do_create(int argc, char **argv)
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		fail(errno, "cannot make the init undumpable: %s", strerror(errno));
 	be_retitle(argc, argv, "dsec-init");
-	/* Nobody reads it: dsecd died before our PR_SET_PDEATHSIG (main) was
-	 * set, and no one would ever stop us. */
-	if (write(FD_STATUS, "ok 1\n", 5) != 5)
-		_exit(126);
-	/* The status pipe's end closes here: the upper dir takes its number. */
+	/* The status pipe says "ok" from serve, once the init counts the
+	 * filter's refusals (or cannot): out of the upper dir's way, which
+	 * takes its number, to FD_READY. */
+	if ((st = fcntl(FD_STATUS, F_DUPFD_CLOEXEC, 64)) < 0)
+		fail(errno, "cannot keep the status pipe: %s", strerror(errno));
 	if (dup2(upfd, FD_UPPER) < 0)
 		fail(errno, "cannot keep the upper dir: %s", strerror(errno));
 	syscall(SYS_close_range, 0, FD_UPPER - 1, 0);
 	if (preload_fd < 0 || dup3(preload_fd, CT_FD_PRELOAD, O_CLOEXEC) < 0)
 		close(CT_FD_PRELOAD);
-	syscall(SYS_close_range, CT_FD_PRELOAD + 1, ~0U, 0);
+	if (dup3(st, FD_READY, O_CLOEXEC) < 0)
+		_exit(126);
+	syscall(SYS_close_range, FD_READY + 1, ~0U, 0);
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	serve();
@@ -1142,6 +1145,21 @@ drop:
  * orphans too) and, while dsecd holds the other end of CT_FD_CTL, start the
  * commands it asks for.  Every signal stays blocked (pid 1 only dies by
  * SIGKILL from the host); SIGCHLD arrives through a signalfd. */
+/* The create's last word on the status pipe (FD_READY): "ok 1", and
+ * " sc" when the init counts the filter's refusals, so that a usage
+ * straight after the create says 0 rather than nothing (the first count
+ * on the command socket may come after the create's reply).  Nobody reads
+ * it: dsecd died before our PR_SET_PDEATHSIG (main) was set, and no one
+ * would ever stop us. */
+static void ready(bool counting)
+{
+	const char *ok = counting ? "ok 1 sc\n" : "ok 1\n";
+
+	if (write(FD_READY, ok, strlen(ok)) != (ssize_t)strlen(ok))
+		_exit(126);
+	close(FD_READY);
+}
+
 static _Noreturn void serve(void)
 {
 	sigset_t chld;
@@ -1151,6 +1169,7 @@ static _Noreturn void serve(void)
 	sigaddset(&chld, SIGCHLD);
 	if ((sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
 		close(ctl);	/* dsecd falls back to the exec helper */
+		ready(false);
 		for (;;) {
 			reap_all();
 			sigwaitinfo(&chld, NULL);
@@ -1159,6 +1178,7 @@ static _Noreturn void serve(void)
 	dsec_set_nonblock(ctl, true);
 	compile_filter();
 	count_start(ctl);
+	ready(filter_inherited);
 	for (;;) {
 		struct pollfd pf[3] = { { sfd, POLLIN, 0 }, { ctl, POLLIN, 0 }, { -1, POLLIN, 0 } };
 		struct signalfd_siginfo si;

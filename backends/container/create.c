@@ -442,6 +442,8 @@ static void create_finish(struct ct_sb *sb)
 	sb->st_fd = -1;
 	if (sscanf(line, "ok %d", &pid) == 1 && sb->helper > 1) {
 		pid = sb->init = sb->helper;
+		if (strstr(line, " sc"))
+			sb->sc_on = true;	/* it counts refused calls: 0 so far */
 		/* Not reaped: the loop thread reaps, and it is here. */
 		if (!(sb->init_start = ct_proc_start(pid))) {
 			e = ESRCH;
