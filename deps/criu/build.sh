@@ -40,26 +40,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 mirror=${CRIU_MIRROR:-http://deb.debian.org/debian/pool/main/c/criu}
 jobs=${CRIU_JOBS:-2}
 
-mkdir -p "$cache"
-while read -r sum file; do
-	case $sum in ''|'#'*) continue ;; esac
-	if [ -f "$cache/$file" ] && echo "$sum  $cache/$file" | sha256sum -c --status; then
-		continue
-	fi
-	echo "fetching $mirror/$file"
-	rm -f "$cache/$file.part"
-	wget -q -O "$cache/$file.part" "$mirror/$file" || {
-		echo "cannot fetch $mirror/$file (set CRIU_MIRROR to a Debian mirror's pool/main/c/criu)" >&2
-		rm -f "$cache/$file.part"
-		exit 1
-	}
-	if ! echo "$sum  $cache/$file.part" | sha256sum -c --status; then
-		echo "$file from $mirror does not match its pinned SHA-256 $sum" >&2
-		rm -f "$cache/$file.part"
-		exit 1
-	fi
-	mv "$cache/$file.part" "$cache/$file"
-done < "$here/sources"
+. "$here/../fetch.sh"
+fetch_sources "$cache" "$mirror" "$here/sources" CRIU_MIRROR
 
 orig=$(awk '!/^#/ && /orig\.tar/ { print $2 }' "$here/sources")
 dsc=$(awk '!/^#/ && /\.dsc$/ { print $2 }' "$here/sources")

@@ -30,27 +30,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 mirror=${NNG_MIRROR:-http://deb.debian.org/debian/pool/main/n/nng}
 jobs=${NNG_JOBS:-2}
 
-mkdir -p "$cache"
-# deps/nng/sources: "SHA256  FILE" lines (sha256sum -c input).
-while read -r sum file; do
-	case $sum in ''|'#'*) continue ;; esac
-	if [ -f "$cache/$file" ] && echo "$sum  $cache/$file" | sha256sum -c --status; then
-		continue
-	fi
-	echo "fetching $mirror/$file"
-	rm -f "$cache/$file.part"
-	wget -q -O "$cache/$file.part" "$mirror/$file" || {
-		echo "cannot fetch $mirror/$file (set NNG_MIRROR to a Debian mirror's pool/main/n/nng)" >&2
-		rm -f "$cache/$file.part"
-		exit 1
-	}
-	if ! echo "$sum  $cache/$file.part" | sha256sum -c --status; then
-		echo "$file from $mirror does not match its pinned SHA-256 $sum" >&2
-		rm -f "$cache/$file.part"
-		exit 1
-	fi
-	mv "$cache/$file.part" "$cache/$file"
-done < "$here/sources"
+. "$here/../fetch.sh"
+fetch_sources "$cache" "$mirror" "$here/sources" NNG_MIRROR
 
 orig=$(awk '/orig\.tar/ { print $2 }' "$here/sources")
 debian=$(awk '/debian\.tar/ { print $2 }' "$here/sources")
