@@ -304,18 +304,29 @@ static void carry_one(void *arg, const struct be_sess_view *v)
 	}
 }
 
+/* Whether sb may be checkpointed or restored into (what: "checkpointed",
+ * "restored into") now: the node has a criu, the sandbox is ready, not
+ * going and no other checkpoint holds it.  0 or -errno. */
+static int ckpt_can(const struct ct_sb *sb, const char *what, struct dsec_err *err)
+{
+	if (!sb->be->conf.criu || !*sb->be->conf.criu)
+		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "this node cannot carry "
+				     "processes: container.criu names no criu");
+	if (!sb->ready || sb->destroying || sb->lost || sb->ckpt)
+		return dsec_err_setc(err, DSEC_E_BUSY, EBUSY, "sandbox '%s' cannot be %s now",
+				     sb->id, what);
+	return 0;
+}
+
 int ct_checkpoint(void *vsb, const char *dir, unsigned *carried, dsec_be_done_fn done,
 		  void *arg, struct dsec_err *err)
 {
 	struct ct_sb *sb = vsb;
 	struct ct_ckpt *k;
+	int rc;
 
-	if (!sb->be->conf.criu || !*sb->be->conf.criu)
-		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "this node cannot carry "
-				     "processes: container.criu names no criu");
-	if (!sb->ready || sb->destroying || sb->lost || sb->ckpt)
-		return dsec_err_setc(err, DSEC_E_BUSY, EBUSY, "sandbox '%s' cannot be checkpointed "
-				     "now", sb->id);
+	if ((rc = ckpt_can(sb, "checkpointed", err)) < 0)
+		return rc;
 	if (sb->paused || sb->switching)
 		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "sandbox '%s' is paused: "
 				     "its processes are carried from a running sandbox", sb->id);
@@ -333,8 +344,7 @@ int ct_checkpoint(void *vsb, const char *dir, unsigned *carried, dsec_be_done_fn
 	k->arg = arg;
 	be_sess_each(sb->sess, carry_one, k);
 	if (k->rc) {
-		int rc = k->rc;
-
+		rc = k->rc;
 		*err = k->err;
 		ckpt_free(k);
 		return rc;
@@ -428,13 +438,10 @@ int ct_restore(void *vsb, const char *dir, dsec_be_done_fn done, void *arg,
 	struct ct_ckpt *k;
 	struct dirent *de;
 	DIR *d;
+	int rc;
 
-	if (!sb->be->conf.criu || !*sb->be->conf.criu)
-		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP, "this node cannot carry "
-				     "processes: container.criu names no criu");
-	if (!sb->ready || sb->destroying || sb->lost || sb->ckpt)
-		return dsec_err_setc(err, DSEC_E_BUSY, EBUSY, "sandbox '%s' cannot be restored "
-				     "into now", sb->id);
+	if ((rc = ckpt_can(sb, "restored into", err)) < 0)
+		return rc;
 	/* A few names in a directory of the node's own disk. */
 	if (!(d = opendir(dir)))
 		return dsec_err_set(err, errno, "cannot open the checkpoint '%s': %s", dir,

@@ -138,28 +138,23 @@ static void netproc_path(struct ct_be *be, char *path, size_t size)
 static int net_make(struct ct_be *be)
 {
 	char path[PATH_MAX];
-	int fd, port;
+	int fd, rc, e;
 
 	if (unshare(CLONE_NEWNET) < 0)
 		return -errno;
 	fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	e = errno;
 	if (fd >= 0) {
 		be_lo_up();
 		pthread_mutex_lock(&be->netproc_lock);
 		netproc_path(be, path, sizeof(path));
-		port = open(path, O_WRONLY | O_CLOEXEC);
+		rc = dsec_write_file(path, "0");
 		pthread_mutex_unlock(&be->netproc_lock);
-		if (port < 0 || write(port, "0", 1) != 1) {
-			if (!be->net_port_warned)
-				LOG(be, DSEC_LOG_WARN, "container: cannot let sandboxes bind ports below "
-				    "1024 (ip_unprivileged_port_start: %s)", strerror(errno));
-			be->net_port_warned = true;
-		}
-		if (port >= 0)
-			close(port);
+		if (rc < 0 && !be->net_port_warned)
+			LOG(be, DSEC_LOG_WARN, "container: cannot let sandboxes bind ports below "
+			    "1024 (ip_unprivileged_port_start: %s)", strerror(-rc));
+		be->net_port_warned |= rc < 0;
 	}
-	int e = errno;
-
 	ct_net_leave(be);
 	return fd < 0 ? -e : fd;
 }
