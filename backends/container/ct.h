@@ -345,7 +345,10 @@ struct exec_nums {
 /* What a streaming exec keeps besides struct ct_exec. */
 struct ct_xstream {
 	int ptm;			/* the pty's master (resizes), -1 = no pty */
+	int pending_sig;		/* sent before the pid was known, 0 = none */
 };
+
+void xstream_pid_known(struct ct_exec *x);
 
 struct ct_pwork {
 	struct ct_sb *sb;		/* sandbox */

@@ -286,6 +286,8 @@ static void exec_st_cb(struct ev_loop *loop, ev_io *w, int revents)
 	if (n > 0) {
 		if (x->st.len < 4096)
 			dsec_buf_add(&x->st, buf, (size_t)n);
+		if (x->stream && x->stream->pending_sig)
+			xstream_pid_known(x);
 		return;
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))

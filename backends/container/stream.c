@@ -238,6 +238,21 @@ fail:
 	return rc;
 }
 
+/* The status pipe had more: a signal sent before the pid was known goes
+ * now (exec_st_cb, for streams only). */
+void xstream_pid_known(struct ct_exec *x)
+{
+	int sig = x->stream->pending_sig;
+	pid_t pid;
+
+	if (!sig || !(pid = xstream_pid(x)))
+		return;
+	x->stream->pending_sig = 0;
+	if (!strstr(x->st.data, "\nst ") && kill(-pid, sig) < 0 && errno != ESRCH)
+		LOG(x->sb->be, DSEC_LOG_WARN, "container: cannot signal the command in sandbox "
+		    "'%s': %s", x->sb->id, strerror(errno));
+}
+
 int ct_exec_signal(void *vsb, void *handle, int sig, struct dsec_err *err)
 {
 	struct ct_exec *x = handle;
@@ -245,9 +260,14 @@ int ct_exec_signal(void *vsb, void *handle, int sig, struct dsec_err *err)
 
 	if (x->finished)
 		return 0;	/* ended, its done on the way: nothing left to signal */
-	if (!(pid = xstream_pid(x)))
-		return dsec_err_setc(err, DSEC_E_BUSY, EAGAIN, "the command in sandbox '%s' is still "
-				     "starting: retry", x->sb->id);
+	if (!(pid = xstream_pid(x))) {
+		/* The helper says the pid once the command leads its group,
+		 * which can be after the command's first output: the signal
+		 * waits for that line (a KILL is not replaced by a later one). */
+		if (x->stream->pending_sig != SIGKILL)
+			x->stream->pending_sig = sig;
+		return 0;
+	}
 	if (strstr(x->st.data, "\nst "))
 		return 0;	/* reaped: its pid may be another's already */
 	if (x->sb->paused && sig != SIGKILL && sig != SIGCONT)
