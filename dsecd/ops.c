@@ -54,10 +54,21 @@ void dsecd_reply_hook_set(struct dsecd *d, dsecd_reply_hook_fn fn, void *arg)
  * every error.  Without a hook this costs one test. */
 void req_complete(struct dsecd_req *r, struct dsec_pk *p)
 {
+	size_t len;
+	void *reply;
+
+	DSEC_ASSERT(!r->reply);
+	reply = dsec_pk_detach(p, &len);
+	req_complete_frame(r, reply, len);
+}
+
+void req_complete_frame(struct dsecd_req *r, void *reply, size_t len)
+{
 	struct dsecd *d = r->d;
 
 	DSEC_ASSERT(!r->reply);
-	r->reply = dsec_pk_detach(p, &r->reply_len);
+	r->reply = reply;
+	r->reply_len = len;
 	if (d->reply_hook && d->reply_hook(d->reply_hook_arg, r)) {
 		d->replies_held++;
 		r->held = true;

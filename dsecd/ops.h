@@ -229,6 +229,8 @@ struct dsecd_req {
 /* The one way a reply leaves: takes p's bytes, lets the reply hook hold
  * them (dsecd_reply_hook_set), sends them and frees r unless it does. */
 void req_complete(struct dsecd_req *r, struct dsec_pk *p);
+/* The same with a reply already packed (len bytes, malloc'd; taken). */
+void req_complete_frame(struct dsecd_req *r, void *reply, size_t len);
 /* Sends reply (len bytes, malloc'd; taken) as it is and frees r: the
  * answer of the node a request was forwarded to, whose own reply hook
  * ran there. */

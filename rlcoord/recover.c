@@ -19,8 +19,17 @@
  *      random source) are named, and so are the entries that cannot be
  *      replayed (streamed commands, pauses, snapshots, grades, forks,
  *      usage reads): what could not be recovered.
- * What the dead node held beyond its log (processes, a snapshot's image) is
- * gone: the sandbox is made from its create and its logged steps.
+ * With a snapshot in the log whose image the node can read (a store whose
+ * origin the nodes share: in production a distributed file system), the
+ * log is read twice: once for its last snapshot, then the sandbox is made
+ * of that image, and the entries up to the snapshot are not run again
+ * (their effects on the files are in the image): those with a step are
+ * logged in the new log with their logged replies (the request field
+ * logged_reply, tlog.c), so a trainer's re-sent steps are answered as
+ * before.  Only the entries after it are sent again.  A snapshot image the
+ * node cannot find (not_found) falls back to the create and every step.
+ * What the dead node held beyond its log and its snapshots (processes) is
+ * gone.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,15 +60,46 @@ struct recover {
 	uint64_t entries, replayed;
 	struct dsec_pk skipped, differs;	/* arrays of {seq, op} and {seq, step, op} */
 	struct dsec_err err;
+	bool scanning;			/* the first read: for the last snapshot */
+	char *snap;			/* its image ("sha256:HEX"), NULL = none */
+	uint64_t snap_seq;		/* its entry */
+	bool use_snap;			/* the sandbox is made of it */
+	char *snap_missed;		/* why it was not (not_found), or NULL */
+	uint64_t restored, imported;	/* entries up to it; of them logged again */
+	const msgpack_object *create_req;	/* the logged create's request (in page) */
+	uint64_t base_seq;		/* a recovered sandbox's log: its create's snapshot_steps */
+	uint64_t nimport, snap_nimport;	/* entries with a step seen; up to the snapshot */
 };
+
+/* An entry a recover from a snapshot logs again: a step, its request and
+ * its reply. */
+static bool importable(const msgpack_object *e)
+{
+	const msgpack_object *step = dsec_map_get(e, "step"), *req = dsec_map_get(e, "request");
+	const msgpack_object *reply = dsec_map_get(e, "reply");
+
+	return step && step->type == MSGPACK_OBJECT_POSITIVE_INTEGER && req &&
+	       req->type == MSGPACK_OBJECT_MAP && reply && reply->type == MSGPACK_OBJECT_MAP;
+}
+
+/* The last entry whose effect the new sandbox's image holds: the snapshot's
+ * when made of it, else what the logged create says (a sandbox recover made
+ * of a snapshot: its first snapshot_steps entries came with its image). */
+static uint64_t restored_to(const struct recover *v)
+{
+	return v->use_snap ? v->snap_seq : v->base_seq;
+}
 
 static void fetch(struct recover *v);
 static void replay_next(struct recover *v);
+static void created(void *arg, const void *reply, size_t len, enum dsec_code code);
 
 static void recover_free(struct recover *v)
 {
 	free(v->from);
 	free(v->id);
+	free(v->snap);
+	free(v->snap_missed);
 	free(v->page);
 	dsec_msg_free(&v->m);
 	dsec_pk_free(&v->skipped);
@@ -91,6 +131,15 @@ static void finish(struct recover *v)
 	dsec_pk_raw(&p, v->skipped.sb.data, v->skipped.sb.size);
 	dsec_pk_str(&p, "differs");
 	dsec_pk_raw(&p, v->differs.sb.data, v->differs.sb.size);
+	dsec_pk_str(&p, "snapshot");
+	if (v->use_snap)
+		dsec_pk_str(&p, v->snap);
+	else
+		dsec_pk_nil(&p);
+	dsec_pk_kv_u64(&p, "restored", v->restored);
+	dsec_pk_kv_u64(&p, "imported", v->imported);
+	if (v->snap_missed)
+		dsec_pk_kv_str(&p, "snapshot_missed", v->snap_missed);
 	dsec_pk_end(&p);
 	req_complete(r, &p);
 	recover_free(v);
@@ -145,7 +194,7 @@ static bool replayable(const msgpack_object *op)
 static void pack_create(struct recover *v, const msgpack_object *req, struct dsec_pk *p)
 {
 	static const char *const drop[] = { "v", "op", "token", "lease", "fwd", "step",
-					    "trajectory", "labels", NULL };
+					    "trajectory", "labels", "logged_reply", NULL };
 	const msgpack_object *labels = dsec_map_get(req, "labels");
 
 	dsec_pk_init(p);
@@ -156,12 +205,30 @@ static void pack_create(struct recover *v, const msgpack_object *req, struct dse
 
 		for (size_t j = 0; drop[j] && !skip; j++)
 			skip = is_str(k, drop[j]);
+		if (v->use_snap && (is_str(k, "image") || is_str(k, "creation_image") ||
+				    is_str(k, "snapshot_steps")))
+			skip = true;
 		if (!skip) {
 			dsec_pk_object(p, k);
 			dsec_pk_object(p, &req->via.map.ptr[i].val);
 		}
 	}
 	dsec_pk_kv_bool(p, "trajectory", true);
+	if (v->use_snap) {
+		/* Made of the snapshot; reset goes back to the create's image
+		 * (reset.c), and a recover of this one knows which of its
+		 * entries came with the image. */
+		const msgpack_object *img = dsec_map_get(req, "creation_image");
+
+		if (!img || img->type != MSGPACK_OBJECT_STR)
+			img = dsec_map_get(req, "image");
+		dsec_pk_kv_str(p, "image", v->snap);
+		dsec_pk_kv_u64(p, "snapshot_steps", v->snap_nimport);
+		if (img && img->type == MSGPACK_OBJECT_STR) {
+			dsec_pk_str(p, "creation_image");
+			dsec_pk_strn(p, img->via.str.ptr, img->via.str.size);
+		}
+	}
 	dsec_pk_str(p, "labels");
 	dsec_pk_map_begin(p);
 	if (labels && labels->type == MSGPACK_OBJECT_MAP)
@@ -181,20 +248,31 @@ static void pack_create(struct recover *v, const msgpack_object *req, struct dse
 	dsec_pk_end(p);
 }
 
-/* A logged request again, on the new sandbox (its id; fwd left out). */
-static void pack_again(struct recover *v, const msgpack_object *req, struct dsec_pk *p)
+/* A logged request again, on the new sandbox (its id; fwd left out);
+ * with reply, logged with it and not run (tlog.c's logged_reply). */
+static void pack_again(struct recover *v, const msgpack_object *req, const msgpack_object *reply,
+		       struct dsec_pk *p)
 {
 	dsec_pk_init(p);
 	dsec_pk_map_begin(p);
 	for (uint32_t i = 0; i < req->via.map.size; i++) {
 		const msgpack_object *k = &req->via.map.ptr[i].key;
 
-		if (is_str(k, "fwd") || is_str(k, "id"))
+		if (is_str(k, "fwd") || is_str(k, "id") || is_str(k, "logged_reply"))
 			continue;
 		dsec_pk_object(p, k);
 		dsec_pk_object(p, &req->via.map.ptr[i].val);
 	}
 	dsec_pk_kv_str(p, "id", v->id);
+	if (reply) {
+		struct dsec_pk r;
+
+		dsec_pk_init(&r);
+		dsec_pk_object(&r, reply);
+		dsec_pk_str(p, "logged_reply");
+		dsec_pk_bin(p, r.sb.data, r.sb.size);
+		dsec_pk_free(&r);
+	}
 	dsec_pk_end(p);
 }
 
@@ -285,6 +363,26 @@ static void replayed(void *arg, const void *reply, size_t len, enum dsec_code co
 	replay_next(v);
 }
 
+/* A step of the snapshot's logged in the new log: the reply is the logged
+ * one (or, for a recover sent again, that one marked replayed). */
+static void imported(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct recover *v = arg;
+	const msgpack_object *e = v->cur;
+	struct dsec_msg m = { 0 };
+
+	if (dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, NULL) < 0 ||
+	    !same_reply(dsec_map_get(e, "op"), dsec_map_get(e, "reply"), m.root)) {
+		log_info("recover of %s: a step of its snapshot cannot be logged again: %.*s",
+			 v->from, (int)(len > 300 ? 300 : len), (const char *)reply);
+		pack_seq_op(&v->differs, e, true);
+	} else {
+		v->imported++;
+	}
+	dsec_msg_free(&m);
+	replay_next(v);
+}
+
 static void replay_next(struct recover *v)
 {
 	struct dsec_pk p;
@@ -293,14 +391,27 @@ static void replay_next(struct recover *v)
 		const msgpack_object *e = &v->ents->via.array.ptr[v->at++];
 		const msgpack_object *op = dsec_map_get(e, "op");
 		const msgpack_object *req = dsec_map_get(e, "request");
+		const msgpack_object *seq = dsec_map_get(e, "seq");
+		const msgpack_object *reply = dsec_map_get(e, "reply");
 
 		v->entries++;
+		if (seq && seq->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+		    seq->via.u64 <= restored_to(v)) {
+			/* Its effect is in the image: not run again; a step is
+			 * logged with its reply, for the trainer's re-sends. */
+			v->restored++;
+			if (!importable(e))
+				continue;
+			v->cur = e;
+			pack_again(v, req, reply, &p);
+			return rlc_send(v->d, &p, imported, v, false);
+		}
 		if (!replayable(op) || !req || req->type != MSGPACK_OBJECT_MAP) {
 			pack_seq_op(&v->skipped, e, false);
 			continue;
 		}
 		v->cur = e;
-		pack_again(v, req, &p);
+		pack_again(v, req, NULL, &p);
 		return rlc_send(v->d, &p, replayed, v, false);
 	}
 	if (v->end)
@@ -317,10 +428,64 @@ static void created(void *arg, const void *reply, size_t len, enum dsec_code cod
 	if (!res || dsec_get_str(res, "id", &v->id, NULL) < 0) {
 		rlc_reply_error(reply, len, "cannot make the sandbox again", &v->err);
 		dsec_msg_free(&m);
+		/* (code is not the forwarded create's: its reply says it) */
+		if (v->use_snap && v->err.code == DSEC_E_NOT_FOUND) {
+			/* Its image is not where this node looks (a store of the
+			 * dead node's own): from the create and every step. */
+			struct dsec_pk p;
+
+			log_warn("recover of %s: not from its snapshot %s (%s): from its log",
+				 v->from, v->snap, v->err.msg);
+			v->snap_missed = xstrdup(v->err.msg);
+			v->use_snap = false;
+			dsec_err_clear(&v->err);
+			pack_create(v, v->create_req, &p);
+			return rlc_send(v->d, &p, created, v, false);
+		}
 		return fail(v);
 	}
 	dsec_msg_free(&m);
 	replay_next(v);
+}
+
+/* The first read: the last snapshot that succeeded, then the log again
+ * from its start. */
+static void scan(struct recover *v)
+{
+	for (uint32_t i = 0; i < v->ents->via.array.size; i++) {
+		const msgpack_object *e = &v->ents->via.array.ptr[i];
+		const msgpack_object *seq = dsec_map_get(e, "seq"), *res, *img;
+		const msgpack_object *reply = dsec_map_get(e, "reply");
+
+		if (seq && seq->type == MSGPACK_OBJECT_POSITIVE_INTEGER && seq->via.u64 &&
+		    importable(e))
+			v->nimport++;
+		if (!is_str(dsec_map_get(e, "op"), "snapshot") ||
+		    !is_str(dsec_map_get(e, "code"), "ok") || !seq ||
+		    seq->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !reply ||
+		    reply->type != MSGPACK_OBJECT_MAP ||
+		    !(res = dsec_map_get(reply, "result")) || res->type != MSGPACK_OBJECT_MAP ||
+		    !(img = dsec_map_get(res, "image")) || img->type != MSGPACK_OBJECT_STR ||
+		    img->via.str.size < 8 || memcmp(img->via.str.ptr, "sha256:", 7))
+			continue;
+		free(v->snap);
+		v->snap = xstrndup(img->via.str.ptr, img->via.str.size);
+		v->snap_seq = seq->via.u64;
+		v->snap_nimport = v->nimport;
+	}
+	if (!v->end)
+		return fetch(v);
+	v->scanning = false;
+	v->use_snap = v->snap != NULL;
+	v->next = 0;
+	v->end = false;
+	v->ents = NULL;
+	v->at = 0;
+	v->entries = 0;
+	free(v->page);
+	v->page = NULL;
+	dsec_msg_free(&v->m);
+	fetch(v);
 }
 
 static void page_got(void *arg, const void *reply, size_t len, enum dsec_code code)
@@ -368,9 +533,19 @@ static void page_got(void *arg, const void *reply, size_t len, enum dsec_code co
 		}
 		v->at = 1;
 		v->entries = 1;
+		if (v->scanning) {
+			const msgpack_object *n = dsec_map_get(req, "snapshot_steps");
+			if (n && n->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+				v->base_seq = n->via.u64;
+			v->at = 0;	/* scan() reads the page whole */
+			return scan(v);
+		}
+		v->create_req = req;	/* in v->page until the next page */
 		pack_create(v, req, &p);
 		return rlc_send(v->d, &p, created, v, false);
 	}
+	if (v->scanning)
+		return scan(v);
 	replay_next(v);
 }
 
@@ -418,6 +593,7 @@ void op_recover(struct dsecd_req *r)
 	dsec_pk_array_begin(&v->skipped);
 	dsec_pk_init(&v->differs);
 	dsec_pk_array_begin(&v->differs);
+	v->scanning = true;
 	r->d->ops_inflight++;	/* until the reply: the chain holds r */
 	fetch(v);
 }

@@ -54,29 +54,40 @@ static void *remake(struct dsecd *d, const struct dsecd_sb *sb, const char *imag
 		    const char *label, size_t *len)
 {
 	static const char *const drop[] = { "v", "op", "token", "lease", "trajectory",
-					    "grade_layers", "fwd", "image", "labels", NULL };
+					    "grade_layers", "fwd", "image", "labels",
+					    "creation_image", "snapshot_steps", NULL };
 	struct dsec_msg m = { 0 };
+	const msgpack_object *ci = NULL;
 	struct dsec_pk p;
 
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "create");
-	if (dsec_msg_parse(&m, sb->spec_frame, sb->spec_len, SIZE_MAX, NULL) == 0)
+	/* A sandbox recover made of a snapshot was created at the image
+	 * creation_image names: its creation state is that one's. */
+	if (dsec_msg_parse(&m, sb->spec_frame, sb->spec_len, SIZE_MAX, NULL) == 0 &&
+	    (ci = dsec_map_get(m.root, "creation_image")) && ci->type != MSGPACK_OBJECT_STR)
+		ci = NULL;
+	if (m.root)
 		for (uint32_t i = 0; i < m.root->via.map.size; i++) {
 			const msgpack_object *k = &m.root->via.map.ptr[i].key;
 			bool skip = k->type != MSGPACK_OBJECT_STR;
 			for (size_t j = 0; drop[j] && !skip; j++)
 				skip = k->via.str.size == strlen(drop[j]) &&
 				       !memcmp(k->via.str.ptr, drop[j], k->via.str.size) &&
-				       (image || strcmp(drop[j], "image")) &&
+				       (image || ci || strcmp(drop[j], "image")) &&
 				       (label || strcmp(drop[j], "grade_layers"));
 			if (!skip) {
 				dsec_pk_object(&p, k);
 				dsec_pk_object(&p, &m.root->via.map.ptr[i].val);
 			}
 		}
-	dsec_msg_free(&m);
 	if (image)	/* else the create's own, as it came */
 		dsec_pk_kv_str(&p, "image", image);
+	else if (ci) {
+		dsec_pk_str(&p, "image");
+		dsec_pk_strn(&p, ci->via.str.ptr, ci->via.str.size);
+	}
+	dsec_msg_free(&m);
 	dsec_pk_str(&p, "labels");
 	dsec_pk_map_begin(&p);
 	for (char **l = sb->labels; l && *l; l++) {

@@ -117,6 +117,7 @@ struct rlc {
 	char batch_err[160];		/* what failed */
 	/* counted for info */
 	uint64_t written, wbytes, batches, syncs, replayed, diverged, joined, failed;
+	uint64_t imported;		/* steps logged with a reply recover gave (logged_reply) */
 	uint64_t batch_ns;		/* the writer's time on batches, in all */
 	uint64_t sync_ns;		/* of it, on open, write, fdatasync and close */
 	struct ZSTD_CCtx_s *zc;		/* the writer's compressor */

@@ -938,11 +938,13 @@ class AsyncClient:
     async def recover(self, sandbox_id: str) -> Tuple[AsyncSandbox, Dict[str, Any]]:
         """Make a dead node's sandbox (created with a trajectory, in a
         cluster) again from the copy of its log the node this client talks
-        to keeps: its create, then its logged steps in order.  Returns the
-        new sandbox, to which the steps can be sent again (each answered
-        from its log), and the report: entries, replayed, skipped (what
-        could not be recovered) and differs (steps whose result is not the
-        logged one).  A sandbox that is not lost (its node alive) raises
+        to keeps: its create (or its last snapshot's image, when the node
+        can read it: steps up to the snapshot are then logged, not run),
+        then its logged steps in order.  Returns the new sandbox, to which
+        the steps can be sent again (each answered from its log), and the
+        report: entries, replayed, skipped (what could not be recovered),
+        differs (steps whose result is not the logged one), snapshot (the
+        image it was made of, or None), restored and imported.  A sandbox that is not lost (its node alive) raises
         Invalid; on a node without a cluster, one of its own that is gone
         (destroyed, or lost with a restart) is made again from its log."""
         r = await self.call("recover", {"id": sandbox_id}, wait=3600)

@@ -1,0 +1,156 @@
+#!/bin/bash
+# recover from a snapshot (rlcoord/recover.c): four gossiping nodes of
+# the container backend share an image origin (a directory here; in
+# production a distributed file system).  A trainer's sandbox appends a
+# line to a file at each step, is snapshotted at step 5, takes four more
+# steps, and its node is killed -9.  recover on a peer makes it again of
+# the snapshot's image: the steps up to the snapshot are not run again
+# (their lines are in the image) but logged with their old replies, the
+# later ones run again; the file has every line once, and every step the
+# trainer sends again is answered from the new log.  A snapshot whose
+# image the node cannot find falls back to the create and every step.
+# The recovered sandbox's node dies too: recovered again, from its image,
+# the steps that came with it logged again and not run.
+. "$(dirname "$0")/lib.sh"
+
+WHY=$(container_images_missing)
+[ -z "$WHY" ] || skip_all "$WHY"
+[ -x "$TOP/dsecd/dsecd" ] || skip_all "needs dsecd/dsecd (make)"
+plan 18
+
+P=$(( 21000 + ($$ + 7777) % 20000 ))
+head -c 32 /dev/urandom > "$T/key"
+mk_small_root "$T/root" sh cat echo wc
+mkdir -p "$T/root/data"
+run env DSEC_FS3_ORIGIN="$T/origin" dsecctl --store "$T/imp" image import --tag rs:1 "$T/root"
+is "$RC" 0 "an image imported into the shared origin"
+# NAME PORT UID_BASE: a node of the container backend on the origin.
+cnode() {
+	start_node "$1" --set backends=container --set default_backend=container \
+		--set image_origin="$T/origin" --set container.uid_base="$3" \
+		--set gossip_listen="127.0.0.1:$2" --set gossip_seeds="127.0.0.1:$P" \
+		--set cluster_key_file="$T/key" --set api_url="ipc://$T/$1.sock"
+}
+cnode a "$P" 1000000000
+cnode b $((P + 1)) 1200000000
+cnode c $((P + 2)) 1400000000
+cnode d $((P + 3)) 1600000000
+alive() { echo "\"name\":\"$1\",[^}]*\"state\":\"alive\""; }
+all_alive() {
+	local n m
+	for n in a b c d; do for m in a b c d; do
+		[ $n = $m ] || wait_info $n "$(alive $m)" || return 1
+	done; done
+}
+all_alive
+ok $? "four nodes know each other alive"
+
+id=$(at a create image=rs:1 trajectory?=true | idof)
+owner=${id%%:*}
+like "$owner" '^[abcd]$' "a sandbox with a trajectory on node $owner"
+step() { # K: append line-K to /data/f at step K
+	at "$owner" exec "id=$id" "argv[]=sh" "argv[]=-c" "argv[]=echo line-$1 >> /data/f" "step#=$1"
+}
+okc=0
+for k in 0 1 2 3 4; do step $k | grep -q '"exit_code":0' && okc=$((okc + 1)); done
+run at "$owner" snapshot "id=$id" tag=rs-snap:1 "step#=5"
+snap=$(printf '%s' "$OUT" | sed -n 's/.*"image":"\(sha256:[0-9a-f]*\)".*/\1/p')
+like "$snap" '^sha256:' "steps 0-4 appended, a snapshot at step 5 ($snap)"
+for k in 6 7 8; do step $k | grep -q '"exit_code":0' && okc=$((okc + 1)); done
+at "$owner" file_write "id=$id" path=/data/g data=after "step#=9" | grep -q '"ok":true' &&
+	okc=$((okc + 1))
+is "$okc" 9 "steps 6-8 appended and a file written at step 9"
+
+kill -KILL "$(eval echo \$NODE_PID_$owner)"
+# dead_seen DEAD NODES...: until each of NODES sees DEAD dead.
+dead_seen() {
+	local dead=$1 n
+	shift
+	for n in "$@"; do
+		wait_info "$n" "\"name\":\"$dead\",[^}]*\"state\":\"dead\"" ||
+			printf '# %s still sees %s alive\n' "$n" "$dead" >&2
+	done
+}
+# holder ID NODES...: the first of NODES that keeps a copy of ID's log.
+holder() {
+	local id=$1 n
+	shift
+	for n in "$@"; do
+		at "$n" trajectory "id=$id" "replica?=true" | grep -q '"ok":true' && { echo "$n"; return; }
+	done
+}
+live=$(echo a b c d | tr ' ' '\n' | grep -v "^$owner$")
+dead_seen "$owner" $live
+p1=$(holder "$id" $live)
+run at "$p1" recover "id=$id"
+like "$OUT" '"entries":11,"replayed":4,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
+	"recover on $p1: made of the snapshot; steps 0-5 logged with their replies, 6-9 run again"
+nid=$(printf '%s' "$OUT" | idof)
+[ -n "$nid" ] || printf "# recover: %s\n" "$OUT" >&2
+nn=${nid%%:*}
+run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f" "argv[]=/data/g"
+is "$(printf '%s' "$OUT" | sed -n 's/.*"stdout":"\([^"]*\)".*/\1/p')" \
+	'line-0\nline-1\nline-2\nline-3\nline-4\nline-6\nline-7\nline-8\nafter' \
+	"the new sandbox's files: each step's line once, from the image or run again"
+rep=0
+for k in 0 1 2 3 4 6 7 8; do step_out=$(at "$nn" exec "id=$nid" "argv[]=sh" "argv[]=-c" \
+	"argv[]=echo line-$k >> /data/f" "step#=$k")
+	printf '%s' "$step_out" | grep -q "\"exit_code\":0.*\"replayed\":$k" && rep=$((rep + 1))
+done
+run at "$nn" snapshot "id=$nid" tag=rs-snap:1 "step#=5"
+like "$OUT" "\"image\":\"$snap\".*\"replayed\":5" "the snapshot step sent again: the logged reply"
+is "$rep" 8 "the trainer sends steps 0-8 again to the new id: each is answered from the log"
+run at "$nn" exec "id=$nid" "argv[]=wc" "argv[]=-l" "argv[]=/data/f" "step#=10"
+like "$OUT" '"stdout":"8 /data/f\\n"' "... nothing ran twice, and its next step runs"
+run at "$nn" info
+like "$OUT" '"imported":[1-9]' "info counts the imported steps"
+
+# logged_reply is node to node: a client's is refused, and runs nothing.
+run at "$nn" exec "id=$nid" "argv[]=sh" "argv[]=-c" "argv[]=echo forged >> /data/f" "step#=11" \
+	"logged_reply=x"
+like "$OUT" '"code":"invalid".*node to node' "a client's logged_reply: invalid"
+run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f"
+ok $(printf '%s' "$OUT" | grep -q forged; [ $? = 1 ]; echo $?) "... and its command did not run"
+
+# A snapshot whose image cannot be found: from the create and every step.
+# Made on a live node X other than nn, recovered on the last one, Y, which
+# keeps a copy of nid's log too (nid's entries went to X and Y).
+others=$(echo $live | tr ' ' '\n' | grep -v "^$nn$")
+Y=$(holder "$nid" $others)
+X=$(echo $others | tr ' ' '\n' | grep -v "^$Y$")
+id2=$(at "$X" create image=rs:1 trajectory?=true "fwd=$X" | idof)
+at "$X" exec "id=$id2" "argv[]=sh" "argv[]=-c" "argv[]=echo one >> /data/h" "step#=0" >/dev/null
+run at "$X" snapshot "id=$id2" tag=rs-gone:1 "step#=1"
+snap2=$(printf '%s' "$OUT" | sed -n 's/.*"image":"sha256:\([0-9a-f]*\)".*/\1/p')
+at "$X" exec "id=$id2" "argv[]=sh" "argv[]=-c" "argv[]=echo two >> /data/h" "step#=2" >/dev/null
+# The image's manifest gone from the origin (and never in a peer's cache).
+find "$T/origin" -name "*$snap2*" -exec rm -rf {} + 2>/dev/null
+kill -KILL "$(eval echo \$NODE_PID_$X)"
+dead_seen "$X" "$Y" "$nn"
+run at "$Y" recover "id=$id2"
+like "$OUT" '"replayed":2,"skipped":\[\{"seq":2,"op":"snapshot"\}\],"differs":\[\],"snapshot":null,"restored":0,"imported":0,"snapshot_missed":' \
+	"a snapshot image that cannot be found: made from the create, every step sent again, why said"
+nid2=$(printf '%s' "$OUT" | idof)
+run at "${nid2%%:*}" exec "id=$nid2" "argv[]=cat" "argv[]=/data/h"
+like "$OUT" '"stdout":"one\\ntwo\\n"' "... and its file is whole"
+
+# The recovered sandbox's node dies too: Y, which keeps a copy of its log,
+# makes it again of its image (the snapshot), its first six steps logged,
+# not run.
+stdout_of() { printf '%s' "$1" | sed -n 's/.*"stdout":"\([^"]*\)".*/\1/p'; }
+run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f"
+before=$(stdout_of "$OUT")
+kill -KILL "$(eval echo \$NODE_PID_$nn)"
+dead_seen "$nn" "$Y"
+run at "$Y" recover "id=$nid"
+like "$OUT" '"replayed":8,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
+	"recovered again: of the snapshot (its step logged again), steps 0-5 logged again, the rest run again"
+nid3=$(printf '%s' "$OUT" | idof)
+run at "$Y" exec "id=$nid3" "argv[]=cat" "argv[]=/data/f"
+is "$(stdout_of "$OUT")" "$before" "... its file as it was, each line once"
+rep=0
+for k in 0 1 2 3 4 6 7 8; do
+	at "$Y" exec "id=$nid3" "argv[]=sh" "argv[]=-c" "argv[]=echo line-$k >> /data/f" "step#=$k" |
+		grep -q "\"exit_code\":0.*\"replayed\":$k" && rep=$((rep + 1))
+done
+is "$rep" 8 "... and steps 0-8 sent again are answered from its log"
