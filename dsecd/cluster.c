@@ -74,9 +74,10 @@ static void cq_cb(struct ev_loop *loop, ev_io *w, int revents)
 			void *copy = xmalloc(c.reply_len ? c.reply_len : 1);
 			memcpy(copy, c.reply, c.reply_len);
 			/* Its code, for a batch that needs to know (all or
-			 * nothing); nothing else looks (metrics count it at the
+			 * nothing) and the daemon's own requests (rlcoord's
+			 * chains); nothing else looks (metrics count it at the
 			 * owner), so other replies are not parsed here. */
-			if (r->parent && !r->placing &&
+			if ((r->parent || r->on_reply) && !r->placing &&
 			    dsec_reply_check(r->fwd->c, c.reply, c.reply_len, &err) < 0)
 				r->reply_code = err.code ? err.code : DSEC_E_INTERNAL;
 			dsecd_req_release_frame(r, copy, c.reply_len);

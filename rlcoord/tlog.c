@@ -494,6 +494,8 @@ static void step_err(struct dsecd_req *r, enum dsec_code code, const char *fmt, 
 	reply_err(r, &err);
 }
 
+static bool ran(enum dsec_code c);
+
 bool rlc_step(struct dsecd_req *r)
 {
 	const msgpack_object *s = dsec_map_get(r->msg.root, "step");
@@ -576,6 +578,11 @@ bool rlc_step(struct dsecd_req *r)
 		   (!r->on_reply && !dsec_has(r->msg.root, "fwd")))) {
 		step_err(r, DSEC_E_INVALID, "field 'logged_reply' is node to node: bytes of a reply, "
 			 "sent by a node's recover");
+		return true;
+	}
+	if (lr && !ran(reply_code_of(lr->via.bin.ptr, lr->via.bin.size))) {
+		step_err(r, DSEC_E_INVALID, "field 'logged_reply' is no reply a log keeps (one "
+			 "that says its op ran)");
 		return true;
 	}
 	r->rl_log = L;

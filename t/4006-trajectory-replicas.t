@@ -61,7 +61,8 @@ at "$owner" pause "id=$id2" >/dev/null
 at "$owner" resume "id=$id2" >/dev/null
 at "$owner" file_read "id=$id2" path=/w "step#=1" >/dev/null
 at "$owner" exec "id=$id2" "argv[]=clock" "step#=2" >/dev/null
-kill -KILL "$(eval echo \$NODE_PID_$owner)"
+opid=$(eval echo "\$NODE_PID_$owner")
+kill -KILL "$opid"; wait "$opid" 2>/dev/null
 peers=$(echo a b c | tr ' ' '\n' | grep -v "^$owner$")
 for n in $peers; do
 	run at "$n" trajectory "id=$id" "replica?=true"

@@ -16,7 +16,7 @@
 WHY=$(container_images_missing)
 [ -z "$WHY" ] || skip_all "$WHY"
 [ -x "$TOP/dsecd/dsecd" ] || skip_all "needs dsecd/dsecd (make)"
-plan 18
+plan 19
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -35,6 +35,13 @@ cnode a "$P" 1000000000
 cnode b $((P + 1)) 1200000000
 cnode c $((P + 2)) 1400000000
 cnode d $((P + 3)) 1600000000
+# kill9 NAME: a crash of node NAME (reaped quietly).
+kill9() {
+	local pid
+	pid=$(eval echo "\$NODE_PID_$1")
+	kill -KILL "$pid"
+	wait "$pid" 2>/dev/null
+}
 alive() { echo "\"name\":\"$1\",[^}]*\"state\":\"alive\""; }
 all_alive() {
 	local n m
@@ -61,7 +68,7 @@ at "$owner" file_write "id=$id" path=/data/g data=after "step#=9" | grep -q '"ok
 	okc=$((okc + 1))
 is "$okc" 9 "steps 6-8 appended and a file written at step 9"
 
-kill -KILL "$(eval echo \$NODE_PID_$owner)"
+kill9 $owner
 # dead_seen DEAD NODES...: until each of NODES sees DEAD dead.
 dead_seen() {
 	local dead=$1 n
@@ -109,8 +116,11 @@ like "$OUT" '"imported":[1-9]' "info counts the imported steps"
 run at "$nn" exec "id=$nid" "argv[]=sh" "argv[]=-c" "argv[]=echo forged >> /data/f" "step#=11" \
 	"logged_reply=x"
 like "$OUT" '"code":"invalid".*node to node' "a client's logged_reply: invalid"
+run at "$nn" exec "id=$nid" "argv[]=sh" "argv[]=-c" "argv[]=echo forged >> /data/f" "step#=11" \
+	"fwd=$nn" "logged_reply~=64"
+like "$OUT" '"code":"invalid".*no reply a log keeps' "... and bytes that are no logged reply, even forwarded: invalid"
 run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f"
-ok $(printf '%s' "$OUT" | grep -q forged; [ $? = 1 ]; echo $?) "... and its command did not run"
+ok $(printf '%s' "$OUT" | grep -q forged; [ $? = 1 ]; echo $?) "... and their commands did not run"
 
 # A snapshot whose image cannot be found: from the create and every step.
 # Made on a live node X other than nn, recovered on the last one, Y, which
@@ -125,7 +135,7 @@ snap2=$(printf '%s' "$OUT" | sed -n 's/.*"image":"sha256:\([0-9a-f]*\)".*/\1/p')
 at "$X" exec "id=$id2" "argv[]=sh" "argv[]=-c" "argv[]=echo two >> /data/h" "step#=2" >/dev/null
 # The image's manifest gone from the origin (and never in a peer's cache).
 find "$T/origin" -name "*$snap2*" -exec rm -rf {} + 2>/dev/null
-kill -KILL "$(eval echo \$NODE_PID_$X)"
+kill9 $X
 dead_seen "$X" "$Y" "$nn"
 run at "$Y" recover "id=$id2"
 like "$OUT" '"replayed":2,"skipped":\[\{"seq":2,"op":"snapshot"\}\],"differs":\[\],"snapshot":null,"restored":0,"imported":0,"snapshot_missed":' \
@@ -140,7 +150,7 @@ like "$OUT" '"stdout":"one\\ntwo\\n"' "... and its file is whole"
 stdout_of() { printf '%s' "$1" | sed -n 's/.*"stdout":"\([^"]*\)".*/\1/p'; }
 run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f"
 before=$(stdout_of "$OUT")
-kill -KILL "$(eval echo \$NODE_PID_$nn)"
+kill9 $nn
 dead_seen "$nn" "$Y"
 run at "$Y" recover "id=$nid"
 like "$OUT" '"replayed":8,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
