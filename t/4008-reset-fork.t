@@ -8,7 +8,7 @@
 need_container
 need_cmd dsecctl
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 12
+plan 14
 
 mk_small_root "$T/base" sh cat ls
 export DSEC_FS3_STORE="$T/state/fs3"
@@ -44,6 +44,16 @@ async def main():
         res["independent"] = (await ls(c.sandbox(f["ids"][1]))).stdout.split()
         res["log"] = " ".join(e["op"] for e in await sb.trajectory()
                               if e["op"] in ("reset", "fork"))
+        # A prepared sandbox, paused: its forks run, with its files; it
+        # stays paused.
+        await sb.pause()
+        pf = await c.call("fork", {"id": sb.id, "n": 2}, wait=120)
+        outs = await asyncio.gather(*(c.sandbox(i).exec(["ls", "/data"]) for i in pf["ids"]))
+        res["paused_forks"] = "/".join(sorted(set(o.stdout.strip().replace("\n", " ")
+                                                  for o in outs)))
+        res["still_paused"] = (await sb.info())["state"]
+        await c.destroy_many(pf["ids"])
+        await sb.resume()
         for name, req in (("n0", {"id": sb.id, "n": 0}), ("n_big", {"id": sb.id, "n": 100000})):
             try:
                 await c.call("fork", req)
@@ -74,6 +84,8 @@ is "$(get forks)" 4 "fork of 4: four new sandboxes"
 is "$(get fork_files)" c "... each with the files as they were"
 is "$(get independent)" "c" "... and each its own"
 is "$(get log)" "reset reset reset fork" "resets and the fork are in the trajectory"
+is "$(get paused_forks)" c "a paused sandbox forks: each fork runs, with its files"
+is "$(get still_paused)" paused "... and it stays paused"
 is "$(get n0) $(get n_big)" "invalid invalid" "fork of 0 or of too many: invalid"
 is "$(get fncall_fork)" unsupported "fork of a sandbox that cannot be snapshotted: unsupported"
 is "$(get bad_image) $(get still)" "not_found c" "reset to an image that does not exist fails and leaves the sandbox as it was"
