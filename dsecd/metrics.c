@@ -25,6 +25,7 @@
 #include "fs3.h"
 #include "log.h"
 #include "ops.h"
+#include "rlc.h"
 #include "server.h"
 
 /* Scrapes waiting for the loop, at most; beyond, 503 at once. */
@@ -174,6 +175,63 @@ static void count_sb(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 }
 
 /* The whole page, from the loop's state. */
+/* rlcoord's families: what an operator alerts on (log writes that failed,
+ * entries not on two peers) and what rollouts did (steps answered from the
+ * log, leases that lapsed). */
+static void write_rl(struct dsecd *d, struct dsec_buf *b)
+{
+	struct rlc_stats st;
+
+	if (!rlc_get_stats(d, &st))
+		return;
+	head(b, "dsec_trajectory_entries_total", "counter",
+	     "Trajectory log entries by result: written (durable before their reply), failed "
+	     "(the disk refused them; their sandboxes take no more steps).");
+	sample(b, "dsec_trajectory_entries_total", "result", "written", "", st.written);
+	sample(b, "dsec_trajectory_entries_total", "result", "failed", "", st.failed);
+	head(b, "dsec_trajectory_bytes_total", "counter", "Bytes of trajectory entries written.");
+	dsec_buf_addf(b, "dsec_trajectory_bytes_total %llu\n", (unsigned long long)st.bytes);
+	head(b, "dsec_trajectory_syncs_total", "counter",
+	     "Group commits of the trajectory journal (one fdatasync each).");
+	dsec_buf_addf(b, "dsec_trajectory_syncs_total %llu\n", (unsigned long long)st.syncs);
+	head(b, "dsec_trajectory_sync_seconds_total", "counter",
+	     "Seconds the trajectory journal's group commits took, summed.");
+	dsec_buf_addf(b, "dsec_trajectory_sync_seconds_total %.6f\n", st.sync_seconds);
+	head(b, "dsec_trajectory_steps_total", "counter",
+	     "Steps that ran nothing, by answer: replayed (from the log), joined (the same "
+	     "step running), diverged (another request at a logged step), imported (logged by "
+	     "a recover from a snapshot).");
+	sample(b, "dsec_trajectory_steps_total", "answer", "replayed", "", st.replayed);
+	sample(b, "dsec_trajectory_steps_total", "answer", "joined", "", st.joined);
+	sample(b, "dsec_trajectory_steps_total", "answer", "diverged", "", st.diverged);
+	sample(b, "dsec_trajectory_steps_total", "answer", "imported", "", st.imported);
+	if (st.peers) {
+		head(b, "dsec_trajectory_replication_total", "counter",
+		     "Entries by copies before their reply: replicated (on two peers), "
+		     "under_replicated (fewer: a peer missing or failing).");
+		sample(b, "dsec_trajectory_replication_total", "result", "replicated", "",
+		       st.replicated);
+		sample(b, "dsec_trajectory_replication_total", "result", "under_replicated", "",
+		       st.under_replicated);
+	}
+	head(b, "dsec_trajectory_replica_entries_total", "counter",
+	     "Entries of other nodes' logs kept here.");
+	dsec_buf_addf(b, "dsec_trajectory_replica_entries_total %llu\n",
+		      (unsigned long long)st.replica_entries);
+	head(b, "dsec_leases_open", "gauge", "Sessions (leases) open on the node.");
+	dsec_buf_addf(b, "dsec_leases_open %llu\n", (unsigned long long)st.leases_open);
+	head(b, "dsec_lease_events_total", "counter",
+	     "Leases by event: lapsed (no heartbeat: their sandboxes paused), expired (the "
+	     "grace ended: destroyed).");
+	sample(b, "dsec_lease_events_total", "event", "lapsed", "", st.leases_lapsed);
+	sample(b, "dsec_lease_events_total", "event", "expired", "", st.leases_expired);
+	head(b, "dsec_tokens_held", "gauge", "Client tokens of sandboxes made or being made.");
+	dsec_buf_addf(b, "dsec_tokens_held %llu\n", (unsigned long long)st.tokens_held);
+	head(b, "dsec_token_reuses_total", "counter",
+	     "Creates answered by their token (a retry: no second sandbox).");
+	dsec_buf_addf(b, "dsec_token_reuses_total %llu\n", (unsigned long long)st.tokens_reused);
+}
+
 static void write_page(struct dsecd *d, struct dsec_buf *b)
 {
 	static const char *const states[] = { "creating", "running", "paused", "destroying",
@@ -293,6 +351,7 @@ static void write_page(struct dsecd *d, struct dsec_buf *b)
 	sample(b, "dsec_placements_total", "result", "away", "", d->placed_away);
 	sample(b, "dsec_placements_total", "result", "again", "", d->placed_again);
 	sample(b, "dsec_placements_total", "result", "no_room", "", d->placed_none);
+	write_rl(d, b);
 }
 
 /* Loop: answer every queued scrape with one page. */

@@ -51,6 +51,18 @@ bool rlc_step(struct dsecd_req *r);
  * node's (the log's directory, its durability, what it wrote). */
 void rlc_pack_sb(struct dsecd *d, const struct dsecd_sb *sb, struct dsec_pk *p);
 void rlc_pack_node(struct dsecd *d, struct dsec_pk *p);
+/* The node's counters for its metrics (metrics.c), on the loop: false
+ * when the node keeps no trajectory (rlc_open failed or was not run). */
+struct rlc_stats {
+	uint64_t written, failed, bytes, batches, syncs;
+	double sync_seconds;		/* the journal's syncs, summed */
+	uint64_t replayed, joined, diverged, imported;	/* steps that ran nothing */
+	uint64_t replicated, under_replicated, replica_entries;
+	bool peers;			/* entries go to peers too (gossip) */
+	uint64_t leases_open, leases_lapsed, leases_expired;
+	uint64_t tokens_held, tokens_reused;
+};
+bool rlc_get_stats(struct dsecd *d, struct rlc_stats *out);
 
 /* The request hash the log keeps: SHA-256 over the op and the request's
  * fields but v, id, fwd and step, in key order, each value as msgpack-c

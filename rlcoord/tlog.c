@@ -1222,6 +1222,35 @@ void rlc_pack_node(struct dsecd *d, struct dsec_pk *p)
 	dsec_pk_end(p);
 }
 
+bool rlc_get_stats(struct dsecd *d, struct rlc_stats *out)
+{
+	const struct rlc *rl = d->rlc;
+
+	memset(out, 0, sizeof(*out));
+	if (!rl)
+		return false;
+	out->written = rl->written;
+	out->failed = rl->failed;
+	out->bytes = rl->wbytes;
+	out->batches = rl->batches;
+	out->syncs = __atomic_load_n(&rl->syncs, __ATOMIC_RELAXED);
+	out->sync_seconds = (double)rl->sync_ns / 1e9;
+	out->replayed = rl->replayed;
+	out->joined = rl->joined;
+	out->diverged = rl->diverged;
+	out->imported = rl->imported;
+	out->peers = rl->cq != NULL;
+	out->replicated = rl->replicated;
+	out->under_replicated = rl->under_replicated;
+	out->replica_entries = rl->replica_entries;
+	out->leases_open = rl->nleases;
+	out->leases_lapsed = rl->leases_lapsed;
+	out->leases_expired = rl->leases_expired;
+	out->tokens_held = rl->ntokens;
+	out->tokens_reused = rl->tokens_reused;
+	return true;
+}
+
 int rlc_open(struct dsecd *d, struct dsec_err *err)
 {
 	struct rlc *rl;

@@ -10,7 +10,7 @@ for c in prometheus promtool; do need_cmd "$c"; done
 [ -x /usr/bin/python3 ] || skip_all "needs /usr/bin/python3"
 [ -e "$TOP/t/test.so" ] || skip_all "needs t/test.so (make tests)"
 
-plan 17
+plan 23
 
 MPORT=$(( 20000 + $$ % 20000 ))
 PPORT=$(( MPORT + 1 ))
@@ -82,6 +82,24 @@ is "$(until_is 'dsec_requests_total%7Bop%3D%22create%22%2Ccode%3D%22ok%22%7D' 3)
 is "$(until_is 'dsec_creates_total%7Bresult%3D%22ok%22%7D' 3)" 3 "dsec_creates_total agrees"
 v=$(until_is 'histogram_quantile(0.5%2Csum%20by(le)(rate(dsec_request_duration_seconds_bucket%7Bop%3D%22create%22%7D%5B1m%5D)))' number)
 like "$v" '^[0-9.e-]+$' "a quantile of create latency comes out of the histogram ($v s)"
+
+# rlcoord: a sandbox with a trajectory takes a step, the trainer sends it
+# again (answered from the log), and a lease is open.
+tid=$(req create trajectory?=true | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+req exec id="$tid" 'argv[]=true' 'step#=0' >/dev/null
+req exec id="$tid" 'argv[]=true' 'step#=0' >/dev/null
+req lease_open timeout%=30 >/dev/null
+fetch "http://127.0.0.1:$MPORT/metrics" > "$T/page2"
+run promtool check metrics < "$T/page2"
+is "$RC:$OUT" "0:" "with rlcoord's families the page passes promtool check metrics"
+like "$(cat "$T/page2")" $'\ndsec_trajectory_entries_total\\{result="written"\\} 2\n' \
+	"... the log's entries written (the create and the step)"
+like "$(cat "$T/page2")" $'\ndsec_trajectory_steps_total\\{answer="replayed"\\} 1\n' \
+	"... the step sent again, answered from the log"
+like "$(cat "$T/page2")" $'\ndsec_trajectory_syncs_total [1-9]' "... the journal's group commits"
+like "$(cat "$T/page2")" $'\ndsec_leases_open 1\n' "... and the open lease"
+is "$(until_is 'dsec_trajectory_steps_total%7Banswer%3D%22replayed%22%7D' 1)" 1 \
+	"Prometheus sees the step answered from the log"
 
 # A bad or taken address stops the daemon at start.
 run "$TOP/dsecd/dsecd" --foreground --state-dir "$T/s2" --listen "ipc://$T/s2.sock" \
