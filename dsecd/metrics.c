@@ -120,6 +120,14 @@ static void head(struct dsec_buf *b, const char *name, const char *type, const c
 	dsec_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A family of one series without labels. */
+static void single(struct dsec_buf *b, const char *name, const char *type, const char *help,
+		   uint64_t v)
+{
+	head(b, name, type, help);
+	dsec_buf_addf(b, "%s %llu\n", name, (unsigned long long)v);
+}
+
 /* A histogram's series, cumulative as Prometheus wants them: name_bucket
  * for each bound and +Inf, _sum, _count; its labels k1="v1" (v1 escaped)
  * and, when k2 is not NULL, k2="v2". */
@@ -189,11 +197,10 @@ static void write_rl(struct dsecd *d, struct dsec_buf *b)
 	     "(the disk refused them; their sandboxes take no more steps).");
 	sample(b, "dsec_trajectory_entries_total", "result", "written", "", st.written);
 	sample(b, "dsec_trajectory_entries_total", "result", "failed", "", st.failed);
-	head(b, "dsec_trajectory_bytes_total", "counter", "Bytes of trajectory entries written.");
-	dsec_buf_addf(b, "dsec_trajectory_bytes_total %llu\n", (unsigned long long)st.bytes);
-	head(b, "dsec_trajectory_syncs_total", "counter",
-	     "Group commits of the trajectory journal (one fdatasync each).");
-	dsec_buf_addf(b, "dsec_trajectory_syncs_total %llu\n", (unsigned long long)st.syncs);
+	single(b, "dsec_trajectory_bytes_total", "counter", "Bytes of trajectory entries written.",
+	       st.bytes);
+	single(b, "dsec_trajectory_syncs_total", "counter",
+	       "Group commits of the trajectory journal (one fdatasync each).", st.syncs);
 	head(b, "dsec_trajectory_sync_seconds_total", "counter",
 	     "Seconds the trajectory journal's group commits took, summed.");
 	dsec_buf_addf(b, "dsec_trajectory_sync_seconds_total %.6f\n", st.sync_seconds);
@@ -214,22 +221,19 @@ static void write_rl(struct dsecd *d, struct dsec_buf *b)
 		sample(b, "dsec_trajectory_replication_total", "result", "under_replicated", "",
 		       st.under_replicated);
 	}
-	head(b, "dsec_trajectory_replica_entries_total", "counter",
-	     "Entries of other nodes' logs kept here.");
-	dsec_buf_addf(b, "dsec_trajectory_replica_entries_total %llu\n",
-		      (unsigned long long)st.replica_entries);
-	head(b, "dsec_leases_open", "gauge", "Sessions (leases) open on the node.");
-	dsec_buf_addf(b, "dsec_leases_open %llu\n", (unsigned long long)st.leases_open);
+	single(b, "dsec_trajectory_replica_entries_total", "counter",
+	       "Entries of other nodes' logs kept here.", st.replica_entries);
+	single(b, "dsec_leases_open", "gauge", "Sessions (leases) open on the node.",
+	       st.leases_open);
 	head(b, "dsec_lease_events_total", "counter",
 	     "Leases by event: lapsed (no heartbeat: their sandboxes paused), expired (the "
 	     "grace ended: destroyed).");
 	sample(b, "dsec_lease_events_total", "event", "lapsed", "", st.leases_lapsed);
 	sample(b, "dsec_lease_events_total", "event", "expired", "", st.leases_expired);
-	head(b, "dsec_tokens_held", "gauge", "Client tokens of sandboxes made or being made.");
-	dsec_buf_addf(b, "dsec_tokens_held %llu\n", (unsigned long long)st.tokens_held);
-	head(b, "dsec_token_reuses_total", "counter",
-	     "Creates answered by their token (a retry: no second sandbox).");
-	dsec_buf_addf(b, "dsec_token_reuses_total %llu\n", (unsigned long long)st.tokens_reused);
+	single(b, "dsec_tokens_held", "gauge", "Client tokens of sandboxes made or being made.",
+	       st.tokens_held);
+	single(b, "dsec_token_reuses_total", "counter",
+	       "Creates answered by their token (a retry: no second sandbox).", st.tokens_reused);
 }
 
 static void write_page(struct dsecd *d, struct dsec_buf *b)
