@@ -5,13 +5,14 @@
 # ptrace, sethostname, through python3's ctypes; unshare -U in the sh
 # runtime) gets the errnos it always got, its result says N and its
 # sandbox's usage grows by exactly N; a quiet command and a new sandbox
-# read 0; another sandbox's count is its own; a flood of 100000 refused
+# read 0; another sandbox's count is its own; a command killed at its
+# timeout and a one-shot call count too; a flood of 100000 refused
 # calls is counted, every one, while dsecd answers pings within a second.
 . "$(dirname "$0")/lib.sh"
 
 need_fncall
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 11
+plan 13
 
 start_dsecd --set backends=fncall || bail "dsecd did not start"
 
@@ -58,6 +59,12 @@ async def main():
         res["other"] = await denied(other)
         r = await other.exec(["python3", "-c", PROBE, "1"])
         res["other_cmd"] = f"{r.seccomp_denied} {await denied(other)} {await denied(sb)}"
+        # Killed at its timeout after its refused calls: its report is the reap's.
+        r = await other.exec(["python3", "-c", PROBE + "\nimport time; time.sleep(60)", "1"],
+                             timeout=5)
+        res["timeout"] = f"{r.timed_out} {r.seccomp_denied} {await denied(other)}"
+        r = await c.run(["python3", "-c", PROBE, "3"], backend="fncall", runtime="python3")
+        res["oneshot"] = f"{r.stdout.strip()} {r.seccomp_denied}"
         sh = await c.create(backend="fncall", runtime="sh")
         r = await sh.exec("unshare -U true; echo $?")
         res["sh"] = f"{r.stdout.strip()} {r.seccomp_denied} {await denied(sh)}"
@@ -86,7 +93,7 @@ is "$(get errnos)" "1 20" "20 refused calls (unshare, keyctl, ptrace, sethostnam
 if [ "$(get fresh)" = null ] || [ -z "$(get fresh)" ]; then
 	# The kernel has no USER_NOTIF (before Linux 5.0): nothing counts.
 	dsecd_log | grep "not counted" | sed "s/^/# /" >&2
-	for _ in $(seq 9); do skip "the zygote does not count refused calls here (see dsecd.log)"; done
+	for _ in $(seq 11); do skip "the zygote does not count refused calls here (see dsecd.log)"; done
 else
 	is "$(get fresh)" 0 "a new sandbox reads 0"
 	is "$(get quiet)" "0 0 0" "a quiet command reads 0, and so does its sandbox"
@@ -94,6 +101,8 @@ else
 	is "$(get again)" "8 28" "another command adds its own"
 	is "$(get other)" 0 "another sandbox reads 0"
 	is "$(get other_cmd)" "4 4 28" "... and counts its own, not the first one's"
+	is "$(get timeout)" "True 4 8" "a command killed at its timeout still reports its refused calls"
+	is "$(get oneshot)" "1 12 12" "a one-shot call's result counts its own"
 	is "$(get sh)" "1 1 1" "the sh runtime: unshare -U fails as before, counted"
 	is "$(get flood)" "0 0 100000 100028" "a flood of 100000 refused calls: each EPERM, each counted"
 	is "$(get ping_ok)" true "dsecd answers pings within a second meanwhile"
