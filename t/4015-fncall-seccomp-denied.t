@@ -12,7 +12,7 @@
 
 need_fncall
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 13
+plan 16
 
 start_dsecd --set backends=fncall || bail "dsecd did not start"
 
@@ -108,3 +108,72 @@ else
 	is "$(get ping_ok)" true "dsecd answers pings within a second meanwhile"
 fi
 ok $(kill -0 "$DSECD_PID"; echo $?) "dsecd is still up"
+
+# Where the zygote cannot load the counting filter (here: dsecd runs under a
+# filter that already has a listener, so the kernel says EBUSY, as an older
+# one without USER_NOTIF would refuse it) it loads the plain one: calls fail
+# as before, results say 0, usage has no count, and the log says why.
+stop_dsecd
+cat > "$T/listen.py" <<'PY'
+import ctypes, os, signal, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+ins = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0x7fff0000))  # ALLOW
+prog = Prog(1, ctypes.addressof(ins))
+# seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog)
+fd = libc.syscall(ctypes.c_long(317), ctypes.c_long(1), ctypes.c_long(8), ctypes.byref(prog))
+if fd < 0:
+    sys.exit(77)
+# The listener lives as long as dsecd (a child of ours that dies with it).
+if os.fork() == 0:
+    libc.prctl(1, signal.SIGKILL)	# PR_SET_PDEATHSIG
+    signal.pause()
+    os._exit(0)
+os.execv(sys.argv[1], sys.argv[1:])
+PY
+mkdir -p "$T/s2"
+/usr/bin/python3 "$T/listen.py" "$TOP/dsecd/dsecd" --foreground --state-dir "$T/s2" \
+	--listen "ipc://$T/s2.sock" --backend-dir "$TOP/backends" --helper-dir "$TOP/build/libexec" \
+	--set backends=fncall 2>"$T/s2.log" &
+DSECD_PID=$!
+for _ in $(seq 300); do
+	helper-req -q "ipc://$T/s2.sock" ping >/dev/null 2>&1 && break
+	kill -0 "$DSECD_PID" 2>/dev/null || break
+	sleep 0.1
+done
+if ! helper-req -q "ipc://$T/s2.sock" ping >/dev/null 2>&1; then
+	wait "$DSECD_PID"
+	[ $? = 77 ] || { sed 's/^/# /' "$T/s2.log" >&2; bail "dsecd under a listener did not start"; }
+	DSECD_PID=
+	for _ in 1 2 3; do skip "the kernel makes no seccomp listener here"; done
+else
+	run timeout 120 helper-py - "ipc://$T/s2.sock" <<'PY'
+import asyncio, json, sys, dsec
+PROBE = r"""
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+L = ctypes.c_long
+out = []
+for c in [(272, 0x10000000), (250, 0), (101, 0x4206, 1), (170, 0, 0)]:
+    ctypes.set_errno(0)
+    r = libc.syscall(*[L(a) for a in c])
+    out.append(ctypes.get_errno() if r < 0 else 0)
+print(" ".join(map(str, out)))
+"""
+async def main():
+    async with dsec.AsyncClient(sys.argv[1]) as c:
+        sb = await c.create(backend="fncall", runtime="python3")
+        r = await sb.exec(["python3", "-c", PROBE])
+        u = (await sb.usage())["misbehaviour"].get("seccomp_denied")
+        print(json.dumps({"plain": f"{r.stdout.strip()} {r.seccomp_denied} {u}"}, separators=(",", ":")))
+        await sb.destroy()
+asyncio.run(main())
+PY
+	[ "$RC" = 0 ] || printf '%s\n' "$OUT" | sed 's/^/# /' >&2
+	is "$(get plain)" "1 1 1 1 0 None" \
+		"without the counting filter: the same errnos, a result of 0, no count in usage"
+	diag "$(grep -m1 "not counted" "$T/s2.log")"
+	ok $(grep -q "refused calls are not counted" "$T/s2.log"; echo $?) "... and the log says so"
+	ok $(kill -0 "$DSECD_PID"; echo $?) "that dsecd is up too"
+fi

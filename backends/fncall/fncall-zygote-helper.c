@@ -443,8 +443,9 @@ static void build_seccomp(void)
  * the zygote's /proc, names the unit.  Cgroups would not do (there may be
  * none), nor would walking up the parents (a read per level, and a tid
  * that dies meanwhile).  Each slot has a count that only grows; a unit's
- * call reports how much it grew while the call had the unit (sc_job), the
- * backend adds those up per sandbox.  What no placed unit made (the python
+ * call reports how much it grew while the call had the unit (report, from
+ * the count when the job was dispatched), the backend adds those up per
+ * sandbox.  What no placed unit made (the python
  * template, a unit warming up) is refused as ever and counted in sc.lost.
  *
  * A kernel without USER_NOTIF (before 5.0) or without a /proc of our pid
@@ -525,7 +526,7 @@ static void load_seccomp(void)
 	sigset_t all, old;
 	char self[32];
 	ssize_t n;
-	int fd;
+	int fd, rc;
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("cannot set no_new_privs: %s", strerror(errno));
@@ -542,12 +543,13 @@ static void load_seccomp(void)
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		pthread_attr_init(&a);
 		pthread_attr_setstacksize(&a, 64 << 10);
-		if (pthread_create(&t, &a, sc_watch, NULL) != 0) {
-			warnx_("cannot start the seccomp watcher: refused calls are not counted");
+		if ((rc = pthread_create(&t, &a, sc_watch, NULL)) != 0) {
+			warnx_("cannot start the seccomp watcher, refused calls are not "
+			       "counted: %s", strerror(rc));
 		} else {
 			if ((fd = be_scnotify_listen(&sc.prog)) < 0)
-				warnx_("cannot load the counting seccomp filter (%s): refused "
-				       "calls are not counted", strerror(-fd));
+				warnx_("cannot load the counting seccomp filter, refused calls "
+				       "are not counted: %s", strerror(-fd));
 			sc.listener = fd < 0 ? -1 : fd;
 			sem_post(&sc.go);	/* without a listener the watcher ends */
 		}
@@ -556,7 +558,8 @@ static void load_seccomp(void)
 		if (sc.listener >= 0)
 			return;
 	} else {
-		warnx_("no /proc of the zygote's pid namespace: refused calls are not counted");
+		warnx_("cannot open /proc of the zygote's pid namespace, refused calls are not "
+		       "counted: %s", sc.procfd < 0 ? "no /proc" : "another pid namespace's");
 	}
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &seccomp_prog, 0, 0) < 0)
 		die("cannot load the seccomp filter: %s", strerror(errno));
@@ -781,7 +784,9 @@ static void report(struct unit *u, uint64_t id, int status, int errnum, const ch
 	if (oom)
 		dsec_pk_kv_bool(&p, "oom", true);
 	/* The calls refused while the job had the unit: once its processes
-	 * are gone, every refusal they saw is in the count. */
+	 * are gone, every refusal they saw is in the count (a thread killed
+	 * while the watcher had its call is in it too, for the moment before
+	 * the watcher's answer finds it gone: at most one per thread). */
 	if (sc.listener >= 0)
 		dsec_pk_kv_u64(&p, "sc", u ? sc_slot_count(u->slot) - u->sc0 : 0);
 	dsec_pk_kv_str(&p, "t", "done");
