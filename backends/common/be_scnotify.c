@@ -158,7 +158,7 @@ int be_scnotify_answer(int listener, const struct sock_fprog *prog,
 {
 	struct seccomp_notif req;
 	struct seccomp_notif_resp resp;
-	uint64_t n;
+	uint64_t n, *cnt = count;
 	uint32_t ret;
 	bool refuse;
 
@@ -177,7 +177,9 @@ int be_scnotify_answer(int listener, const struct sock_fprog *prog,
 										: 4095);
 		else
 			resp.error = -EPERM;	/* not one it refuses: never let through */
-		n = __atomic_add_fetch(count, 1, __ATOMIC_SEQ_CST);
+		if (ops && ops->count_of && !(cnt = ops->count_of((pid_t)req.pid, ops->arg)))
+			cnt = count;
+		n = __atomic_add_fetch(cnt, 1, __ATOMIC_SEQ_CST);
 		if (ops && ops->counted)
 			ops->counted(n, ops->arg);
 	} else {
@@ -187,7 +189,7 @@ int be_scnotify_answer(int listener, const struct sock_fprog *prog,
 		int e = errno;
 
 		if (refuse)
-			__atomic_sub_fetch(count, 1, __ATOMIC_SEQ_CST);
+			__atomic_sub_fetch(cnt, 1, __ATOMIC_SEQ_CST);
 		return e == ENOENT ? 0 : -e;
 	}
 	return refuse ? 1 : 0;

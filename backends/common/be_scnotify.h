@@ -48,14 +48,17 @@ struct be_scnotify_ops {
 	bool (*pass)(pid_t tid, void *arg);
 	/* The count is n now, the caller not yet woken. */
 	void (*counted)(uint64_t n, void *arg);
+	/* Where the refused call of tid is counted instead of *count (NULL:
+	 * there): a supervisor of many sandboxes counts each apart. */
+	uint64_t *(*count_of)(pid_t tid, void *arg);
 	void *arg;			/* theirs */
 };
 
 /* Takes the next call from listener and answers it: the call goes on when
  * ops->pass says so, else it fails with the errno prog returns for it
- * (EPERM if prog would not refuse it) and *count grows by one (atomically,
- * before the caller is woken: whoever sees the caller go on sees the
- * count), then ops->counted runs.  Blocks until a call is there (poll
+ * (EPERM if prog would not refuse it) and *count (or ops->count_of's)
+ * grows by one (atomically, before the caller is woken: whoever sees the
+ * caller go on sees the count), then ops->counted runs.  Blocks until a call is there (poll
  * listener first to not block).  1: a call was refused; 0: one was let
  * through, or its caller went away before the answer (interrupted by a
  * signal, killed: not counted); -errno. */

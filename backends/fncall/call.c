@@ -158,6 +158,23 @@ static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	call_finish(c, -EIO);
 }
 
+/* The calls the filter refused while the call ran, o (NULL when its
+ * zygote does not count): in its result and its sandbox's total. */
+static void call_count(struct fc_call *c, const msgpack_object *o)
+{
+	uint64_t n;
+
+	if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		if (c->sb)
+			c->sb->sc_lost = true;
+		return;
+	}
+	n = o->via.u64;
+	c->res->seccomp_denied = n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
+	if (c->sb)
+		c->sb->sc_denied += n;
+}
+
 /* The zygote reported on job id. */
 void call_report(struct fc_be *be, const msgpack_object *m)
 {
@@ -171,6 +188,7 @@ void call_report(struct fc_be *be, const msgpack_object *m)
 	if (!c)
 		return;
 	c->ended = true;
+	call_count(c, dsec_map_get(m, "sc"));
 	if ((o = dsec_map_get(m, "errno"))) {
 		_cleanup_free_ char *msg = NULL;
 		int e = o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int)o->via.u64 : EIO;

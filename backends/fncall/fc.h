@@ -113,6 +113,8 @@ struct fc_rt {
 	bool up;			/* its "ready" came since it was started */
 	bool failing;			/* it died (or could not start) before saying
 					 * ready: calls fail at once until one does */
+	bool sc;			/* it counts the calls its filter refuses: each
+					 * "done" says how many ("sc"), as its "ready" said */
 	struct fc_out *out, **out_tail;	/* queued datagrams */
 	uint32_t ready;			/* warm units, as last reported */
 	uint32_t inflight;		/* calls running on this zygote */
@@ -162,6 +164,9 @@ struct fc_sb {
 	double uid_cool;		/* dsec_now() before which its uid may not be reused */
 	struct fc_call *calls;		/* execs in flight */
 	unsigned nops;			/* file operations in flight */
+	uint64_t sc_denied;		/* calls the filter refused for its commands */
+	bool sc_lost;			/* a command ran where nothing counts: usage
+					 * says no count rather than a short one */
 	bool destroying;		/* destroy() called */
 	struct dsec_be_defer dlater;	/* host->defer of destroy's done without a pool */
 	dsec_be_done_fn ddone;		/* destroy's callback */

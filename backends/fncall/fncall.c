@@ -182,6 +182,8 @@ struct fc_work {
 	const struct dsec_file_req *req;	/* file: the request (caller's) */
 	struct dsec_file_res *res;	/* file: its result (caller's) */
 	struct dsec_be_usage *usage;	/* usage: the caller's */
+	bool sc_on;			/* usage: the sandbox's refused calls are counted */
+	uint64_t sc_denied;		/* and how many, as the loop saw them */
 };
 
 static void sb_free(struct fc_sb *sb)
@@ -470,9 +472,10 @@ static int fc_file(void *vsb, const struct dsec_file_req *req, struct dsec_file_
 	return file_op(sb, fs_work, &t, err);
 }
 
-/* What a sandbox uses: its scratch only.  Its calls run in units of the
- * runtime's shared pool, in cgroups of the zygote's, so CPU, memory and
- * tasks per sandbox are not measured (their bits stay clear). */
+/* What a sandbox uses: its scratch, and the calls the seccomp filter
+ * refused to its commands where its zygote counts them.  Its calls run in
+ * units of the runtime's shared pool, in cgroups of the zygote's, so CPU,
+ * memory and tasks per sandbox are not measured (their bits stay clear). */
 static void usage_work(void *arg)
 {
 	struct fc_work *w = arg;
@@ -486,6 +489,11 @@ static void usage_work(void *arg)
 	}
 	u.disk = (uint64_t)(st.f_blocks - st.f_bfree) * (uint64_t)st.f_bsize;
 	u.have = DSEC_USAGE_DISK;
+	if (w->sc_on && w->usage->struct_size >= offsetof(struct dsec_be_usage, seccomp_denied) +
+						    sizeof(u.seccomp_denied)) {
+		u.seccomp_denied = w->sc_denied;
+		u.have |= DSEC_USAGE_SECCOMP_DENIED;
+	}
 	be_cg_usage_put(w->usage, &u);
 }
 
@@ -494,7 +502,8 @@ static int fc_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, 
 {
 	struct fc_sb *sb = vsb;
 	struct fc_work t = { .be = sb->be, .sb = sb, .done = done, .arg = arg, .path = "",
-			     .usage = out };
+			     .usage = out, .sc_on = sb->rt->sc && !sb->sc_lost,
+			     .sc_denied = sb->sc_denied };
 
 	return file_op(sb, usage_work, &t, err);
 }

@@ -94,6 +94,15 @@ void rt_drop_out(struct fc_rt *rt)
  * watcher is level-triggered, so anything beyond the batch comes next. */
 #define FC_RECV_BATCH 16
 #define FC_REPORT_MAX 4096
+/* What the zygote's "ready" says besides that it is: whether it counts
+ * the calls its filter refuses (a kernel without USER_NOTIF: no). */
+static void rt_ready_msg(struct fc_rt *rt, const msgpack_object *root)
+{
+	const msgpack_object *o = dsec_map_get(root, "sc");
+
+	rt->sc = o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+}
+
 static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fc_rt *rt = dsec_container_of(w, struct fc_rt, rw);
@@ -136,6 +145,7 @@ static void rt_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (t && !strcmp(t, "done"))
 			call_report(rt->be, m.root);
 		else if (t && !strcmp(t, "ready")) {
+			rt_ready_msg(rt, m.root);
 			rt->backoff = 0;
 			rt->up = true;
 			rt->failing = false;
@@ -375,6 +385,8 @@ int rt_wait_ready(struct fc_rt *rt, struct dsec_err *err)
 		if (dsec_msg_parse(&m, buf, (size_t)n, sizeof(buf), NULL) < 0)
 			continue;
 		dsec_get_str(m.root, "t", &t, NULL);
+		if (t && !strcmp(t, "ready"))
+			rt_ready_msg(rt, m.root);
 		dsec_msg_free(&m);
 		if (t && !strcmp(t, "ready"))
 			return 0;

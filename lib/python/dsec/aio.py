@@ -630,9 +630,9 @@ class AsyncSandbox:
         pids_limited, output_floods, timeouts, egress_denied (packets its
         allowlist refused, networked sandboxes), seccomp_denied (system
         calls its seccomp filter refused, where its backend counts them:
-        container), protected_probes (looks into the stand-ins of what its
-        create's grade_layers keep from it: opens of them, lookups below
-        them; container)."""
+        container, fncall), protected_probes (looks into the stand-ins of
+        what its create's grade_layers keep from it: opens of them, lookups
+        below them; container)."""
         return await self.client.call("usage", {"id": self.id})
 
     async def watched(self) -> List[Dict[str, Any]]:
