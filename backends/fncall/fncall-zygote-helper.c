@@ -502,7 +502,7 @@ static const struct be_scnotify_ops sc_ops = { .count_of = sc_count_of };
  * window.  A loop of refused calls (about 10 us of the watcher each) then
  * costs the node at most about a fifth of a CPU outside the sandbox's
  * limit, not a whole one; its callers wait for their answers meanwhile,
- * as do other sandboxes' refused calls (one window at most behind it). */
+ * as do other sandboxes' refused calls (behind those it has queued). */
 #define SC_WINDOW_NS 10000000ull	/* 10 ms */
 #define SC_PER_WINDOW 200		/* 20,000 answers a second */
 
