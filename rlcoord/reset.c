@@ -221,6 +221,7 @@ struct fork {
 	char *ckdir;			/* processes: the checkpoint's directory, or NULL */
 	unsigned carried;		/* ... the sessions it holds */
 	uint64_t t_ckpt, t_snap;	/* when the checkpoint and the snapshot were done */
+	bool repause;			/* paused: resumed for the checkpoint, paused after */
 };
 
 static void fork_untag(void *arg)
@@ -235,12 +236,44 @@ static void fork_untag(void *arg)
 		dsec_rm_rf(f->ckdir);
 }
 
+static void fork_end(void *arg);
+
+/* The sandbox paused again (fork_end): the reply then goes out. */
+static void fork_repaused(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct fork *f = arg;
+	struct dsec_msg m = { 0 };
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	if (!rlc_reply_result(&m, reply, len)) {
+		rlc_reply_error(reply, len, "cannot pause it again", &err);
+		log_warn("fork of %s: resumed for the checkpoint of its processes, %s",
+			 f->r->sb->id, err.msg);
+	}
+	dsec_msg_free(&m);
+	fork_end(f);
+}
+
 static void fork_end(void *arg)
 {
 	struct fork *f = arg;
 	struct dsecd_req *r = f->r;
 	struct dsecd *d = r->d;
 	struct dsec_pk p;
+
+	if (f->repause) {
+		/* Back as it was asked for: paused (unlogged, as the resume). */
+		size_t len;
+
+		f->repause = false;
+		dsec_pk_init(&p);
+		dsec_pk_request_begin(&p, "pause");
+		dsec_pk_kv_str(&p, "id", r->sb->id);
+		dsec_pk_end(&p);
+		void *frame = dsec_pk_detach(&p, &len);
+		return dsecd_request_unlogged(d, frame, len, fork_repaused, f);
+	}
 
 	d->ops_inflight--;
 	if (f->failed) {
@@ -382,6 +415,28 @@ static void fork_checkpointed(void *arg, int rc, const struct dsec_err *err)
 	fork_snap(f);
 }
 
+static void fork_ckpt(struct fork *f);
+
+/* Resumed for the checkpoint (op_fork). */
+static void fork_resumed(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct fork *f = arg;
+	struct dsec_msg m = { 0 };
+
+	if (!rlc_reply_result(&m, reply, len)) {
+		dsec_msg_free(&m);
+		rlc_reply_error(reply, len, "cannot resume the paused sandbox to checkpoint its "
+				"processes", &f->err);
+		f->failed = 1;
+		f->repause = false;
+		free(f->tag);
+		f->tag = NULL;
+		return fork_end(f);
+	}
+	dsec_msg_free(&m);
+	fork_ckpt(f);
+}
+
 void op_fork(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
@@ -412,8 +467,33 @@ void op_fork(struct dsecd_req *r)
 	d->ops_inflight++;
 	if (!processes)
 		return fork_snap(f);
-	/* Its processes first, into a directory of the backend's state (made
-	 * here: a mkdir on the node's own disk), while they run on. */
+	if (sb->paused && sb->be->ops->checkpoint && sb->be->ops->restore) {
+		/* A paused sandbox's processes cannot be checkpointed (they
+		 * are frozen): it runs for the checkpoint, then is paused
+		 * again before the reply.  Unlogged: the fork is the entry. */
+		struct dsec_pk p;
+		size_t len;
+
+		f->repause = true;
+		dsec_pk_init(&p);
+		dsec_pk_request_begin(&p, "resume");
+		dsec_pk_kv_str(&p, "id", sb->id);
+		dsec_pk_end(&p);
+		void *frame = dsec_pk_detach(&p, &len);
+		return dsecd_request_unlogged(d, frame, len, fork_resumed, f);
+	}
+	fork_ckpt(f);
+}
+
+/* Its processes first, into a directory of the backend's state (made
+ * here: a mkdir on the node's own disk), while they run on. */
+static void fork_ckpt(struct fork *f)
+{
+	struct dsecd_sb *sb = f->r->sb;
+	struct dsecd *d = f->r->d;
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
 	if (!sb->be->ops->checkpoint || !sb->be->ops->restore) {
 		dsec_err_setc(&f->err, DSEC_E_UNSUPPORTED, ENOTSUP, "backend '%s' cannot carry "
 			      "processes into a fork", sb->be->name);

@@ -6,7 +6,8 @@
 # variable and directory, and its own counter going on in its own files
 # from the value it had; the original goes on.  Without container.criu
 # the fork with processes is unsupported, and one of a session running a
-# command is busy.  Skips without criu (make criu).
+# command is busy.  A paused sandbox runs for the checkpoint and is paused
+# again.  Skips without criu (make criu).
 . "$(dirname "$0")/lib.sh"
 
 need_container
@@ -15,7 +16,7 @@ CRIU=${DSEC_CRIU:-$TOP/build/criu/sbin/criu}
 [ -x "$CRIU" ] || skip_all "needs criu (make criu builds build/criu/sbin/criu)"
 [ -x "$TOP/build/libexec/container-criu" ] || skip_all "needs build/libexec/container-criu (make)"
 "$CRIU" check >"$T/check.log" 2>&1 || skip_all "criu check fails here: $(tail -1 "$T/check.log")"
-plan 12
+plan 15
 
 mk_small_root "$T/base" sh cat ls sleep grep wc
 export DSEC_FS3_STORE="$T/state/fs3"
@@ -75,6 +76,22 @@ sleep 0.5
 run helper-req "$H" fork id="$A" 'n#=1' 'processes?=true'
 is "$(get error code)" busy "fork with processes while a session runs a command: busy ($OUT)"
 wait "$busy"
+
+# A paused sandbox forks with its processes: it runs for the checkpoint,
+# and is paused again before the reply; its forks run.
+helper-req "$H" pause id="$A" >/dev/null
+run helper-req "$H" fork id="$A" 'n#=2' 'processes?=true'
+pids=$(printf '%s' "$OUT" | grep -o '"ids":\[[^]]*\]' | grep -o '"[^"]*:[0-9a-f]\{16\}"' | tr -d '"')
+is "$(get sessions) $(echo $pids | wc -w)" "1 2" "a paused sandbox forks with processes: its session carried into each"
+moving=0
+for F in $pids; do
+	c1=$(count "$F"); sleep 0.3; c2=$(count "$F")
+	[ "${c2:-0}" -gt "${c1:-0}" ] && moving=$((moving + 1))
+done
+is "$moving" 2 "... each fork's counter goes on"
+OUT=$(helper-req "$H" info id="$A")
+is "$(get state)" paused "... and the sandbox is paused again"
+ids="$ids $pids"
 for F in $ids; do helper-req "$H" destroy id="$F" >/dev/null; done
 helper-req "$H" destroy id="$A" >/dev/null
 for i in $(seq 50); do pgrep -P "$DSECD_PID" -f container-criu >/dev/null || break; sleep 0.1; done

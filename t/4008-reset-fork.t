@@ -8,7 +8,7 @@
 need_container
 need_cmd dsecctl
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 14
+plan 15
 
 mk_small_root "$T/base" sh cat ls
 export DSEC_FS3_STORE="$T/state/fs3"
@@ -52,6 +52,14 @@ async def main():
         res["paused_forks"] = "/".join(sorted(set(o.stdout.strip().replace("\n", " ")
                                                   for o in outs)))
         res["still_paused"] = (await sb.info())["state"]
+        # With processes on a node without criu: unsupported, and paused
+        # again (it was resumed for the checkpoint).
+        try:
+            await c.call("fork", {"id": sb.id, "n": 1, "processes": True}, wait=60)
+            res["paused_procs"] = "made"
+        except dsec.DsecError as e:
+            res["paused_procs"] = e.code
+        res["paused_procs"] += " " + (await sb.info())["state"]
         await c.destroy_many(pf["ids"])
         await sb.resume()
         for name, req in (("n0", {"id": sb.id, "n": 0}), ("n_big", {"id": sb.id, "n": 100000})):
@@ -86,6 +94,7 @@ is "$(get independent)" "c" "... and each its own"
 is "$(get log)" "reset reset reset fork" "resets and the fork are in the trajectory"
 is "$(get paused_forks)" c "a paused sandbox forks: each fork runs, with its files"
 is "$(get still_paused)" paused "... and it stays paused"
+is "$(get paused_procs)" "unsupported paused" "... with processes on a node without criu: unsupported, and it is paused again"
 is "$(get n0) $(get n_big)" "invalid invalid" "fork of 0 or of too many: invalid"
 is "$(get fncall_fork)" unsupported "fork of a sandbox that cannot be snapshotted: unsupported"
 is "$(get bad_image) $(get still)" "not_found c" "reset to an image that does not exist fails and leaves the sandbox as it was"
