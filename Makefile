@@ -343,10 +343,11 @@ $(PRELOADS): $(PRELOAD_COMMON) $(HLIBDSEC)
 # The helper programs, run by the backends: each links the shared modules
 # it uses.
 $(HELPER_OUT)/container-files: $(HOBJ)/backends/container/container-files-helper.o
-$(HELPER_OUT)/fncall-zygote: $(HOBJ)/backends/fncall/fncall-zygote-helper.o
+$(HELPER_OUT)/fncall-zygote: $(HOBJ)/backends/fncall/fncall-zygote-helper.o \
+	$(HOBJ)/backends/fncall/zygote-count.o
 $(HELPER_OUT)/container-files $(HELPER_OUT)/fncall-zygote: $(HBE_LIB) $(HLIBDSEC) $(NNG_LIB)
 	$(q) LD $@
-	$(Q)mkdir -p $(@D) && $(CC) -o $@ $(filter %-helper.o,$^) $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
+	$(Q)mkdir -p $(@D) && $(CC) -o $@ $(filter $(HOBJ)/%.o,$^) $(HBE_LIB) $(HLIBDSEC) $(HLDFLAGS) \
 		$(LDLIBS_D)
 
 # A container sandbox's file server: tar upload and download need libarchive.

@@ -45,9 +45,7 @@
 #include <linux/sched.h>
 #include <net/if.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sched.h>
-#include <semaphore.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -66,7 +64,6 @@
 #include <sys/wait.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "be_seccomp.h"
@@ -76,10 +73,10 @@
 #include "be_io.h"
 #include "be_procmask.h"
 #include "be_relayout.h"
-#include "be_scnotify.h"
 #include "err.h"
 #include "proto.h"
 #include "util.h"
+#include "zygote-count.h"
 
 #ifndef MOVE_MOUNT_F_EMPTY_PATH
 #define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
@@ -430,192 +427,21 @@ static void build_seccomp(void)
 	seccomp_memfd = fd;
 }
 
-/* ---- counting the calls the filter refuses (be_scnotify.h) ---------------
- *
- * The zygote loads the filter in its counting form (sc.prog: seccomp_prog's
- * refusals made USER_NOTIF) with a listener, and every unit inherits it as
- * it inherited the plain one.  A thread of the zygote, started before that
- * load and so without the filter (it can never wait on itself), holds the
- * listener: it answers each refused call with the errno seccomp_prog gives
- * it, so programs see what they saw before, and counts it for the unit
- * whose process made it.  A unit is a pid namespace of its own, which no
- * process of a call can leave (setns and unshare(CLONE_NEWPID) are refused,
- * and calls hold no capability): the caller's pid namespace, looked up in
- * the zygote's /proc, names the unit.  Cgroups would not do (there may be
- * none), nor would walking up the parents (a read per level, and a tid
- * that dies meanwhile).  Each slot has a count that only grows; a unit's
- * call reports how much it grew while the call had the unit (report, from
- * the count when the job was dispatched), the backend adds those up per
- * sandbox.  What no placed unit made (the python
- * template, a unit warming up) is refused as ever and counted in sc.lost.
- *
- * A kernel without USER_NOTIF (before 5.0) or without a /proc of our pid
- * namespace gets the plain filter and no count: the reports carry no "sc"
- * and the backend says nothing, rather than 0. */
-
-/* What the watcher knows of a slot (the loop writes, the watcher reads). */
-struct sc_slot {
-	uint64_t ns;			/* inode of its unit's pid namespace, 0: none */
-	uint64_t denied;		/* refused calls of its units, ever (atomic) */
-};
-
-static struct {
-	struct sock_fprog prog;		/* seccomp_prog, counting */
-	struct sc_slot *slots;		/* one per slot index below nslots */
-	unsigned nslots;		/* cfg.max_units */
-	int procfd;			/* /proc of our pid namespace, -1: none */
-	int listener;			/* the filter's, -1: not counting */
-	uint64_t lost;			/* refused calls of no placed unit (atomic) */
-	sem_t go;			/* posted once listener is set */
-} sc = { .procfd = -1, .listener = -1 };
-
-/* The inode of pid's pid namespace, 0 if pid is gone. */
-static uint64_t sc_pidns(pid_t pid)
-{
-	char path[32];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%d/ns/pid", (int)pid);
-	return fstatat(sc.procfd, path, &st, 0) < 0 ? 0 : (uint64_t)st.st_ino;
-}
-
-/* Where the refused call of tid counts (be_scnotify_ops.count_of).  On
- * the watcher: no allocation, nothing that takes a lock the loop's clone
- * of a unit could copy held. */
-static uint64_t *sc_count_of(pid_t tid, void *arg)
-{
-	uint64_t ns = sc_pidns(tid);
-
-	(void)arg;
-	if (!ns)
-		return NULL;
-	for (unsigned i = 0; i < sc.nslots; i++)
-		if (__atomic_load_n(&sc.slots[i].ns, __ATOMIC_ACQUIRE) == ns)
-			return &sc.slots[i].denied;
-	return NULL;
-}
-
-static const struct be_scnotify_ops sc_ops = { .count_of = sc_count_of };
-
-/* The watcher's time is the zygote's, not the sandbox's whose calls it
- * answers: at most SC_PER_WINDOW answers a window, then it sleeps out the
- * window.  A loop of refused calls (about 10 us of the watcher each) then
- * costs the node at most about a fifth of a CPU outside the sandbox's
- * limit, not a whole one; its callers wait for their answers meanwhile,
- * as do other sandboxes' refused calls (behind those it has queued). */
-#define SC_WINDOW_NS 10000000ull	/* 10 ms */
-#define SC_PER_WINDOW 200		/* 20,000 answers a second */
-
-static void *sc_watch(void *arg)
-{
-	uint64_t t0 = 0;
-	unsigned n = 0;
-
-	(void)arg;
-	while (sem_wait(&sc.go) < 0)
-		;
-	if (sc.listener < 0)
-		return NULL;
-	for (;;) {
-		struct pollfd pf = { sc.listener, POLLIN, 0 };
-		uint64_t now;
-
-		if (poll(&pf, 1, -1) < 0)
-			continue;	/* EINTR */
-		if (!(pf.revents & POLLIN)) {
-			if (pf.revents)
-				return NULL;	/* POLLHUP: no process has the filter any more */
-			continue;
-		}
-		now = dsec_now_ns();
-		if (now - t0 >= SC_WINDOW_NS) {
-			t0 = now;
-			n = 0;
-		} else if (n >= SC_PER_WINDOW) {
-			struct timespec ts = { 0, (long)(SC_WINDOW_NS - (now - t0)) };
-
-			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-				;
-			t0 = dsec_now_ns();
-			n = 0;
-		}
-		if (be_scnotify_answer(sc.listener, &seccomp_prog, &sc_ops, &sc.lost) > 0)
-			n++;
-	}
-}
-
 /* Loads the filter on the zygote's thread (no_new_privs first: every unit
  * runs with it anyway, and with it the load needs no capability): the
- * counting form and its watcher where the kernel has them, else the
- * plain one. */
+ * counting form and its watcher where the kernel has them (zygote-count.c),
+ * else the plain one. */
 static void load_seccomp(void)
 {
-	pthread_attr_t a;
-	pthread_t t;
-	sigset_t all, old;
-	char self[32];
-	ssize_t n;
-	int fd, rc;
+	char why[256];
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		die("cannot set no_new_privs: %s", strerror(errno));
-	/* /proc must be of our pid namespace: its "self" is our pid. */
-	n = sc.procfd < 0 ? -1 : readlinkat(sc.procfd, "self", self, sizeof(self) - 1);
-	if (n > 0 && (self[n] = '\0', strtol(self, NULL, 10) == getpid())) {
-		sc.nslots = cfg.max_units;
-		sc.slots = xcalloc(sc.nslots, sizeof(*sc.slots));
-		be_scnotify_prog(&seccomp_prog, &sc.prog);
-		sem_init(&sc.go, 0, 0);
-		/* The watcher takes no signal: SIGCHLD must stay pending for
-		 * the loop's signalfd. */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		pthread_attr_init(&a);
-		pthread_attr_setstacksize(&a, 64 << 10);
-		if ((rc = pthread_create(&t, &a, sc_watch, NULL)) != 0) {
-			warnx_("cannot start the seccomp watcher, refused calls are not "
-			       "counted: %s", strerror(rc));
-		} else {
-			if ((fd = be_scnotify_listen(&sc.prog)) < 0)
-				warnx_("cannot load the counting seccomp filter, refused calls "
-				       "are not counted: %s", strerror(-fd));
-			sc.listener = fd < 0 ? -1 : fd;
-			sem_post(&sc.go);	/* without a listener the watcher ends */
-		}
-		pthread_attr_destroy(&a);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		if (sc.listener >= 0)
-			return;
-	} else {
-		warnx_("cannot open /proc of the zygote's pid namespace, refused calls are not "
-		       "counted: %s", sc.procfd < 0 ? "no /proc" : "another pid namespace's");
-	}
+	if (zc_load(&seccomp_prog, cfg.max_units, why, sizeof(why)) == 0)
+		return;
+	warnx_("%s, refused calls are not counted", why);
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &seccomp_prog, 0, 0) < 0)
 		die("cannot load the seccomp filter: %s", strerror(errno));
-}
-
-/* Slot i's unit pid is placed (before its "go": nothing of a call ran
- * in it yet): its refused calls count for the slot from now on. */
-static void sc_unit_on(int i, pid_t pid)
-{
-	if (sc.listener < 0 || (unsigned)i >= sc.nslots)
-		return;
-	__atomic_store_n(&sc.slots[i].ns, sc_pidns(pid), __ATOMIC_RELEASE);
-}
-
-/* Slot i's unit is gone (reaped: no process of its namespace is left). */
-static void sc_unit_off(int i)
-{
-	if (sc.listener >= 0 && (unsigned)i < sc.nslots)
-		__atomic_store_n(&sc.slots[i].ns, 0, __ATOMIC_RELEASE);
-}
-
-/* Slot i's count now: a call's is what it grew by while the call ran. */
-static uint64_t sc_slot_count(int i)
-{
-	if (sc.listener < 0 || (unsigned)i >= sc.nslots)
-		return 0;
-	return __atomic_load_n(&sc.slots[i].denied, __ATOMIC_SEQ_CST);
 }
 
 /* ---- pid 1 of a unit ---------------------------------------------------- */
@@ -809,15 +635,15 @@ static void report(struct unit *u, uint64_t id, int status, int errnum, const ch
 		oom = slot_oom(u->slot);
 	}
 	dsec_pk_init(&p);
-	msgpack_pack_map(&p.pk, (msg ? 5 : 4) + oom + (sc.listener >= 0));
+	msgpack_pack_map(&p.pk, (msg ? 5 : 4) + oom + zc_on());
 	if (oom)
 		dsec_pk_kv_bool(&p, "oom", true);
 	/* The calls refused while the job had the unit: once its processes
 	 * are gone, every refusal they saw is in the count (a thread killed
 	 * while the watcher had its call is in it too, for the moment before
 	 * the watcher's answer finds it gone: at most one per thread). */
-	if (sc.listener >= 0)
-		dsec_pk_kv_u64(&p, "sc", u ? sc_slot_count(u->slot) - u->sc0 : 0);
+	if (zc_on())
+		dsec_pk_kv_u64(&p, "sc", u ? zc_slot_count(u->slot) - u->sc0 : 0);
 	dsec_pk_kv_str(&p, "t", "done");
 	dsec_pk_kv_u64(&p, "id", id);
 	if (msg) {
@@ -960,7 +786,7 @@ static void unit_place(struct unit *u)
 		      s->cur.cpus != cfg.lim.cpus))
 		slot_limits(u->slot, NULL);
 	slot_oom(u->slot);	/* what the unit's start cost is no call's */
-	sc_unit_on(u->slot, u->pid);
+	zc_unit_on(u->slot, u->pid);
 	send_small(u->sock, "go");
 	u->st = U_READY;
 	u->idle_since = ++z.seq;
@@ -1062,7 +888,7 @@ static void unit_free(struct unit *u)
 		z.nready--;
 	z.nunits--;
 	if (u->pid)
-		sc_unit_off(u->slot);
+		zc_unit_off(u->slot);
 	z.slots[u->slot].used = false;
 	close(u->sock);
 	free(u->err_msg);
@@ -1175,7 +1001,7 @@ static bool dispatch(struct pending *p)
 		u->st = U_BUSY;
 		z.nready--;
 		u->job = p->id;
-		u->sc0 = sc_slot_count(u->slot);
+		u->sc0 = zc_slot_count(u->slot);
 		if (sendmsg(u->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
 			return true;
 		/* The unit died under us; it will be reaped.  Try another. */
@@ -1536,8 +1362,8 @@ int main(int argc, char **argv)
 		die("runtime '%s' needs '%s': %s", cfg.runtime, cfg.exe, strerror(errno));
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	/* Before the pivot leaves no /proc here: the watcher's (sc_pidns). */
-	sc.procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* Before the pivot leaves no /proc here: the watcher's (zygote-count.c). */
+	zc_open_proc();
 	build_seccomp();
 	setup_namespaces();
 	build_root(py_src, py_len, pl_src, pl_len);
@@ -1564,7 +1390,7 @@ int main(int argc, char **argv)
 	msgpack_pack_map(&p.pk, 3);
 	dsec_pk_kv_str(&p, "t", "ready");
 	dsec_pk_kv_u64(&p, "pool", cfg.pool);
-	dsec_pk_kv_bool(&p, "sc", sc.listener >= 0);	/* each "done" has "sc" */
+	dsec_pk_kv_bool(&p, "sc", zc_on());	/* each "done" has "sc" */
 	send_backend(&p);
 	z.sent_at = dsec_now();
 
