@@ -20,22 +20,10 @@ start_dsecd --set backends=container || bail "dsecd did not start"
 
 run timeout 300 helper-py - "$DSEC_HOST" <<'PY'
 import asyncio, json, sys, dsec
+from refused_calls import rounds
 host = sys.argv[1]
-# Each refused call prints its errno; argv[1] rounds of the four.
-PROBE = r"""
-import ctypes, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-L = ctypes.c_long
-calls = [(272, 0x10000000), (165, 0, 0, 0, 0, 0), (250, 0), (101, 0x4206, 1)]
-out = []
-for _ in range(int(sys.argv[1])):
-    for c in calls:
-        ctypes.set_errno(0)
-        r = libc.syscall(*[L(a) for a in c])
-        out.append(ctypes.get_errno() if r < 0 else 0)
-print(" ".join(map(str, sorted(set(out)))), len(out))
-"""
+# argv[1] rounds of four refused calls: their errnos, how many.
+PROBE = rounds([(272, 0x10000000), (165, 0, 0, 0, 0, 0), (250, 0), (101, 0x4206, 1)])
 # A child that leaves the command's session and process group, then is refused.
 DETACH = r"""
 import ctypes, os

@@ -19,22 +19,10 @@ start_dsecd --set backends=fncall || bail "dsecd did not start"
 
 run timeout 300 helper-py - "$DSEC_HOST" <<'PY'
 import asyncio, json, sys, time, dsec
+from refused_calls import rounds
 host = sys.argv[1]
-# Each refused call's errno; argv[1] rounds of the four.
-PROBE = r"""
-import ctypes, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-L = ctypes.c_long
-calls = [(272, 0x10000000), (250, 0), (101, 0x4206, 1), (170, 0, 0)]
-out = []
-for _ in range(int(sys.argv[1])):
-    for c in calls:
-        ctypes.set_errno(0)
-        r = libc.syscall(*[L(a) for a in c])
-        out.append(ctypes.get_errno() if r < 0 else 0)
-print(" ".join(map(str, sorted(set(out)))), len(out))
-"""
+# argv[1] rounds of four refused calls: their errnos, how many.
+PROBE = rounds([(272, 0x10000000), (250, 0), (101, 0x4206, 1), (170, 0, 0)])
 FLOOD = r"""
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
@@ -167,17 +155,8 @@ if ! helper-req -q "ipc://$T/s2.sock" ping >/dev/null 2>&1; then
 else
 	run timeout 120 helper-py - "ipc://$T/s2.sock" <<'PY'
 import asyncio, json, sys, dsec
-PROBE = r"""
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-L = ctypes.c_long
-out = []
-for c in [(272, 0x10000000), (250, 0), (101, 0x4206, 1), (170, 0, 0)]:
-    ctypes.set_errno(0)
-    r = libc.syscall(*[L(a) for a in c])
-    out.append(ctypes.get_errno() if r < 0 else 0)
-print(" ".join(map(str, out)))
-"""
+from refused_calls import each
+PROBE = each([(272, 0x10000000), (250, 0), (101, 0x4206, 1), (170, 0, 0)])
 async def main():
     async with dsec.AsyncClient(sys.argv[1]) as c:
         sb = await c.create(backend="fncall", runtime="python3")
