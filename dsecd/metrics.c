@@ -13,6 +13,7 @@
  * _count, labels for what varies (backend, state, op, code, source).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,14 +121,6 @@ static void head(struct dsec_buf *b, const char *name, const char *type, const c
 	dsec_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* A family of one series without labels. */
-static void single(struct dsec_buf *b, const char *name, const char *type, const char *help,
-		   uint64_t v)
-{
-	head(b, name, type, help);
-	dsec_buf_addf(b, "%s %llu\n", name, (unsigned long long)v);
-}
-
 /* A histogram's series, cumulative as Prometheus wants them: name_bucket
  * for each bound and +Inf, _sum, _count; its labels k1="v1" (v1 escaped)
  * and, when k2 is not NULL, k2="v2". */
@@ -183,6 +176,51 @@ static void count_sb(struct dsecd *d, struct dsecd_sb *sb, void *arg)
 }
 
 /* The whole page, from the loop's state. */
+#define RL(f) offsetof(struct rlc_stats, f)
+
+/* rlcoord's families: one series each, or one per value of label. */
+static const struct rl_family {
+	const char *name, *type, *help;
+	const char *label;		/* NULL: one series, at off[0] */
+	const char *vals[4];		/* the label's values, NULL-ended */
+	size_t off[4];			/* their counters in struct rlc_stats */
+	bool peers;			/* only with gossip */
+} rl_families[] = {
+	{ "dsec_trajectory_entries_total", "counter",
+	  "Trajectory log entries by result: written (durable before their reply), failed "
+	  "(the disk refused them; their sandboxes take no more steps).",
+	  "result", { "written", "failed" }, { RL(written), RL(failed) }, false },
+	{ "dsec_trajectory_bytes_total", "counter", "Bytes of trajectory entries written.",
+	  NULL, { NULL }, { RL(bytes) }, false },
+	{ "dsec_trajectory_syncs_total", "counter",
+	  "Group commits of the trajectory journal (one fdatasync each).",
+	  NULL, { NULL }, { RL(syncs) }, false },
+	{ "dsec_trajectory_steps_total", "counter",
+	  "Steps that ran nothing, by answer: replayed (from the log), joined (the same step "
+	  "running), diverged (another request at a logged step), imported (logged by a "
+	  "recover from a snapshot).",
+	  "answer", { "replayed", "joined", "diverged", "imported" },
+	  { RL(replayed), RL(joined), RL(diverged), RL(imported) }, false },
+	{ "dsec_trajectory_replication_total", "counter",
+	  "Entries by copies before their reply: replicated (on two peers), under_replicated "
+	  "(fewer: a peer missing or failing).",
+	  "result", { "replicated", "under_replicated" },
+	  { RL(replicated), RL(under_replicated) }, true },
+	{ "dsec_trajectory_replica_entries_total", "counter",
+	  "Entries of other nodes' logs kept here.", NULL, { NULL }, { RL(replica_entries) }, false },
+	{ "dsec_leases_open", "gauge", "Sessions (leases) open on the node.",
+	  NULL, { NULL }, { RL(leases_open) }, false },
+	{ "dsec_lease_events_total", "counter",
+	  "Leases by event: lapsed (no heartbeat: their sandboxes paused), expired (the grace "
+	  "ended: destroyed).",
+	  "event", { "lapsed", "expired" }, { RL(leases_lapsed), RL(leases_expired) }, false },
+	{ "dsec_tokens_held", "gauge", "Client tokens of sandboxes made or being made.",
+	  NULL, { NULL }, { RL(tokens_held) }, false },
+	{ "dsec_token_reuses_total", "counter",
+	  "Creates answered by their token (a retry: no second sandbox).",
+	  NULL, { NULL }, { RL(tokens_reused) }, false },
+};
+
 /* rlcoord's families: what an operator alerts on (log writes that failed,
  * entries not on two peers) and what rollouts did (steps answered from the
  * log, leases that lapsed). */
@@ -192,48 +230,27 @@ static void write_rl(struct dsecd *d, struct dsec_buf *b)
 
 	if (!rlc_get_stats(d, &st))
 		return;
-	head(b, "dsec_trajectory_entries_total", "counter",
-	     "Trajectory log entries by result: written (durable before their reply), failed "
-	     "(the disk refused them; their sandboxes take no more steps).");
-	sample(b, "dsec_trajectory_entries_total", "result", "written", "", st.written);
-	sample(b, "dsec_trajectory_entries_total", "result", "failed", "", st.failed);
-	single(b, "dsec_trajectory_bytes_total", "counter", "Bytes of trajectory entries written.",
-	       st.bytes);
-	single(b, "dsec_trajectory_syncs_total", "counter",
-	       "Group commits of the trajectory journal (one fdatasync each).", st.syncs);
+	for (size_t i = 0; i < DSEC_ARRAY_LEN(rl_families); i++) {
+		const struct rl_family *f = &rl_families[i];
+		const char *base = (const char *)&st;
+		uint64_t v;
+
+		if (f->peers && !st.peers)
+			continue;
+		head(b, f->name, f->type, f->help);
+		if (!f->label) {
+			memcpy(&v, base + f->off[0], sizeof(v));
+			dsec_buf_addf(b, "%s %llu\n", f->name, (unsigned long long)v);
+			continue;
+		}
+		for (size_t k = 0; k < DSEC_ARRAY_LEN(f->vals) && f->vals[k]; k++) {
+			memcpy(&v, base + f->off[k], sizeof(v));
+			sample(b, f->name, f->label, f->vals[k], "", v);
+		}
+	}
 	head(b, "dsec_trajectory_sync_seconds_total", "counter",
 	     "Seconds the trajectory journal's group commits took, summed.");
 	dsec_buf_addf(b, "dsec_trajectory_sync_seconds_total %.6f\n", st.sync_seconds);
-	head(b, "dsec_trajectory_steps_total", "counter",
-	     "Steps that ran nothing, by answer: replayed (from the log), joined (the same "
-	     "step running), diverged (another request at a logged step), imported (logged by "
-	     "a recover from a snapshot).");
-	sample(b, "dsec_trajectory_steps_total", "answer", "replayed", "", st.replayed);
-	sample(b, "dsec_trajectory_steps_total", "answer", "joined", "", st.joined);
-	sample(b, "dsec_trajectory_steps_total", "answer", "diverged", "", st.diverged);
-	sample(b, "dsec_trajectory_steps_total", "answer", "imported", "", st.imported);
-	if (st.peers) {
-		head(b, "dsec_trajectory_replication_total", "counter",
-		     "Entries by copies before their reply: replicated (on two peers), "
-		     "under_replicated (fewer: a peer missing or failing).");
-		sample(b, "dsec_trajectory_replication_total", "result", "replicated", "",
-		       st.replicated);
-		sample(b, "dsec_trajectory_replication_total", "result", "under_replicated", "",
-		       st.under_replicated);
-	}
-	single(b, "dsec_trajectory_replica_entries_total", "counter",
-	       "Entries of other nodes' logs kept here.", st.replica_entries);
-	single(b, "dsec_leases_open", "gauge", "Sessions (leases) open on the node.",
-	       st.leases_open);
-	head(b, "dsec_lease_events_total", "counter",
-	     "Leases by event: lapsed (no heartbeat: their sandboxes paused), expired (the "
-	     "grace ended: destroyed).");
-	sample(b, "dsec_lease_events_total", "event", "lapsed", "", st.leases_lapsed);
-	sample(b, "dsec_lease_events_total", "event", "expired", "", st.leases_expired);
-	single(b, "dsec_tokens_held", "gauge", "Client tokens of sandboxes made or being made.",
-	       st.tokens_held);
-	single(b, "dsec_token_reuses_total", "counter",
-	       "Creates answered by their token (a retry: no second sandbox).", st.tokens_reused);
 }
 
 static void write_page(struct dsecd *d, struct dsec_buf *b)
