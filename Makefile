@@ -143,6 +143,7 @@ FS3_OBJ     = $(FS3_SRC:%.c=build/%.o)
 DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/loader.c \
 	dsecd/sandbox.c dsecd/image.c dsecd/warm.c dsecd/ops.c dsecd/ops-node.c \
 	dsecd/ops-sandbox.c dsecd/ops-exec.c dsecd/ops-file.c dsecd/ops-image.c dsecd/stream.c \
+	dsecd/stage.c \
 	dsecd/cluster.c dsecd/metrics.c dsecd/batch.c dsecd/gossip.c
 # Placement (issue 12): pure, linked alone by its test and the simulator.
 DSECD_SRC  += dsecd/place.c dsecd/placing.c

@@ -52,6 +52,8 @@ struct dsecd_conf {
 	double exec_timeout;		/* default per-command timeout */
 	double max_exec_timeout;	/* the largest timeout a request may ask */
 	uint64_t output_cap;		/* default bytes kept of stdout/stderr */
+	double stage_grace;		/* a staged write or download no request touched this
+					 * long is removed */
 	double stream_grace;		/* an ended exec_start command's output is kept unread this long */
 	double lost_grace;		/* a lost sandbox stays (failed, sandbox_lost) this long */
 	double shutdown_grace;		/* seconds SIGTERM waits for requests */

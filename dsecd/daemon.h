@@ -128,6 +128,21 @@ struct dsecd_sb {
 	} marks;
 	bool probes_counted;		/* its backend made stand-ins for its grade_layers and
 					 * counts protected_probes */
+	struct dsecd_stage *stages;	/* staged writes and downloads (stage.c), or NULL */
+};
+
+/* A staged write or download of a sandbox (stage.c). */
+struct dsecd_stage {
+	struct dsecd_stage *next;	/* sb->stages */
+	struct dsecd_sb *sb;		/* whose */
+	char id[17];			/* what the client names it by: 16 hex digits */
+	char *path;			/* write: the file it becomes; download: the archive */
+	char *tmp;			/* the file in the sandbox that holds it */
+	uint64_t size;			/* write: bytes its parts put in tmp */
+	bool download;			/* a staged download, not a write */
+	bool busy;			/* a request on it is in flight */
+	bool dropped;			/* its sandbox went while busy: off sb->stages */
+	ev_timer timer;			/* stage_grace after the last request on it */
 };
 
 struct fs3;
@@ -337,6 +352,28 @@ struct dsecd_backend *dsecd_backend_find(struct dsecd *d, const char *name);
 int dsecd_backend_spec_check(const struct dsecd_backend *b, const struct dsec_be_spec *s,
 			     struct dsec_err *err);
 void dsecd_backends_unload(struct dsecd *d);
+
+/* stage.c: staged writes and downloads */
+/* A new stage of sb (touched): a write of path (its tmp beside it) or a
+ * download into the archive path; NULL and *err (capacity) when sb has
+ * too many. */
+struct dsecd_stage *dsecd_stage_new(struct dsecd_sb *sb, const char *path, bool download,
+				    struct dsec_err *err);
+/* sb's staged write id, of path unless path is NULL; NULL and *err
+ * (not_found, invalid for another path, busy while a part is in flight). */
+struct dsecd_stage *dsecd_stage_find(struct dsecd_sb *sb, const char *id, const char *path,
+				     struct dsec_err *err);
+/* sb's staged download whose archive is path, or NULL. */
+struct dsecd_stage *dsecd_stage_of_file(struct dsecd_sb *sb, const char *path);
+/* A request used st: its stage_grace starts again. */
+void dsecd_stage_touch(struct dsecd_stage *st);
+/* Forgets st (and frees it), removing its file first when remove. */
+void dsecd_stage_end(struct dsecd_stage *st, bool remove);
+/* sb is being destroyed: forgets its stages (those busy when their
+ * request completes). */
+void dsecd_stages_drop(struct dsecd_sb *sb);
+/* How many stages sb has. */
+unsigned dsecd_stages_count(const struct dsecd_sb *sb);
 
 /* sandbox.c */
 void dsecd_sb_table_init(struct dsecd *d);

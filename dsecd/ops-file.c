@@ -14,8 +14,42 @@
 #include "ops.h"
 #include "proto.h"
 
+/* The request on r->stage completed (rc): what that does to the stage. */
+static void stage_settle(struct dsecd_req *r, int rc)
+{
+	struct dsecd_stage *st = r->stage;
+	const struct dsec_file_req *q = &r->freq;
+
+	if (!st)
+		return;
+	r->stage = NULL;
+	st->busy = false;
+	if (st->dropped)
+		return dsecd_stage_end(st, false);
+	switch (q->op) {
+	case DSEC_FILE_WRITE:		/* the first part */
+	case DSEC_FILE_PACK:		/* the download */
+		if (rc < 0)
+			return dsecd_stage_end(st, false);
+		st->size = q->len;
+		break;
+	case DSEC_FILE_PART:
+		if (rc == 0 && q->commit)
+			return dsecd_stage_end(st, false);
+		if (rc == 0)
+			st->size += q->len;
+		break;
+	case DSEC_FILE_UNPACK:		/* the upload of it: removed when open */
+		return dsecd_stage_end(st, rc < 0);
+	default:			/* abort; the download's removal */
+		return dsecd_stage_end(st, false);
+	}
+	dsecd_stage_touch(st);
+}
+
 void req_file_free(struct dsecd_req *r)
 {
+	stage_settle(r, -ECANCELED);
 	free(r->path);
 	free(r->archive);
 	dsec_buf_free(&r->data);
@@ -98,11 +132,125 @@ static int get_owner(const msgpack_object *m, struct dsec_file_req *q, struct ds
 
 static void fs_done(void *arg, int rc, const struct dsec_err *err);
 
+/* file_write's data, mode, owner and append into r->freq. */
+static int get_write(struct dsecd_req *r, bool *append, struct dsec_err *err)
+{
+	const msgpack_object *m = r->msg.root;
+	struct dsec_file_req *q = &r->freq;
+	int rc;
+
+	if ((rc = dsec_get_bin(m, "data", r->d->conf.max_frame, &q->data, &q->len, err)) < 0) {
+		if (rc == -ENOENT)
+			dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
+				      "file_write needs field 'data'");
+		return rc;
+	}
+	if ((rc = get_mode(m, &q->mode, err)) < 0 || (rc = get_owner(m, q, err)) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "append", append, err)) < 0)
+		return rc;
+	q->op = *append ? DSEC_FILE_APPEND : DSEC_FILE_WRITE;
+	q->path = r->path;
+	return 0;
+}
+
+/* file_write's fields of a staged write. */
+struct stage_fields {
+	bool parts;			/* the first part */
+	const char *id;			/* 'stage': a later part's, or NULL */
+	bool commit, abort;		/* the last part; the end without one */
+};
+
+/* Into sf, with the id's string in *id (caller frees). */
+static int get_stage_fields(struct dsecd_req *r, struct stage_fields *sf, char **id,
+			    struct dsec_err *err)
+{
+	const msgpack_object *m = r->msg.root;
+	int rc;
+
+	memset(sf, 0, sizeof(*sf));
+	if ((rc = dsec_get_bool_opt(m, "parts", &sf->parts, err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "stage", id, err)) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "commit", &sf->commit, err)) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "abort", &sf->abort, err)) < 0)
+		return rc;
+	sf->id = *id;
+	if (sf->parts && sf->id)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "file_write takes 'parts' (a first part) or 'stage' (a later "
+				     "one), not both");
+	if ((sf->commit || sf->abort) && !sf->id)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "file_write's 'commit' and 'abort' go with 'stage'");
+	if (sf->commit && sf->abort)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "file_write takes 'commit' or 'abort', not both");
+	if ((sf->parts || sf->id) && !r->sb->be->ops->file)
+		return unsupported(r, err);
+	return 0;
+}
+
+/* True when path names no file: it is empty, ends in a slash, or its last
+ * component is "." or "..". */
+static bool names_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/'), *last = slash ? slash + 1 : path;
+
+	return !*last || !strcmp(last, ".") || !strcmp(last, "..");
+}
+
+/* file_write with 'parts' or 'stage': r->freq becomes the first part's
+ * WRITE of the staged file, or a later part's PART. */
+static int stage_write(struct dsecd_req *r, const struct stage_fields *sf, bool append,
+		       struct dsec_err *err)
+{
+	struct dsec_file_req *q = &r->freq;
+	struct dsecd_stage *st;
+
+	if (append)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "a staged write replaces the file: it takes no 'append'");
+	if (sf->parts && names_dir(r->path))
+		return dsec_err_setc(err, DSEC_E_INVALID, EISDIR,
+				     "cannot write '%s': is a directory", r->path);
+	st = sf->parts ? dsecd_stage_new(r->sb, r->path, false, err)
+		       : dsecd_stage_find(r->sb, sf->id, r->path, err);
+	if (!st)
+		return -1;
+	st->busy = true;
+	r->stage = st;
+	if (sf->parts) {
+		memcpy(r->stage_id, st->id, sizeof(r->stage_id));
+		q->path = st->tmp;
+		return 0;
+	}
+	q->op = DSEC_FILE_PART;
+	q->archive = st->tmp;
+	q->staged = st->size;
+	q->commit = sf->commit;
+	return 0;
+}
+
+/* file_write with 'abort': r->freq removes the staged file. */
+static int stage_abort(struct dsecd_req *r, const struct stage_fields *sf, struct dsec_err *err)
+{
+	struct dsec_file_req *q = &r->freq;
+	struct dsecd_stage *st = dsecd_stage_find(r->sb, sf->id, r->path, err);
+
+	if (!st)
+		return -1;
+	st->busy = true;
+	r->stage = st;
+	*q = (struct dsec_file_req){ .op = DSEC_FILE_REMOVE, .path = st->tmp,
+				     .uid = DSEC_OWNER_DEFAULT, .gid = DSEC_OWNER_DEFAULT };
+	return 0;
+}
+
 void op_file(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
 	const msgpack_object *m = r->msg.root;
 	const struct dsec_be_ops *ops;
+	struct dsecd_stage *st;
 	struct dsec_err err;
 	int rc;
 
@@ -131,23 +279,24 @@ void op_file(struct dsecd_req *r)
 			unsupported(r, &err);
 			return reply_err(r, &err);
 		}
+		if (r->sb->stages && (st = dsecd_stage_of_file(r->sb, r->path)))
+			dsecd_stage_touch(st);
 		r->want = len ? len : max;
 		rc = ops->file_read(r->sb->handle, r->path, off, r->want + 1, &r->data,
 				    file_done, r, &err);
 	} else {
 		struct dsec_file_req *q = &r->freq;
+		struct stage_fields sf;
+		_cleanup_free_ char *sid = NULL;
 		bool append = false;
-		if ((rc = dsec_get_bin(m, "data", d->conf.max_frame, &q->data, &q->len, &err)) < 0) {
-			if (rc == -ENOENT)
-				dsec_err_setc(&err, DSEC_E_BAD_REQUEST, EINVAL,
-					      "file_write needs field 'data'");
+		if (get_stage_fields(r, &sf, &sid, &err) < 0)
 			return reply_err(r, &err);
-		}
-		if (get_mode(m, &q->mode, &err) < 0 || get_owner(m, q, &err) < 0 ||
-		    dsec_get_bool_opt(m, "append", &append, &err) < 0)
+		if (sf.abort)
+			rc = stage_abort(r, &sf, &err);
+		else if ((rc = get_write(r, &append, &err)) == 0 && (sf.parts || sf.id))
+			rc = stage_write(r, &sf, append, &err);
+		if (rc < 0)
 			return reply_err(r, &err);
-		q->op = append ? DSEC_FILE_APPEND : DSEC_FILE_WRITE;
-		q->path = r->path;
 		/* The file API when the backend has it (owner included). */
 		if (ops->file)
 			rc = ops->file(r->sb->handle, q, &r->fres, fs_done, r, &err);
@@ -187,10 +336,13 @@ static void fs_done(void *arg, int rc, const struct dsec_err *err)
 	struct dsec_pk p;
 
 	r->d->ops_inflight--;
+	stage_settle(r, rc);
 	if (rc < 0)
 		return reply_err(r, err);
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
+	if (r->stage_id[0])
+		dsec_pk_kv_str(&p, "stage", r->stage_id);
 	switch (r->freq.op) {
 	case DSEC_FILE_STAT:
 		pack_info(&p, &res->info);
@@ -255,18 +407,36 @@ static int get_upload(struct dsecd_req *r, struct dsec_err *err)
 	struct dsec_file_req *q = &r->freq;
 	int rc;
 
+	_cleanup_free_ char *sid = NULL;
+	struct dsecd_stage *st = NULL;
+	int given;
+
 	if ((rc = dsec_get_str_opt(m, "archive", &r->archive, err)) < 0 ||
-	    (rc = dsec_get_bool_opt(m, "remove_archive", &q->remove_archive, err)) < 0)
+	    (rc = dsec_get_bool_opt(m, "remove_archive", &q->remove_archive, err)) < 0 ||
+	    (rc = dsec_get_str_opt(m, "stage", &sid, err)) < 0)
 		return rc;
 	rc = dsec_get_bin(m, "data", r->d->conf.max_frame, &q->data, &q->len, err);
 	if (rc < 0 && rc != -ENOENT)
 		return rc;
-	if (rc == 0 && r->archive)
+	given = (rc == 0) + !!r->archive + !!sid;
+	if (given > 1)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
-				     "file_upload takes 'data' or 'archive', not both");
-	if (rc == -ENOENT && !r->archive)
+				     "file_upload takes one of 'data', 'archive' and 'stage'");
+	if (!given)
 		return dsec_err_setc(err, DSEC_E_BAD_REQUEST, EINVAL,
-				     "file_upload needs field 'data' or 'archive'");
+				     "file_upload needs field 'data', 'archive' or 'stage'");
+	if (sid && q->remove_archive)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "file_upload's 'remove_archive' goes with 'archive'");
+	/* A staged write's file, never committed: it goes as remove_archive. */
+	if (sid && (!r->sb->be->ops->file || !(st = dsecd_stage_find(r->sb, sid, NULL, err))))
+		return r->sb->be->ops->file ? -ENOENT : unsupported(r, err);
+	if (st) {
+		r->archive = xstrdup(st->tmp);
+		q->remove_archive = true;
+		st->busy = true;
+		r->stage = st;
+	}
 	if (q->remove_archive && !r->archive)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "file_upload's 'remove_archive' goes with 'archive'");
@@ -275,6 +445,32 @@ static int get_upload(struct dsecd_req *r, struct dsec_err *err)
 	if ((rc = get_format(m, &q->format, err)) < 0)
 		return rc;
 	return get_owner(m, q, err);
+}
+
+/* file_download's archive (with 'stage': a staged download), format. */
+static int get_download(struct dsecd_req *r, struct dsec_err *err)
+{
+	const msgpack_object *m = r->msg.root;
+	struct dsec_file_req *q = &r->freq;
+	bool stage = false;
+	int rc;
+
+	if ((rc = dsec_get_str_opt(m, "archive", &r->archive, err)) < 0 ||
+	    (rc = dsec_get_bool_opt(m, "stage", &stage, err)) < 0 ||
+	    (rc = get_format(m, &q->format, err)) < 0)
+		return rc;
+	q->op = r->archive ? DSEC_FILE_PACK : DSEC_FILE_DOWNLOAD;
+	q->archive = r->archive;
+	if (!stage)
+		return 0;
+	if (!r->archive)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "file_download's 'stage' goes with 'archive'");
+	if (!(r->stage = dsecd_stage_new(r->sb, r->archive, true, err)))
+		return -EMFILE;
+	r->stage->busy = true;
+	memcpy(r->stage_id, r->stage->id, sizeof(r->stage_id));
+	return 0;
 }
 
 /* file_stat, file_list, file_mkdir, file_remove, file_upload, file_download. */
@@ -315,15 +511,19 @@ void op_fs(struct dsecd_req *r)
 	case DSEC_OP_FILE_REMOVE:
 		q->op = DSEC_FILE_REMOVE;
 		rc = dsec_get_bool_opt(m, "recursive", &q->recursive, &err);
+		/* The end of a staged download. */
+		if (rc == 0 && r->sb->stages && (r->stage = dsecd_stage_of_file(r->sb, r->path))) {
+			if (r->stage->busy)
+				r->stage = NULL;
+			else
+				r->stage->busy = true;
+		}
 		break;
 	case DSEC_OP_FILE_UPLOAD:
 		rc = get_upload(r, &err);
 		break;
 	case DSEC_OP_FILE_DOWNLOAD:
-		if ((rc = dsec_get_str_opt(m, "archive", &r->archive, &err)) == 0)
-			rc = get_format(m, &q->format, &err);
-		q->op = r->archive ? DSEC_FILE_PACK : DSEC_FILE_DOWNLOAD;
-		q->archive = r->archive;
+		rc = get_download(r, &err);
 		break;
 	default:
 		DSEC_BUG("op_fs called for op %d", (int)r->op);

@@ -211,6 +211,10 @@ struct dsecd_req {
 					struct dsec_file_req freq;	/* the other file ops:
 									 * what the backend gets */
 					struct dsec_file_res fres;	/* what it fills */
+					struct dsecd_stage *stage;	/* the staged write or
+									 * download it works on
+									 * (busy), or NULL */
+					char stage_id[17];	/* its id, for the reply */
 				};
 				/* chunk_get (req_chunk_free) */
 				struct {

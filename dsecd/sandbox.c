@@ -49,6 +49,7 @@ static void sb_free(struct dsecd *d, struct dsecd_sb *sb)
 	dsec_strv_free(sb->watch);
 	free(sb->spec_frame);
 	free(sb->be_id);
+	dsecd_stages_drop(sb);
 	free(sb);
 }
 
@@ -353,6 +354,7 @@ void dsecd_sb_destroy(struct dsecd *d, struct dsecd_sb *sb, const char *reason,
 	ev_timer_stop(d->loop, &sb->ttl_timer);
 	ev_timer_stop(d->loop, &sb->idle_timer);
 	dsecd_streams_drop(d, sb);
+	dsecd_stages_drop(sb);
 	dsec_err_clear(&err);
 	if (sb->handle && sb->be->ops->destroy(sb->handle, destroyed, sb, &err) == 0) {
 		d->ops_inflight++;

@@ -266,6 +266,10 @@ enum dsec_file_op {
 					 * sandbox, not data (ABI 2, appended) */
 	DSEC_FILE_PACK,			/* DOWNLOAD into the file `archive` in the sandbox
 					 * (made or replaced), not res->data (ABI 2, appended) */
+	DSEC_FILE_PART,			/* a part of a staged write: add data at the end of
+					 * the regular file `archive`, in path's directory,
+					 * which must exist and hold `staged` bytes; with
+					 * `commit`, then rename it to path (ABI 2, appended) */
 };
 
 /* Archive formats of upload and download. */
@@ -307,6 +311,10 @@ struct dsec_file_req {
 					 * sandbox (ABI 2, appended) */
 	bool remove_archive;		/* UNPACK: remove it once open, before anything
 					 * is unpacked (ABI 2, appended) */
+	uint64_t staged;		/* PART: bytes `archive` holds before data goes in
+					 * (ABI 2, appended) */
+	bool commit;			/* PART: rename `archive` to path after (ABI 2,
+					 * appended) */
 };
 
 /* What stat reports of a path, and list of each entry.  Its layout is

@@ -86,12 +86,17 @@ static bool halve(const struct dsec_err *err, size_t n, size_t *part)
 	return true;
 }
 
-/* One file_write request. */
+/* One file_write request.  stage NULL: a write, or with append an
+ * append.  Else a part of a staged write: "" for its first, whose id the
+ * daemon sends goes into *first (NULL from a daemon without staged writes:
+ * it wrote path); the id for the others, the last with commit. */
 static int write_one(struct dsec_client *c, const char *id, const char *path, const void *data,
 		     size_t len, uint32_t mode, int64_t uid, int64_t gid, bool append,
-		     struct dsec_err *err)
+		     const char *stage, bool commit, char **first, struct dsec_err *err)
 {
 	struct dsec_pk p;
+	struct reply r;
+	int rc;
 
 	pk_file(&p, "file_write", id, path);
 	dsec_pk_kv_bin(&p, "data", data, len);
@@ -100,7 +105,31 @@ static int write_one(struct dsec_client *c, const char *id, const char *path, co
 	pk_owner(&p, uid, gid);
 	if (append)
 		dsec_pk_kv_bool(&p, "append", true);
-	return file_call(c, &p, err);
+	if (stage && !*stage)
+		dsec_pk_kv_bool(&p, "parts", true);
+	else if (stage)
+		dsec_pk_kv_str(&p, "stage", stage);
+	if (commit)
+		dsec_pk_kv_bool(&p, "commit", true);
+	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && first)
+		*first = dcl_get_str_or(&r, r.result, "stage", NULL);
+	dcl_reply_free(&r);
+	return rc;
+}
+
+/* Ends the staged write stage of path without a commit: its file goes.
+ * What it cannot remove the daemon removes after its stage_grace. */
+static void write_abort(struct dsec_client *c, const char *id, const char *path,
+			const char *stage)
+{
+	struct dsec_pk p;
+	struct dsec_err e;
+
+	pk_file(&p, "file_write", id, path);
+	dsec_pk_kv_str(&p, "stage", stage);
+	dsec_pk_kv_bool(&p, "abort", true);
+	(void)file_call(c, &p, &e);
 }
 
 /* Where the bytes of a write come from: memory, or a descriptor read to
@@ -141,18 +170,28 @@ static int src_fill(struct src *s, struct dsec_buf *b, size_t want, struct dsec_
 	return 0;
 }
 
-/* Writes (append: adds) what pend holds and then s has in parts: the
- * first replaces the file (unless append), the others are appended.  A
- * daemon without parts gets one request, and no append (it would
- * replace).  pend is the caller's, left empty. */
+/* Writes (append: adds) what pend holds and then s has.  A write that
+ * takes more than one request is staged: its parts go into a file beside
+ * path that the last renames into place (readers see the old file or the
+ * whole new one), and a failure leaves path as it was.  With keep, the
+ * staged write is left uncommitted and its id put in *keep, for an upload
+ * of it.  A daemon without staged writes gets the first part as a write
+ * and the others appended (*keep NULL: path holds it all); one without
+ * parts gets one request, and no append (it would replace).  pend is the
+ * caller's, left empty. */
 static int write_parts(struct dsec_client *c, const char *id, const char *path, struct src *s,
 		       struct dsec_buf *pend, uint32_t mode, int64_t uid, int64_t gid, bool append,
-		       struct dsec_err *err)
+		       char **keep, struct dsec_err *err)
 {
 	size_t part = PART_SMALL, done = 0;
+	char *stage = NULL;
+	bool legacy = false;	/* the daemon wrote the first part to path */
 	int rc;
 
-	if ((append || !s->data || s->len > PART_SMALL) && (rc = part_size(c, &part, err)) < 0)
+	if (keep)
+		*keep = NULL;
+	if ((append || keep || !s->data || s->len > PART_SMALL) &&
+	    (rc = part_size(c, &part, err)) < 0)
 		return rc;
 	if (!part && append)
 		return dsec_err_setc(err, DSEC_E_UNSUPPORTED, ENOTSUP,
@@ -162,26 +201,47 @@ static int write_parts(struct dsec_client *c, const char *id, const char *path, 
 		part = SIZE_MAX;
 	for (;;) {
 		size_t n;
+		bool last;
 
-		if ((rc = src_fill(s, pend, part, err)) < 0)
+		/* A byte more on the first round: whether it is all. */
+		if ((rc = src_fill(s, pend, part + (!done && part < SIZE_MAX), err)) < 0)
 			break;
 		n = pend->len < part ? pend->len : part;
-		rc = write_one(c, id, path, pend->data, n, mode, uid, gid, append || done > 0, err);
+		last = s->ended && pend->len == n;
+		if (append || legacy || (!done && last && !keep) || part == SIZE_MAX)
+			rc = write_one(c, id, path, pend->data, n, mode, uid, gid,
+				       append || legacy, NULL, false, NULL, err);
+		else if (!stage)
+			rc = write_one(c, id, path, pend->data, n, mode, uid, gid, false, "", false,
+				       &stage, err);
+		else
+			rc = write_one(c, id, path, pend->data, n, 0, DSEC_OWNER_DEFAULT,
+				       DSEC_OWNER_DEFAULT, false, stage, last && !keep, NULL, err);
 		if (rc < 0 && halve(err, n, &part))
 			continue;
 		if (rc < 0) {
-			if (done)
+			if (stage)
+				dsec_err_prefix(err, "'%s' is as it was", path);
+			else if (done)
 				dsec_err_prefix(err, "'%s' has %zu bytes of what was written", path,
 						done);
 			break;
 		}
+		if (!done && !stage && !append && !(last && !keep) && part < SIZE_MAX)
+			legacy = true;
 		memmove(pend->data, pend->data + n, pend->len - n);
 		pend->len -= n;
 		done += n;
-		if (s->ended && !pend->len)
+		if (last)
 			break;
 	}
 	pend->len = 0;
+	if (rc < 0 && stage)
+		write_abort(c, id, path, stage);
+	if (rc == 0 && keep)
+		*keep = stage;
+	else
+		free(stage);
 	return rc;
 }
 
@@ -195,7 +255,7 @@ static int write_mem(struct dsec_client *c, const char *id, const char *path, co
 	int rc;
 
 	dsec_buf_init(&pend);
-	rc = write_parts(c, id, path, &s, &pend, mode, uid, gid, append, err);
+	rc = write_parts(c, id, path, &s, &pend, mode, uid, gid, append, NULL, err);
 	dsec_buf_free(&pend);
 	return rc;
 }
@@ -357,17 +417,20 @@ static char *stage_name(const char *dir, const char *kind)
 			 (unsigned long long)x);
 }
 
-/* One file_upload: of data, or of the file archive (then removed). */
+/* One file_upload: of data, of the file archive (then removed), or of the
+ * staged write stage (which it ends). */
 static int upload_one(struct dsec_client *c, const char *id, const char *path, const void *data,
-		      size_t len, const char *archive, const char *format, int64_t uid,
-		      int64_t gid, struct dsec_err *err)
+		      size_t len, const char *archive, const char *stage, const char *format,
+		      int64_t uid, int64_t gid, struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
 	int rc;
 
 	pk_file(&p, "file_upload", id, path);
-	if (archive) {
+	if (stage) {
+		dsec_pk_kv_str(&p, "stage", stage);
+	} else if (archive) {
 		dsec_pk_kv_str(&p, "archive", archive);
 		dsec_pk_kv_bool(&p, "remove_archive", true);
 	} else {
@@ -376,7 +439,7 @@ static int upload_one(struct dsec_client *c, const char *id, const char *path, c
 	if (format)
 		dsec_pk_kv_str(&p, "format", format);
 	pk_owner(&p, uid, gid);
-	rc = dcl_roundtrip(c, &p, archive ? ARCHIVE_EXTRA : 0, &r, err);
+	rc = dcl_roundtrip(c, &p, archive || stage ? ARCHIVE_EXTRA : 0, &r, err);
 	dcl_reply_free(&r);
 	return rc;
 }
@@ -396,7 +459,7 @@ static int upload_src(struct dsec_client *c, const char *id, const char *path, s
 {
 	size_t part = PART_SMALL;
 	struct dsec_buf pend;
-	char *stage = NULL;
+	char *stage = NULL, *staged = NULL;
 	int rc;
 
 	dsec_buf_init(&pend);
@@ -407,20 +470,26 @@ static int upload_src(struct dsec_client *c, const char *id, const char *path, s
 		goto out;
 	/* A node the request went on to may still find it too large. */
 	if (!part || pend.len <= part) {
-		rc = upload_one(c, id, path, pend.data, pend.len, NULL, format, uid, gid, err);
+		rc = upload_one(c, id, path, pend.data, pend.len, NULL, NULL, format, uid, gid,
+				err);
 		if (rc == 0 || !part || err->code != DSEC_E_TOO_LARGE)
 			goto out;
 	}
 	if ((rc = dsec_file_mkdir(c, id, path, 0, true, uid, gid, err)) < 0)
 		goto out;
+	/* Staged, the archive is never a file of its own: the upload takes it
+	 * from the stage, and when this client dies before, the daemon
+	 * removes it after its stage_grace. */
 	stage = stage_name(path, "upload");
 	if ((rc = write_parts(c, id, stage, s, &pend, 0600, DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT,
-			      false, err)) == 0)
-		rc = upload_one(c, id, path, NULL, 0, stage, format, uid, gid, err);
-	if (rc < 0)
+			      false, &staged, err)) == 0)
+		rc = upload_one(c, id, path, NULL, 0, staged ? NULL : stage, staged, format, uid,
+				gid, err);
+	if (rc < 0 && !staged)
 		stage_remove(c, id, stage);
 out:
 	free(stage);
+	free(staged);
 	dsec_buf_free(&pend);
 	return rc;
 }
@@ -454,8 +523,12 @@ static int download_one(struct dsec_client *c, const char *id, const char *path,
 	pk_file(&p, "file_download", id, path);
 	if (format)
 		dsec_pk_kv_str(&p, "format", format);
-	if (archive)
+	/* Staged: when this client dies before it has read and removed the
+	 * archive, the daemon removes it after its stage_grace. */
+	if (archive) {
 		dsec_pk_kv_str(&p, "archive", archive);
+		dsec_pk_kv_bool(&p, "stage", true);
+	}
 	rc = dcl_roundtrip(c, &p, archive ? ARCHIVE_EXTRA : 0, &r, err);
 	if (rc == 0 && !archive)
 		rc = dcl_get_bin_need(&r, "file_download", "data", out, err);

@@ -15,7 +15,7 @@ plan $((FILES_TESTS + 8))
 
 # A small max_frame, so that the reply caps and the parts show; room in
 # the scratch for 40 MiB four times (t/files-common.sh).
-start_dsecd --set backends=fncall --set max_frame=256K --set output_cap=64K \
+start_dsecd --set backends=fncall --set max_frame=256K --set output_cap=64K --set stage_grace=3s \
 	--set fncall.scratch=256M
 BE=fncall
 ESC='"code":"permission"'

@@ -19,7 +19,7 @@ grep -qw overlay /proc/filesystems || skip_all "needs overlayfs"
 plan $((FILES_TESTS + 12))
 
 # A small max_frame, so that the parts show (t/files-common.sh).
-start_dsecd --set backends=container --set max_frame=256K --set output_cap=64K
+start_dsecd --set backends=container --set max_frame=256K --set output_cap=64K --set stage_grace=3s
 BE=container
 # Inside the container's root an escape is contained: ".." stops at its
 # root and absolute symlinks resolve in it; only magic links are refused.

@@ -11,7 +11,8 @@
 # the host: each one is refused or stays inside the sandbox, and both are
 # unchanged at the end.  FILES_TESTS is the number of tests it runs.
 
-FILES_TESTS=74
+FILES_TESTS=105
+STAGE_GRACE=${STAGE_GRACE:-3}
 
 files_tests() {
 	P=/work
@@ -275,5 +276,138 @@ EOF
 	like "$OUT" '"code":"not_found"' "$BE: a refused archive leaves nothing, not even its good members"
 	is "$(host_sum)" "$host0" "$BE: the host file and directory are unchanged"
 
+	files_stage_tests
+	is "$(host_sum)" "$host0" "$BE: the host file and directory are unchanged by staged writes"
+
 	run hr destroy id="$id"
+}
+
+# Staged writes and downloads (file_write with parts; the daemon's
+# stage_grace is STAGE_GRACE seconds): what a reader sees, what a command
+# in the sandbox can do to a staged file, and what a client that dies
+# half way leaves.
+files_stage_tests() {
+	sid_of() { printf '%s' "$1" | sed -n 's/.*"stage":"\([0-9a-f]*\)".*/\1/p'; }
+	parts_in() { sh_in "ls -a $1 | grep -c '^\.dsec-part-'"; }
+
+	run hr file_write id="$id" path=$P/st data=old
+	run hr file_write id="$id" path=$P/st data=abc parts?=true mode#=384
+	sid=$(sid_of "$OUT")
+	like "$sid" '^[0-9a-f]{16}$' "$BE: file_write with parts: the reply names its stage"
+	run hr file_write id="$id" path=$P/st data=def stage="$sid"
+	like "$OUT" '"ok":true' "$BE: a later part of a staged write"
+	run hr file_read id="$id" path=$P/st
+	like "$OUT" '"data":"old"' "$BE: until the last part, readers see the file as it was"
+	run sh_in "ls -a $P | grep -c '^\.dsec-part-$sid\$'"
+	is "$OUT" 1 "$BE: the parts are in a hidden file beside it"
+	run hr file_write id="$id" path=$P/other data=x stage="$sid"
+	like "$OUT" "\"code\":\"invalid\",\"message\":\"staged write '$sid' is of '$P/st', not of '$P/other'" \
+		"$BE: a part of a stage sent for another path is invalid"
+	run hr file_write id="$id" path=$P/st data=ghi stage="$sid" commit?=true
+	like "$OUT" '"ok":true' "$BE: the last part commits"
+	run hr file_stat id="$id" path=$P/st
+	like "$OUT" '"mode":384,"size":9,' "$BE: the file has every part, and the first part's mode"
+	run hr file_read id="$id" path=$P/st
+	like "$OUT" '"data":"abcdefghi"' "$BE: ... in order"
+	run parts_in $P
+	is "$OUT" 0 "$BE: nothing is left beside it"
+	run hr file_write id="$id" path=$P/st data=x stage="$sid"
+	like "$OUT" '"code":"not_found","message":"sandbox .* has no staged write .*: it was committed' \
+		"$BE: a part of a committed stage: not_found"
+
+	run hr file_write id="$id" path=$P/st data=zz parts?=true
+	sid=$(sid_of "$OUT")
+	run hr file_write id="$id" path=$P/st stage="$sid" abort?=true
+	like "$OUT" '"ok":true' "$BE: abort ends a staged write"
+	run hr file_read id="$id" path=$P/st
+	is "$(parts_in $P):$(printf '%s' "$OUT" | grep -c '"data":"abcdefghi"')" "0:1" \
+		"$BE: ... leaving the file as it was and nothing beside it"
+
+	# A command in the sandbox changes, removes or swaps the staged file:
+	# the part fails and the file is never replaced by what was not sent.
+	run hr file_write id="$id" path=$P/st data=abc parts?=true
+	sid=$(sid_of "$OUT")
+	sh_in "echo more >> $P/.dsec-part-$sid"
+	run hr file_write id="$id" path=$P/st data=def stage="$sid" commit?=true
+	like "$OUT" '"code":"invalid","message":"cannot write .*: its staged file was changed in the sandbox \(8 bytes where the parts sent 3\)' \
+		"$BE: a staged file a command added to fails the part"
+	sh_in "rm $P/.dsec-part-$sid; ln -s $T/host $P/.dsec-part-$sid"
+	run hr file_write id="$id" path=$P/st data=def stage="$sid" commit?=true
+	like "$OUT" '"code":"invalid","message":"cannot write .*: its staged file was changed' \
+		"$BE: ... one swapped for a symlink (out of the sandbox) too"
+	sh_in "rm $P/.dsec-part-$sid"
+	run hr file_write id="$id" path=$P/st data=def stage="$sid" commit?=true
+	like "$OUT" '"code":"not_found","message":"cannot write .*: its staged file is gone' \
+		"$BE: ... and one removed: not_found"
+	run hr file_read id="$id" path=$P/st
+	like "$OUT" '"data":"abcdefghi"' "$BE: the file is as it was after each"
+	run hr file_write id="$id" path=$P/st stage="$sid" abort?=true
+
+	# Fields that do not go together.
+	run hr file_write id="$id" path=$P/st data=x parts?=true stage=0123456789abcdef
+	like "$OUT" '"code":"invalid","message":"file_write takes .parts. \(a first part\) or .stage.' \
+		"$BE: parts with stage is invalid"
+	run hr file_write id="$id" path=$P/st data=x commit?=true
+	like "$OUT" '"code":"invalid","message":"file_write.s .commit. and .abort. go with .stage.' \
+		"$BE: commit without a stage is invalid"
+	run hr file_write id="$id" path=$P/st data=x parts?=true append?=true
+	like "$OUT" '"code":"invalid","message":"a staged write replaces the file' \
+		"$BE: a staged append is invalid"
+	run hr file_write id="$id" path=$P/sub/ data=x parts?=true
+	like "$OUT" "\"code\":\"invalid\",\"message\":\"cannot write '$P/sub/': is a directory" \
+		"$BE: a staged write of a directory path is invalid"
+
+	# An upload of a staged write: the archive never becomes a file.
+	echo hello > "$T/sf"; tar -C "$T" -cf "$T/sf.tar" sf
+	head -c 4096 "$T/sf.tar" > "$T/sf1"; tail -c +4097 "$T/sf.tar" > "$T/sf2"
+	run hr file_write id="$id" path=$P/up/x.tar data@="$T/sf1" parts?=true
+	sid=$(sid_of "$OUT")
+	run hr file_write id="$id" path=$P/up/x.tar data@="$T/sf2" stage="$sid"
+	run hr file_upload id="$id" path=$P/up stage="$sid"
+	like "$OUT" '"entries":1' "$BE: file_upload of a staged write"
+	run sh_in "cat $P/up/sf; ls -a $P/up | grep -c dsec"
+	is "$OUT" "hello
+0" "$BE: ... unpacks it and leaves neither the archive nor its staged file"
+	run hr file_upload id="$id" path=$P/up stage="$sid"
+	like "$OUT" '"code":"not_found","message":"sandbox .* has no staged write' \
+		"$BE: ... which it ends"
+
+	# A client that goes silent: after stage_grace its staged file goes.
+	run hr file_write id="$id" path=$P/st data=half parts?=true
+	sid=$(sid_of "$OUT")
+	run hr file_download id="$id" path=$P/up archive=$P/dl.tar stage?=true
+	like "$OUT" '"stage":"[0-9a-f]{16}"' "$BE: a staged download names its stage"
+	run sh_in "ls -a $P | grep -c '^\.dsec-part-$sid\$'; test -f $P/dl.tar && echo there"
+	is "$OUT" "1
+there" "$BE: a silent client's staged write and download are there at first"
+	sleep $((STAGE_GRACE + 2))
+	run sh_in "ls -a $P | grep -c '^\.dsec-part-'; test -e $P/dl.tar || echo gone"
+	is "$OUT" "0
+gone" "$BE: ... and removed after stage_grace"
+	run hr file_read id="$id" path=$P/st
+	like "$OUT" '"data":"abcdefghi"' "$BE: ... the file it was to replace as it was"
+	run hr file_write id="$id" path=$P/st data=x stage="$sid" commit?=true
+	like "$OUT" '"code":"not_found".*left untouched for stage_grace' \
+		"$BE: ... and a late part gets not_found"
+
+	# A client killed half way through an upload in parts (libdsec reading
+	# a pipe that stops): its staged archive goes after stage_grace.
+	head -c $((1 << 20)) /dev/urandom > "$T/kr"
+	tar -C "$T" -cf "$T/kr.tar" kr
+	rm -f "$T/fifo"; mkfifo "$T/fifo"
+	helper-files --upload-stdin "$DSEC_HOST" "$id" $P/killed < "$T/fifo" > /dev/null 2>&1 &
+	local kpid=$! i
+	exec 7> "$T/fifo"
+	head -c $((700 << 10)) "$T/kr.tar" >&7
+	for i in $(seq 100); do
+		[ "$(parts_in $P/killed 2>/dev/null)" = 1 ] && break
+		sleep 0.1
+	done
+	run parts_in $P/killed
+	is "$OUT" 1 "$BE: an upload in parts from a pipe that stops is staged"
+	kill -9 $kpid; wait $kpid 2>/dev/null
+	exec 7>&-
+	sleep $((STAGE_GRACE + 2))
+	run sh_in "ls -A $P/killed | wc -l"
+	is "$OUT" 0 "$BE: the client killed half way leaves nothing after stage_grace"
 }

@@ -10,6 +10,9 @@
  *        in FILE.tar), and as a tar.zst through FILE.tar.zst to
  *        DIR-copy2; every step compares what comes back
  *   helper-files --cat URL ID PATH OUT      (PATH read whole into OUT)
+ *   helper-files --upload-stdin URL ID DIR
+ *        a tar read from stdin to its end (a pipe: it may stop half way)
+ *        uploaded into DIR
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -214,16 +217,29 @@ static int small(struct dsec_client *c, const char *id, const char *dir)
 	return fails ? 1 : 0;
 }
 
+/* --upload-stdin */
+static int upload_stdin(struct dsec_client *c, const char *id, const char *dir)
+{
+	struct dsec_err err;
+	int rc = dsec_file_upload_fd(c, id, dir, 0, "tar", DSEC_OWNER_DEFAULT, DSEC_OWNER_DEFAULT,
+				     &err);
+
+	step("upload from stdin", rc, true, &err);
+	return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	bool bigmode = argc == 6 && !strcmp(argv[1], "--big");
 	bool catmode = argc == 6 && !strcmp(argv[1], "--cat");
+	bool inmode = argc == 5 && !strcmp(argv[1], "--upload-stdin");
 	struct dsec_client *c;
 	struct dsec_err err;
-	int rc, a = bigmode ? 3 : catmode ? 2 : 1;
+	int rc, a = bigmode ? 3 : catmode || inmode ? 2 : 1;
 
-	if (!bigmode && !catmode && argc != 4) {
-		fputs("usage: helper-files [--big FILE] URL ID DIR | --cat URL ID PATH OUT\n", stderr);
+	if (!bigmode && !catmode && !inmode && argc != 4) {
+		fputs("usage: helper-files [--big FILE] URL ID DIR | --cat URL ID PATH OUT |\n"
+		      "       --upload-stdin URL ID DIR\n", stderr);
 		return 2;
 	}
 	if (dsec_connect(&c, argv[a], &err) < 0) {
@@ -231,6 +247,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	rc = bigmode ? big(c, argv[a + 1], argv[a + 2], argv[2]) :
+	     inmode  ? upload_stdin(c, argv[a + 1], argv[a + 2]) :
 	     catmode ? cat(c, argv[a + 1], argv[a + 2], argv[a + 3]) :
 		       small(c, argv[a + 1], argv[a + 2]);
 	dsec_close(c);

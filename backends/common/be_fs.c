@@ -514,6 +514,68 @@ static int do_append(const struct be_fs_root *r, const struct dsec_file_req *q, 
 	return rc < 0 ? fs_err(err, rc, "append to", q->path) : 0;
 }
 
+/* PART: adds q->data to the staged file q->archive (beside q->path, made
+ * by a WRITE), which must still be the regular file of q->staged bytes
+ * the parts before left; with q->commit, renames it to q->path.  What a
+ * command in the sandbox did to the staged file fails the part: the
+ * target is never replaced by what the client did not send. */
+static int do_part(const struct be_fs_root *r, const struct dsec_file_req *q, char *rel,
+		   struct dsec_file_res *res, struct dsec_err *err)
+{
+	_cleanup_free_ char *arel = NULL, *parent = NULL, *aparent = NULL;
+	_cleanup_close_ int pfd = -1, fd = -1;
+	const char *name, *tmp;
+	struct stat st;
+	int rc;
+
+	(void)res;
+	if (!q->archive)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot write '%s': no staged file given", q->path);
+	if ((rc = clean_path(r, q->archive, &arel, err)) < 0)
+		return rc;
+	parent = split(rel, &name);
+	aparent = split(arel, &tmp);
+	if (!name || !tmp || strcmp(parent, aparent) || !strcmp(name, tmp))
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot write '%s': the staged file '%s' is not beside it",
+				     q->path, q->archive);
+	if ((pfd = root_open(r, parent, O_PATH | O_DIRECTORY)) < 0)
+		return fs_err(err, pfd, "write", q->path);
+	if ((fd = below_open(pfd, tmp, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0)) < 0 &&
+	    fd != -ELOOP && fd != -EISDIR)
+		return fd == -ENOENT ? dsec_err_setc(err, DSEC_E_NOT_FOUND, ENOENT,
+						     "cannot write '%s': its staged file is gone",
+						     q->path)
+				     : fs_err(err, fd, "write", q->path);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size != q->staged)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "cannot write '%s': its staged file was changed in the sandbox "
+				     "(%lld bytes where the parts sent %llu)", q->path,
+				     fd < 0 ? -1LL : (long long)st.st_size,
+				     (unsigned long long)q->staged);
+	if (q->len) {
+		rc = lseek(fd, (off_t)q->staged, SEEK_SET) < 0 ? -errno
+							      : dsec_write_all(fd, q->data, q->len);
+		if (rc < 0) {
+			/* Cut back to what the parts before sent; should that
+			 * fail too, the next part finds the size changed. */
+			if (ftruncate(fd, (off_t)q->staged) < 0)
+				errno = 0;
+			return fs_err(err, rc, "write", q->path);
+		}
+	}
+	if (!q->commit)
+		return 0;
+	if (is_mount(pfd, name))
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EBUSY,
+				     "cannot write '%s': it is a mount point", q->path);
+	if (renameat(pfd, tmp, pfd, name) < 0)
+		return fs_err(err, errno, "write", q->path);
+	return 0;
+}
+
 /* Removes directory name of dir and everything below it.  Never follows
  * a symlink (a link is removed, not its target) and never enters another
  * mount: a mount point below fails the removal.  path is for messages. */
@@ -1373,6 +1435,7 @@ static const fs_fn fs_ops[] = {
 	[DSEC_FILE_APPEND] = do_append,
 	[DSEC_FILE_UNPACK] = do_upload,
 	[DSEC_FILE_PACK] = do_download,
+	[DSEC_FILE_PART] = do_part,
 };
 
 int be_fs_run(const struct be_fs_root *root, const struct dsec_file_req *req,

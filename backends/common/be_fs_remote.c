@@ -21,6 +21,7 @@
 #define FSW_PARENTS 1u			/* MKDIR: parents */
 #define FSW_RECURSIVE 2u		/* REMOVE: recursive */
 #define FSW_REMOVE_ARCHIVE 4u		/* UNPACK: remove_archive */
+#define FSW_COMMIT 8u			/* PART: commit */
 #define FSW_PATH_MAX 4096		/* bytes of a request's path */
 #define FSW_DATA_MAX (1ull << 32)	/* bytes of a request's data */
 #define FSW_NAME_MAX 4096		/* bytes of an entry's name */
@@ -33,12 +34,14 @@ struct fsw_req {
 	uint32_t magic;			/* FSW_MAGIC_REQ */
 	uint32_t op;			/* enum dsec_file_op, or FSW_READ */
 	int64_t uid, gid;		/* owner, DSEC_OWNER_DEFAULT */
-	uint64_t offset, rlen;		/* FSW_READ: where and how much (0: to the end) */
+	uint64_t offset, rlen;		/* FSW_READ: where and how much (0: to the end);
+					 * PART: offset is staged */
 	uint64_t max_entries;		/* LIST */
 	uint64_t max_bytes;		/* LIST, DOWNLOAD */
 	uint32_t mode;			/* WRITE, MKDIR */
 	uint32_t format;		/* enum dsec_file_format */
-	uint32_t flags;			/* FSW_PARENTS, FSW_RECURSIVE, FSW_REMOVE_ARCHIVE */
+	uint32_t flags;			/* FSW_PARENTS, FSW_RECURSIVE, FSW_REMOVE_ARCHIVE,
+					 * FSW_COMMIT */
 	uint32_t path_len;		/* bytes of path that follow */
 	uint32_t archive_len;		/* UNPACK, PACK: bytes of the archive's path after it */
 	uint64_t data_len;		/* bytes of data after them */
@@ -221,6 +224,7 @@ static int serve_one(int sock, const struct be_fs_root *root, const struct fsw_r
 			.format = (enum dsec_file_format)q->format, .max_entries = q->max_entries,
 			.max_bytes = q->max_bytes, .archive = q->archive_len ? archive : NULL,
 			.remove_archive = q->flags & FSW_REMOVE_ARCHIVE,
+			.staged = q->offset, .commit = q->flags & FSW_COMMIT,
 		};
 
 		rc = be_fs_run(root, &r, &res, &err);
@@ -350,8 +354,9 @@ int be_fs_call(int sock, const struct dsec_file_req *req, struct dsec_file_res *
 			     .mode = req->mode, .format = (uint32_t)req->format,
 			     .flags = (req->parents ? FSW_PARENTS : 0) |
 				      (req->recursive ? FSW_RECURSIVE : 0) |
-				      (req->remove_archive ? FSW_REMOVE_ARCHIVE : 0),
-			     .data_len = req->data ? req->len : 0 };
+				      (req->remove_archive ? FSW_REMOVE_ARCHIVE : 0) |
+				      (req->commit ? FSW_COMMIT : 0),
+			     .offset = req->staged, .data_len = req->data ? req->len : 0 };
 	uint64_t info_max = 2 * (sizeof(struct fsw_info) + FSW_NAME_MAX + FSW_LINK_MAX);
 	_cleanup_free_ char *info = NULL;
 	struct fsw_res h;

@@ -411,11 +411,13 @@ class AsyncSandbox:
         """Write a whole file (made or replaced; parents made), or with
         append add data at the end of a regular file (made when missing;
         mode, uid and gid then apply).  Any length: what one request
-        cannot carry goes in parts (the first replaces the file, the
-        others are appended, so readers may see it part written, and a
-        failure part way leaves what went in: the exception's message
-        says how much).  With step (a step of a rollout's log) it is one
-        request."""
+        cannot carry goes in parts.  A write in parts is staged: readers
+        see the old file or the whole new one, and a failure part way
+        leaves the file as it was (a daemon before staged writes: the
+        first part replaces the file and the others are appended, and the
+        exception's message says how much went in).  An append in parts
+        may be seen part way.  With step (a step of a rollout's log) it
+        is one request."""
         if isinstance(data, str):
             data = data.encode()
         fields = {"mode": mode, "uid": uid, "gid": gid}
@@ -426,42 +428,79 @@ class AsyncSandbox:
         await self._write_parts(path, _reader(data), len(data), fields, append)
 
     async def _write_parts(self, path: str, read: Callable[[int], bytes], size: Optional[int],
-                           fields: Mapping[str, Any], append: bool) -> int:
+                           fields: Mapping[str, Any], append: bool,
+                           keep: bool = False) -> Tuple[int, Optional[str]]:
         """Writes what read(n) returns (b"" at the end; size bytes, None:
-        not known) to path in parts; returns how many bytes."""
+        not known) to path; returns how many bytes, and with keep the id
+        of the staged write left uncommitted (None from a daemon before
+        staged writes: path holds them).  More than one request is a
+        staged write (dsec-protocol(7) file_write with parts): path is
+        replaced whole by the last part, or left as it was on failure."""
         part = PART_SMALL
-        if append or size is None or size > PART_SMALL:
+        if append or keep or size is None or size > PART_SMALL:
             part = await self.client._part_size()
             if not part and append:
                 raise Unsupported("cannot append to '%s': the daemon cannot append" % path)
-        if not part:  # a daemon before parts: one request
+        single = not part  # a daemon before parts: one request
+        if single:
             part = max(size, 1) if size is not None else PART_MAX
         pending, ended, done = bytearray(), False, 0
-        while True:
-            while len(pending) < part and not ended:
-                more = read(part - len(pending))
-                ended = not more
-                pending += more
-            n = min(part, len(pending))
-            try:
-                await self.client.call("file_write", dict(fields, id=self.id, path=path,
-                                                          data=bytes(pending[:n]),
-                                                          append=(append or done > 0) or None))
-            except TooLarge:
-                if n // 2 < PART_MIN:
-                    raise
-                part = n // 2
-                continue
-            except DsecError as e:
-                if done:
-                    e.message = "'%s' has %d bytes of what was written: %s" % (path, done,
-                                                                              e.message)
-                    e.args = (e.message,)
-                raise
-            del pending[:n]
-            done += n
-            if ended and not pending:
-                return done
+        stage: Optional[str] = None
+        legacy = False  # the daemon wrote the first part to path
+        ok = False
+        try:
+            while True:
+                want = part + (1 if not done and not single else 0)
+                while len(pending) < want and not ended:
+                    more = read(want - len(pending))
+                    ended = not more
+                    pending += more
+                n = min(part, len(pending))
+                last = ended and len(pending) == n
+                req = dict(fields, id=self.id, path=path, data=bytes(pending[:n]))
+                if append or legacy or single or (not done and last and not keep):
+                    req["append"] = (append or legacy or done > 0) or None
+                elif stage is None:
+                    req["parts"] = True
+                else:
+                    req = {"id": self.id, "path": path, "data": req["data"], "stage": stage,
+                           "commit": (last and not keep) or None}
+                try:
+                    r = await self.client.call("file_write", req)
+                except TooLarge:
+                    if n // 2 < PART_MIN:
+                        raise
+                    part = n // 2
+                    continue
+                if req.get("parts"):
+                    stage = r.get("stage")
+                    legacy = stage is None
+                del pending[:n]
+                done += n
+                if last:
+                    ok = True
+                    return done, stage if keep else None
+        except DsecError as e:
+            if stage is not None:
+                e.message = "'%s' is as it was: %s" % (path, e.message)
+                e.args = (e.message,)
+            elif done:
+                e.message = "'%s' has %d bytes of what was written: %s" % (path, done,
+                                                                          e.message)
+                e.args = (e.message,)
+            raise
+        finally:
+            if stage is not None and not ok:
+                await self._abort_quietly(path, stage)
+
+    async def _abort_quietly(self, path: str, stage: str) -> None:
+        """Ends a staged write without a commit; what it cannot the daemon
+        removes after its stage_grace."""
+        try:
+            await self.client.call("file_write", {"id": self.id, "path": path, "stage": stage,
+                                                  "abort": True})
+        except DsecError:
+            pass
 
     async def upload(self, path: str, src: Union[bytes, bytearray, memoryview, BinaryIO, str,
                                                  os.PathLike], *,
@@ -476,7 +515,9 @@ class AsyncSandbox:
         archive whole first: one with a member that would leave path (a
         name, a link) is refused, PermissionDenied, and unpacks nothing.
         Any length: an archive longer than one request carries is written
-        in parts to a file in path, unpacked from there, and removed."""
+        in parts to a staged write in path and unpacked from there; what a
+        client that dies half way sent the daemon removes after its
+        stage_grace."""
         if isinstance(src, (str, os.PathLike)):
             if format not in (None, "tar"):
                 raise Invalid("a local directory or file is packed as a tar, not %r" % format)
@@ -506,14 +547,19 @@ class AsyncSandbox:
 
         def chained(n: int) -> bytes:
             return rest(n) or read(n)
+        staged: Optional[str] = None
         try:
-            await self._write_parts(stage, chained, None, {"mode": 0o600}, False)
-            r = await self.client.call("file_upload", dict(fields, archive=stage,
-                                                           remove_archive=True),
-                                       wait=ARCHIVE_WAIT)
+            # Staged, the archive never is a file of its own: the upload
+            # ends the stage, and when this client dies before, the daemon
+            # removes it after its stage_grace.
+            _, staged = await self._write_parts(stage, chained, None, {"mode": 0o600}, False,
+                                                keep=True)
+            where = {"stage": staged} if staged else {"archive": stage, "remove_archive": True}
+            r = await self.client.call("file_upload", dict(fields, **where), wait=ARCHIVE_WAIT)
             return int(r.get("entries", 0))
         except BaseException:
-            await self._remove_quietly(stage)
+            if not staged:
+                await self._remove_quietly(stage)
             raise
 
     async def download(self, path: str, dest: Optional[BinaryIO] = None, *,
@@ -525,7 +571,8 @@ class AsyncSandbox:
         devices are left out.  Any length: an archive longer than a reply
         carries is packed into a file in the sandbox (in path when it is a
         directory, else beside it; in /tmp when that cannot be written),
-        read in parts, then removed."""
+        read in parts, then removed (by the daemon after its stage_grace
+        when this client dies first)."""
         try:
             r = await self.client.call("file_download", {"id": self.id, "path": path,
                                                          "format": format})
@@ -561,13 +608,13 @@ class AsyncSandbox:
         fields = {"id": self.id, "path": path, "format": format}
         stage = _stage_name(where, "download")
         try:
-            await self.client.call("file_download", dict(fields, archive=stage),
+            await self.client.call("file_download", dict(fields, archive=stage, stage=True),
                                    wait=ARCHIVE_WAIT)
             return stage
         except PermissionDenied as first:
             stage = _stage_name("/tmp", "download")
             try:
-                await self.client.call("file_download", dict(fields, archive=stage),
+                await self.client.call("file_download", dict(fields, archive=stage, stage=True),
                                        wait=ARCHIVE_WAIT)
                 return stage
             except DsecError:

@@ -387,6 +387,20 @@ def test_files_and_trees_in_parts(small_daemon, backend, tmp_path):
                 with pytest.raises(dsec.Invalid):
                     await sb.read_file("/work/big", offset=1 << 63)
                 await sb.write_file("/work/ap", "abc")
+                # A write in parts replaces the file whole: a reader
+                # meanwhile sees its old size or its new one, nothing between.
+                new = big[: (20 << 20) + 1]
+                sizes = []
+
+                async def watch():
+                    while True:
+                        sizes.append((await sb.stat("/work/big"))["size"])
+                        await asyncio.sleep(0)
+                watcher = asyncio.ensure_future(watch())
+                await sb.write_file("/work/big", new)
+                watcher.cancel()
+                assert len(sizes) > 1 and set(sizes) <= {len(big), len(new)}
+                assert await sb.read_file("/work/big") == new
                 await sb.write_file("/work/ap", "def", append=True)
                 await sb.write_file("/work/ap", big[:3 << 20], append=True)
                 assert await sb.read_file("/work/ap") == b"abcdef" + big[:3 << 20]
