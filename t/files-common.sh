@@ -11,7 +11,7 @@
 # the host: each one is refused or stays inside the sandbox, and both are
 # unchanged at the end.  FILES_TESTS is the number of tests it runs.
 
-FILES_TESTS=105
+FILES_TESTS=108
 STAGE_GRACE=${STAGE_GRACE:-3}
 
 files_tests() {
@@ -356,6 +356,19 @@ files_stage_tests() {
 	run hr file_write id="$id" path=$P/sub/ data=x parts?=true
 	like "$OUT" "\"code\":\"invalid\",\"message\":\"cannot write '$P/sub/': is a directory" \
 		"$BE: a staged write of a directory path is invalid"
+
+	# A sandbox has at most 64 stages at once.
+	local sids=() i
+	for i in $(seq 64); do
+		sids+=("$(sid_of "$(hr file_write id="$id" path=$P/many data=x parts?=true)")")
+	done
+	is "$(printf '%s\n' "${sids[@]}" | grep -c '^[0-9a-f]\{16\}$')" 64 "$BE: 64 staged writes at once"
+	run hr file_write id="$id" path=$P/many data=x parts?=true
+	like "$OUT" '"code":"capacity","message":"sandbox .* has 64 staged writes and downloads, the most it may' \
+		"$BE: a 65th: capacity"
+	for i in "${sids[@]}"; do hr file_write id="$id" path=$P/many stage="$i" abort?=true; done |
+		grep -c '"ok":true' > "$T/aborted"
+	is "$(cat "$T/aborted"):$(parts_in $P)" "64:0" "$BE: aborting them removes their files"
 
 	# An upload of a staged write: the archive never becomes a file.
 	echo hello > "$T/sf"; tar -C "$T" -cf "$T/sf.tar" sf
