@@ -87,6 +87,13 @@ struct rlc_token {
 	char *id;			/* the sandbox it made, NULL while making */
 	struct dsecd_req *maker;	/* the create making it, or NULL */
 	struct dsecd_req *waiters;	/* creates sent again meanwhile (r->rl_next) */
+	bool probing;			/* maker waits for the node it asked (token_find) */
+	char *claimer;			/* the node that makes it, another (its token_find
+					 * found none here, or this node yielded to it), or
+					 * NULL */
+	uint64_t claimed_ns;		/* when (dsec_now_ns) */
+	bool remote;			/* made by another node's token_find: a claim
+					 * alone, counted in nclaims */
 };
 
 enum rlc_lease_state { RLC_LEASE_ACTIVE, RLC_LEASE_LAPSED };
@@ -138,7 +145,8 @@ struct rlc {
 	uint64_t swept;			/* logs it removed */
 	/* token.c */
 	struct rlc_token *tokens[RLC_TOKEN_BUCKETS];
-	size_t ntokens;
+	size_t ntokens;			/* records but claims */
+	size_t nclaims;			/* records of another node's claim */
 	uint64_t tokens_reused;		/* creates answered by their token */
 	/* lease.c */
 	struct rlc_lease *leases;

@@ -1218,6 +1218,7 @@ void rlc_pack_node(struct dsecd *d, struct dsec_pk *p)
 	dsec_pk_str(p, "tokens");
 	dsec_pk_map_begin(p);
 	dsec_pk_kv_u64(p, "held", rl->ntokens);
+	dsec_pk_kv_u64(p, "claims", rl->nclaims);
 	dsec_pk_kv_u64(p, "reused", rl->tokens_reused);
 	dsec_pk_end(p);
 }

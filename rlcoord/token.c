@@ -16,6 +16,16 @@
  * (token_find) on the alive node that ranks next, its home before the
  * join, and goes there when that node has it.  A create in a lease goes to
  * the lease's node.
+ *
+ * Two nodes whose views of the cluster differ (one takes the home for
+ * dead) may each think itself the token's home, and each asks the other.
+ * So the question is a claim: a node records that it is asking before it
+ * asks (creates sent meanwhile wait on that record), and the node asked
+ * that has no record of the token records the asker as its maker (a
+ * claim: a create for it there is sent on to the asker).  When both ask at
+ * once, the one that ranks higher for the token makes it and the other
+ * sends its creates there.  A claim is forgotten after CLAIM_NS, or when
+ * its node is no longer alive.
  */
 #include <errno.h>
 #include <string.h>
@@ -29,6 +39,8 @@
 #include "rlc-int.h"
 
 #define TOKEN_MAX 128
+#define CLAIM_NS (600ull * 1000000000ull)	/* how long another node's claim holds */
+#define CLAIMS_MAX 65536			/* claims of other nodes held at most */
 
 static size_t bucket(const char *t)
 {
@@ -49,10 +61,55 @@ static void token_free(struct rlc *rl, struct rlc_token **pp)
 	struct rlc_token *k = *pp;
 
 	*pp = k->next;
-	rl->ntokens--;
+	if (k->remote)
+		rl->nclaims--;
+	else
+		rl->ntokens--;
 	free(k->token);
 	free(k->id);
+	free(k->claimer);
 	free(k);
+}
+
+static struct rlc_token *token_new(struct rlc *rl, struct rlc_token **pp, char *t)
+{
+	struct rlc_token *k = xcalloc(1, sizeof(*k));
+
+	k->token = t;
+	k->next = *pp;
+	*pp = k;
+	rl->ntokens++;
+	return k;
+}
+
+/* Whether a request can be sent on to m: a member with an address that
+ * is not known dead or gone (a suspect one may be alive: it may have just
+ * asked). */
+static bool reachable(const struct dsecd_member *m)
+{
+	return m && m->url && m->state != DSECD_MEMBER_DEAD && m->state != DSECD_MEMBER_LEFT;
+}
+
+/* The member k's claim names, or NULL when the claim is stale (its node
+ * is dead or gone, or the claim is older than CLAIM_NS). */
+static struct dsecd_member *claim_live(struct dsecd *d, const struct rlc_token *k)
+{
+	struct dsecd_member *m = dsecd_member_find(d, k->claimer, strlen(k->claimer));
+
+	if (!reachable(m) || dsec_now_ns() - k->claimed_ns > CLAIM_NS)
+		return NULL;
+	return m;
+}
+
+/* Sends r on to m (it answers with its reply or an error). */
+static void send_on(struct dsecd_req *r, struct dsecd_member *m)
+{
+	struct dsec_err err;
+
+	dsec_err_clear(&err);
+	r->d->rlc->tokens_reused++;
+	if (dsecd_forward_to(r, m, &err) < 0)
+		reply_err(r, &err);
 }
 
 bool rlc_token_create(struct dsecd_req *r)
@@ -78,7 +135,19 @@ bool rlc_token_create(struct dsecd_req *r)
 		return true;
 	}
 	pp = find(rl, t);
-	if ((k = *pp)) {
+	if ((k = *pp) && k->maker == r) {
+		/* Its own record, made before it asked another node: it makes
+		 * the sandbox here. */
+		r->rl_token = k;
+		return false;
+	}
+	if (k && k->remote && !k->maker) {
+		/* Another node's claim that was not sent on (rlc_token_probe did
+		 * not run, or the claim is stale): made here. */
+		token_free(rl, pp);
+		k = NULL;
+	}
+	if (k) {
 		rl->tokens_reused++;
 		if (!k->id) {
 			/* Still being made: this one gets that one's reply. */
@@ -98,13 +167,9 @@ bool rlc_token_create(struct dsecd_req *r)
 		req_complete(r, &p);
 		return true;
 	}
-	k = xcalloc(1, sizeof(*k));
-	k->token = t;
+	k = token_new(rl, pp, t);
 	t = NULL;
 	k->maker = r;
-	k->next = *pp;
-	*pp = k;
-	rl->ntokens++;
 	r->rl_token = k;
 	return false;
 }
@@ -220,84 +285,210 @@ struct dsecd_member *rlc_pin(struct dsecd_req *r, bool *pinned)
 struct probe {
 	struct dsecd_req *r;		/* the create */
 	char *node;			/* the node asked */
+	char *token;			/* its token */
 };
+
+/* r, the maker of k, and k's waiters go on to m; k is forgotten. */
+static void send_all_on(struct rlc *rl, struct rlc_token **pp, struct dsecd_member *m)
+{
+	struct rlc_token *k = *pp;
+	struct dsecd_req *r = k->maker, *w;
+
+	r->rl_token = NULL;
+	k->maker = NULL;
+	w = k->waiters;
+	k->waiters = NULL;
+	token_free(rl, pp);
+	send_on(r, m);
+	while (w) {
+		struct dsecd_req *next = w->rl_next;
+
+		w->rl_next = NULL;
+		send_on(w, m);
+		w = next;
+	}
+}
 
 static void probed(void *arg, const void *reply, size_t len, enum dsec_code code)
 {
 	struct probe *pr = arg;
 	struct dsecd_req *r = pr->r;
 	struct dsecd *d = r->d;
+	struct rlc *rl = d->rlc;
 	struct dsec_msg m = { 0 };
 	const msgpack_object *res = rlc_reply_result(&m, reply, len);
-	bool there = false, b;
-	struct dsecd_member *mb;
-	struct dsec_err err;
+	_cleanup_free_ char *claimer = NULL;
+	struct dsecd_member *to = NULL;
+	struct rlc_token **pp, *k;
+	bool b;
 
+	(void)code;
 	d->ops_inflight--;
+	pp = rl ? find(rl, pr->token) : NULL;
+	k = pp ? *pp : NULL;
+	if (!k || k->maker != r) {	/* the node is closing (rlc_tokens_free) */
+		free(pr->node);
+		free(pr->token);
+		free(pr);
+		return rerun(r);
+	}
+	k->probing = false;
 	if (res && ((dsec_get_bool(res, "found", &b, NULL) == 0 && b) ||
 		    (dsec_get_bool(res, "pending", &b, NULL) == 0 && b)))
-		there = true;
-	dsec_msg_free(&m);
-	mb = dsecd_member_find(d, pr->node, strlen(pr->node));
-	free(pr->node);
-	free(pr);
-	if (there && mb && mb->state == DSECD_MEMBER_ALIVE) {
 		/* The first create of this token was served there: so is this one. */
-		dsec_err_clear(&err);
-		d->rlc->tokens_reused++;
-		if (dsecd_forward_to(r, mb, &err) < 0)
-			reply_err(r, &err);
-		return;
-	}
-	rerun(r);	/* nobody else has it: made here */
+		to = dsecd_member_find(d, pr->node, strlen(pr->node));
+	else if (res && dsec_get_str(res, "claimer", &claimer, NULL) == 0 &&
+		 strcmp(claimer, d->conf.node))
+		/* Another node asked there first: it makes it. */
+		to = dsecd_member_find(d, claimer, strlen(claimer));
+	else if (k->claimer)
+		/* A node that ranks higher asked here meanwhile: it makes it. */
+		to = dsecd_member_find(d, k->claimer, strlen(k->claimer));
+	dsec_msg_free(&m);
+	free(pr->node);
+	free(pr->token);
+	free(pr);
+	if (reachable(to))
+		return send_all_on(rl, pp, to);
+	free(k->claimer);
+	k->claimer = NULL;
+	rerun(r);	/* nobody else has it: made here (rlc_token_create) */
 }
 
 bool rlc_token_probe(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
+	struct rlc *rl = d->rlc;
 	const msgpack_object *tok = dsec_map_get(r->msg.root, "token");
 	struct dsecd_member *m;
+	struct rlc_token **pp, *k;
 	struct dsec_pk p;
+	uint64_t top;
+	char *t;
 
-	if (r->op != DSEC_OP_CREATE || r->token_probed || !d->rlc || !d->nmembers ||
+	if (r->op != DSEC_OP_CREATE || r->token_probed || !rl || !d->nmembers ||
 	    dsec_has(r->msg.root, "lease") ||
 	    !tok || tok->type != MSGPACK_OBJECT_STR || !tok->via.str.size ||
 	    tok->via.str.size > TOKEN_MAX)
 		return false;
-	char *t = xstrndup(tok->via.str.ptr, tok->via.str.size);
-	bool known = *find(d->rlc, t) != NULL;
-	uint64_t top;
-	if (known || !(m = first_member(d, t, strlen(t), NULL, &top))) {
+	t = xstrndup(tok->via.str.ptr, tok->via.str.size);
+	pp = find(rl, t);
+	if ((k = *pp) && k->claimer) {
+		/* Another node makes it (its claim here, or this node's yield
+		 * to it while asking): this create goes there. */
+		if ((m = claim_live(d, k))) {
+			free(t);
+			send_on(r, m);
+			return true;
+		}
+		if (k->remote)
+			token_free(rl, pp);
+		k = *pp;
+	}
+	if (k || !(m = first_member(d, t, strlen(t), NULL, &top))) {
 		free(t);
 		return false;	/* the handler answers from its record, or makes it */
 	}
+	/* Recorded before asking: a create sent meanwhile waits on it, and a
+	 * node that asks here meanwhile finds it. */
+	k = token_new(rl, pp, t);
+	k->maker = r;
+	k->probing = true;
 	struct probe *pr = xcalloc(1, sizeof(*pr));
 	pr->r = r;
 	pr->node = xstrdup(m->name);
+	pr->token = xstrdup(t);
 	r->token_probed = true;
 	d->ops_inflight++;
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "token_find");
 	dsec_pk_kv_str(&p, "token", t);
 	dsec_pk_kv_str(&p, "to", m->name);
+	dsec_pk_kv_str(&p, "from", d->conf.node);
 	dsec_pk_kv_double(&p, "timeout", 1);
 	dsec_pk_end(&p);
-	free(t);
 	rlc_send(d, &p, probed, pr, false);
 	return true;
+}
+
+/* Forgets the stale claims of other nodes. */
+static void claims_sweep(struct dsecd *d)
+{
+	struct rlc *rl = d->rlc;
+
+	for (size_t b = 0; b < RLC_TOKEN_BUCKETS; b++)
+		for (struct rlc_token **pp = &rl->tokens[b]; *pp;)
+			if ((*pp)->remote && !claim_live(d, *pp))
+				token_free(rl, pp);
+			else
+				pp = &(*pp)->next;
+}
+
+/* token_find at the node asked, with 'from' (the asker, which would make
+ * it): what it answers, recording the claim it grants.  A token unknown
+ * here is granted to the asker; one this node is asking about too goes to
+ * the one of the two that ranks higher for it. */
+static void find_claim(struct dsecd *d, const char *t, const char *from, struct dsec_pk *p)
+{
+	struct rlc *rl = d->rlc;
+	struct rlc_token **pp = find(rl, t), *k = *pp;
+	bool can = reachable(dsecd_member_find(d, from, strlen(from)));
+	size_t n = strlen(t);
+
+	if (k && k->remote && !claim_live(d, k)) {
+		token_free(rl, pp);
+		k = NULL;
+	}
+	if (!k && !can) {
+		/* An asker this node cannot send creates to sends its own here:
+		 * this node makes it. */
+		dsec_pk_kv_bool(p, "found", false);
+		dsec_pk_kv_bool(p, "pending", false);
+		dsec_pk_kv_str(p, "claimer", d->conf.node);
+		return;
+	}
+	if (!k && rl->nclaims >= CLAIMS_MAX)
+		claims_sweep(d);
+	if (!k && rl->nclaims >= CLAIMS_MAX) {
+		/* Full of fresh claims: the asker makes it, unrecorded. */
+		dsec_pk_kv_bool(p, "found", false);
+		dsec_pk_kv_bool(p, "pending", false);
+		return;
+	}
+	if (!k) {
+		pp = find(rl, t);
+		k = token_new(rl, pp, xstrdup(t));
+		k->remote = true;
+		rl->ntokens--;
+		rl->nclaims++;
+	}
+	/* This node yields only to one it can send its creates to. */
+	if (!k->id && !k->claimer &&
+	    (k->remote || (k->probing && can &&
+			   token_rank(d->conf.node, t, n) < token_rank(from, t, n)))) {
+		k->claimer = xstrdup(from);
+		k->claimed_ns = dsec_now_ns();
+	}
+	dsec_pk_kv_bool(p, "found", k->id);
+	dsec_pk_kv_bool(p, "pending", !k->id && !k->claimer);
+	if (k->id)
+		dsec_pk_kv_str(p, "id", k->id);
+	else if (k->claimer)
+		dsec_pk_kv_str(p, "claimer", k->claimer);
 }
 
 void op_token_find(struct dsecd_req *r)
 {
 	struct dsecd *d = r->d;
-	_cleanup_free_ char *t = NULL, *to = NULL;
+	_cleanup_free_ char *t = NULL, *to = NULL, *from = NULL;
 	struct rlc_token *k = NULL;
 	struct dsec_err err;
 	struct dsec_pk p;
 
 	dsec_err_clear(&err);
 	if (dsec_get_text(r->msg.root, "token", TOKEN_MAX, &t, &err) < 0 ||
-	    dsec_get_str_opt(r->msg.root, "to", &to, &err) < 0)
+	    dsec_get_str_opt(r->msg.root, "to", &to, &err) < 0 ||
+	    dsec_get_str_opt(r->msg.root, "from", &from, &err) < 0)
 		return reply_err(r, &err);
 	if (to && strcmp(to, d->conf.node) && !dsec_has(r->msg.root, "fwd")) {
 		struct dsecd_member *m = dsecd_member_find(d, to, strlen(to));
@@ -306,15 +497,21 @@ void op_token_find(struct dsecd_req *r)
 				reply_err(r, &err);
 			return;
 		}
-	} else if (d->rlc) {
-		k = *find(d->rlc, t);
 	}
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
-	dsec_pk_kv_bool(&p, "found", k && k->id);
-	dsec_pk_kv_bool(&p, "pending", k && !k->id);
-	if (k && k->id)
-		dsec_pk_kv_str(&p, "id", k->id);
+	/* When 'to' is another node (not sent on), nobody known has it. */
+	bool here = d->rlc && (!to || !strcmp(to, d->conf.node));
+	if (here && from && *from && strcmp(from, d->conf.node)) {
+		find_claim(d, t, from, &p);
+	} else {
+		if (here && (k = *find(d->rlc, t)) && k->remote)
+			k = NULL;
+		dsec_pk_kv_bool(&p, "found", k && k->id);
+		dsec_pk_kv_bool(&p, "pending", k && !k->id);
+		if (k && k->id)
+			dsec_pk_kv_str(&p, "id", k->id);
+	}
 	dsec_pk_end(&p);
 	req_complete(r, &p);
 }
