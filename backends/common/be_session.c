@@ -99,6 +99,8 @@ struct be_sess {
 	size_t cap;			/* exec: output cap */
 	uint64_t t0;			/* exec: start, ns */
 	bool reset;			/* exec: a new shell is starting for it */
+	bool started_pending;		/* its first record came before the helper's "pid"
+					 * line, which p.wait_pid waits for */
 };
 
 struct be_sess_set {
@@ -410,6 +412,25 @@ static void err_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static int st_read(struct be_sess *s);
 
+/* The shell started: its first record came (and the helper's "pid" line,
+ * when p.wait_pid). */
+static void started(struct be_sess *s)
+{
+	ev_timer_stop(s->set->loop, &s->timer);
+	s->state = SS_IDLE;
+	if (s->rq == RQ_OPEN) {
+		*s->name_out = xstrdup(s->name);
+		complete(s, 0, NULL);
+	} else if (s->rq == RQ_EXEC) {
+		/* A new shell after a reset: the command it replaces timed out. */
+		s->xres->exit_code = -1;
+		s->xres->signal = SIGKILL;
+		s->res->cwd = xstrdup(s->cwd);
+		s->res->reset = true;
+		complete(s, 0, NULL);
+	}
+}
+
 /* The shell wrote its record: "NONCE STATUS CWD NONCE\n". */
 static void got_record(struct be_sess *s, int status, const char *cwd, size_t cwdlen)
 {
@@ -417,22 +438,18 @@ static void got_record(struct be_sess *s, int status, const char *cwd, size_t cw
 
 	free(s->cwd);
 	s->cwd = xstrndup(cwd, cwdlen);
-	ev_timer_stop(loop, &s->timer);
 	if (s->state == SS_STARTING) {
-		s->state = SS_IDLE;
-		if (s->rq == RQ_OPEN) {
-			*s->name_out = xstrdup(s->name);
-			complete(s, 0, NULL);
-		} else if (s->rq == RQ_EXEC) {
-			/* A new shell after a reset: the command it replaces timed out. */
-			s->xres->exit_code = -1;
-			s->xres->signal = SIGKILL;
-			s->res->cwd = xstrdup(s->cwd);
-			s->res->reset = true;
-			complete(s, 0, NULL);
-		}
+		/* A shell its helper restored runs before the helper is done
+		 * (criu.c): it has started once the helper says so too. */
+		while (s->p.wait_pid && !s->shell_pid && s->p.st >= 0 && st_read(s) > 0)
+			;
+		if (s->p.wait_pid && !s->shell_pid)
+			s->started_pending = true;
+		else
+			started(s);
 		return;
 	}
+	ev_timer_stop(loop, &s->timer);
 	if (s->state != SS_RUNNING && s->state != SS_KILLING)
 		return;
 	/* The helper counted the command's refused calls before the command
@@ -656,6 +673,10 @@ static int st_read(struct be_sess *s)
 	take_counts(s);
 	if (!s->shell_pid && (pl = strstr(s->st.data, "pid ")) && strchr(pl, '\n'))
 		s->shell_pid = (pid_t)atoi(pl + 4);
+	if (s->shell_pid && s->started_pending && s->state == SS_STARTING) {
+		s->started_pending = false;
+		started(s);
+	}
 	return 1;
 }
 
@@ -729,6 +750,8 @@ static void start_shell(struct be_sess *s, struct dsec_err *err, int *rc)
 	int mk[2];
 
 	s->shell_pid = 0;
+	s->started_pending = false;
+	s->p.wait_pid = false;
 	dsec_buf_reset(&s->start_err);
 	dsec_buf_reset(&s->mark);
 	dsec_buf_reset(&s->st);

@@ -43,6 +43,10 @@ struct be_sess_proc {
 				 * that counts the system calls the shell's seccomp
 				 * filter refuses writes "sc N" lines (its count so
 				 * far) between them, and "st WAITSTATUS N" */
+	bool wait_pid;		/* the shell has started only once the helper's "pid"
+				 * line came too, not at its first record alone (a
+				 * shell criu restores runs before criu and its helper
+				 * are done); the spawn sets it, false otherwise */
 };
 
 /* What the backend does for the sessions of one sandbox; ctx is its own. */

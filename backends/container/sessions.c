@@ -56,6 +56,7 @@ static int sess_spawn(void *ctx, struct be_cg *cg, const char *cwd, const char *
 	if (sb->restore_from) {
 		/* A shell restored from a checkpoint (criu.c), once. */
 		p->pid = ct_criu_spawn(sb, desc, fds, 7 + ncg, ncg);
+		p->wait_pid = true;
 		sb->restore_from = NULL;
 	} else {
 		p->pid = spawn_helper(sb->be, argv, envv ? envv : (char *[]){ NULL }, fds,
