@@ -189,6 +189,12 @@ void dsec_ids_free(char **ids)
 int dsec_fork(struct dsec_client *c, const char *id, unsigned n, char ***ids,
 	      struct dsec_err *err)
 {
+	return dsec_fork_flags(c, id, n, 0, ids, err);
+}
+
+int dsec_fork_flags(struct dsec_client *c, const char *id, unsigned n, unsigned flags,
+		    char ***ids, struct dsec_err *err)
+{
 	const msgpack_object *a;
 	struct dsec_pk p;
 	struct reply r;
@@ -199,10 +205,15 @@ int dsec_fork(struct dsec_client *c, const char *id, unsigned n, char ***ids,
 	if (n < 1 || n > FORK_MAX)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "a fork makes 1 to %d sandboxes, "
 				     "not %u", FORK_MAX, n);
+	if (flags & ~DSEC_FORK_PROCESSES)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "fork flags %#x are not known",
+				     flags & ~DSEC_FORK_PROCESSES);
 	dsec_pk_init(&p);
 	dsec_pk_request_begin(&p, "fork");
 	dsec_pk_kv_str(&p, "id", id);
 	dsec_pk_kv_u64(&p, "n", n);
+	if (flags & DSEC_FORK_PROCESSES)
+		dsec_pk_kv_bool(&p, "processes", true);
 	rc = dcl_roundtrip(c, &p, 300 + 10.0 * n, &r, err);
 	if (rc == 0) {
 		a = dsec_map_get(r.result, "ids");

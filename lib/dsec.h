@@ -295,6 +295,12 @@ int dsec_reset(struct dsec_client *c, const char *id, const char *image, struct 
 DSEC_API
 int dsec_fork(struct dsec_client *c, const char *id, unsigned n, char ***ids,
 	      struct dsec_err *err);
+/* Flags of dsec_fork_flags. */
+#define DSEC_FORK_PROCESSES 1u		/* carry the shell sessions' processes too */
+/* dsec_fork with flags (DSEC_FORK_*; unknown bits: invalid). */
+DSEC_API
+int dsec_fork_flags(struct dsec_client *c, const char *id, unsigned n, unsigned flags,
+		    char ***ids, struct dsec_err *err);
 DSEC_API
 void dsec_ids_free(char **ids);
 /* The files a create's watch named: their hashes then and now. */

@@ -10,7 +10,7 @@
 need_container
 need_cmd dsecctl
 [ -x "$TOP/t/helper-rlc" ] || skip_all "needs t/helper-rlc (make tests)"
-plan 17
+plan 18
 
 mk_small_root "$T/base" sh cat head
 mkdir -p "$T/grader/tests"
@@ -35,6 +35,8 @@ is "$(val marks)" "1 0 0 0 0 2" "dsec_marks: one output flood, no network, two p
 is "$(val grade)" "0 a 1 2" "dsec_grade: the grader's result, the agent's counters"
 is "$(val fork)" "2 a" "dsec_fork: two sandboxes with the state of the first"
 is "$(val fork_zero_code)" "invalid" "... a fork of 0 is refused"
+is "$(val fork_processes) $(val fork_flags)" "unsupported invalid" \
+	"dsec_fork_flags: with processes on a node without criu, unsupported; an unknown flag, invalid"
 is "$(val set_ttl) $(val set_ttl_none)" "120 invalid" "dsec_set_ttl: 120 s left; neither given: invalid, not sent"
 is "$(val reset)" "expected = 42" "dsec_reset: the creation state again"
 is "$(val lease_pause)" "1 0" "dsec_lease_pause: the lease's sandbox is paused"

@@ -130,6 +130,10 @@ int main(int argc, char **argv)
 	dsec_ids_free(ids);
 	say("fork_zero", "%d", dsec_fork(c, id, 0, &ids, &e) < 0 ? (int)e.code : -1);
 	say("fork_zero_code", "%s", dsec_code_name(e.code));
+	say("fork_processes", "%s", dsec_fork_flags(c, id, 1, DSEC_FORK_PROCESSES, &ids, &e) < 0
+	    ? dsec_code_name(e.code) : "made");
+	say("fork_flags", "%s", dsec_fork_flags(c, id, 1, 2, &ids, &e) < 0
+	    ? dsec_code_name(e.code) : "made");
 
 	double left = 0;
 	if (dsec_set_ttl(c, id, 120, 0, &left, &e) < 0)

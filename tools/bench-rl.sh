@@ -7,7 +7,10 @@
 #   2. fast-forward: dsec-bench --mode replay (100 logged steps sent again)
 #      beside --mode ping, the round trip's floor;
 #   3. fork 16 of a prepared container sandbox and reset to its creation
-#      state, through the Python SDK (container backend, root).
+#      state, through the Python SDK (container backend, root); with criu
+#      (make criu, or DSEC_CRIU), fork 16 with its shell session's
+#      processes too (the daemon's log splits each into checkpoint,
+#      snapshot, and creates with restores).
 #   RL_N       requests per latency run (default 1000)
 #   RL_ROUNDS  rounds of the with/without pair (default 3)
 set -u
@@ -16,8 +19,11 @@ N=${RL_N:-1000}
 ROUNDS=${RL_ROUNDS:-3}
 backends=fncall
 [ "$(id -u)" = 0 ] && backends=fncall,container
+CRIU=${DSEC_CRIU:-$TOP/build/criu/sbin/criu}
+criu_set=()
+[ -x "$CRIU" ] && criu_set=(--set "container.criu=$CRIU")
 . "$TOP/tools/bench-lib.sh"
-bench_dsecd dsec-bench-rl --set "backends=$backends"
+bench_dsecd dsec-bench-rl --set "backends=$backends" "${criu_set[@]}"
 bench() {
 	printf '$ dsec-bench %s\n' "$*"
 	"$TOP/tools/dsec-bench" "$@" | tail -1
@@ -47,7 +53,7 @@ if [ "$backends" = fncall ]; then
 fi
 R="$S/root"
 mkdir -p "$R/bin" "$R/data" "$R/etc" "$R/tmp" "$R/work"
-for b in sh cat seq wc mkdir ls echo; do
+for b in sh cat seq wc mkdir ls echo sleep; do
 	cp -L "$(type -P "$b")" "$R/bin/$b"
 	for l in $(ldd "$(type -P "$b")" | grep -o '/[^ ]*'); do
 		mkdir -p "$R$(dirname "$l")"
@@ -56,7 +62,7 @@ for b in sh cat seq wc mkdir ls echo; do
 done
 DSEC_FS3_STORE="$S/state/fs3" "$TOP/tools/dsecctl" image import --tag bench-rl:1 "$R" >/dev/null ||
 	{ echo "cannot import the image"; exit 1; }
-"$TOP/t/helper-py" - "$DSEC_HOST" <<'PY'
+"$TOP/t/helper-py" - "$DSEC_HOST" "$([ -x "$CRIU" ] && echo criu || echo none)" <<'PY'
 import asyncio, statistics, sys, time, dsec
 async def main():
     async with dsec.AsyncClient(sys.argv[1]) as c:
@@ -72,6 +78,23 @@ async def main():
                 await k.destroy()
         print("fork 16: %s ms, median %.1f (the last fork has %s lines of the prepared file)"
               % (" ".join("%.1f" % f for f in forks), statistics.median(forks), got))
+        if sys.argv[2] == "criu":
+            # A shell session with a variable, a directory and an idle
+            # background process, carried into each fork.
+            s = await sb.session("s1")
+            await s.run("X=42; cd /tmp; sleep 100000 >/dev/null 2>&1 & echo started")
+            forks = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                kids = await sb.fork(16, processes=True)
+                forks.append((time.perf_counter() - t0) * 1e3)
+                for k in kids:
+                    await k.destroy()
+            await s.close()
+            print("fork 16 with processes: %s ms, median %.1f"
+                  % (" ".join("%.1f" % f for f in forks), statistics.median(forks)))
+        else:
+            print("fork 16 with processes: skipped (no criu: make criu)")
         resets = []
         for _ in range(7):
             await sb.exec(["sh", "-c", "echo x > /work/dirty"])

@@ -706,10 +706,13 @@ class AsyncSandbox:
         processes, sessions and files are the new ones'."""
         await self.client.call("reset", {"id": self.id, "image": image}, wait=600)
 
-    async def fork(self, n: int) -> List["AsyncSandbox"]:
+    async def fork(self, n: int, *, processes: bool = False) -> List["AsyncSandbox"]:
         """n new sandboxes of this one's files as they are now, in one
-        request (all or none)."""
-        r = await self.client.call("fork", {"id": self.id, "n": n}, wait=600)
+        request (all or none).  processes: the processes of its shell
+        sessions too, where the backend can (the container backend with
+        container.criu set; Unsupported elsewhere)."""
+        r = await self.client.call("fork", {"id": self.id, "n": n,
+                                            "processes": processes or None}, wait=600)
         return [AsyncSandbox(self.client, i, backend=self.backend) for i in r.get("ids", [])]
 
     async def trajectory(self, *, start: int = 0, replica: bool = False) -> List[Dict[str, Any]]:

@@ -81,9 +81,10 @@ class Sandbox:
         """As AsyncSandbox.reset."""
         return self._run(self._sb.reset(**kw))
 
-    def fork(self, n: int) -> List["Sandbox"]:
+    def fork(self, n: int, *, processes: bool = False) -> List["Sandbox"]:
         """As AsyncSandbox.fork."""
-        return [Sandbox(self._client, s) for s in self._run(self._sb.fork(n))]
+        return [Sandbox(self._client, s)
+                for s in self._run(self._sb.fork(n, processes=processes))]
 
     def usage(self) -> Dict[str, Any]:
         """As AsyncSandbox.usage."""
