@@ -47,6 +47,16 @@ static void stage_settle(struct dsecd_req *r, int rc)
 	dsecd_stage_touch(st);
 }
 
+/* r works on st (busy until stage_settle); its id goes in the reply when
+ * reply_id. */
+static void stage_take(struct dsecd_req *r, struct dsecd_stage *st, bool reply_id)
+{
+	st->busy = true;
+	r->stage = st;
+	if (reply_id)
+		memcpy(r->stage_id, st->id, sizeof(r->stage_id));
+}
+
 void req_file_free(struct dsecd_req *r)
 {
 	stage_settle(r, -ECANCELED);
@@ -216,10 +226,8 @@ static int stage_write(struct dsecd_req *r, const struct stage_fields *sf, bool 
 		       : dsecd_stage_find(r->sb, sf->id, r->path, err);
 	if (!st)
 		return -1;
-	st->busy = true;
-	r->stage = st;
+	stage_take(r, st, sf->parts);
 	if (sf->parts) {
-		memcpy(r->stage_id, st->id, sizeof(r->stage_id));
 		q->path = st->tmp;
 		return 0;
 	}
@@ -238,8 +246,7 @@ static int stage_abort(struct dsecd_req *r, const struct stage_fields *sf, struc
 
 	if (!st)
 		return -1;
-	st->busy = true;
-	r->stage = st;
+	stage_take(r, st, false);
 	*q = (struct dsec_file_req){ .op = DSEC_FILE_REMOVE, .path = st->tmp,
 				     .uid = DSEC_OWNER_DEFAULT, .gid = DSEC_OWNER_DEFAULT };
 	return 0;
@@ -429,13 +436,14 @@ static int get_upload(struct dsecd_req *r, struct dsec_err *err)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "file_upload's 'remove_archive' goes with 'archive'");
 	/* A staged write's file, never committed: it goes as remove_archive. */
-	if (sid && (!r->sb->be->ops->file || !(st = dsecd_stage_find(r->sb, sid, NULL, err))))
-		return r->sb->be->ops->file ? -ENOENT : unsupported(r, err);
+	if (sid && !r->sb->be->ops->file)
+		return unsupported(r, err);
+	if (sid && !(st = dsecd_stage_find(r->sb, sid, NULL, err)))
+		return -ENOENT;
 	if (st) {
 		r->archive = xstrdup(st->tmp);
 		q->remove_archive = true;
-		st->busy = true;
-		r->stage = st;
+		stage_take(r, st, false);
 	}
 	if (q->remove_archive && !r->archive)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
@@ -452,6 +460,7 @@ static int get_download(struct dsecd_req *r, struct dsec_err *err)
 {
 	const msgpack_object *m = r->msg.root;
 	struct dsec_file_req *q = &r->freq;
+	struct dsecd_stage *st;
 	bool stage = false;
 	int rc;
 
@@ -466,10 +475,9 @@ static int get_download(struct dsecd_req *r, struct dsec_err *err)
 	if (!r->archive)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "file_download's 'stage' goes with 'archive'");
-	if (!(r->stage = dsecd_stage_new(r->sb, r->archive, true, err)))
+	if (!(st = dsecd_stage_new(r->sb, r->archive, true, err)))
 		return -EMFILE;
-	r->stage->busy = true;
-	memcpy(r->stage_id, r->stage->id, sizeof(r->stage_id));
+	stage_take(r, st, true);
 	return 0;
 }
 
@@ -480,6 +488,7 @@ void op_fs(struct dsecd_req *r)
 	const msgpack_object *m = r->msg.root;
 	struct dsec_file_req *q = &r->freq;
 	uint64_t limit = DSEC_LIST_DEFAULT;
+	struct dsecd_stage *st;
 	struct dsec_err err;
 	int rc = 0;
 
@@ -512,12 +521,9 @@ void op_fs(struct dsecd_req *r)
 		q->op = DSEC_FILE_REMOVE;
 		rc = dsec_get_bool_opt(m, "recursive", &q->recursive, &err);
 		/* The end of a staged download. */
-		if (rc == 0 && r->sb->stages && (r->stage = dsecd_stage_of_file(r->sb, r->path))) {
-			if (r->stage->busy)
-				r->stage = NULL;
-			else
-				r->stage->busy = true;
-		}
+		if (rc == 0 && r->sb->stages && (st = dsecd_stage_of_file(r->sb, r->path)) &&
+		    !st->busy)
+			stage_take(r, st, false);
 		break;
 	case DSEC_OP_FILE_UPLOAD:
 		rc = get_upload(r, &err);
