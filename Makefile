@@ -151,6 +151,8 @@ DSECD_SRC  += dsecd/place.c dsecd/placing.c
 DSECD_SRC  += rlcoord/tlog.c rlcoord/journal.c rlcoord/replica.c rlcoord/token.c \
 	rlcoord/lease.c rlcoord/grade.c rlcoord/reset.c rlcoord/watch.c \
 	rlcoord/recover.c
+# A snapshot removes stage files from its copy with be_openat2 (ops-image.c).
+DSECD_SRC  += backends/common/be_io.c
 DSECD_OBJ   = $(DSECD_SRC:%.c=build/%.o)
 # ---- backends: the sources of each (see the rules below) ----
 # backends/NAME.so is made of BE_NAME_SRC (its folder backends/NAME/) and
@@ -313,6 +315,7 @@ tools/place-sim: build/tools/place-sim.o build/dsecd/place.o lib/libdsec.a $(NNG
 # Backends: one shared object each; only the ops table is exported.  The
 # backends' sources find the shared modules' headers in backends/common.
 build/backends/%.o build/nosan/backends/%.o: ALL_CPPFLAGS += -Ibackends/common
+build/dsecd/ops-image.o build/nosan/dsecd/ops-image.o: ALL_CPPFLAGS += -Ibackends/common
 build/backends/%.o: ALL_CFLAGS += -fvisibility=hidden
 $(BE_LIB): $(BE_COMMON)
 	$(q) AR $@

@@ -129,6 +129,8 @@ struct dsecd_sb {
 	bool probes_counted;		/* its backend made stand-ins for its grade_layers and
 					 * counts protected_probes */
 	struct dsecd_stage *stages;	/* staged writes and downloads (stage.c), or NULL */
+	struct dsecd_snap *snap;	/* its snapshot until the backend lets go of the
+					 * copy (ops-image.c), or NULL */
 };
 
 /* A staged write or download of a sandbox (stage.c). */
@@ -374,6 +376,11 @@ void dsecd_stage_end(struct dsecd_stage *st, bool remove);
 void dsecd_stages_drop(struct dsecd_sb *sb);
 /* How many stages sb has. */
 unsigned dsecd_stages_count(const struct dsecd_sb *sb);
+
+/* ops-image.c: the file of a stage begun while sb's snapshot s is being
+ * copied is left out of it, as those of the stages before it are. */
+struct dsecd_snap;
+void dsecd_snap_skip(struct dsecd_snap *s, const char *path);
 
 /* sandbox.c */
 void dsecd_sb_table_init(struct dsecd *d);

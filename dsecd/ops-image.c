@@ -1,12 +1,16 @@
 /* ops-image.c - images: snapshot, and chunk_get for fs3's peers. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
+#include "be_io.h"
 #include "daemon.h"
 #include "dsec.h"
 #include "fs3.h"
@@ -23,7 +27,15 @@
  * (fs3_file_copy); the sandbox then runs on while another pool job imports
  * the copy over the sandbox's image (fs3_import with base: a tree or a tar
  * through mkfs.erofs, an EROFS file checked and taken as it is; chunks,
- * manifest, tag) and removes it. */
+ * manifest, tag) and removes it.
+ *
+ * The files of the sandbox's stages (stage.c: a write's parts, a download's
+ * archive) are its client's transfers in flight, not its state: they are
+ * removed from the copy of an upper dir before the import, so no fork,
+ * reset or recover made of the snapshot holds a file that no stage of its
+ * own will ever remove.  Those of the stages the sandbox has when the
+ * snapshot starts, and of any begun until the backend lets go of the copy
+ * (dsecd_snap_skip).  A tar or EROFS diff is imported as it is. */
 
 struct dsecd_snap {
 	struct dsecd *d;		/* the daemon */
@@ -38,7 +50,32 @@ struct dsecd_snap {
 	struct fs3_diff_stats st;	/* what the copy of an upper dir found */
 	struct fs3_import_res res;	/* what the import made */
 	double copy_s;			/* seconds of the copy (the sandbox held still) */
+	struct dsecd_sb *sb;		/* whose, while sb->snap is this (loop thread) */
+	char **skip;			/* stage files to leave out (sandbox paths) */
+	size_t nskip;
+	uint64_t skipped;		/* of them, those removed from the copy */
 };
+
+/* Stage files one snapshot leaves out at most: a sandbox has 64 stages at
+ * once, and a client that makes and aborts them while a long copy runs
+ * must not grow the list without bound (past it they are copied). */
+#define SNAP_SKIP_MAX 1024
+
+void dsecd_snap_skip(struct dsecd_snap *s, const char *path)
+{
+	if (s->nskip >= SNAP_SKIP_MAX)
+		return;
+	s->skip = xrealloc(s->skip, (s->nskip + 1) * sizeof(*s->skip));
+	s->skip[s->nskip++] = xstrdup(path);
+}
+
+/* The backend let go of the copy: stages begun from now on are not in it. */
+static void snap_detach(struct dsecd_snap *s)
+{
+	if (s->sb && s->sb->snap == s)
+		s->sb->snap = NULL;
+	s->sb = NULL;
+}
 
 void req_snap_free(struct dsecd_req *r)
 {
@@ -46,6 +83,10 @@ void req_snap_free(struct dsecd_req *r)
 
 	if (!s)
 		return;
+	snap_detach(s);
+	for (size_t i = 0; i < s->nskip; i++)
+		free(s->skip[i]);
+	free(s->skip);
 	free(s->tag);
 	free(s->dir);
 	free(s->src);
@@ -93,11 +134,65 @@ static int snap_read(void *arg, const struct dsec_be_diff *df, struct dsec_err *
 	return r;
 }
 
+/* Removes the regular file path (a sandbox path: relative to its root,
+ * "." and ".." taken lexically as the backend's file ops take them) from
+ * the copied tree at top, never through a symlink the sandbox made.
+ * Returns true when one was removed. */
+static bool snap_unlink(const char *top, const char *path)
+{
+	_cleanup_free_ char *dup = xstrdup(path);
+	char *save = NULL, *rel, *name;
+	struct dsec_buf b;
+	struct stat st;
+	bool done = false;
+	int fd, dir;
+
+	dsec_buf_init(&b);
+	for (char *c = strtok_r(dup, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (!strcmp(c, "..")) {
+			char *slash = b.len ? memrchr(b.data, '/', b.len) : NULL;
+			b.len = slash ? (size_t)(slash - b.data) : 0;
+			if (b.data)
+				b.data[b.len] = '\0';
+			continue;
+		}
+		dsec_buf_addf(&b, "%s%s", b.len ? "/" : "", c);
+	}
+	if (!b.len) {
+		dsec_buf_free(&b);
+		return false;
+	}
+	rel = dsec_buf_detach(&b, NULL);
+	if ((name = strrchr(rel, '/')))
+		*name++ = '\0';
+	if ((fd = open(top, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		free(rel);
+		return false;
+	}
+	dir = !name ? fd : be_openat2(fd, rel, O_PATH | O_DIRECTORY, 0,
+				      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+				      RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+	if (!name)
+		name = rel;
+	if (dir >= 0 && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+		done = unlinkat(dir, name, 0) == 0;
+	if (dir >= 0 && dir != fd)
+		close(dir);
+	close(fd);
+	free(rel);
+	return done;
+}
+
 static void snap_commit_work(void *arg)
 {
 	struct dsecd_req *r = arg;
 	struct dsecd_snap *s = r->snap;
 
+	if (s->rc == 0 && s->kind == FS3_SRC_TREE)
+		for (size_t i = 0; i < s->nskip; i++)
+			s->skipped += snap_unlink(s->src, s->skip[i]);
 	if (s->rc == 0) {
 		struct fs3_import_opts o = { .tag = s->tag, .base = s->parent, .max_size = s->max,
 					      .kind = s->kind };
@@ -120,10 +215,11 @@ static void snap_commit_done(void *arg)
 		return reply_err(r, &s->err);
 	}
 	log_info("sandbox %s snapshotted as %s (%s): %llu files, %llu whiteouts, %llu bytes of "
-		 "data in %llu of sizes, copied in %.3f s, image in %.3f s", r->sb->id,
-		 s->res.digest, s->tag, (unsigned long long)s->st.files,
+		 "data in %llu of sizes, %llu staged files left out, copied in %.3f s, image in "
+		 "%.3f s", r->sb->id, s->res.digest, s->tag, (unsigned long long)s->st.files,
 		 (unsigned long long)s->st.whiteouts, (unsigned long long)s->st.bytes,
-		 (unsigned long long)s->st.size, s->copy_s, s->res.seconds);
+		 (unsigned long long)s->st.size, (unsigned long long)s->skipped, s->copy_s,
+		 s->res.seconds);
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_str(&p, "image", s->res.digest);
@@ -145,6 +241,7 @@ static void snap_copied(void *arg, int rc, const struct dsec_err *err)
 	struct dsecd_req *r = arg;
 	struct dsecd_snap *s = r->snap;
 
+	snap_detach(s);
 	if (rc < 0) {
 		s->rc = rc;
 		s->err = *err;
@@ -201,8 +298,19 @@ void op_snapshot(struct dsecd_req *r)
 		return reply_err(r, &err);
 	}
 	snprintf(s->parent, sizeof(s->parent), "%s", r->sb->img->digest);
-	if (ops->snapshot(r->sb->handle, snap_read, s, snap_copied, r, &err) < 0)
+	if (r->sb->snap) {
+		dsec_err_setc(&err, DSEC_E_INVALID, EBUSY, "sandbox '%s' is being snapshotted: "
+			      "one snapshot or fork at a time", r->sb->id);
 		return reply_err(r, &err);
+	}
+	for (struct dsecd_stage *st = r->sb->stages; st; st = st->next)
+		dsecd_snap_skip(s, st->tmp);
+	s->sb = r->sb;
+	r->sb->snap = s;
+	if (ops->snapshot(r->sb->handle, snap_read, s, snap_copied, r, &err) < 0) {
+		snap_detach(s);
+		return reply_err(r, &err);
+	}
 	d->ops_inflight++;
 }
 

@@ -8,7 +8,8 @@
  * archive the client then reads in parts and removes.  Either one no
  * request touched for stage_grace belongs to a client that is gone: its
  * file is removed, and the stage forgotten.  Destroy forgets them all (the
- * files go with the sandbox).
+ * files go with the sandbox).  A snapshot (and so a fork) leaves them out
+ * of its copy (ops-image.c), the stages begun while it copies too.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -136,6 +137,8 @@ struct dsecd_stage *dsecd_stage_new(struct dsecd_sb *sb, const char *path, bool 
 		st->tmp = xasprintf("%.*s.dsec-part-%s", slash ? (int)(slash - path + 1) : 0, path,
 				    st->id);
 	}
+	if (sb->snap)
+		dsecd_snap_skip(sb->snap, st->tmp);
 	ev_init(&st->timer, grace_cb);
 	st->timer.repeat = d->conf.stage_grace > 0 ? d->conf.stage_grace : 1;
 	ev_timer_again(d->loop, &st->timer);

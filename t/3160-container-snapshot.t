@@ -7,7 +7,7 @@
 
 need_container_images
 
-plan 33
+plan 40
 
 mk_small_root "$T/root" sh cat ls id env wc stat rm mkdir chown find sleep
 mkdir -p "$T/root/data/old"
@@ -135,6 +135,44 @@ noimg=${noimg##* }
 run helper-req "$DSEC_HOST" snapshot id="$noimg" tag=x:1
 like "$OUT" '"code":"unsupported".*not made from an image' \
 	"a sandbox without an image is refused with a clear error"
+
+# A client's transfers in flight (a staged write's parts, a staged
+# download's archive) are not the sandbox's state: neither a snapshot nor a
+# fork carries their files, which no stage of the copy would ever remove;
+# the sandbox keeps its own and its client goes on.
+stg=$(dsec-run --backend container --image snapbase:1 --keep -c 'mkdir /data/in /data/real' \
+	2>&1 >/dev/null | head -1)
+stg=${stg##* }
+run helper-req "$DSEC_HOST" file_write id="$stg" path=/data/in/big data=abc parts?=true
+sid=$(printf '%s' "$OUT" | sed -n 's/.*"stage":"\([0-9a-f]*\)".*/\1/p')
+helper-req -q "$DSEC_HOST" file_download id="$stg" path=/data/keep.txt archive=/data/in/dl.tar \
+	stage?=true >/dev/null
+run dsec-run --id "$stg" -c 'echo $(ls -a /data/in)'
+is "$OUT" ". .. .dsec-part-$sid dl.tar" "a sandbox with a staged write and a staged download"
+run helper-req "$DSEC_HOST" snapshot id="$stg" tag=snap:staged
+is "$RC" 0 "... is snapshotted"
+run dsec-run --backend container --image snap:staged -c 'echo $(ls -a /data/in)'
+is "$OUT" ". .." "... and the snapshot has neither the staged part nor the staged archive"
+run helper-req "$DSEC_HOST" fork id="$stg" n#=2
+fk=$(printf '%s' "$OUT" | sed -n 's/.*"ids":\["\([^"]*\)".*/\1/p')
+like "$fk" ':' "... it forks"
+run dsec-run --id "$fk" -c 'echo $(ls -a /data/in)'
+is "$OUT" ". .." "... and its forks have neither"
+helper-req -q "$DSEC_HOST" file_write id="$stg" path=/data/in/big data=def stage="$sid" \
+	commit?=true >/dev/null
+run dsec-run --id "$stg" -c 'echo $(cat /data/in/big) $(ls -a /data/in)'
+is "$OUT" "abcdef . .. big dl.tar" "... while the sandbox's own staged write goes on to its commit"
+# The copy is the sandbox's tree: a directory it swapped for a symlink to
+# a host path on the way to a stage's file is not followed out of it.
+run helper-req "$DSEC_HOST" file_write id="$stg" path=/data/real/f data=x parts?=true
+sid=$(printf '%s' "$OUT" | sed -n 's/.*"stage":"\([0-9a-f]*\)".*/\1/p')
+mkdir -p "$T/hostdir"
+echo host > "$T/hostdir/.dsec-part-$sid"
+dsec-run --id "$stg" -c "mv /data/real /data/gone && ln -s $T/hostdir /data/real" >/dev/null 2>&1
+run helper-req "$DSEC_HOST" snapshot id="$stg" tag=snap:swapped
+is "$RC:$(cat "$T/hostdir/.dsec-part-$sid")" "0:host" \
+	"a snapshot never follows a symlink of the sandbox to remove a stage's file"
+helper-req -q "$DSEC_HOST" destroy id="$stg" >/dev/null
 
 # Another node whose store shares the origin starts sandboxes from it.
 mkdir -p "$T/state2"
