@@ -16,6 +16,10 @@
 # Why: Debian's libnng 1.5.2 stops accepting on a listener for good once a
 # client leaves during the SP handshake (nanomsg/nng#1518), so four bytes
 # on dsecd's socket would stop a node.  The fix is upstream from 1.6.0.
+# Ours (deps/nng/*.patch, in order): 0001 that fix; 0002 a pipe closed
+# mid-transfer; 0003 a peer whose handshake fails no longer makes the
+# listener back off 100 ms before its next accept (a client leaving ten
+# times a second held every other one off the API).
 #
 # The source files are fetched once into CACHE (kept by `make clean`) from
 # NNG_MIRROR and checked against the SHA-256 sums in deps/nng/sources, so a
