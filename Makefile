@@ -40,8 +40,8 @@ DEB_PACKAGES = build-essential pkg-config libev-dev libnng-dev libmsgpack-dev \
 DEB_PACKAGES += serf moosefs-master moosefs-chunkserver moosefs-client
 # criu (`make criu`, deps/criu/build.sh): what its build needs, installed by
 # `make deps` whether or not it is built.
-CRIU_DEB_PACKAGES = libbsd-dev libcap-dev libnet1-dev libnl-3-dev libnftables-dev \
-	libgnutls28-dev libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler protobuf-compiler \
+CRIU_DEB_PACKAGES = libbsd-dev libcap-dev libnet1-dev libnl-3-dev \
+	libprotobuf-c-dev libprotobuf-dev protobuf-c-compiler protobuf-compiler \
 	uuid-dev pkg-config wget xz-utils patch
 DEB_PACKAGES += $(CRIU_DEB_PACKAGES)
 
