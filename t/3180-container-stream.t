@@ -189,8 +189,11 @@ dsec-run --id "$id" --stream --timeout 2 -c 'while :; do echo y; sleep 0.01; don
 pr=$!
 sleep 0.7
 { kill -KILL $pr; wait $pr; } 2>/dev/null
-sleep 5
-run req info id="$id"
+for i in $(seq 50); do	# its timeout (2 s) and stream_grace (2 s), polled up to 10 s
+	sleep 0.2
+	run req info id="$id"
+	[ "$(get streams):$(get running)" = "0:0" ] && break
+done
 is "$(get streams):$(get running)" "0:0" "after its timeout and the grace its stream is gone"
 is "$(pipes)" "$fd0" "dsecd holds no more pipes than before"
 

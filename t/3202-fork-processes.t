@@ -25,7 +25,19 @@ dsecctl image import --tag task:1 "$T/base" >/dev/null || bail "cannot import th
 start_dsecd --set backends=container --set "container.criu=$CRIU" || bail "dsecd did not start"
 H=$DSEC_HOST
 
-count() { OUT=$(helper-req "$H" exec id="$1" 'argv[]=cat' 'argv[]=/tmp/count'); get stdout | tr -dc 0-9; }
+# count ID: the counter's last value in sandbox ID.  The loop rewrites
+# /tmp/count (truncate, then write), so a read can find it empty: read
+# again then.
+count() {
+	local v= k
+	for k in 1 2 3 4 5; do
+		OUT=$(helper-req "$H" exec id="$1" 'argv[]=cat' 'argv[]=/tmp/count')
+		v=$(get stdout | tr -dc 0-9)
+		[ -n "$v" ] && break
+		sleep 0.05
+	done
+	printf '%s' "$v"
+}
 in_session() { OUT=$(helper-req "$H" session_exec id="$1" session=s1 "cmd=$2"); get stdout; }
 
 OUT=$(helper-req "$H" create backend=container image=task:1)
@@ -39,10 +51,11 @@ is "$(get sessions) $(printf '%s' "$OUT" | grep -o '"ids":\[[^]]*\]' | grep -o '
 	"1 3" "fork of 3 with processes: one session carried into each ($OUT)"
 ids=$(printf '%s' "$OUT" | grep -o '"ids":\[[^]]*\]' | grep -o '"[^"]*:[0-9a-f]\{16\}"' | tr -d '"')
 diag "fork of 3 with processes: $(get duration) s"
-shells="" moving=0 own=0
+shells="" moving=0 own=0 seen=""
 for F in $ids; do
 	shells+="$(in_session "$F" 'echo "$X $PWD"' | tr -d '\n');"
 	c1=$(count "$F"); sleep 0.3; c2=$(count "$F")
+	seen+=" $c1->$c2"
 	[ "${c2:-0}" -gt "${c1:-0}" ] && moving=$((moving + 1))
 	OUT=$(helper-req "$H" session_exec id="$F" session=s1 'cmd=echo mine > /tmp/only-here')
 done
@@ -50,7 +63,7 @@ is "$shells" "42 /tmp;42 /tmp;42 /tmp;" "each fork's session: the shell kept its
 F1=$(printf "%s\n" $ids | head -1)
 is "$(in_session "$F1" 'cat /proc/1/comm; cat /proc/[0-9]*/comm | grep -c dsec-init; cat /proc/keys | wc -c' | tr '\n' ' ')" \
 	"sh 0 0 " "... its /proc its own pid namespace's (its shell is 1, no init of the fork's), masked"
-is "$moving" 3 "each fork's background counter goes on"
+is "$moving" 3 "each fork's background counter goes on ($seen)"
 seq_ok=0
 for F in $ids; do
 	OUT=$(helper-req "$H" exec id="$F" 'argv[]=ls' 'argv[]=/tmp')

@@ -393,8 +393,13 @@ files_stage_tests() {
 	run sh_in "ls -a $P | grep -c '^\.dsec-part-$sid\$'; test -f $P/dl.tar && echo there"
 	is "$OUT" "1
 there" "$BE: a silent client's staged write and download are there at first"
-	sleep $((STAGE_GRACE + 2))
-	run sh_in "ls -a $P | grep -c '^\.dsec-part-'; test -e $P/dl.tar || echo gone"
+	# Removed once stage_grace has passed (polled, at most 5 s past it).
+	for i in $(seq $(( (STAGE_GRACE + 5) * 5 ))); do
+		sleep 0.2
+		run sh_in "ls -a $P | grep -c '^\.dsec-part-'; test -e $P/dl.tar || echo gone"
+		[ "$OUT" = "0
+gone" ] && break
+	done
 	is "$OUT" "0
 gone" "$BE: ... and removed after stage_grace"
 	run hr file_read id="$id" path=$P/st
@@ -420,7 +425,10 @@ gone" "$BE: ... and removed after stage_grace"
 	is "$OUT" 1 "$BE: an upload in parts from a pipe that stops is staged"
 	kill -9 $kpid; wait $kpid 2>/dev/null
 	exec 7>&-
-	sleep $((STAGE_GRACE + 2))
-	run sh_in "ls -A $P/killed | wc -l"
+	for i in $(seq $(( (STAGE_GRACE + 5) * 5 ))); do
+		sleep 0.2
+		run sh_in "ls -A $P/killed | wc -l"
+		[ "$OUT" = 0 ] && break
+	done
 	is "$OUT" 0 "$BE: the client killed half way leaves nothing after stage_grace"
 }
