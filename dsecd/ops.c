@@ -32,10 +32,11 @@ static void req_free(struct dsecd_req *r)
 	rlc_req_free(r);
 	dsec_strv_free(r->grade_layers);
 	dsec_strv_free(r->watch);
-	if (r->sb)
-		dsecd_sb_unref(r->d, r->sb);
+	/* The op's own first: it may still look at its sandbox. */
 	if (dsecd_ops[r->op].free)
 		dsecd_ops[r->op].free(r);
+	if (r->sb)
+		dsecd_sb_unref(r->d, r->sb);
 	free(r->placing);
 	dsec_msg_free(&r->msg);
 	free(r->own_frame);
