@@ -578,6 +578,7 @@ FUZZ_OBJ_dsecd = $(call fuzz_obj,$(filter-out dsecd/main.c dsecd/server.c,$(DSEC
 FUZZ_LIBS_request = $(FUZZ_OBJ_dsecd) $(FUZZ_OBJ_fs3) $(call fuzz_obj,$(SWIM_SRC)) $(FS3_LIBS) \
 	-lev -ldl -lm
 build/fuzz/obj/dsecd/%.o build/fuzz/obj/rlcoord/%.o: ALL_CPPFLAGS += -Igossip -Irlcoord
+build/fuzz/obj/dsecd/ops-image.o: ALL_CPPFLAGS += -Ibackends/common
 FUZZ_LIBS_reply =
 # fs3's decoders: every fs3-NAME target links fs3 as the request target does.
 $(foreach n,$(filter fs3-%,$(FUZZ_NAMES)),$(eval FUZZ_LIBS_$(n) = $$(FUZZ_OBJ_fs3) $$(FS3_LIBS)))
