@@ -140,37 +140,18 @@ static int snap_read(void *arg, const struct dsec_be_diff *df, struct dsec_err *
  * Returns true when one was removed. */
 static bool snap_unlink(const char *top, const char *path)
 {
-	_cleanup_free_ char *dup = xstrdup(path);
-	char *save = NULL, *rel, *name;
-	struct dsec_buf b;
+	_cleanup_free_ char *rel = NULL;
 	struct stat st;
 	bool done = false;
+	char *name;
 	int fd, dir;
 
-	dsec_buf_init(&b);
-	for (char *c = strtok_r(dup, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(c, "."))
-			continue;
-		if (!strcmp(c, "..")) {
-			char *slash = b.len ? memrchr(b.data, '/', b.len) : NULL;
-			b.len = slash ? (size_t)(slash - b.data) : 0;
-			if (b.data)
-				b.data[b.len] = '\0';
-			continue;
-		}
-		dsec_buf_addf(&b, "%s%s", b.len ? "/" : "", c);
-	}
-	if (!b.len) {
-		dsec_buf_free(&b);
+	if (be_clean_rel(path, true, &rel) < 0 || !strcmp(rel, "."))
 		return false;
-	}
-	rel = dsec_buf_detach(&b, NULL);
 	if ((name = strrchr(rel, '/')))
 		*name++ = '\0';
-	if ((fd = open(top, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		free(rel);
+	if ((fd = open(top, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return false;
-	}
 	dir = !name ? fd : be_openat2(fd, rel, O_PATH | O_DIRECTORY, 0,
 				      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 				      RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
@@ -181,7 +162,6 @@ static bool snap_unlink(const char *top, const char *path)
 	if (dir >= 0 && dir != fd)
 		close(dir);
 	close(fd);
-	free(rel);
 	return done;
 }
 

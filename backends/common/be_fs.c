@@ -96,16 +96,13 @@ static bool is_mount(int dir, const char *name)
 	return fd == -EXDEV;
 }
 
-/* Cleans path lexically into *rel, relative to the root ("." for the root
- * itself): "." and empty components go, ".." takes one back; above the top
- * it stays at the root (in_root) or is an escape.  With a prefix, absolute
- * paths must start with it. */
+/* Cleans path lexically into *rel (be_clean_rel): above the top it stays
+ * at the root (in_root) or is an escape.  With a prefix, absolute paths
+ * must start with it. */
 static int clean_path(const struct be_fs_root *r, const char *path, char **rel,
 		      struct dsec_err *err)
 {
-	_cleanup_free_ char *dup = xstrdup(path);
-	struct dsec_buf b;
-	char *save = NULL, *s = dup;
+	const char *s = path;
 
 	if (!*path)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL, "empty path");
@@ -116,29 +113,11 @@ static int clean_path(const struct be_fs_root *r, const char *path, char **rel,
 			return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
 					     "path '%s' is outside the sandbox's files (%s)", path,
 					     r->prefix);
-		s = dup + n;
+		s = path + n;
 	}
-	dsec_buf_init(&b);
-	for (char *c = strtok_r(s, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-		if (!strcmp(c, "."))
-			continue;
-		if (strcmp(c, "..")) {
-			dsec_buf_addf(&b, "%s%s", b.len ? "/" : "", c);
-			continue;
-		}
-		if (!b.len && !r->in_root) {
-			dsec_buf_free(&b);
-			return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
-					     "path '%s' escapes the sandbox", path);
-		}
-		char *slash = b.len ? strrchr(b.data, '/') : NULL;
-		b.len = slash ? (size_t)(slash - b.data) : 0;
-		if (b.data)
-			b.data[b.len] = '\0';
-	}
-	if (!b.len)
-		dsec_buf_add(&b, ".", 1);
-	*rel = dsec_buf_detach(&b, NULL);
+	if (be_clean_rel(s, r->in_root, rel) < 0)
+		return dsec_err_setc(err, DSEC_E_PERMISSION, EPERM,
+				     "path '%s' escapes the sandbox", path);
 	return 0;
 }
 

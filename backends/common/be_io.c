@@ -148,6 +148,35 @@ int be_send_fds(int sock, const void *buf, size_t len, const int *fds, int nfds,
 	return n == (ssize_t)len ? 0 : -EMSGSIZE;
 }
 
+int be_clean_rel(const char *path, bool in_root, char **rel)
+{
+	_cleanup_free_ char *dup = xstrdup(path);
+	struct dsec_buf b;
+	char *save = NULL;
+
+	dsec_buf_init(&b);
+	for (char *c = strtok_r(dup, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(c, "."))
+			continue;
+		if (strcmp(c, "..")) {
+			dsec_buf_addf(&b, "%s%s", b.len ? "/" : "", c);
+			continue;
+		}
+		if (!b.len && !in_root) {
+			dsec_buf_free(&b);
+			return -EPERM;
+		}
+		char *slash = b.len ? memrchr(b.data, '/', b.len) : NULL;
+		b.len = slash ? (size_t)(slash - b.data) : 0;
+		if (b.data)
+			b.data[b.len] = '\0';
+	}
+	if (!b.len)
+		dsec_buf_add(&b, ".", 1);
+	*rel = dsec_buf_detach(&b, NULL);
+	return 0;
+}
+
 int be_openat2(int dir, const char *path, int flags, mode_t mode, uint64_t resolve)
 {
 	struct open_how how = {

@@ -35,6 +35,12 @@ int be_read_file(int fd, const char *path, uint64_t offset, uint64_t len, struct
  * returned at once.  Returns the descriptor or -errno. */
 int be_openat2(int dir, const char *path, int flags, mode_t mode, uint64_t resolve);
 
+/* path cleaned lexically into *rel (malloc'ed), relative to a root ("."
+ * for the root itself): "." and empty components go, ".." takes one back.
+ * Above the top it stays at the root with in_root, else -EPERM (an
+ * escape).  0 or -EPERM. */
+int be_clean_rel(const char *path, bool in_root, char **rel);
+
 /* be_openat2 inside the root rootfd (RESOLVE_IN_ROOT |
  * RESOLVE_NO_MAGICLINKS): ".." stops at the root, absolute symlinks are
  * relative to it, /proc magic links are refused; "" is the root itself. */
