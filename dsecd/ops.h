@@ -151,6 +151,8 @@ struct dsecd_req {
 	struct dsecd_req *rl_next;	/* that log's pending list, or a joined list */
 	struct dsecd_req *rl_joined;	/* requests of the same step waiting for its reply */
 	struct rlc_token *rl_token;	/* create: the token it makes a sandbox for, or NULL */
+	struct rlc_ent *rl_xend;	/* exec_read: the end of its stream, logged before
+					 * its reply (rlc_stream_end), or NULL */
 	struct rlc_lease *lease;	/* create: the lease it makes one in, or NULL */
 	char **grade_layers;		/* create: its grade_layers until the sandbox has them */
 	char **watch;			/* create: its watch until the sandbox has it */

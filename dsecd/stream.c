@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
+#include "rlc.h"
 
 /* ---- streaming exec -----------------------------------------------------------
  *
@@ -28,9 +30,20 @@
  * the status and both outputs are at EOF: the exec_read that returns its
  * last bytes says done and frees it.  An exited stream nobody reads is freed
  * stream_grace after the last request for it; destroy frees them all.
+ *
+ * In a sandbox with a trajectory a stream also keeps what it wrote (up to
+ * XS_LOG_CAP bytes of each output, or output_cap when lower), and its end
+ * is logged (rlc_stream_end): one entry with the status and that output,
+ * before the reply of the exec_read that took its last bytes, or when it
+ * is dropped unread.  An exec_read of a stream begun by a step that has
+ * gone is then answered from the log: a trainer that re-sent exec_start's
+ * step and got its logged reply reads the stream it names, whole.  Names
+ * begin at a random serial, so a name the log has is not a live stream's
+ * after a restart or a recover on another node.
  */
 
 #define XS_MAX 256		/* streams open in one sandbox */
+#define XS_LOG_CAP (256u << 10)	/* bytes of an output a logged stream keeps */
 #define XS_WAIT_DEFAULT 10.0	/* s an exec_read waits for output */
 #define XS_WAIT_MAX 60.0	/* s it may ask */
 
@@ -56,6 +69,16 @@ struct dsecd_xs {
 	struct dsecd_req *reader;	/* the exec_read held, or NULL */
 	ev_timer wait;			/* its wait */
 	ev_timer grace;			/* after the exit: freed unless asked for */
+	/* its sandbox keeps a trajectory: */
+	bool logged;			/* so the stream's end is logged */
+	bool end_logged;		/* it is (or on its way) */
+	bool has_step;			/* exec_start had a step */
+	uint64_t step;
+	double t0;			/* unix time it began */
+	uint64_t t0_ns;			/* dsec_now_ns then */
+	size_t log_cap;			/* bytes of an output it keeps */
+	struct dsec_buf out[2];		/* stdout and stderr, up to log_cap each */
+	bool out_cut[2];		/* there was more */
 };
 
 static bool xs_ended(const struct dsecd_xs *x)
@@ -85,6 +108,44 @@ static void xs_reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	ev_prepare_stop(loop, w);
 }
 
+/* The status of x, ended: exec_read's fields of a done stream. */
+static void xs_pack_status(struct dsec_pk *p, const struct dsecd_xs *x)
+{
+	dsec_pk_kv_bool(p, "done", true);
+	dsec_pk_kv_i64(p, "exit_code", x->res.exit_code);
+	dsec_pk_kv_u64(p, "signal", (uint64_t)(x->res.signal > 0 ? x->res.signal : 0));
+	dsec_pk_kv_bool(p, "timed_out", x->res.timed_out);
+	dsec_pk_kv_bool(p, "oom_killed", x->res.oom_killed);
+	dsec_pk_kv_bool(p, "pids_limited", x->res.pids_limited);
+	dsec_pk_kv_u64(p, "seccomp_denied", x->res.seccomp_denied);
+	dsec_pk_kv_double(p, "duration", x->res.duration);
+	dsec_pk_kv_bool(p, "exited", true);
+}
+
+/* x has ended with a status: its end goes to its sandbox's log, as an
+ * exec_read's reply of all it wrote (r: the exec_read taking its last
+ * bytes, whose reply then waits for the entry; NULL: none). */
+static void xs_log_end(struct dsecd_xs *x, struct dsecd_req *r)
+{
+	struct rlc_stream_end se = { .exec = x->id, .has_step = x->has_step, .step = x->step,
+				     .t = x->t0, .dur_us = (dsec_now_ns() - x->t0_ns) / 1000 };
+	struct dsec_pk p;
+
+	x->end_logged = true;
+	dsec_pk_init(&p);
+	dsec_pk_reply_begin(&p);
+	dsec_pk_kv_str(&p, "id", x->sb->id);
+	dsec_pk_kv_str(&p, "exec", x->id);
+	dsec_pk_kv_bin(&p, "stdout", x->out[0].data, x->out[0].len);
+	dsec_pk_kv_bin(&p, "stderr", x->out[1].data, x->out[1].len);
+	dsec_pk_kv_bool(&p, "stdout_truncated", x->out_cut[0]);
+	dsec_pk_kv_bool(&p, "stderr_truncated", x->out_cut[1]);
+	xs_pack_status(&p, x);
+	dsec_pk_end(&p);
+	se.reply = dsec_pk_detach(&p, &se.reply_len);
+	rlc_stream_end(x->d, x->sb, r, &se);
+}
+
 /* Only once the backend is done with it (x->exited).  Everything goes now
  * but the struct, which may be in its own callback: the reaper frees it. */
 static void xs_free(struct dsecd_xs *x)
@@ -92,6 +153,10 @@ static void xs_free(struct dsecd_xs *x)
 	struct dsecd_sb *sb = x->sb;
 
 	DSEC_ASSERT(x->exited && !x->reader);
+	if (x->logged && !x->end_logged && x->rc == 0)
+		xs_log_end(x, NULL);
+	for (int i = 0; i < 2; i++)
+		dsec_buf_free(&x->out[i]);
 	for (int i = 0; i < 3; i++) {
 		xs_close(x, i);
 		dsec_buf_free(&x->buf[i]);
@@ -145,16 +210,22 @@ static void xs_answer(struct dsecd_xs *x)
 	dsec_pk_reply_begin(&p);
 	dsec_pk_kv_bin(&p, "stdout", x->buf[1].data, x->buf[1].len);
 	dsec_pk_kv_bin(&p, "stderr", x->buf[2].data, x->buf[2].len);
-	dsec_pk_kv_bool(&p, "done", done);
-	dsec_pk_kv_i64(&p, "exit_code", done ? x->res.exit_code : -1);
-	dsec_pk_kv_u64(&p, "signal", (uint64_t)(done && x->res.signal > 0 ? x->res.signal : 0));
-	dsec_pk_kv_bool(&p, "timed_out", done && x->res.timed_out);
-	dsec_pk_kv_bool(&p, "oom_killed", done && x->res.oom_killed);
-	dsec_pk_kv_bool(&p, "pids_limited", done && x->res.pids_limited);
-	dsec_pk_kv_u64(&p, "seccomp_denied", done ? x->res.seccomp_denied : 0);
-	dsec_pk_kv_double(&p, "duration", done ? x->res.duration : 0);
-	dsec_pk_kv_bool(&p, "exited", x->exited);
+	if (done) {
+		xs_pack_status(&p, x);
+	} else {
+		dsec_pk_kv_bool(&p, "done", false);
+		dsec_pk_kv_i64(&p, "exit_code", -1);
+		dsec_pk_kv_u64(&p, "signal", 0);
+		dsec_pk_kv_bool(&p, "timed_out", false);
+		dsec_pk_kv_bool(&p, "oom_killed", false);
+		dsec_pk_kv_bool(&p, "pids_limited", false);
+		dsec_pk_kv_u64(&p, "seccomp_denied", 0);
+		dsec_pk_kv_double(&p, "duration", 0);
+		dsec_pk_kv_bool(&p, "exited", x->exited);
+	}
 	dsec_pk_end(&p);
+	if (done && x->logged && !x->end_logged)
+		xs_log_end(x, r);
 	req_complete(r, &p);
 	dsec_buf_free(&x->buf[1]);
 	dsec_buf_free(&x->buf[2]);
@@ -183,6 +254,13 @@ static void xs_out_cb(struct ev_loop *loop, ev_io *w, int revents)
 	dsec_buf_grow(b, want);
 	n = read(x->fds[i], b->data + b->len, want);
 	if (n > 0) {
+		if (x->logged) {
+			struct dsec_buf *o = &x->out[i - 1];
+			size_t keep = x->log_cap - o->len < (size_t)n ? x->log_cap - o->len : (size_t)n;
+
+			dsec_buf_add(o, b->data + b->len, keep);
+			x->out_cut[i - 1] |= keep < (size_t)n;
+		}
 		b->len += (size_t)n;
 		b->data[b->len] = '\0';
 		if (b->len >= x->cap)
@@ -376,7 +454,25 @@ void op_exec_start(struct dsecd_req *r)
 	x->d = d;
 	x->sb = r->sb;
 	dsecd_sb_ref(x->sb);
+	if (!xs_serial) {
+		/* 44 random bits: never 0, and far from any other run's. */
+		uint64_t seed = 0;
+
+		if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+			seed = dsec_now_ns() << 20;
+		xs_serial = (seed >> 20) | 1;
+	}
 	snprintf(x->id, sizeof(x->id), "x%" PRIu64, ++xs_serial);
+	if (r->sb->tlog) {
+		x->logged = true;
+		x->has_step = r->has_step;
+		x->step = r->step;
+		x->t0 = ev_now(d->loop) - d->started + d->started_wall;
+		x->t0_ns = dsec_now_ns();
+		x->log_cap = r->ereq.output_cap < XS_LOG_CAP ? r->ereq.output_cap : XS_LOG_CAP;
+		dsec_buf_init(&x->out[0]);
+		dsec_buf_init(&x->out[1]);
+	}
 	x->handle = st.handle;
 	x->pty = o.pty;
 	x->cap = r->ereq.output_cap;
@@ -418,8 +514,11 @@ void op_exec_read(struct dsecd_req *r)
 	int rc;
 
 	dsec_err_clear(&err);
-	if (!(x = xs_find(r, &err)))
+	if (!(x = xs_find(r, &err))) {
+		if (err.code == DSEC_E_NOT_FOUND && rlc_stream_answer(r))
+			return;	/* a step's stream, gone: its logged end */
 		return reply_err(r, &err);
+	}
 	if ((rc = dsec_get_seconds_opt(r->msg.root, "wait", &wait, &err)) < 0)
 		return reply_err(r, &err);
 	if (wait > XS_WAIT_MAX) {

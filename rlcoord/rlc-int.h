@@ -49,6 +49,8 @@ struct rlc_log {
 	size_t nsteps, capsteps;
 	size_t cached;			/* bytes of their replies kept in memory */
 	struct dsecd_req *pending;	/* requests with a step running now (r->rl_next) */
+	struct rlc_xend *xends;		/* logged ends of streams begun by a step */
+	size_t nxends, capxends;
 	struct dsec_buf wbuf;		/* the writer's: this batch's records */
 	struct rlc_log *bnext;		/* the writer's: logs of this batch */
 	bool in_batch;
@@ -76,6 +78,19 @@ struct rlc_ent {
 	size_t boff;			/* the writer's: its record's place in log->wbuf */
 	char *peer[RLC_REPLICAS];	/* API addresses of its log's replicas, or NULL */
 	unsigned copies;		/* of them, how many acknowledged it */
+	void *own_reply;		/* a stream's end: the reply logged, r's is another */
+	char exec[24];			/* a stream's end: the stream's name, or "" */
+	bool exec_step;			/* ... begun by a step (exec_step_n) */
+	uint64_t exec_step_n;
+};
+
+/* The logged end of a stream begun by a step: an exec_read of that name
+ * whose stream has gone is answered from the log. */
+struct rlc_xend {
+	char exec[24];
+	uint64_t step;			/* exec_start's */
+	uint64_t off;			/* its record */
+	uint32_t len;
 };
 
 

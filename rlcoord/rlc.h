@@ -47,6 +47,29 @@ void rlc_log_drop(struct dsecd *d, struct dsecd_sb *sb);
  * same step still running), false when it runs.  Replies with an error
  * (and returns true) for a step on a sandbox without a trajectory. */
 bool rlc_step(struct dsecd_req *r);
+/* A stream of sb, a sandbox with a trajectory, ended with a status: its
+ * end is logged, an entry of op exec_read whose reply (se->reply,
+ * se->reply_len bytes, taken) is exec_read's with the whole output the
+ * stream kept.  With r, the exec_read that takes its last bytes, the entry
+ * is that request's and r's own reply waits until it is durable (call it
+ * before r's reply); without, the entry's request is made here.  A stream
+ * begun by a step (se->has_step) is then answered from the log when read
+ * again once it has gone (rlc_stream_answer). */
+struct rlc_stream_end {
+	const char *exec;		/* the stream's name */
+	bool has_step;
+	uint64_t step;			/* its exec_start's */
+	double t;			/* unix time it began */
+	uint64_t dur_us;		/* until it ended */
+	void *reply;
+	size_t reply_len;
+};
+void rlc_stream_end(struct dsecd *d, struct dsecd_sb *sb, struct dsecd_req *r,
+		    const struct rlc_stream_end *se);
+/* exec_read r names no stream of its sandbox: true when r is taken, its
+ * stream begun by a step whose end the log has (answered from the log,
+ * with "replayed": the step); false when it is not (r gets not_found). */
+bool rlc_stream_answer(struct dsecd_req *r);
 /* info's "trajectory" entry of a sandbox (nothing without a log), and the
  * node's (the log's directory, its durability, what it wrote). */
 void rlc_pack_sb(struct dsecd *d, const struct dsecd_sb *sb, struct dsec_pk *p);

@@ -172,6 +172,7 @@ static void log_unref(struct rlc_log *L)
 	free(L->path);
 	free(L->name);
 	free(L->steps);
+	free(L->xends);
 	dsec_buf_free(&L->wbuf);
 	free(L);
 }
@@ -351,9 +352,21 @@ static void pending_end(struct dsecd_req *r)
 	log_unref(L);
 }
 
+static void ent_free(struct rlc_ent *e)
+{
+	log_unref(e->log);
+	free(e->req);
+	free(e->own_reply);
+	free(e);
+}
+
 void rlc_req_free(struct dsecd_req *r)
 {
 	pending_end(r);
+	if (r->rl_xend) {	/* its reply never came (cannot be) */
+		ent_free(r->rl_xend);
+		r->rl_xend = NULL;
+	}
 	if (r->rl_token)	/* a create ended without a reply (cannot be) */
 		rlc_token_made(r);
 }
@@ -473,6 +486,26 @@ static void read_entry_done(void *arg)
 	free(rd);
 }
 
+/* r is answered with the reply of L's record at off (len bytes), read by
+ * the writer's thread; 0, or -1 when it cannot be (r is not taken). */
+static int read_entry_submit(struct dsecd_req *r, struct rlc_log *L, uint64_t off, uint32_t len)
+{
+	struct rlc_read *rd = xcalloc(1, sizeof(*rd));
+
+	rd->r = r;
+	rd->path = xstrdup(L->path);
+	rd->off = off;
+	rd->len = len;
+	dsec_err_clear(&rd->err);
+	if (dsecd_pool_submit(r->d->rlc->writer, read_entry_work, read_entry_done, rd) < 0) {
+		free(rd->path);
+		free(rd);
+		return -1;
+	}
+	r->d->ops_inflight++;
+	return 0;
+}
+
 /* ---- steps --------------------------------------------------------------- */
 
 static void step_err(struct dsecd_req *r, enum dsec_code code, const char *fmt, ...)
@@ -538,19 +571,8 @@ bool rlc_step(struct dsecd_req *r)
 			answer(r, at->reply, at->reply_len, r->step);
 			return true;
 		}
-		struct rlc_read *rd = xcalloc(1, sizeof(*rd));
-		rd->r = r;
-		rd->path = xstrdup(L->path);
-		rd->off = at->off;
-		rd->len = at->len;
-		dsec_err_clear(&rd->err);
-		if (dsecd_pool_submit(r->d->rlc->writer, read_entry_work, read_entry_done, rd) < 0) {
-			free(rd->path);
-			free(rd);
+		if (read_entry_submit(r, L, at->off, at->len) < 0)
 			step_err(r, DSEC_E_INTERNAL, "cannot read the trajectory log");
-			return true;
-		}
-		r->d->ops_inflight++;
 		return true;
 	}
 	for (struct dsecd_req *p = L->pending; p; p = p->rl_next)
@@ -615,6 +637,13 @@ static bool ran(enum dsec_code c)
 	}
 }
 
+static void ent_queue(struct rlc *rl, struct rlc_ent *e)
+{
+	e->seq = e->log->seq++;
+	*rl->qtail = e;
+	rl->qtail = &e->next;
+}
+
 static bool hook(void *arg, struct dsecd_req *r)
 {
 	struct rlc *rl = arg;
@@ -624,6 +653,18 @@ static bool hook(void *arg, struct dsecd_req *r)
 
 	if (r->rl_answered)
 		return false;
+	if (r->rl_xend) {
+		/* The end of its stream, durable before r's reply. */
+		e = r->rl_xend;
+		r->rl_xend = NULL;
+		if (!L || L->err) {
+			ent_free(e);
+			return false;
+		}
+		e->r = r;
+		ent_queue(rl, e);
+		return true;
+	}
 	if (r->op == DSEC_OP_CREATE)
 		rlc_token_made(r);
 	if (r->rl_log && r->rl_log != L) {	/* its sandbox went while it waited */
@@ -640,7 +681,6 @@ static bool hook(void *arg, struct dsecd_req *r)
 	e->r = r;
 	e->log = L;
 	L->refs++;
-	e->seq = L->seq++;
 	e->has_step = r->has_step;
 	e->step = r->step;
 	e->op = (uint16_t)r->op;
@@ -657,9 +697,95 @@ static bool hook(void *arg, struct dsecd_req *r)
 	e->req_len = r->frame_len;
 	e->reply = r->reply;
 	e->reply_len = r->reply_len;
-	*rl->qtail = e;
-	rl->qtail = &e->next;
+	ent_queue(rl, e);
 	return true;
+}
+
+/* ---- streams' ends ----------------------------------------------------------- */
+
+void rlc_stream_end(struct dsecd *d, struct dsecd_sb *sb, struct dsecd_req *r,
+		    const struct rlc_stream_end *se)
+{
+	struct rlc_log *L = sb->tlog;
+	struct rlc_ent *e;
+
+	if (!d->rlc || !L || L->err) {
+		free(se->reply);
+		return;
+	}
+	e = xcalloc(1, sizeof(*e));
+	e->log = L;
+	L->refs++;
+	e->op = DSEC_OP_EXEC_READ;
+	e->code = DSEC_E_OK;
+	e->t = se->t;
+	e->dur_us = se->dur_us;
+	e->own_reply = se->reply;
+	e->reply = se->reply;
+	e->reply_len = se->reply_len;
+	snprintf(e->exec, sizeof(e->exec), "%s", se->exec);
+	e->exec_step = se->has_step;
+	e->exec_step_n = se->step;
+	if (r) {
+		/* Its request's: queued by the hook when its reply comes. */
+		e->req = xmalloc(r->frame_len ? r->frame_len : 1);
+		memcpy(e->req, r->frame, r->frame_len);
+		e->req_len = r->frame_len;
+		rlc_request_hash(r->msg.root, e->hash);
+		DSEC_ASSERT(!r->rl_xend);
+		r->rl_xend = e;
+		return;
+	}
+	/* Nobody took its last bytes (dropped after stream_grace, or its
+	 * reader left): the request is the one that would have. */
+	struct dsec_pk p;
+	struct dsec_msg m;
+	struct dsec_err err;
+
+	dsec_pk_init(&p);
+	dsec_pk_map_begin(&p);
+	dsec_pk_kv_str(&p, "op", "exec_read");
+	dsec_pk_kv_str(&p, "id", sb->id);
+	dsec_pk_kv_str(&p, "exec", se->exec);
+	dsec_pk_end(&p);
+	e->req = dsec_pk_detach(&p, &e->req_len);
+	dsec_err_clear(&err);
+	if (dsec_msg_parse_n(&m, e->req, e->req_len, SIZE_MAX, SIZE_MAX, &err) == 0)
+		rlc_request_hash(m.root, e->hash);
+	dsec_msg_free(&m);
+	ent_queue(d->rlc, e);
+}
+
+static void xend_add(struct rlc_log *L, const struct rlc_ent *e)
+{
+	if (L->nxends == L->capxends) {
+		L->capxends = L->capxends ? 2 * L->capxends : 8;
+		L->xends = xrealloc(L->xends, L->capxends * sizeof(*L->xends));
+	}
+	struct rlc_xend *x = &L->xends[L->nxends++];
+	snprintf(x->exec, sizeof(x->exec), "%s", e->exec);
+	x->step = e->exec_step_n;
+	x->off = e->off;
+	x->len = e->len;
+}
+
+bool rlc_stream_answer(struct dsecd_req *r)
+{
+	struct rlc_log *L = r->sb ? r->sb->tlog : NULL;
+	const msgpack_object *x = L ? dsec_map_get(r->msg.root, "exec") : NULL;
+
+	if (!x || x->type != MSGPACK_OBJECT_STR)
+		return false;
+	for (size_t i = L->nxends; i-- > 0;) {
+		const struct rlc_xend *xe = &L->xends[i];
+
+		if (strlen(xe->exec) != x->via.str.size ||
+		    memcmp(xe->exec, x->via.str.ptr, x->via.str.size))
+			continue;
+		r->step = xe->step;	/* what answer() marks it with */
+		return read_entry_submit(r, L, xe->off, xe->len) == 0;
+	}
+	return false;
 }
 
 static void pack_zipped(msgpack_packer *pk, const char *k, const char *klen, const void *p,
@@ -824,6 +950,8 @@ static void batch_done(void *arg)
 			rl->wbytes += e->len;
 			if (e->has_step)
 				step_add(L, e);
+			if (e->exec_step)
+				xend_add(L, e);
 		} else {
 			rl->failed++;
 		}
@@ -841,11 +969,11 @@ static void batch_done(void *arg)
 			else
 				rl->under_replicated++;
 		}
-		pending_end(r);
-		dsecd_req_release(r);
-		log_unref(L);
-		free(e->req);
-		free(e);
+		if (r) {
+			pending_end(r);
+			dsecd_req_release(r);
+		}
+		ent_free(e);
 		e = next;
 	}
 }

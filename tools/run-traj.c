@@ -13,7 +13,8 @@
  * and stderr, a read's data, and for any other op whether it succeeded
  * and its error code.  It reports the first entry whose result differs
  * and exits 1, or 0 when every one is the same; 125 when it could not
- * replay.  Streams (exec_start) and snapshots are not sent again.
+ * replay.  Streams (exec_start, and the exec_read entry of each one's
+ * end) and snapshots are not sent again.
  *
  * `dsec-run recover SANDBOX` asks the node (one of the log's two peers)
  * to make a dead node's sandbox again from its copy of the log (the
@@ -345,8 +346,8 @@ static int replay(struct dsec_client *c, const char *path)
 		} else if (!id && strcmp(op, "create")) {
 			fprintf(stderr, "dsec-run: the first entry is %s, not the create\n", op);
 			status = EXIT_INFRA;
-		} else if (!strcmp(op, "exec_start") || !strcmp(op, "snapshot") ||
-			   !strcmp(op, "create")) {
+		} else if (!strcmp(op, "exec_start") || !strcmp(op, "exec_read") ||
+			   !strcmp(op, "snapshot") || !strcmp(op, "create")) {
 			if (!strcmp(op, "create") && !id) {
 				if (rebuild(&b, NULL, create_skip, &p) < 0 || call(c, &p, &m, &reply) < 0) {
 					status = EXIT_INFRA;

@@ -173,6 +173,7 @@ class Process:
         self.sandbox = sb
         self.exec_id = exec_id
         self.result: Optional[ExecResult] = None
+        self.replayed: Optional[int] = None    # the step, when exec_start was answered from the log
         self._out = bytearray()
         self._err = bytearray()
 
@@ -325,16 +326,24 @@ class AsyncSandbox:
                     stdin: Union[bytes, str, None] = None, stdin_open: bool = False,
                     pty: bool = False, rows: Optional[int] = None, cols: Optional[int] = None,
                     env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
-                    output_cap: Optional[int] = None) -> Process:
+                    output_cap: Optional[int] = None, step: Optional[int] = None) -> Process:
         """Start cmd and return at once: read its output as it comes
-        (streaming exec; backends with it: container)."""
+        (streaming exec; backends with it: container).
+
+        step: this action's number in the rollout (trajectory=True).  A
+        step the log has starts nothing: the Process is the logged one
+        (.replayed is the step), and once that stream has ended reading it
+        gives its whole output and status from the log (up to 256 KiB of
+        each output)."""
         f = _cmd_fields(cmd, timeout, stdin, env, cwd, output_cap)
         f.update(id=self.id, stdin_open=stdin_open or None, pty=pty or None, rows=rows,
-                 cols=cols)
+                 cols=cols, step=step)
         r = await self.client.call("exec_start", f)
         if not isinstance(r.get("exec"), str):
             raise Internal("exec_start's reply has no 'exec'")
-        return Process(self, r["exec"])
+        proc = Process(self, r["exec"])
+        proc.replayed = r.get("replayed")
+        return proc
 
     async def exec_stream(self, cmd: Union[str, Sequence[str]], *,
                           on_stdout: Optional[Callable[[bytes], Any]] = None,
