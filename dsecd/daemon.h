@@ -505,5 +505,9 @@ void dsecd_req_destroyed(struct dsecd *d, struct dsecd_req *r);
 /* sb is being destroyed: frees its exec_start streams that have exited
  * (the backend's destroy ends the others, which are freed then). */
 void dsecd_streams_drop(struct dsecd *d, struct dsecd_sb *sb);
+/* A re-sent exec_start step was answered from the log with the stream
+ * named name (n bytes): if it is still here, its next exec_read starts
+ * from its first byte again (rlcoord/tlog.c). */
+void dsecd_stream_rewind(struct dsecd_sb *sb, const char *name, size_t n);
 
 #endif

@@ -382,6 +382,29 @@ void dsecd_streams_drop(struct dsecd *d, struct dsecd_sb *sb)
 	}
 }
 
+void dsecd_stream_rewind(struct dsecd_sb *sb, const char *name, size_t n)
+{
+	struct dsecd_xs *x;
+
+	for (x = sb->streams; x; x = x->next)
+		if (strlen(x->id) == n && !memcmp(x->id, name, n))
+			break;
+	/* What it kept is all it printed, read or not: unless it printed
+	 * more, that is the output again from its start. */
+	if (!x || !x->logged || x->out_cut[0] || x->out_cut[1])
+		return;
+	for (int i = 1; i < 3; i++) {
+		DSEC_ASSERT(x->buf[i].len <= x->out[i - 1].len);
+		dsec_buf_reset(&x->buf[i]);
+		dsec_buf_add(&x->buf[i], x->out[i - 1].data, x->out[i - 1].len);
+		if (x->buf[i].len >= x->cap)
+			ev_io_stop(x->d->loop, &x->w[i]);
+	}
+	log_debug("sandbox %s: exec %s is read from its start again (its step was sent again)",
+		  sb->id, x->id);
+	xs_pump(x);
+}
+
 /* The stream named by the request's 'exec' in its sandbox; NULL with *err. */
 static struct dsecd_xs *xs_find(struct dsecd_req *r, struct dsec_err *err)
 {

@@ -310,6 +310,23 @@ static enum dsec_code reply_code_of(const void *reply, size_t len)
 	return code;
 }
 
+/* An exec_start step answered from the log: the stream its reply names,
+ * if it is still running or unread, is read from its start again by the
+ * trainer that sent the step again (its output before is no other's). */
+static void rewind_stream(struct dsecd_sb *sb, const void *reply, size_t len)
+{
+	struct dsec_msg m;
+	struct dsec_err err;
+	const msgpack_object *res, *x;
+
+	dsec_err_clear(&err);
+	if (dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, &err) == 0 &&
+	    (res = dsec_map_get(m.root, "result")) && res->type == MSGPACK_OBJECT_MAP &&
+	    (x = dsec_map_get(res, "exec")) && x->type == MSGPACK_OBJECT_STR)
+		dsecd_stream_rewind(sb, x->via.str.ptr, x->via.str.size);
+	dsec_msg_free(&m);
+}
+
 /* r, whose step was answered without running it, gets reply (a copy). */
 static void answer(struct dsecd_req *r, const void *reply, size_t len, uint64_t step)
 {
@@ -318,6 +335,8 @@ static void answer(struct dsecd_req *r, const void *reply, size_t len, uint64_t 
 
 	r->rl_answered = true;
 	r->reply_code = reply_code_of(copy, n);
+	if (r->op == DSEC_OP_EXEC_START && r->sb && r->reply_code == DSEC_E_OK)
+		rewind_stream(r->sb, copy, n);
 	dsecd_req_release_frame(r, copy, n);
 }
 

@@ -4,18 +4,21 @@
 # each), so a trainer that re-sends the step after the stream has gone
 # (read to its end by the trainer before it, or dropped unread after
 # stream_grace) gets the logged stream and reads it whole from the log:
-# nothing runs twice.  A stream without step is not answered again.
+# nothing runs twice.  A step sent again while its stream is still there
+# (running, or ended and not yet read to its end) reads it from its start.
+# A stream without step is not answered again.
 . "$(dirname "$0")/lib.sh"
 
 need_container
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 17
+plan 20
 
 start_dsecd --set backends=container --set stream_grace=1 || bail "dsecd did not start"
 
 run timeout 120 helper-py - "$DSEC_HOST" <<'PY'
 import asyncio, json, sys, dsec
 CMD = ["sh", "-c", "echo run >> /work/f; echo one; echo warn >&2; sleep 0.3; echo two; exit 3"]
+LONG = ["sh", "-c", "echo run >> /work/f; echo one; echo warn >&2; sleep 1.5; echo two; exit 3"]
 async def whole(proc):
     r = await proc.wait()
     return {"out": r.stdout, "err": r.stderr, "exit": r.exit_code, "rep": r.replayed}
@@ -37,6 +40,19 @@ async def main():
         p3 = await sb.start(CMD, step=3)
         p4 = await sb.start(CMD)
         await p4.wait()
+        # Steps 4 (still running) and 5 (ended, not all read) sent again
+        # by another trainer at once: the stream is read from its start.
+        for k, cmd in ((4, LONG), (5, CMD)):
+            p = await sb.start(cmd, step=k)
+            part = b""
+            while b"one" not in part:
+                out, _ = await p.read(wait=5)
+                part += out
+            if k == 5:
+                await asyncio.sleep(0.5)
+            async with dsec.AsyncClient(url) as b:
+                q = await b.sandbox(sb.id).start(cmd, step=k)
+                res["live%d" % k] = dict(await whole(q), started=q.replayed, same=q.exec_id == p.exec_id)
     await asyncio.sleep(2.5)    # the unread ones end and are dropped (stream_grace 1 s)
     async with dsec.AsyncClient(url) as b:
         sb = b.sandbox(sb.id)
@@ -65,7 +81,7 @@ async def main():
         res["log_exit"] = e1[0]["reply"]["result"]["exit_code"] if e1 else None
         res["ids"] = [p1.exec_id, p4.exec_id]
         await sb.destroy()
-    for k in ("first", "again1", "again2", "again3"):
+    for k in ("first", "again1", "again2", "again3", "live4", "live5"):
         for f in ("out", "err"):
             v = res[k][f]
             res[k][f] = v.decode() if isinstance(v, bytes) else v
@@ -85,10 +101,13 @@ is "$(js part)" "$(printf 'one\n')" "a step's stream read in part by the trainer
 is "$(js again2.out)" "$(printf 'one\ntwo\n')" "... read whole after it was dropped unread"
 is "$(js again2.exit) $(js again2.rep)" "3 2" "... with its status"
 is "$(js again3.out)$(js again3.exit)" "$(printf 'one\ntwo\n')3" "a step's stream nobody read: the same, from the log"
-is "$(js lines)" 4 "nothing ran twice: 3 steps and 1 stream without step appended 4 lines"
+is "$(js live4.started) $(js live4.same)" "4 true" "a step whose stream still runs, sent again: the logged stream"
+is "$(js live4.out)$(js live4.exit)" "$(printf 'one\ntwo\n')3" "... read from its start (the trainer before read its first line)"
+is "$(js live5.out)$(js live5.err)$(js live5.exit)" "$(printf 'one\ntwo')warn3" "... and a stream that ended, read in part: the same"
+is "$(js lines)" 6 "nothing ran twice: 5 steps and 1 stream without step appended 6 lines"
 is "$(js nostep)" not_found "a stream without step, read to its end, is not answered again"
 is "$(js big)" "[262144, true, 9]" "a stream's output over 256 KiB: the log keeps 256 KiB and says truncated"
-is "$(js ends)" 5 "the trajectory has each stream's end: 4 streams and the big one"
+is "$(js ends)" 7 "the trajectory has each stream's end: 6 streams and the big one"
 is "$(js log_out)" "$(printf 'one\ntwo\n')" "... an exec_read entry with the whole output"
 is "$(js log_exit)" 3 "... and the status"
 unlike() { if [[ $1 =~ $2 ]]; then ok 1 "$3 (got '$1')"; else ok 0 "$3"; fi; }

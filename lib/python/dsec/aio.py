@@ -332,9 +332,9 @@ class AsyncSandbox:
 
         step: this action's number in the rollout (trajectory=True).  A
         step the log has starts nothing: the Process is the logged one
-        (.replayed is the step), and once that stream has ended reading it
-        gives its whole output and status from the log (up to 256 KiB of
-        each output)."""
+        (.replayed is the step), read from its start: while that stream
+        is still there, again from its first byte; once gone, its whole
+        output and status from the log (up to 256 KiB of each output)."""
         f = _cmd_fields(cmd, timeout, stdin, env, cwd, output_cap)
         f.update(id=self.id, stdin_open=stdin_open or None, pty=pty or None, rows=rows,
                  cols=cols, step=step)
