@@ -11,7 +11,7 @@
 
 need_container
 /usr/bin/python3 -c 'import msgpack' 2>/dev/null || skip_all "needs python3-msgpack"
-plan 20
+plan 24
 
 start_dsecd --set backends=container --set stream_grace=1 || bail "dsecd did not start"
 
@@ -80,6 +80,7 @@ async def main():
         res["log_out"] = lo.decode() if isinstance(lo, bytes) else lo
         res["log_exit"] = e1[0]["reply"]["result"]["exit_code"] if e1 else None
         res["ids"] = [p1.exec_id, p4.exec_id]
+        res["id"] = sb.id
         await sb.destroy()
     for k in ("first", "again1", "again2", "again3", "live4", "live5"):
         for f in ("out", "err"):
@@ -114,4 +115,15 @@ unlike() { if [[ $1 =~ $2 ]]; then ok 1 "$3 (got '$1')"; else ok 0 "$3"; fi; }
 ids=$(js ids)
 like "$ids" '^\["x[0-9]+", "x[0-9]+"\]$' "stream names are x and a serial ($ids)"
 unlike "$ids" '"x[0-9]{1,6}"' "... which begins at random: not x1 on a new daemon"
+
+# dsec-run replay starts each stream again where it was and compares its
+# end (outputs and status) where the log has it.
+dsec-run trajectory "$(js id)" > "$T/traj" 2>"$T/traj.err"
+run dsec-run replay "$T/traj"
+is "$RC" 0 "dsec-run replay of the log: streams started again, every result the same"
+like "$OUT" "entries replayed, every result the same" "... it says so ($(tail -1 <<<"$OUT"))"
+sed '/"op":"exec_read"/s/"exit_code":3/"exit_code":4/' "$T/traj" > "$T/traj2"
+run dsec-run replay "$T/traj2"
+is "$RC" 1 "a stream's logged end that is not what it does now: replay exits 1"
+like "$OUT" 'entry [0-9]+ \(step none, exec_read\) differs' "... naming the entry of its end"
 ok $(kill -0 "$DSECD_PID" 2>/dev/null; echo $?) "dsecd still serves"

@@ -13,8 +13,10 @@
  * and stderr, a read's data, and for any other op whether it succeeded
  * and its error code.  It reports the first entry whose result differs
  * and exits 1, or 0 when every one is the same; 125 when it could not
- * replay.  Streams (exec_start, and the exec_read entry of each one's
- * end) and snapshots are not sent again.
+ * replay.  A stream (exec_start) is started again where it was, and read
+ * to its end where the log has its end (an exec_read entry): its outputs
+ * and status compared so; streams on a terminal or with stdin_open (their
+ * input is not logged) and snapshots are not sent again.
  *
  * `dsec-run recover SANDBOX` asks the node (one of the log's two peers)
  * to make a dead node's sandbox again from its copy of the log (the
@@ -314,6 +316,84 @@ static char *outcome(json_t *reply, const char *op)
 	return s;
 }
 
+/* A logged stream replay started again: its logged name and the new
+ * one's (NULL: not sent again, its end is not compared either). */
+struct rstream {
+	char *logged, *now;
+};
+
+/* e's reply's result's string key, or NULL. */
+static const char *res_str(json_t *e, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(json_object_get(e, "reply"),
+								  "result"), key));
+}
+
+/* Bytes of an output as the trajectory shows it (a string, or {"hex"}). */
+static size_t json_bytes(json_t *v)
+{
+	if (json_is_string(v))
+		return json_string_length(v);
+	return json_is_object(v) ? json_string_length(json_object_get(v, "hex")) / 2 : 0;
+}
+
+/* A stream started again: read to its end on the new sandbox id, as the
+ * reply of its logged end (exec_read's fields, outputs cut where the
+ * logged ones were when those say truncated); NULL with a message. */
+static json_t *stream_end(struct dsec_client *c, const char *id, const char *exec, json_t *logged)
+{
+	struct dsec_buf out[2] = { { 0 }, { 0 } };
+	json_t *res = json_object_get(json_object_get(logged, "reply"), "result"), *got = NULL;
+	static const char *const outs[] = { "stdout", "stderr" };
+
+	for (;;) {
+		struct dsec_pk p;
+		struct dsec_msg m = { 0 };
+		void *reply = NULL;
+		const msgpack_object *r, *done;
+
+		dsec_pk_init(&p);
+		dsec_pk_request_begin(&p, "exec_read");
+		dsec_pk_kv_str(&p, "id", id);
+		dsec_pk_kv_str(&p, "exec", exec);
+		dsec_pk_kv_double(&p, "wait", 10);
+		dsec_pk_end(&p);
+		int rc = call(c, &p, &m, &reply);
+		dsec_pk_free(&p);
+		if (rc == 0 && !(r = dsec_map_get(m.root, "result"))) {
+			/* An error: that is what is compared. */
+			got = to_json(m.root);
+		} else if (rc == 0) {
+			for (int i = 0; i < 2; i++) {
+				const msgpack_object *o = dsec_map_get(r, outs[i]);
+				if (o && o->type == MSGPACK_OBJECT_BIN)
+					dsec_buf_add(&out[i], o->via.bin.ptr, o->via.bin.size);
+			}
+			done = dsec_map_get(r, "done");
+			if (done && done->type == MSGPACK_OBJECT_BOOLEAN && done->via.boolean) {
+				got = to_json(m.root);
+				json_t *gr = json_object_get(got, "result");
+				for (int i = 0; i < 2; i++) {
+					size_t n = out[i].len;
+					if (json_is_true(json_object_get(res, i ? "stderr_truncated" :
+									 "stdout_truncated")) &&
+					    json_bytes(json_object_get(res, outs[i])) < n)
+						n = json_bytes(json_object_get(res, outs[i]));
+					json_object_set_new(gr, outs[i], bytes_json(out[i].data ?
+						out[i].data : "", n));
+				}
+			}
+		}
+		dsec_msg_free(&m);
+		free(reply);
+		if (rc < 0 || got)
+			break;
+	}
+	dsec_buf_free(&out[0]);
+	dsec_buf_free(&out[1]);
+	return got;
+}
+
 static int replay(struct dsec_client *c, const char *path)
 {
 	static const char *const create_skip[] = { "token", "lease", "trajectory", "fwd",
@@ -321,7 +401,8 @@ static int replay(struct dsec_client *c, const char *path)
 	static const char *const op_skip[] = { "step", "fwd", NULL };
 	FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
 	char *line = NULL, *id = NULL;
-	size_t cap = 0, n = 0, same = 0, skipped = 0;
+	size_t cap = 0, n = 0, same = 0, skipped = 0, nst = 0;
+	struct rstream *st = NULL;
 	int status = 0;
 
 	if (!f) {
@@ -333,10 +414,12 @@ static int replay(struct dsec_client *c, const char *path)
 		json_t *e = json_loads(line, 0, &je);
 		const char *op = json_string_value(json_object_get(e, "op"));
 		const char *hx = json_string_value(json_object_get(e, "msgpack"));
+		const char *cmp = op;	/* how its result is compared */
 		struct dsec_buf b = { 0 };
 		struct dsec_pk p;
 		struct dsec_msg m = { 0 };
 		void *reply = NULL;
+		json_t *got = NULL, *rq = json_object_get(e, "request");
 
 		n++;
 		if (!e || !op || !hx || unhex(hx, &b) < 0) {
@@ -346,46 +429,74 @@ static int replay(struct dsec_client *c, const char *path)
 		} else if (!id && strcmp(op, "create")) {
 			fprintf(stderr, "dsec-run: the first entry is %s, not the create\n", op);
 			status = EXIT_INFRA;
-		} else if (!strcmp(op, "exec_start") || !strcmp(op, "exec_read") ||
-			   !strcmp(op, "snapshot") || !strcmp(op, "create")) {
-			if (!strcmp(op, "create") && !id) {
-				if (rebuild(&b, NULL, create_skip, &p) < 0 || call(c, &p, &m, &reply) < 0) {
+		} else if (!strcmp(op, "create")) {
+			if (id) {
+				skipped++;
+			} else if (rebuild(&b, NULL, create_skip, &p) < 0 ||
+				   call(c, &p, &m, &reply) < 0) {
+				status = EXIT_INFRA;
+			} else {
+				const msgpack_object *res = dsec_map_get(m.root, "result");
+				if (!res || dsec_get_str(res, "id", &id, NULL) < 0) {
+					fprintf(stderr, "dsec-run: the create failed\n");
 					status = EXIT_INFRA;
 				} else {
-					const msgpack_object *res = dsec_map_get(m.root, "result");
-					if (!res || dsec_get_str(res, "id", &id, NULL) < 0) {
-						fprintf(stderr, "dsec-run: the create failed\n");
-						status = EXIT_INFRA;
-					} else {
-						printf("replaying in a fresh sandbox %s\n", id);
-					}
-					dsec_pk_free(&p);
+					printf("replaying in a fresh sandbox %s\n", id);
 				}
-			} else {
-				skipped++;
+				dsec_pk_free(&p);
 			}
+		} else if (!strcmp(op, "snapshot")) {
+			skipped++;
+		} else if (!strcmp(op, "exec_start") &&
+			   (json_is_true(json_object_get(rq, "pty")) ||
+			    json_is_true(json_object_get(rq, "stdin_open")) || !res_str(e, "exec"))) {
+			/* Its input came by exec_write, which is not logged. */
+			skipped++;
+			if (res_str(e, "exec")) {
+				st = xrealloc(st, (nst + 1) * sizeof(*st));
+				st[nst++] = (struct rstream){ xstrdup(res_str(e, "exec")), NULL };
+			}
+		} else if (!strcmp(op, "exec_read")) {
+			/* A stream's end: the stream started again is read to its end. */
+			const char *x = json_string_value(json_object_get(rq, "exec"));
+			size_t k = nst;
+			while (x && k-- > 0 && strcmp(st[k].logged, x))
+				;
+			if (!x || k >= nst || !st[k].now)
+				skipped++;
+			else if (!(got = stream_end(c, id, st[k].now, e)))
+				status = EXIT_INFRA;
+			cmp = "exec";
 		} else if (rebuild(&b, id, op_skip, &p) < 0 || call(c, &p, &m, &reply) < 0) {
 			status = EXIT_INFRA;
 		} else {
-			json_t *got = to_json(m.root);
-			char *a = outcome(json_object_get(e, "reply"), op), *g = outcome(got, op);
+			got = to_json(m.root);
+			dsec_pk_free(&p);
+			const char *now = json_string_value(json_object_get(json_object_get(got,
+									"result"), "exec"));
+			if (!strcmp(op, "exec_start") && now && res_str(e, "exec")) {
+				st = xrealloc(st, (nst + 1) * sizeof(*st));
+				st[nst++] = (struct rstream){ xstrdup(res_str(e, "exec")), xstrdup(now) };
+			}
+		}
+		if (got) {
+			char *a = outcome(json_object_get(e, "reply"), cmp), *g = outcome(got, cmp);
 			json_t *step = json_object_get(e, "step");
 			if (a && g && !strcmp(a, g)) {
 				same++;
 			} else {
-				char st[32] = "none";
+				char sn[32] = "none";
 				if (json_is_integer(step))
-					snprintf(st, sizeof(st), "%lld",
+					snprintf(sn, sizeof(sn), "%lld",
 						 (long long)json_integer_value(step));
 				printf("entry %lld (step %s, %s) differs:\n  logged: %s\n  now:    %s\n",
-				       (long long)json_integer_value(json_object_get(e, "seq")), st, op,
+				       (long long)json_integer_value(json_object_get(e, "seq")), sn, op,
 				       a ? a : "?", g ? g : "?");
 				status = 1;
 			}
 			free(a);
 			free(g);
 			json_decref(got);
-			dsec_pk_free(&p);
 		}
 		dsec_msg_free(&m);
 		free(reply);
@@ -394,12 +505,18 @@ static int replay(struct dsec_client *c, const char *path)
 	}
 	if (status == 0)
 		printf("%zu entries replayed, every result the same%s\n", same,
-		       skipped ? " (streams and snapshots not sent again)" : "");
+		       skipped ? " (streams with input or a terminal, and snapshots, not sent "
+		       "again)" : "");
 	if (id) {
 		struct dsec_err err;
 		dsec_err_clear(&err);
 		dsec_destroy(c, id, &err);
 	}
+	for (size_t k = 0; k < nst; k++) {
+		free(st[k].logged);
+		free(st[k].now);
+	}
+	free(st);
 	free(id);
 	free(line);
 	if (f != stdin)
