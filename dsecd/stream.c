@@ -202,9 +202,13 @@ static void xs_answer(struct dsecd_xs *x)
 			xs_free(x);
 		return;
 	}
+	/* The reply may come back at once (the daemon's own request, whose
+	 * callback may read again): x is done with before it goes out. */
 	if (done && x->rc < 0) {
-		reply_err(r, &x->err);
-		return xs_free(x);
+		struct dsec_err err = x->err;
+
+		xs_free(x);
+		return reply_err(r, &err);
 	}
 	dsec_pk_init(&p);
 	dsec_pk_reply_begin(&p);
@@ -224,14 +228,16 @@ static void xs_answer(struct dsecd_xs *x)
 		dsec_pk_kv_bool(&p, "exited", x->exited);
 	}
 	dsec_pk_end(&p);
-	if (done && x->logged && !x->end_logged)
-		xs_log_end(x, r);
-	req_complete(r, &p);
 	dsec_buf_free(&x->buf[1]);
 	dsec_buf_free(&x->buf[2]);
-	if (done)
-		return xs_free(x);
-	xs_resume_reads(x);
+	if (done) {
+		if (x->logged && !x->end_logged)
+			xs_log_end(x, r);
+		xs_free(x);
+	} else {
+		xs_resume_reads(x);
+	}
+	req_complete(r, &p);
 }
 
 /* Something changed: answer a held exec_read if it has something to get. */

@@ -17,8 +17,11 @@
  *   3. each replayed reply compared with the logged one: the steps whose
  *      results differ (a command that reads the clock, the network, a
  *      random source) are named, and so are the entries that cannot be
- *      replayed (streamed commands, pauses, snapshots, grades, forks,
- *      usage reads): what could not be recovered.
+ *      replayed (pauses, snapshots, grades, forks, usage reads, streamed
+ *      commands on a terminal or with stdin_open): what could not be
+ *      recovered.  A streamed command is started again where it was (with
+ *      its step) and read to its end where the log has its end, its output
+ *      and status compared so.
  * With a snapshot in the log whose image the node can read (a store whose
  * origin the nodes share: in production a distributed file system), the
  * log is read twice: once for its last snapshot, then the sandbox is made
@@ -69,6 +72,14 @@ struct recover {
 	const msgpack_object *create_req;	/* the logged create's request (in page) */
 	uint64_t base_seq;		/* a recovered sandbox's log: its create's snapshot_steps */
 	uint64_t nimport, snap_nimport;	/* entries with a step seen; up to the snapshot */
+	/* Streams started again: a logged exec_start's name and the new one's. */
+	struct { char *logged, *now; } *st;
+	size_t nst;
+	const char *reading;		/* the one read to its end now (in st) */
+	uint64_t read_until;		/* dsec_now_ns: then it is killed (it ran longer
+					 * than twice as long as logged, and 10 s) */
+	bool killed;
+	struct dsec_buf out[2];		/* its stdout and stderr so far */
 };
 
 /* An entry a recover from a snapshot logs again: a step, its request and
@@ -104,6 +115,13 @@ static void recover_free(struct recover *v)
 	dsec_msg_free(&v->m);
 	dsec_pk_free(&v->skipped);
 	dsec_pk_free(&v->differs);
+	for (size_t i = 0; i < v->nst; i++) {
+		free(v->st[i].logged);
+		free(v->st[i].now);
+	}
+	free(v->st);
+	dsec_buf_free(&v->out[0]);
+	dsec_buf_free(&v->out[1]);
 	free(v);
 }
 
@@ -383,6 +401,181 @@ static void imported(void *arg, const void *reply, size_t len, enum dsec_code co
 	replay_next(v);
 }
 
+/* ---- streams ----------------------------------------------------------------- */
+
+/* e's reply's result's string key (a view into the page), or NULL. */
+static const msgpack_object *result_str(const msgpack_object *reply, const char *key)
+{
+	const msgpack_object *res = reply && reply->type == MSGPACK_OBJECT_MAP ?
+				    dsec_map_get(reply, "result") : NULL;
+	const msgpack_object *o = res && res->type == MSGPACK_OBJECT_MAP ?
+				  dsec_map_get(res, key) : NULL;
+
+	return o && o->type == MSGPACK_OBJECT_STR ? o : NULL;
+}
+
+static bool flag(const msgpack_object *map, const char *key)
+{
+	const msgpack_object *o = map && map->type == MSGPACK_OBJECT_MAP ?
+				  dsec_map_get(map, key) : NULL;
+
+	return o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+}
+
+/* A logged exec_start sent again: the new stream's name is kept, to read
+ * it where the log has the old one's end. */
+static void stream_started(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct recover *v = arg;
+	const msgpack_object *e = v->cur;
+	const msgpack_object *was = result_str(dsec_map_get(e, "reply"), "exec"), *now;
+	struct dsec_msg m = { 0 };
+
+	v->replayed++;
+	if (dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, NULL) < 0 ||
+	    !same_reply(dsec_map_get(e, "op"), dsec_map_get(e, "reply"), m.root) ||
+	    !(now = result_str(m.root, "exec"))) {
+		pack_seq_op(&v->differs, e, true);
+	} else if (was) {
+		v->st = xrealloc(v->st, (v->nst + 1) * sizeof(*v->st));
+		v->st[v->nst].logged = xstrndup(was->via.str.ptr, was->via.str.size);
+		v->st[v->nst].now = xstrndup(now->via.str.ptr, now->via.str.size);
+		v->nst++;
+	}
+	dsec_msg_free(&m);
+	replay_next(v);
+}
+
+/* The output a stream's end logged (key) and the bytes read now agree:
+ * equal, or, where the log kept only its first bytes, those. */
+static bool same_output(const msgpack_object *res, const char *key, bool cut,
+			const struct dsec_buf *now)
+{
+	const msgpack_object *o = dsec_map_get(res, key);
+	const char *p = NULL;
+	size_t n = 0;
+
+	if (o && o->type == MSGPACK_OBJECT_BIN) {
+		p = o->via.bin.ptr;
+		n = o->via.bin.size;
+	} else if (o && o->type == MSGPACK_OBJECT_STR) {
+		p = o->via.str.ptr;
+		n = o->via.str.size;
+	} else {
+		return false;
+	}
+	if (cut ? now->len < n : now->len != n)
+		return false;
+	return !n || !memcmp(p, now->data, n);
+}
+
+static void stream_read(struct recover *v);
+
+static void stream_killed(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	stream_read(arg);
+}
+
+/* One read of the stream started again: its output gathered until done,
+ * then compared with the logged end (v->cur). */
+static void stream_got(void *arg, const void *reply, size_t len, enum dsec_code code)
+{
+	struct recover *v = arg;
+	const msgpack_object *e = v->cur;
+	const msgpack_object *lres = dsec_map_get(dsec_map_get(e, "reply"), "result");
+	struct dsec_msg m = { 0 };
+	const msgpack_object *res = rlc_reply_result(&m, reply, len);
+	static const char *const outs[] = { "stdout", "stderr" };
+	static const char *const status[] = { "exit_code", "signal", "timed_out" };
+	bool same = res && lres && lres->type == MSGPACK_OBJECT_MAP;
+
+	for (int i = 0; same && i < 2; i++) {
+		const msgpack_object *o = dsec_map_get(res, outs[i]);
+		if (o && o->type == MSGPACK_OBJECT_BIN)
+			dsec_buf_add(&v->out[i], o->via.bin.ptr, o->via.bin.size);
+	}
+	if (same && !flag(res, "done")) {
+		dsec_msg_free(&m);
+		if (!v->killed && dsec_now_ns() > v->read_until) {
+			/* What ended it then (an exec_signal, stdin) is not
+			 * in the log: it is killed, and differs. */
+			struct dsec_pk p;
+
+			v->killed = true;
+			dsec_pk_init(&p);
+			dsec_pk_request_begin(&p, "exec_signal");
+			dsec_pk_kv_str(&p, "id", v->id);
+			dsec_pk_kv_str(&p, "exec", v->reading);
+			dsec_pk_kv_str(&p, "signal", "KILL");
+			dsec_pk_end(&p);
+			return rlc_send(v->d, &p, stream_killed, v, false);
+		}
+		return stream_read(v);
+	}
+	for (size_t i = 0; same && i < DSEC_ARRAY_LEN(status); i++)
+		same = same_obj(dsec_map_get(lres, status[i]), dsec_map_get(res, status[i]));
+	for (int i = 0; same && i < 2; i++)
+		same = same_output(lres, outs[i], flag(lres, i ? "stderr_truncated" :
+						     "stdout_truncated"), &v->out[i]);
+	if (!same)
+		pack_seq_op(&v->differs, e, true);
+	v->replayed++;
+	dsec_msg_free(&m);
+	dsec_buf_free(&v->out[0]);
+	dsec_buf_free(&v->out[1]);
+	v->reading = NULL;
+	replay_next(v);
+}
+
+static void stream_read(struct recover *v)
+{
+	struct dsec_pk p;
+
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "exec_read");
+	dsec_pk_kv_str(&p, "id", v->id);
+	dsec_pk_kv_str(&p, "exec", v->reading);
+	dsec_pk_kv_double(&p, "wait", 10);
+	dsec_pk_end(&p);
+	rlc_send(v->d, &p, stream_got, v, false);
+}
+
+/* e, an exec_start (or NULL: an exec_read, a stream's end) sent again:
+ * true when it is (the chain goes on in its callback). */
+static bool stream_again(struct recover *v, const msgpack_object *e, const msgpack_object *op,
+			 const msgpack_object *req)
+{
+	struct dsec_pk p;
+
+	if (is_str(op, "exec_start")) {
+		/* Its input came by exec_write, which is not logged. */
+		if (flag(req, "pty") || flag(req, "stdin_open"))
+			return false;
+		v->cur = e;
+		pack_again(v, req, NULL, &p);
+		rlc_send(v->d, &p, stream_started, v, false);
+		return true;
+	}
+	const msgpack_object *x = dsec_map_get(req, "exec");
+	if (!is_str(op, "exec_read") || !x || x->type != MSGPACK_OBJECT_STR)
+		return false;
+	for (size_t i = v->nst; i-- > 0;)
+		if (strlen(v->st[i].logged) == x->via.str.size &&
+		    !memcmp(v->st[i].logged, x->via.str.ptr, x->via.str.size)) {
+			const msgpack_object *dur = dsec_map_get(e, "dur_us");
+			uint64_t us = dur && dur->type == MSGPACK_OBJECT_POSITIVE_INTEGER ?
+				      dur->via.u64 : 0;
+
+			v->cur = e;
+			v->reading = v->st[i].now;
+			v->killed = false;
+			v->read_until = dsec_now_ns() + 2 * us * 1000 + 10 * 1000000000ull;
+			stream_read(v);
+			return true;
+		}
+	return false;	/* its start was not sent again */
+}
+
 static void replay_next(struct recover *v)
 {
 	struct dsec_pk p;
@@ -406,6 +599,8 @@ static void replay_next(struct recover *v)
 			pack_again(v, req, reply, &p);
 			return rlc_send(v->d, &p, imported, v, false);
 		}
+		if (req && req->type == MSGPACK_OBJECT_MAP && stream_again(v, e, op, req))
+			return;
 		if (!replayable(op) || !req || req->type != MSGPACK_OBJECT_MAP) {
 			pack_seq_op(&v->skipped, e, false);
 			continue;

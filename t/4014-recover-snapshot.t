@@ -3,10 +3,11 @@
 # the container backend share an image origin (a directory here; in
 # production a distributed file system).  A trainer's sandbox appends a
 # line to a file at each step, is snapshotted at step 5, takes four more
-# steps, and its node is killed -9.  recover on a peer makes it again of
-# the snapshot's image: the steps up to the snapshot are not run again
+# steps and a streamed command (read to its end), and its node is killed
+# -9.  recover on a peer makes it again of the snapshot's image: the steps up to the snapshot are not run again
 # (their lines are in the image) but logged with their old replies, the
-# later ones run again; the file has every line once, and every step the
+# later ones run again (the stream started again and read to its end);
+# the file has every line once, and every step the
 # trainer sends again is answered from the new log.  A snapshot whose
 # image the node cannot find falls back to the create and every step.
 # The recovered sandbox's node dies too: recovered again, from its image,
@@ -16,7 +17,7 @@
 WHY=$(container_images_missing)
 [ -z "$WHY" ] || skip_all "$WHY"
 [ -x "$TOP/dsecd/dsecd" ] || skip_all "needs dsecd/dsecd (make)"
-plan 19
+plan 22
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -29,7 +30,8 @@ cnode() {
 	start_node "$1" --set backends=container --set default_backend=container \
 		--set image_origin="$T/origin" --set container.uid_base="$3" \
 		--set gossip_listen="127.0.0.1:$2" --set gossip_seeds="127.0.0.1:$P" \
-		--set cluster_key_file="$T/key" --set api_url="ipc://$T/$1.sock"
+		--set cluster_key_file="$T/key" --set api_url="ipc://$T/$1.sock" \
+		--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s
 }
 cnode a "$P" 1000000000
 cnode b $((P + 1)) 1200000000
@@ -67,6 +69,20 @@ for k in 6 7 8; do step $k | grep -q '"exit_code":0' && okc=$((okc + 1)); done
 at "$owner" file_write "id=$id" path=/data/g data=after "step#=9" | grep -q '"ok":true' &&
 	okc=$((okc + 1))
 is "$okc" 9 "steps 6-8 appended and a file written at step 9"
+# readall NODE ID EXEC: a started command's stdout, read until done.
+readall() {
+	local i out all=
+	for i in $(seq 50); do
+		out=$(at "$1" exec_read "id=$2" "exec=$3" "wait#=5")
+		all="$all$(printf '%s' "$out" | sed -n 's/.*"stdout":"\([^"]*\)".*/\1/p')"
+		printf '%s' "$out" | grep -q '"done":true' && break
+	done
+	echo "$all$(printf '%s' "$out" | grep -o '"exit_code":[0-9]*')"
+}
+run at "$owner" exec_start "id=$id" "argv[]=sh" "argv[]=-c" \
+	"argv[]=echo line-s >> /data/f; echo streamed; exit 2" "step#=20"
+x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+is "$(readall "$owner" "$id" "$x")" 'streamed\n"exit_code":2' "a streamed command at step 20, read to its end"
 
 kill9 $owner
 # dead_seen DEAD NODES...: until each of NODES sees DEAD dead.
@@ -90,14 +106,14 @@ live=$(echo a b c d | tr ' ' '\n' | grep -v "^$owner$")
 dead_seen "$owner" $live
 p1=$(holder "$id" $live)
 run at "$p1" recover "id=$id"
-like "$OUT" '"entries":11,"replayed":4,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
-	"recover on $p1: made of the snapshot; steps 0-5 logged with their replies, 6-9 run again"
+like "$OUT" '"entries":13,"replayed":6,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
+	"recover on $p1: made of the snapshot; steps 0-5 logged with their replies, 6-9 and the stream run again"
 nid=$(printf '%s' "$OUT" | idof)
 [ -n "$nid" ] || printf "# recover: %s\n" "$OUT" >&2
 nn=${nid%%:*}
 run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f" "argv[]=/data/g"
 is "$(printf '%s' "$OUT" | sed -n 's/.*"stdout":"\([^"]*\)".*/\1/p')" \
-	'line-0\nline-1\nline-2\nline-3\nline-4\nline-6\nline-7\nline-8\nafter' \
+	'line-0\nline-1\nline-2\nline-3\nline-4\nline-6\nline-7\nline-8\nline-s\nafter' \
 	"the new sandbox's files: each step's line once, from the image or run again"
 rep=0
 for k in 0 1 2 3 4 6 7 8; do step_out=$(at "$nn" exec "id=$nid" "argv[]=sh" "argv[]=-c" \
@@ -107,8 +123,13 @@ done
 run at "$nn" snapshot "id=$nid" tag=rs-snap:1 "step#=5"
 like "$OUT" "\"image\":\"$snap\".*\"replayed\":5" "the snapshot step sent again: the logged reply"
 is "$rep" 8 "the trainer sends steps 0-8 again to the new id: each is answered from the log"
+run at "$nn" exec_start "id=$nid" "argv[]=sh" "argv[]=-c" \
+	"argv[]=echo line-s >> /data/f; echo streamed; exit 2" "step#=20"
+x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+like "$OUT" '"replayed":20' "the stream's step sent again: the stream recover started, from the log"
+is "$(readall "$nn" "$nid" "$x")" 'streamed\n"exit_code":2' "... read whole from the log"
 run at "$nn" exec "id=$nid" "argv[]=wc" "argv[]=-l" "argv[]=/data/f" "step#=10"
-like "$OUT" '"stdout":"8 /data/f\\n"' "... nothing ran twice, and its next step runs"
+like "$OUT" '"stdout":"9 /data/f\\n"' "... nothing ran twice, and its next step runs"
 run at "$nn" info
 like "$OUT" '"imported":[1-9]' "info counts the imported steps"
 
@@ -153,7 +174,7 @@ before=$(stdout_of "$OUT")
 kill9 $nn
 dead_seen "$nn" "$Y"
 run at "$Y" recover "id=$nid"
-like "$OUT" '"replayed":8,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
+like "$OUT" '"replayed":10,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
 	"recovered again: of the snapshot (its step logged again), steps 0-5 logged again, the rest run again"
 nid3=$(printf '%s' "$OUT" | idof)
 run at "$Y" exec "id=$nid3" "argv[]=cat" "argv[]=/data/f"

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,12 +347,25 @@ static json_t *stream_end(struct dsec_client *c, const char *id, const char *exe
 	json_t *res = json_object_get(json_object_get(logged, "reply"), "result"), *got = NULL;
 	static const char *const outs[] = { "stdout", "stderr" };
 
+	/* Killed when it runs longer than twice as long as logged, and 10 s:
+	 * what ended it then (an exec_signal, its stdin) is not logged. */
+	json_int_t us = json_integer_value(json_object_get(logged, "dur_us"));
+	uint64_t until = dsec_now_ns() + 2 * (uint64_t)(us > 0 ? us : 0) * 1000 + 10000000000ull;
+	bool killed = false;
+
 	for (;;) {
 		struct dsec_pk p;
 		struct dsec_msg m = { 0 };
 		void *reply = NULL;
 		const msgpack_object *r, *done;
 
+		if (!killed && dsec_now_ns() > until) {
+			struct dsec_err err;
+
+			dsec_err_clear(&err);
+			killed = true;
+			dsec_exec_signal(c, id, exec, SIGKILL, &err);
+		}
 		dsec_pk_init(&p);
 		dsec_pk_request_begin(&p, "exec_read");
 		dsec_pk_kv_str(&p, "id", id);
