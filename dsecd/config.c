@@ -32,6 +32,8 @@ static const struct key_desc keys[] = {
 	{ "gossip_listen", K_STR, F(gossip_listen), NULL },	/* default: no gossip */
 	{ "gossip_advertise", K_STR, F(gossip_advertise), NULL },
 	{ "gossip_seeds", K_STRV, F(gossip_seeds), NULL },
+	{ "gossip_probe_interval", K_SECONDS, F(gossip_probe_interval), "1s" },
+	{ "gossip_reconnect_interval", K_SECONDS, F(gossip_reconnect_interval), "30s" },
 	{ "cluster_key_file", K_STRV, F(cluster_keys), NULL },
 	{ "api_url", K_STR, F(api_url), NULL },
 	{ "placement", K_STR, F(placement), "power_k" },
@@ -324,6 +326,12 @@ static int check_conf(struct dsecd_conf *conf, struct dsec_err *err)
 	if (conf->exec_timeout > conf->max_exec_timeout)
 		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
 				     "exec_timeout must not be over max_exec_timeout");
+	if (conf->gossip_probe_interval < 0.1 || conf->gossip_probe_interval > 60)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "gossip_probe_interval must be between 100ms and 1m");
+	if (conf->gossip_reconnect_interval < 1 || conf->gossip_reconnect_interval > 86400)
+		return dsec_err_setc(err, DSEC_E_INVALID, EINVAL,
+				     "gossip_reconnect_interval must be between 1s and 1d");
 	return 0;
 }
 

@@ -27,6 +27,8 @@ struct dsecd_conf {
 	char *gossip_listen;		/* "host:port" of SWIM gossip, or NULL (none) */
 	char *gossip_advertise;		/* "host:port" others gossip to, NULL = the bound one */
 	char **gossip_seeds;		/* "host:port" to join through, or NULL */
+	double gossip_probe_interval;	/* s between SWIM probes (failure detection scales) */
+	double gossip_reconnect_interval; /* s between tries of a forgotten dead member */
 	char **cluster_keys;		/* cluster_key_file: key files, the first signs */
 	char *api_url;			/* the API address gossiped, NULL = from listen */
 	char *placement;		/* policy: power_k, random, least_loaded, local */

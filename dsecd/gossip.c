@@ -208,7 +208,14 @@ int dsecd_gossip_open(struct dsecd *d, struct dsec_err *err)
 	struct swim_ev_conf c = {
 		.bind = d->conf.gossip_listen,
 		.swim = { .name = d->conf.node, .addr = d->conf.gossip_advertise,
-			  .keys = g->keys, .nkeys = g->nkeys },
+			  .keys = g->keys, .nkeys = g->nkeys,
+			  /* memberlist's ratio: an ack is waited for half a period */
+			  .probe_interval_ms = (uint32_t)(d->conf.gossip_probe_interval * 1000),
+			  .probe_timeout_ms = (uint32_t)(d->conf.gossip_probe_interval * 500),
+			  /* and the dead are gossiped to for 30 periods */
+			  .gossip_to_dead_ms = (uint32_t)(d->conf.gossip_probe_interval * 30000),
+			  .reconnect_interval_ms =
+				(uint32_t)(d->conf.gossip_reconnect_interval * 1000) },
 		.event = event_cb,
 		.arg = g,
 	};

@@ -19,7 +19,7 @@ P=$(( 21000 + ($$ + 5555) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
 gnode() { # NAME PORT
 	start_node "$1" --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
-		--set gossip_listen="127.0.0.1:$2" --set gossip_seeds="127.0.0.1:$P" \
+		--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$2" --set gossip_seeds="127.0.0.1:$P" \
 		--set cluster_key_file="$T/key" --set api_url="ipc://$T/$1.sock"
 }
 gnode a "$P"
@@ -138,7 +138,7 @@ done
 # Its seed is a live node (a may be the one killed).
 port_of() { case $1 in a) echo "$P" ;; b) echo $((P + 1)) ;; c) echo $((P + 2)) ;; esac; }
 start_node d --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
-	--set gossip_listen="127.0.0.1:$((P + 3))" --set gossip_seeds="127.0.0.1:$(port_of "$p1")" \
+	--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$((P + 3))" --set gossip_seeds="127.0.0.1:$(port_of "$p1")" \
 	--set cluster_key_file="$T/key" --set api_url="ipc://$T/d.sock"
 wait_info d "$(alive "$p1")" && wait_info d "$(alive "$p2")" && wait_info "$p1" "$(alive d)" &&
 	wait_info "$p2" "$(alive d)"

@@ -2,7 +2,7 @@
 # dsecd's configuration: embedded defaults, dsecd.conf, flags, and the
 # errors a user sees for bad settings.
 . "$(dirname "$0")/lib.sh"
-plan 32
+plan 36
 
 D="$TOP/dsecd/dsecd"
 run "$D" --check-config --config /dev/null
@@ -41,6 +41,17 @@ like "$(echo $OUT)" 'image_peers = tcp://10.0.0.2:7000 image_peers = ipc:///tmp/
 like "$OUT" 'image_fetch_timeout = 1.5s' "image_fetch_timeout is a duration"
 run "$D" --check-config --config /dev/null --set image_fetch_timeout=soon
 like "$RC:$OUT" "^2:.*invalid value 'soon' for 'image_fetch_timeout'" "a bad fetch timeout is refused"
+
+# Gossip's timing: durations, bounded.
+run "$D" --check-config --config /dev/null
+like "$(echo $OUT)" 'gossip_probe_interval = 1s gossip_reconnect_interval = 30s' \
+	"gossip probes every second and tries a dead member again every 30 s by default"
+run "$D" --check-config --config /dev/null --set gossip_probe_interval=250ms
+like "$OUT" 'gossip_probe_interval = 0.25s' "gossip_probe_interval is a duration"
+run "$D" --check-config --config /dev/null --set gossip_probe_interval=50ms
+like "$RC:$OUT" "^2:.*gossip_probe_interval must be between 100ms and 1m" "... of 100ms at least"
+run "$D" --check-config --config /dev/null --set gossip_reconnect_interval=0
+like "$RC:$OUT" "^2:.*gossip_reconnect_interval must be between 1s and 1d" "a reconnect interval under 1s is refused"
 
 printf 'node = a\nbogus line\n' > "$T/b.conf"
 run "$D" --check-config --config "$T/b.conf"

@@ -22,7 +22,7 @@ gnode() { # NAME PORT [KEY] [more dsecd flags]
 	local n=$1 port=$2 key=${3:-$T/key}
 	shift 3
 	start_node "$n" --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
-		--set gossip_listen="127.0.0.1:$port" --set gossip_seeds="127.0.0.1:$P" \
+		--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$port" --set gossip_seeds="127.0.0.1:$P" \
 		--set cluster_key_file="$key" --set api_url="ipc://$T/$n.sock" --set placement=local "$@"
 }
 gnode a "$P" ""
@@ -63,11 +63,11 @@ like "$OUT" '"code":"node_lost".*left the cluster' "... its sandboxes answer nod
 # A node whose seed is not up yet keeps asking: once the seed runs, both
 # are in the cluster within seconds (not at the next push-pull, 30 s on).
 start_node y --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
-	--set gossip_listen="127.0.0.1:$((P + 5))" --set gossip_seeds="127.0.0.1:$((P + 6))" \
+	--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$((P + 5))" --set gossip_seeds="127.0.0.1:$((P + 6))" \
 	--set cluster_key_file="$T/key" --set api_url="ipc://$T/y.sock"
 sleep 2
 start_node z --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
-	--set gossip_listen="127.0.0.1:$((P + 6))" --set gossip_seeds="127.0.0.1:$P" \
+	--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$((P + 6))" --set gossip_seeds="127.0.0.1:$P" \
 	--set cluster_key_file="$T/key" --set api_url="ipc://$T/z.sock"
 wait_info y "$(member z alive)"
 ok $? "a node started before its seed joins once the seed is up"
@@ -75,7 +75,7 @@ ok $? "a node started before its seed joins once the seed is up"
 # c restarted on its state: alive again.
 mkdir -p "$T/c2"
 start_node c2 --node c --backend-dir "$TOP/t" --set backends=test \
-	--set gossip_listen="127.0.0.1:$((P + 2))" --set gossip_seeds="127.0.0.1:$P" \
+	--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$((P + 2))" --set gossip_seeds="127.0.0.1:$P" \
 	--set cluster_key_file="$T/key" --set api_url="ipc://$T/c.sock" --listen "ipc://$T/c.sock"
 wait_info a "$(member c alive)"
 ok $? "a restarted node is alive again"

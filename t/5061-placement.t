@@ -21,7 +21,7 @@ gnode() { # NAME PORT [more dsecd flags]
 	local n=$1 port=$2
 	shift 2
 	start_node "$n" --backend-dir "$TOP/t" --set backends=test --set default_backend=test \
-		--set gossip_listen="127.0.0.1:$port" --set gossip_seeds="127.0.0.1:$P" \
+		--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$port" --set gossip_seeds="127.0.0.1:$P" \
 		--set cluster_key_file="$T/key" --set api_url="ipc://$T/$n.sock" "$@"
 }
 gnode a "$P"

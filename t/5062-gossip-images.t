@@ -26,7 +26,7 @@ head -c 32 /dev/urandom > "$T/key"
 gnode() { # NAME PORT
 	start_node "$1" --backend-dir "$TOP/t" --set backends=layers --set default_backend=layers \
 		--set image_origin="$O" --set image_on_demand=false --set placement=local \
-		--set gossip_listen="127.0.0.1:$2" --set gossip_seeds="127.0.0.1:$P,127.0.0.1:$((P + 1))" \
+		--set gossip_probe_interval=250ms --set gossip_reconnect_interval=2s --set gossip_listen="127.0.0.1:$2" --set gossip_seeds="127.0.0.1:$P,127.0.0.1:$((P + 1))" \
 		--set cluster_key_file="$T/key" --set api_url="ipc://$T/$1.sock"
 }
 gnode a "$P"
