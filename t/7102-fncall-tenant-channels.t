@@ -127,7 +127,7 @@ a=$(mk); b=$(mk); c=$(mk)
 dsec-run --id "$a" --timeout 40 --env MODE=hold -c "$PY" >"$T/hold.out" 2>&1 &
 holder=$!
 for i in $(seq 150); do
-	[ "$(dsec-run --id "$a" --runtime python3 -c 'import os; print(os.path.exists("ready"))' 2>/dev/null)" = True ] && break
+	[ "$(dsec-run --id "$a" -c 'import os; print(os.path.exists("ready"))' 2>/dev/null)" = True ] && break
 	sleep 0.1
 done
 is "$(dsec-run --id "$a" -c 'import os; print(os.path.exists("ready"))' 2>&1)" "True" \
