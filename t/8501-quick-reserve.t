@@ -10,11 +10,11 @@ start_dsecd --backend-dir "$TOP/t" --set backends=test --set default_backend=tes
 ok $? "dsecd starts with max_inflight 4"
 req() { helper-req "$DSEC_HOST" "$@"; }
 
-# Fill every slot with a command that sleeps 10 s (the test backend's
+# Fill every slot with a command that sleeps 5 s (the test backend's
 # timer: no process, no CPU), and queue one more behind them.
 pids=
 for i in 1 2 3 4; do
-	HELPER_REQ_TIMEOUT=120 req call argv[]=sleep argv[]=10 > "$T/sleep.$i" 2>&1 &
+	HELPER_REQ_TIMEOUT=120 req call argv[]=sleep argv[]=5 > "$T/sleep.$i" 2>&1 &
 	pids="$pids $!"
 done
 sleep 1
@@ -35,7 +35,7 @@ alive
 ok $? "all of it before the commands end"
 ok "$(kill -0 "$queued" 2>/dev/null; echo $?)" "the request beyond max_inflight waits"
 
-# Calls cannot be cut short: wait for them (their 10 s).
+# Calls cannot be cut short: wait for them (their 5 s).
 wait $pids
 wait $queued
 like "$(cat "$T/queued")" '"stdout":"queued\\n"' "the waiting request is served once a slot frees"
