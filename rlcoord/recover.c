@@ -29,7 +29,9 @@
  * (their effects on the files are in the image): those with a step are
  * logged in the new log with their logged replies (the request field
  * logged_reply, tlog.c), so a trainer's re-sent steps are answered as
- * before.  Only the entries after it are sent again.  A snapshot image the
+ * before, and so is the logged end of a stream begun by such a step (an
+ * exec_read with logged_reply and stream_step), so that the stream reads
+ * from the new log.  Only the entries after it are sent again.  A snapshot image the
  * node cannot find (not_found) falls back to the create and every step.
  * What the dead node held beyond its log and its snapshots (processes) is
  * gone.
@@ -72,8 +74,9 @@ struct recover {
 	const msgpack_object *create_req;	/* the logged create's request (in page) */
 	uint64_t base_seq;		/* a recovered sandbox's log: its create's snapshot_steps */
 	uint64_t nimport, snap_nimport;	/* entries with a step seen; up to the snapshot */
-	/* Streams started again: a logged exec_start's name and the new one's. */
-	struct { char *logged, *now; } *st;
+	/* Streams: a logged exec_start's name and the new one's (started
+	 * again), or NULL (its step imported: its end is imported too). */
+	struct { char *logged, *now; uint64_t step; } *st;
 	size_t nst;
 	const char *reading;		/* the one read to its end now (in st) */
 	uint64_t read_until;		/* dsec_now_ns: then it is killed (it ran longer
@@ -422,6 +425,53 @@ static bool flag(const msgpack_object *map, const char *key)
 	return o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
 }
 
+static void stream_add(struct recover *v, const msgpack_object *logged, char *now, uint64_t step)
+{
+	v->st = xrealloc(v->st, (v->nst + 1) * sizeof(*v->st));
+	v->st[v->nst].logged = xstrndup(logged->via.str.ptr, logged->via.str.size);
+	v->st[v->nst].now = now;
+	v->st[v->nst].step = step;
+	v->nst++;
+}
+
+/* The stream an exec_read entry e names (its request's exec), or -1. */
+static ssize_t stream_of(const struct recover *v, const msgpack_object *e)
+{
+	const msgpack_object *req = dsec_map_get(e, "request");
+	const msgpack_object *x = req && req->type == MSGPACK_OBJECT_MAP ?
+				  dsec_map_get(req, "exec") : NULL;
+
+	if (!is_str(dsec_map_get(e, "op"), "exec_read") || !x || x->type != MSGPACK_OBJECT_STR)
+		return -1;
+	for (size_t i = v->nst; i-- > 0;)
+		if (strlen(v->st[i].logged) == x->via.str.size &&
+		    !memcmp(v->st[i].logged, x->via.str.ptr, x->via.str.size))
+			return (ssize_t)i;
+	return -1;
+}
+
+/* e, the logged end of a stream whose step was imported (not run again):
+ * logged in the new log too (tlog.c's stream_import), so the trainer that
+ * re-sends the step reads the stream from the log. */
+static void import_end(struct recover *v, const msgpack_object *e, size_t i)
+{
+	struct dsec_pk p, r;
+
+	v->cur = e;
+	dsec_pk_init(&p);
+	dsec_pk_request_begin(&p, "exec_read");
+	dsec_pk_kv_str(&p, "id", v->id);
+	dsec_pk_kv_str(&p, "exec", v->st[i].logged);
+	dsec_pk_kv_u64(&p, "stream_step", v->st[i].step);
+	dsec_pk_init(&r);
+	dsec_pk_object(&r, dsec_map_get(e, "reply"));
+	dsec_pk_str(&p, "logged_reply");
+	dsec_pk_bin(&p, r.sb.data, r.sb.size);
+	dsec_pk_free(&r);
+	dsec_pk_end(&p);
+	rlc_send(v->d, &p, imported, v, false);
+}
+
 /* A logged exec_start sent again: the new stream's name is kept, to read
  * it where the log has the old one's end. */
 static void stream_started(void *arg, const void *reply, size_t len, enum dsec_code code)
@@ -437,10 +487,7 @@ static void stream_started(void *arg, const void *reply, size_t len, enum dsec_c
 	    !(now = result_str(m.root, "exec"))) {
 		pack_seq_op(&v->differs, e, true);
 	} else if (was) {
-		v->st = xrealloc(v->st, (v->nst + 1) * sizeof(*v->st));
-		v->st[v->nst].logged = xstrndup(was->via.str.ptr, was->via.str.size);
-		v->st[v->nst].now = xstrndup(now->via.str.ptr, now->via.str.size);
-		v->nst++;
+		stream_add(v, was, xstrndup(now->via.str.ptr, now->via.str.size), 0);
 	}
 	dsec_msg_free(&m);
 	replay_next(v);
@@ -556,24 +603,42 @@ static bool stream_again(struct recover *v, const msgpack_object *e, const msgpa
 		rlc_send(v->d, &p, stream_started, v, false);
 		return true;
 	}
-	const msgpack_object *x = dsec_map_get(req, "exec");
-	if (!is_str(op, "exec_read") || !x || x->type != MSGPACK_OBJECT_STR)
-		return false;
-	for (size_t i = v->nst; i-- > 0;)
-		if (strlen(v->st[i].logged) == x->via.str.size &&
-		    !memcmp(v->st[i].logged, x->via.str.ptr, x->via.str.size)) {
-			const msgpack_object *dur = dsec_map_get(e, "dur_us");
-			uint64_t us = dur && dur->type == MSGPACK_OBJECT_POSITIVE_INTEGER ?
-				      dur->via.u64 : 0;
+	ssize_t i = stream_of(v, e);
+	if (i >= 0 && !v->st[i].now) {
+		import_end(v, e, (size_t)i);
+		return true;
+	}
+	if (i < 0)
+		return false;	/* its start was not sent again */
+	const msgpack_object *dur = dsec_map_get(e, "dur_us");
+	uint64_t us = dur && dur->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? dur->via.u64 : 0;
 
-			v->cur = e;
-			v->reading = v->st[i].now;
-			v->killed = false;
-			v->read_until = dsec_now_ns() + 2 * us * 1000 + 10 * 1000000000ull;
-			stream_read(v);
-			return true;
-		}
-	return false;	/* its start was not sent again */
+	v->cur = e;
+	v->reading = v->st[i].now;
+	v->killed = false;
+	v->read_until = dsec_now_ns() + 2 * us * 1000 + 10 * 1000000000ull;
+	stream_read(v);
+	return true;
+}
+
+/* e, an entry the image holds: an exec_start step is remembered (its
+ * end is imported where the log has it: true, the chain goes on in its
+ * callback); false for any other. */
+static bool restored_stream(struct recover *v, const msgpack_object *e)
+{
+	const msgpack_object *step = dsec_map_get(e, "step");
+	const msgpack_object *x = result_str(dsec_map_get(e, "reply"), "exec");
+	ssize_t i;
+
+	if (is_str(dsec_map_get(e, "op"), "exec_start") && importable(e) && x &&
+	    step->type == MSGPACK_OBJECT_POSITIVE_INTEGER && x->via.str.size < 24) {
+		stream_add(v, x, NULL, step->via.u64);
+		return false;	/* its step is imported as any */
+	}
+	if ((i = stream_of(v, e)) < 0 || v->st[i].now)
+		return false;
+	import_end(v, e, (size_t)i);
+	return true;
 }
 
 static void replay_next(struct recover *v)
@@ -593,6 +658,8 @@ static void replay_next(struct recover *v)
 			/* Its effect is in the image: not run again; a step is
 			 * logged with its reply, for the trainer's re-sends. */
 			v->restored++;
+			if (restored_stream(v, e))
+				return;
 			if (!importable(e))
 				continue;
 			v->cur = e;
@@ -655,6 +722,15 @@ static void scan(struct recover *v)
 		if (seq && seq->type == MSGPACK_OBJECT_POSITIVE_INTEGER && seq->via.u64 &&
 		    importable(e))
 			v->nimport++;
+		/* So is the end of a stream whose step is (restored_stream). */
+		const msgpack_object *x = result_str(reply, "exec");
+		const msgpack_object *step = dsec_map_get(e, "step");
+		ssize_t k;
+		if (is_str(dsec_map_get(e, "op"), "exec_start") && importable(e) && x &&
+		    step->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+			stream_add(v, x, NULL, step->via.u64);
+		else if ((k = stream_of(v, e)) >= 0 && !v->st[k].now)
+			v->nimport++;
 		if (!is_str(dsec_map_get(e, "op"), "snapshot") ||
 		    !is_str(dsec_map_get(e, "code"), "ok") || !seq ||
 		    seq->type != MSGPACK_OBJECT_POSITIVE_INTEGER || !reply ||
@@ -670,6 +746,9 @@ static void scan(struct recover *v)
 	}
 	if (!v->end)
 		return fetch(v);
+	for (size_t i = 0; i < v->nst; i++)
+		free(v->st[i].logged);
+	v->nst = 0;
 	v->scanning = false;
 	v->use_snap = v->snap != NULL;
 	v->next = 0;

@@ -548,6 +548,62 @@ static void step_err(struct dsecd_req *r, enum dsec_code code, const char *fmt, 
 
 static bool ran(enum dsec_code c);
 
+/* A recover from a snapshot (recover.c) logs the end of a stream the
+ * snapshot holds, so that a trainer reading that stream again after
+ * re-sending its step is answered: exec_read with the logged reply, the
+ * stream's name (exec) and its exec_start's step (stream_step), node to
+ * node only.  Runs nothing; r's reply is the logged one once durable. */
+static bool stream_import(struct dsecd_req *r, const msgpack_object *lr)
+{
+	struct rlc_log *L = r->sb ? r->sb->tlog : NULL;
+	const msgpack_object *x = dsec_map_get(r->msg.root, "exec");
+	const msgpack_object *st = dsec_map_get(r->msg.root, "stream_step");
+	struct dsec_msg m = { 0 };
+	struct dsec_err err;
+	const msgpack_object *res, *done;
+	bool whole;
+
+	if (lr->type != MSGPACK_OBJECT_BIN || !lr->via.bin.size ||
+	    (!r->on_reply && !dsec_has(r->msg.root, "fwd"))) {
+		step_err(r, DSEC_E_INVALID, "field 'logged_reply' is node to node: bytes of a reply, "
+			 "sent by a node's recover");
+		return true;
+	}
+	if (!L || !x || x->type != MSGPACK_OBJECT_STR || !x->via.str.size ||
+	    x->via.str.size >= sizeof(((struct rlc_xend *)0)->exec) || !st ||
+	    st->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+		step_err(r, DSEC_E_INVALID, "a stream's logged end needs a sandbox with a "
+			 "trajectory, 'exec' and 'stream_step'");
+		return true;
+	}
+	dsec_err_clear(&err);
+	whole = dsec_msg_parse_n(&m, lr->via.bin.ptr, lr->via.bin.size, SIZE_MAX, SIZE_MAX,
+				 &err) == 0 && reply_code_of(lr->via.bin.ptr, lr->via.bin.size) ==
+		DSEC_E_OK && (res = dsec_map_get(m.root, "result")) &&
+		res->type == MSGPACK_OBJECT_MAP && (done = dsec_map_get(res, "done")) &&
+		done->type == MSGPACK_OBJECT_BOOLEAN && done->via.boolean;
+	dsec_msg_free(&m);
+	if (!whole) {
+		step_err(r, DSEC_E_INVALID, "field 'logged_reply' is no stream's end (an ok "
+			 "exec_read reply with done)");
+		return true;
+	}
+	char name[sizeof(((struct rlc_xend *)0)->exec)];
+	void *copy = xmalloc(lr->via.bin.size), *ack = xmalloc(lr->via.bin.size);
+
+	snprintf(name, sizeof(name), "%.*s", (int)x->via.str.size, x->via.str.ptr);
+	memcpy(copy, lr->via.bin.ptr, lr->via.bin.size);
+	memcpy(ack, lr->via.bin.ptr, lr->via.bin.size);
+	struct rlc_stream_end se = { .exec = name, .has_step = true, .step = st->via.u64,
+				     .t = ev_now(r->d->loop) - r->d->started + r->d->started_wall,
+				     .reply = copy, .reply_len = lr->via.bin.size };
+	rlc_stream_end(r->d, r->sb, r, &se);
+	r->d->rlc->imported++;
+	r->reply_code = DSEC_E_OK;
+	req_complete_frame(r, ack, lr->via.bin.size);
+	return true;
+}
+
 bool rlc_step(struct dsecd_req *r)
 {
 	const msgpack_object *s = dsec_map_get(r->msg.root, "step");
@@ -558,6 +614,8 @@ bool rlc_step(struct dsecd_req *r)
 	const msgpack_object *lr = dsec_map_get(r->msg.root, "logged_reply");
 
 	if (lr && (!s || s->type == MSGPACK_OBJECT_NIL)) {
+		if (r->op == DSEC_OP_EXEC_READ)
+			return stream_import(r, lr);
 		step_err(r, DSEC_E_INVALID, "field 'logged_reply' needs a 'step'");
 		return true;
 	}

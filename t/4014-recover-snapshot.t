@@ -2,7 +2,8 @@
 # recover from a snapshot (rlcoord/recover.c): four gossiping nodes of
 # the container backend share an image origin (a directory here; in
 # production a distributed file system).  A trainer's sandbox appends a
-# line to a file at each step, is snapshotted at step 5, takes four more
+# line to a file at each step, streams a command, is snapshotted at step
+# 5 (the stream's step and end come with the image), takes four more
 # steps and a streamed command (read to its end), and its node is killed
 # -9.  recover on a peer makes it again of the snapshot's image: the steps up to the snapshot are not run again
 # (their lines are in the image) but logged with their old replies, the
@@ -17,7 +18,7 @@
 WHY=$(container_images_missing)
 [ -z "$WHY" ] || skip_all "$WHY"
 [ -x "$TOP/dsecd/dsecd" ] || skip_all "needs dsecd/dsecd (make)"
-plan 22
+plan 28
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -60,15 +61,6 @@ like "$owner" '^[abcd]$' "a sandbox with a trajectory on node $owner"
 step() { # K: append line-K to /data/f at step K
 	at "$owner" exec "id=$id" "argv[]=sh" "argv[]=-c" "argv[]=echo line-$1 >> /data/f" "step#=$1"
 }
-okc=0
-for k in 0 1 2 3 4; do step $k | grep -q '"exit_code":0' && okc=$((okc + 1)); done
-run at "$owner" snapshot "id=$id" tag=rs-snap:1 "step#=5"
-snap=$(printf '%s' "$OUT" | sed -n 's/.*"image":"\(sha256:[0-9a-f]*\)".*/\1/p')
-like "$snap" '^sha256:' "steps 0-4 appended, a snapshot at step 5 ($snap)"
-for k in 6 7 8; do step $k | grep -q '"exit_code":0' && okc=$((okc + 1)); done
-at "$owner" file_write "id=$id" path=/data/g data=after "step#=9" | grep -q '"ok":true' &&
-	okc=$((okc + 1))
-is "$okc" 9 "steps 6-8 appended and a file written at step 9"
 # readall NODE ID EXEC: a started command's stdout, read until done.
 readall() {
 	local i out all=
@@ -79,6 +71,20 @@ readall() {
 	done
 	echo "$all$(printf '%s' "$out" | grep -o '"exit_code":[0-9]*')"
 }
+# pre: a streamed command at step 30, before the snapshot (its name in $x).
+pre=(exec_start "argv[]=sh" "argv[]=-c" "argv[]=echo pre >> /data/s; echo pre-snap; exit 4" "step#=30")
+okc=0
+for k in 0 1 2 3 4; do step $k | grep -q '"exit_code":0' && okc=$((okc + 1)); done
+run at "$owner" "${pre[0]}" "id=$id" "${pre[@]:1}"
+x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+is "$(readall "$owner" "$id" "$x")" 'pre-snap\n"exit_code":4' "a streamed command at step 30, read to its end"
+run at "$owner" snapshot "id=$id" tag=rs-snap:1 "step#=5"
+snap=$(printf '%s' "$OUT" | sed -n 's/.*"image":"\(sha256:[0-9a-f]*\)".*/\1/p')
+like "$snap" '^sha256:' "steps 0-4 appended, a snapshot at step 5 ($snap)"
+for k in 6 7 8; do step $k | grep -q '"exit_code":0' && okc=$((okc + 1)); done
+at "$owner" file_write "id=$id" path=/data/g data=after "step#=9" | grep -q '"ok":true' &&
+	okc=$((okc + 1))
+is "$okc" 9 "steps 6-8 appended and a file written at step 9"
 run at "$owner" exec_start "id=$id" "argv[]=sh" "argv[]=-c" \
 	"argv[]=echo line-s >> /data/f; echo streamed; exit 2" "step#=20"
 x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
@@ -106,8 +112,8 @@ live=$(echo a b c d | tr ' ' '\n' | grep -v "^$owner$")
 dead_seen "$owner" $live
 p1=$(holder "$id" $live)
 run at "$p1" recover "id=$id"
-like "$OUT" '"entries":13,"replayed":6,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
-	"recover on $p1: made of the snapshot; steps 0-5 logged with their replies, 6-9 and the stream run again"
+like "$OUT" '"entries":15,"replayed":6,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
+	"recover on $p1: made of the snapshot; steps 0-5 and 30 and its stream's end logged with their replies, 6-9 and the stream at 20 run again"
 nid=$(printf '%s' "$OUT" | idof)
 [ -n "$nid" ] || printf "# recover: %s\n" "$OUT" >&2
 nn=${nid%%:*}
@@ -123,6 +129,12 @@ done
 run at "$nn" snapshot "id=$nid" tag=rs-snap:1 "step#=5"
 like "$OUT" "\"image\":\"$snap\".*\"replayed\":5" "the snapshot step sent again: the logged reply"
 is "$rep" 8 "the trainer sends steps 0-8 again to the new id: each is answered from the log"
+run at "$nn" "${pre[0]}" "id=$nid" "${pre[@]:1}"
+x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+like "$OUT" '"replayed":30' "the step of the stream before the snapshot sent again: its stream, from the log"
+is "$(readall "$nn" "$nid" "$x")" 'pre-snap\n"exit_code":4' "... read whole from the log (its end imported)"
+run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/s"
+like "$OUT" '"stdout":"pre\\n"' "... and it ran once: its line is in the image"
 run at "$nn" exec_start "id=$nid" "argv[]=sh" "argv[]=-c" \
 	"argv[]=echo line-s >> /data/f; echo streamed; exit 2" "step#=20"
 x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
@@ -140,6 +152,10 @@ like "$OUT" '"code":"invalid".*node to node' "a client's logged_reply: invalid"
 run at "$nn" exec "id=$nid" "argv[]=sh" "argv[]=-c" "argv[]=echo forged >> /data/f" "step#=11" \
 	"fwd=$nn" "logged_reply~=64"
 like "$OUT" '"code":"invalid".*no reply a log keeps' "... and bytes that are no logged reply, even forwarded: invalid"
+run at "$nn" exec_read "id=$nid" exec=x1 "stream_step#=1" "logged_reply=x"
+like "$OUT" '"code":"invalid".*node to node' "a client's stream end (exec_read with logged_reply): invalid"
+run at "$nn" exec_read "id=$nid" exec=x1 "stream_step#=1" "fwd=$nn" "logged_reply~=64"
+like "$OUT" '"code":"invalid".*no stream.s end' "... and bytes that are no stream's end, even forwarded: invalid"
 run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f"
 ok $(printf '%s' "$OUT" | grep -q forged; [ $? = 1 ]; echo $?) "... and their commands did not run"
 
@@ -174,7 +190,7 @@ before=$(stdout_of "$OUT")
 kill9 $nn
 dead_seen "$nn" "$Y"
 run at "$Y" recover "id=$nid"
-like "$OUT" '"replayed":10,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":6,"imported":6' \
+like "$OUT" '"replayed":11,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
 	"recovered again: of the snapshot (its step logged again), steps 0-5 logged again, the rest run again"
 nid3=$(printf '%s' "$OUT" | idof)
 run at "$Y" exec "id=$nid3" "argv[]=cat" "argv[]=/data/f"
