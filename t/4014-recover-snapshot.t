@@ -18,7 +18,7 @@
 WHY=$(container_images_missing)
 [ -z "$WHY" ] || skip_all "$WHY"
 [ -x "$TOP/dsecd/dsecd" ] || skip_all "needs dsecd/dsecd (make)"
-plan 28
+plan 29
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -158,6 +158,12 @@ run at "$nn" exec_read "id=$nid" exec=x1 "stream_step#=1" "fwd=$nn" "logged_repl
 like "$OUT" '"code":"invalid".*no stream.s end' "... and bytes that are no stream's end, even forwarded: invalid"
 run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/f"
 ok $(printf '%s' "$OUT" | grep -q forged; [ $? = 1 ]; echo $?) "... and their commands did not run"
+
+# dsec-run replay of the recovered sandbox's log: from its create's image
+# (not the snapshot's), every entry sent again, imported ones too.
+dsec-run -H "ipc://$T/$nn.sock" trajectory "$nid" > "$T/nid.traj"
+run dsec-run -H "ipc://$T/$nn.sock" replay "$T/nid.traj"
+is "$RC" 0 "dsec-run replay of the recovered log: every result the same ($(tail -1 <<<"$OUT"))"
 
 # A snapshot whose image cannot be found: from the create and every step.
 # Made on a live node X other than nn, recovered on the last one, Y, which

@@ -258,10 +258,14 @@ static int unhex(const char *s, struct dsec_buf *out)
 }
 
 /* The request of msgpack bytes b, "id" set to id (NULL: none) and the
- * fields skip names left out, into p. */
+ * fields skip names left out, into p.  A create of a recovered sandbox,
+ * made of its snapshot's image (creation_image says the create's), is
+ * the create's again: of creation_image, without snapshot_steps. */
 static int rebuild(const struct dsec_buf *b, const char *id, const char *const *skip,
 		   struct dsec_pk *p)
 {
+	static const char *const recovered[] = { "image", "creation_image", "snapshot_steps" };
+	const msgpack_object *ci;
 	struct dsec_msg m = { 0 };
 	struct dsec_err err;
 
@@ -270,6 +274,9 @@ static int rebuild(const struct dsec_buf *b, const char *id, const char *const *
 		dsec_msg_free(&m);
 		return -1;
 	}
+	ci = id ? NULL : dsec_map_get(m.root, "creation_image");
+	if (ci && ci->type != MSGPACK_OBJECT_STR)
+		ci = NULL;
 	dsec_pk_init(p);
 	dsec_pk_map_begin(p);
 	for (uint32_t i = 0; i < m.root->via.map.size; i++) {
@@ -279,10 +286,18 @@ static int rebuild(const struct dsec_buf *b, const char *id, const char *const *
 		for (size_t s = 0; skip[s] && !drop; s++)
 			drop = k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(skip[s]) &&
 			       !memcmp(k->via.str.ptr, skip[s], k->via.str.size);
+		for (size_t s = 0; ci && s < DSEC_ARRAY_LEN(recovered) && !drop; s++)
+			drop = k->type == MSGPACK_OBJECT_STR &&
+			       k->via.str.size == strlen(recovered[s]) &&
+			       !memcmp(k->via.str.ptr, recovered[s], k->via.str.size);
 		if (drop)
 			continue;
 		dsec_pk_object(p, k);
 		dsec_pk_object(p, &m.root->via.map.ptr[i].val);
+	}
+	if (ci) {
+		dsec_pk_str(p, "image");
+		dsec_pk_strn(p, ci->via.str.ptr, ci->via.str.size);
 	}
 	if (id)
 		dsec_pk_kv_str(p, "id", id);
@@ -412,7 +427,9 @@ static int replay(struct dsec_client *c, const char *path)
 {
 	static const char *const create_skip[] = { "token", "lease", "trajectory", "fwd",
 						   "step", NULL };
-	static const char *const op_skip[] = { "step", "fwd", NULL };
+	/* (logged_reply, stream_step: a recover's import, node to node: here
+	 * the request runs again) */
+	static const char *const op_skip[] = { "step", "fwd", "logged_reply", "stream_step", NULL };
 	FILE *f = strcmp(path, "-") ? fopen(path, "re") : stdin;
 	char *line = NULL, *id = NULL;
 	size_t cap = 0, n = 0, same = 0, skipped = 0, nst = 0;
