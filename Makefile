@@ -148,7 +148,7 @@ DSECD_SRC   = dsecd/main.c dsecd/config.c dsecd/server.c dsecd/pool.c dsecd/load
 # Placement (issue 12): pure, linked alone by its test and the simulator.
 DSECD_SRC  += dsecd/place.c dsecd/placing.c
 # rlcoord (issue 13): the trajectory log, leases, idempotent creates.
-DSECD_SRC  += rlcoord/tlog.c rlcoord/journal.c rlcoord/replica.c rlcoord/token.c \
+DSECD_SRC  += rlcoord/tlog.c rlcoord/export.c rlcoord/journal.c rlcoord/replica.c rlcoord/token.c \
 	rlcoord/lease.c rlcoord/grade.c rlcoord/reset.c rlcoord/watch.c \
 	rlcoord/recover.c
 # A snapshot removes stage files from its copy with be_openat2 (ops-image.c).

@@ -171,6 +171,35 @@ struct rlc {
 
 /* FNV-1a of n bytes folded to 32 bits: a record's check. */
 uint32_t rlc_check(const void *p, size_t n);
+/* tlog.c's records: u32 length, u32 check, then the entry (see there). */
+#define REC_HEAD 8			/* length + check */
+#define REC_MAX (64u << 20)		/* a record longer is not one (a torn header) */
+/* A read of one logged entry (fast-forward) or of a page (trajectory). */
+struct rlc_read {
+	struct dsecd_req *r;
+	char *path;
+	uint64_t off, from, limit, max_bytes;
+	uint32_t len;
+	int rc;
+	struct dsec_err err;
+	void *out;			/* the reply as logged / the page's packed entries */
+	size_t out_len;
+	uint64_t n, next;		/* page: entries packed, seq after the last */
+	bool end;			/* page: the log ends there */
+};
+struct dsec_buf;
+struct dsec_msg;
+/* The record at off of fd (len bytes with its header) parsed into m (its
+ * bytes in b); 0 or -errno with err. */
+int rlc_rec_read(int fd, uint64_t off, uint32_t len, struct dsec_buf *b, struct dsec_msg *m,
+		 struct dsec_err *err);
+/* The bin of key in entry e decompressed to its logged length (key_len). */
+int rlc_unzip(const struct msgpack_object *e, const char *key, const char *key_len, void **out,
+	      size_t *out_len, struct dsec_err *err);
+/* export.c: the sweep of old logs, every so often (rl->sweep_timer). */
+struct ev_loop;
+struct ev_timer;
+void rlc_sweep_cb(struct ev_loop *loop, struct ev_timer *w, int revents);
 /* pwrite of all n bytes at off: 0 or -errno. */
 int rlc_pwrite_full(int fd, const void *p, size_t n, uint64_t off);
 

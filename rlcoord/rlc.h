@@ -4,7 +4,8 @@
  *            changes or observes it, with a hash of its request and its
  *            reply (zstd), durable (fdatasync, group commit through the
  *            before-reply hook) before the reply goes out; fast-forward
- *            of a request whose step is logged; the trajectory op
+ *            of a request whose step is logged
+ *   export.c the trajectory op (a log read back), old logs removed
  *   token.c  idempotent creates: a create's client token names the
  *            sandbox the first one with it made (or is making)
  *   lease.c  trainer leases: sandboxes that belong to a lease are paused
