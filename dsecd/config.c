@@ -60,6 +60,7 @@ static const struct key_desc keys[] = {
 	{ "max_exec_timeout", K_SECONDS, F(max_exec_timeout), "24h" },
 	{ "output_cap", K_SIZE, F(output_cap), "1M" },
 	{ "stream_grace", K_SECONDS, F(stream_grace), "1m" },
+	{ "stream_log_max", K_SIZE, F(stream_log_max), "256M" },
 	{ "stage_grace", K_SECONDS, F(stage_grace), "2m" },
 	{ "lost_grace", K_SECONDS, F(lost_grace), "1m" },
 	{ "shutdown_grace", K_SECONDS, F(shutdown_grace), "10s" },

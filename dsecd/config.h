@@ -57,6 +57,7 @@ struct dsecd_conf {
 	double stage_grace;		/* a staged write or download no request touched this
 					 * long is removed */
 	double stream_grace;		/* an ended exec_start command's output is kept unread this long */
+	uint64_t stream_log_max;	/* bytes of output all logged streams keep for their ends */
 	double lost_grace;		/* a lost sandbox stays (failed, sandbox_lost) this long */
 	double shutdown_grace;		/* seconds SIGTERM waits for requests */
 	char *image_store;		/* fs3 store, NULL = STATE_DIR/fs3 */

@@ -39,7 +39,9 @@
  * gone is then answered from the log: a trainer that re-sent exec_start's
  * step and got its logged reply reads the stream it names, whole.  Names
  * begin at a random serial, so a name the log has is not a live stream's
- * after a restart or a recover on another node.
+ * after a restart or a recover on another node.  All the node's logged
+ * streams keep stream_log_max bytes at most together: past it a stream
+ * keeps no more and its end says it was truncated.
  */
 
 #define XS_MAX 256		/* streams open in one sandbox */
@@ -48,6 +50,7 @@
 #define XS_WAIT_MAX 60.0	/* s it may ask */
 
 static uint64_t xs_serial;	/* names of streams: unique on this node while it runs */
+static size_t xs_log_bytes;	/* output all logged streams keep (<= stream_log_max) */
 
 struct dsecd_xs {
 	struct dsecd *d;		/* the daemon */
@@ -79,6 +82,7 @@ struct dsecd_xs {
 	size_t log_cap;			/* bytes of an output it keeps */
 	struct dsec_buf out[2];		/* stdout and stderr, up to log_cap each */
 	bool out_cut[2];		/* there was more */
+	bool node_cut;			/* the node's stream_log_max cut it (said once) */
 };
 
 static bool xs_ended(const struct dsecd_xs *x)
@@ -155,8 +159,11 @@ static void xs_free(struct dsecd_xs *x)
 	DSEC_ASSERT(x->exited && !x->reader);
 	if (x->logged && !x->end_logged && x->rc == 0)
 		xs_log_end(x, NULL);
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
+		DSEC_ASSERT(xs_log_bytes >= x->out[i].len);
+		xs_log_bytes -= x->out[i].len;
 		dsec_buf_free(&x->out[i]);
+	}
 	for (int i = 0; i < 3; i++) {
 		xs_close(x, i);
 		dsec_buf_free(&x->buf[i]);
@@ -263,8 +270,19 @@ static void xs_out_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (x->logged) {
 			struct dsec_buf *o = &x->out[i - 1];
 			size_t keep = x->log_cap - o->len < (size_t)n ? x->log_cap - o->len : (size_t)n;
+			size_t room = x->d->conf.stream_log_max > xs_log_bytes
+					      ? x->d->conf.stream_log_max - xs_log_bytes : 0;
 
+			if (keep > room) {
+				keep = room;
+				if (!x->node_cut)
+					log_warn("sandbox %s: exec %s keeps no more of its output for "
+						 "the trajectory: the node's streams keep %zu bytes, "
+						 "stream_log_max", x->sb->id, x->id, xs_log_bytes);
+				x->node_cut = true;
+			}
 			dsec_buf_add(o, b->data + b->len, keep);
+			xs_log_bytes += keep;
 			x->out_cut[i - 1] |= keep < (size_t)n;
 		}
 		b->len += (size_t)n;
