@@ -17,11 +17,12 @@
  *   3. each replayed reply compared with the logged one: the steps whose
  *      results differ (a command that reads the clock, the network, a
  *      random source) are named, and so are the entries that cannot be
- *      replayed (pauses, snapshots, grades, forks, usage reads, streamed
- *      commands on a terminal or with stdin_open): what could not be
- *      recovered.  A streamed command is started again where it was (with
- *      its step) and read to its end where the log has its end, its output
- *      and status compared so.
+ *      replayed (pauses, snapshots, grades, forks, usage reads): what
+ *      could not be recovered.  A streamed command is started again where
+ *      it was (with its step), given the input, signals and terminal
+ *      sizes logged for it (exec_write, exec_signal, exec_resize, named
+ *      with the new stream) and read to its end where the log has its
+ *      end, its output and status compared so.
  * With a snapshot in the log whose image the node can read (a store whose
  * origin the nodes share: in production a distributed file system), the
  * log is read twice: once for its last snapshot, then the sandbox is made
@@ -201,7 +202,8 @@ static bool replayable(const msgpack_object *op)
 	static const char *const ops[] = { "exec", "call", "session_open", "session_exec",
 					   "session_close", "file_write", "file_read", "file_stat",
 					   "file_list", "file_mkdir", "file_remove", "file_upload",
-					   "net_allow", "reset", NULL };
+					   "net_allow", "reset", "exec_write", "exec_signal",
+					   "exec_resize", NULL };
 
 	for (size_t i = 0; ops[i]; i++)
 		if (is_str(op, ops[i]))
@@ -270,21 +272,25 @@ static void pack_create(struct recover *v, const msgpack_object *req, struct dse
 }
 
 /* A logged request again, on the new sandbox (its id; fwd left out);
- * with reply, logged with it and not run (tlog.c's logged_reply). */
+ * with reply, logged with it and not run (tlog.c's logged_reply); with
+ * exec, naming that stream (the one started again for the logged one). */
 static void pack_again(struct recover *v, const msgpack_object *req, const msgpack_object *reply,
-		       struct dsec_pk *p)
+		       const char *exec, struct dsec_pk *p)
 {
 	dsec_pk_init(p);
 	dsec_pk_map_begin(p);
 	for (uint32_t i = 0; i < req->via.map.size; i++) {
 		const msgpack_object *k = &req->via.map.ptr[i].key;
 
-		if (is_str(k, "fwd") || is_str(k, "id") || is_str(k, "logged_reply"))
+		if (is_str(k, "fwd") || is_str(k, "id") || is_str(k, "logged_reply") ||
+		    (exec && is_str(k, "exec")))
 			continue;
 		dsec_pk_object(p, k);
 		dsec_pk_object(p, &req->via.map.ptr[i].val);
 	}
 	dsec_pk_kv_str(p, "id", v->id);
+	if (exec)
+		dsec_pk_kv_str(p, "exec", exec);
 	if (reply) {
 		struct dsec_pk r;
 
@@ -434,20 +440,27 @@ static void stream_add(struct recover *v, const msgpack_object *logged, char *no
 	v->nst++;
 }
 
-/* The stream an exec_read entry e names (its request's exec), or -1. */
-static ssize_t stream_of(const struct recover *v, const msgpack_object *e)
+/* The stream a logged request names (its exec), or -1. */
+static ssize_t stream_named(const struct recover *v, const msgpack_object *req)
 {
-	const msgpack_object *req = dsec_map_get(e, "request");
 	const msgpack_object *x = req && req->type == MSGPACK_OBJECT_MAP ?
 				  dsec_map_get(req, "exec") : NULL;
 
-	if (!is_str(dsec_map_get(e, "op"), "exec_read") || !x || x->type != MSGPACK_OBJECT_STR)
+	if (!x || x->type != MSGPACK_OBJECT_STR)
 		return -1;
 	for (size_t i = v->nst; i-- > 0;)
 		if (strlen(v->st[i].logged) == x->via.str.size &&
 		    !memcmp(v->st[i].logged, x->via.str.ptr, x->via.str.size))
 			return (ssize_t)i;
 	return -1;
+}
+
+/* The stream an exec_read entry e (a stream's end) names, or -1. */
+static ssize_t stream_of(const struct recover *v, const msgpack_object *e)
+{
+	if (!is_str(dsec_map_get(e, "op"), "exec_read"))
+		return -1;
+	return stream_named(v, dsec_map_get(e, "request"));
 }
 
 /* e, the logged end of a stream whose step was imported (not run again):
@@ -544,8 +557,8 @@ static void stream_got(void *arg, const void *reply, size_t len, enum dsec_code 
 	if (same && !flag(res, "done")) {
 		dsec_msg_free(&m);
 		if (!v->killed && dsec_now_ns() > v->read_until) {
-			/* What ended it then (an exec_signal, stdin) is not
-			 * in the log: it is killed, and differs. */
+			/* It does not end as it did: it is killed, and
+			 * differs. */
 			struct dsec_pk p;
 
 			v->killed = true;
@@ -595,11 +608,8 @@ static bool stream_again(struct recover *v, const msgpack_object *e, const msgpa
 	struct dsec_pk p;
 
 	if (is_str(op, "exec_start")) {
-		/* Its input came by exec_write, which is not logged. */
-		if (flag(req, "pty") || flag(req, "stdin_open"))
-			return false;
 		v->cur = e;
-		pack_again(v, req, NULL, &p);
+		pack_again(v, req, NULL, NULL, &p);
 		rlc_send(v->d, &p, stream_started, v, false);
 		return true;
 	}
@@ -663,7 +673,7 @@ static void replay_next(struct recover *v)
 			if (!importable(e))
 				continue;
 			v->cur = e;
-			pack_again(v, req, reply, &p);
+			pack_again(v, req, reply, NULL, &p);
 			return rlc_send(v->d, &p, imported, v, false);
 		}
 		if (req && req->type == MSGPACK_OBJECT_MAP && stream_again(v, e, op, req))
@@ -672,8 +682,17 @@ static void replay_next(struct recover *v)
 			pack_seq_op(&v->skipped, e, false);
 			continue;
 		}
+		/* Input, a signal or a size for a stream: to the one started
+		 * again for it; none when its start came with the image (its
+		 * processes did not). */
+		ssize_t si = is_str(op, "exec_write") || is_str(op, "exec_signal") ||
+			     is_str(op, "exec_resize") ? stream_named(v, req) : -1;
+		if (si >= 0 && !v->st[si].now) {
+			pack_seq_op(&v->skipped, e, false);
+			continue;
+		}
 		v->cur = e;
-		pack_again(v, req, NULL, &p);
+		pack_again(v, req, NULL, si >= 0 ? v->st[si].now : NULL, &p);
 		return rlc_send(v->d, &p, replayed, v, false);
 	}
 	if (v->end)

@@ -18,7 +18,7 @@
 WHY=$(container_images_missing)
 [ -z "$WHY" ] || skip_all "$WHY"
 [ -x "$TOP/dsecd/dsecd" ] || skip_all "needs dsecd/dsecd (make)"
-plan 29
+plan 34
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
@@ -89,6 +89,14 @@ run at "$owner" exec_start "id=$id" "argv[]=sh" "argv[]=-c" \
 	"argv[]=echo line-s >> /data/f; echo streamed; exit 2" "step#=20"
 x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
 is "$(readall "$owner" "$id" "$x")" 'streamed\n"exit_code":2' "a streamed command at step 20, read to its end"
+# in: a command reading its stdin at step 21, its input a step of its own, 22.
+in=(exec_start "argv[]=sh" "argv[]=-c" 'argv[]=read l; echo "got $l"; echo $l >> /data/i' "stdin_open?=true" "step#=21")
+printf 'in-1\n' > "$T/in1"
+run at "$owner" "${in[0]}" "id=$id" "${in[@]:1}"
+xi=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+at "$owner" exec_write "id=$id" "exec=$xi" "data@=$T/in1" "eof?=true" "step#=22" >/dev/null
+is "$(readall "$owner" "$id" "$xi")" 'got in-1\n"exit_code":0' \
+	"a command with stdin_open at step 21 given its input at step 22, read to its end"
 
 kill9 $owner
 # dead_seen DEAD NODES...: until each of NODES sees DEAD dead.
@@ -112,8 +120,8 @@ live=$(echo a b c d | tr ' ' '\n' | grep -v "^$owner$")
 dead_seen "$owner" $live
 p1=$(holder "$id" $live)
 run at "$p1" recover "id=$id"
-like "$OUT" '"entries":15,"replayed":6,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
-	"recover on $p1: made of the snapshot; steps 0-5 and 30 and its stream's end logged with their replies, 6-9 and the stream at 20 run again"
+like "$OUT" '"entries":18,"replayed":9,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
+	"recover on $p1: made of the snapshot; steps 0-5 and 30 and its stream's end logged with their replies, 6-9, the stream at 20 and the one at 21 with its input run again"
 nid=$(printf '%s' "$OUT" | idof)
 [ -n "$nid" ] || printf "# recover: %s\n" "$OUT" >&2
 nn=${nid%%:*}
@@ -140,6 +148,14 @@ run at "$nn" exec_start "id=$nid" "argv[]=sh" "argv[]=-c" \
 x=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
 like "$OUT" '"replayed":20' "the stream's step sent again: the stream recover started, from the log"
 is "$(readall "$nn" "$nid" "$x")" 'streamed\n"exit_code":2' "... read whole from the log"
+run at "$nn" "${in[0]}" "id=$nid" "${in[@]:1}"
+xi=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+like "$OUT" '"replayed":21' "the step of the command with stdin_open sent again: the one recover started"
+run at "$nn" exec_write "id=$nid" "exec=$xi" "data@=$T/in1" "eof?=true" "step#=22"
+like "$OUT" '"replayed":22' "... its input step sent again: from the log (recover gave it its input)"
+is "$(readall "$nn" "$nid" "$xi")" 'got in-1\n"exit_code":0' "... read whole from the log"
+run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/i"
+like "$OUT" '"stdout":"in-1\\n"' "... and its input was read once"
 run at "$nn" exec "id=$nid" "argv[]=wc" "argv[]=-l" "argv[]=/data/f" "step#=10"
 like "$OUT" '"stdout":"9 /data/f\\n"' "... nothing ran twice, and its next step runs"
 run at "$nn" info
@@ -196,7 +212,7 @@ before=$(stdout_of "$OUT")
 kill9 $nn
 dead_seen "$nn" "$Y"
 run at "$Y" recover "id=$nid"
-like "$OUT" '"replayed":11,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
+like "$OUT" '"replayed":15,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
 	"recovered again: of the snapshot (its step logged again), steps 0-5 logged again, the rest run again"
 nid3=$(printf '%s' "$OUT" | idof)
 run at "$Y" exec "id=$nid3" "argv[]=cat" "argv[]=/data/f"

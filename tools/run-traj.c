@@ -15,8 +15,9 @@
  * and exits 1, or 0 when every one is the same; 125 when it could not
  * replay.  A stream (exec_start) is started again where it was, and read
  * to its end where the log has its end (an exec_read entry): its outputs
- * and status compared so; streams on a terminal or with stdin_open (their
- * input is not logged) and snapshots are not sent again.
+ * and status compared so; its input (exec_write), signals and terminal
+ * size, logged in between, are sent to the new one.  Snapshots are not
+ * sent again.
  *
  * `dsec-run recover SANDBOX` asks the node (one of the log's two peers)
  * to make a dead node's sandbox again from its copy of the log (the
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -262,7 +264,7 @@ static int unhex(const char *s, struct dsec_buf *out)
  * made of its snapshot's image (creation_image says the create's), is
  * the create's again: of creation_image, without snapshot_steps. */
 static int rebuild(const struct dsec_buf *b, const char *id, const char *const *skip,
-		   struct dsec_pk *p)
+		   const char *exec, struct dsec_pk *p)
 {
 	static const char *const recovered[] = { "image", "creation_image", "snapshot_steps" };
 	const msgpack_object *ci;
@@ -283,6 +285,8 @@ static int rebuild(const struct dsec_buf *b, const char *id, const char *const *
 		const msgpack_object *k = &m.root->via.map.ptr[i].key;
 		bool drop = k->type == MSGPACK_OBJECT_STR && k->via.str.size == 2 &&
 			    !memcmp(k->via.str.ptr, "id", 2);
+		drop |= exec && k->type == MSGPACK_OBJECT_STR && k->via.str.size == 4 &&
+			!memcmp(k->via.str.ptr, "exec", 4);
 		for (size_t s = 0; skip[s] && !drop; s++)
 			drop = k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(skip[s]) &&
 			       !memcmp(k->via.str.ptr, skip[s], k->via.str.size);
@@ -301,6 +305,8 @@ static int rebuild(const struct dsec_buf *b, const char *id, const char *const *
 	}
 	if (id)
 		dsec_pk_kv_str(p, "id", id);
+	if (exec)
+		dsec_pk_kv_str(p, "exec", exec);
 	dsec_pk_end(p);
 	dsec_msg_free(&m);
 	return 0;
@@ -333,7 +339,7 @@ static char *outcome(json_t *reply, const char *op)
 }
 
 /* A logged stream replay started again: its logged name and the new
- * one's (NULL: not sent again, its end is not compared either). */
+ * one's (NULL: not sent again, its end and input are not sent either). */
 struct rstream {
 	char *logged, *now;
 };
@@ -363,7 +369,7 @@ static json_t *stream_end(struct dsec_client *c, const char *id, const char *exe
 	static const char *const outs[] = { "stdout", "stderr" };
 
 	/* Killed when it runs longer than twice as long as logged, and 10 s:
-	 * what ended it then (an exec_signal, its stdin) is not logged. */
+	 * it does not end as it did. */
 	json_int_t us = json_integer_value(json_object_get(logged, "dur_us"));
 	uint64_t until = dsec_now_ns() + 2 * (uint64_t)(us > 0 ? us : 0) * 1000 + 10000000000ull;
 	bool killed = false;
@@ -423,6 +429,49 @@ static json_t *stream_end(struct dsec_client *c, const char *id, const char *exe
 	return got;
 }
 
+/* An op on a started stream (its input, a signal, its terminal's size)? */
+static bool stream_op(const char *op)
+{
+	return !strcmp(op, "exec_write") || !strcmp(op, "exec_signal") ||
+	       !strcmp(op, "exec_resize");
+}
+
+/* The name now of the stream the logged request rq names: NULL when its
+ * start was not sent again (*known) or the log has no start of it. */
+static const char *stream_now(const struct rstream *st, size_t nst, json_t *rq, bool *known)
+{
+	const char *x = json_string_value(json_object_get(rq, "exec"));
+
+	*known = false;
+	for (size_t k = nst; x && k-- > 0;)
+		if (!strcmp(st[k].logged, x)) {
+			*known = true;
+			return st[k].now;
+		}
+	return NULL;
+}
+
+/* call(), and for an op on a stream again while the daemon says busy (the
+ * command has not read the input before: replay writes faster than the
+ * trainer did), up to 30 s. */
+static int call_again(struct dsec_client *c, struct dsec_pk *p, struct dsec_msg *m, void **reply,
+		      bool busy_retry)
+{
+	for (int ms = 0;; ms += 10) {
+		if (call(c, p, m, reply) < 0)
+			return -1;
+		const msgpack_object *er = dsec_map_get(m->root, "error");
+		const msgpack_object *code = er ? dsec_map_get(er, "code") : NULL;
+		if (!busy_retry || ms >= 30000 || !code || code->type != MSGPACK_OBJECT_STR ||
+		    code->via.str.size != 4 || memcmp(code->via.str.ptr, "busy", 4))
+			return 0;
+		dsec_msg_free(m);
+		free(*reply);
+		*reply = NULL;
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	}
+}
+
 static int replay(struct dsec_client *c, const char *path)
 {
 	static const char *const create_skip[] = { "token", "lease", "trajectory", "fwd",
@@ -451,6 +500,8 @@ static int replay(struct dsec_client *c, const char *path)
 		struct dsec_msg m = { 0 };
 		void *reply = NULL;
 		json_t *got = NULL, *rq = json_object_get(e, "request");
+		const char *x = NULL;	/* the stream an op on one names now */
+		bool known = false;
 
 		n++;
 		if (!e || !op || !hx || unhex(hx, &b) < 0) {
@@ -463,7 +514,7 @@ static int replay(struct dsec_client *c, const char *path)
 		} else if (!strcmp(op, "create")) {
 			if (id) {
 				skipped++;
-			} else if (rebuild(&b, NULL, create_skip, &p) < 0 ||
+			} else if (rebuild(&b, NULL, create_skip, NULL, &p) < 0 ||
 				   call(c, &p, &m, &reply) < 0) {
 				status = EXIT_INFRA;
 			} else {
@@ -478,27 +529,19 @@ static int replay(struct dsec_client *c, const char *path)
 			}
 		} else if (!strcmp(op, "snapshot")) {
 			skipped++;
-		} else if (!strcmp(op, "exec_start") &&
-			   (json_is_true(json_object_get(rq, "pty")) ||
-			    json_is_true(json_object_get(rq, "stdin_open")) || !res_str(e, "exec"))) {
-			/* Its input came by exec_write, which is not logged. */
+		} else if (!strcmp(op, "exec_start") && !res_str(e, "exec")) {
 			skipped++;
-			if (res_str(e, "exec")) {
-				st = xrealloc(st, (nst + 1) * sizeof(*st));
-				st[nst++] = (struct rstream){ xstrdup(res_str(e, "exec")), NULL };
-			}
 		} else if (!strcmp(op, "exec_read")) {
 			/* A stream's end: the stream started again is read to its end. */
-			const char *x = json_string_value(json_object_get(rq, "exec"));
-			size_t k = nst;
-			while (x && k-- > 0 && strcmp(st[k].logged, x))
-				;
-			if (!x || k >= nst || !st[k].now)
+			if (!(x = stream_now(st, nst, rq, &known)))
 				skipped++;
-			else if (!(got = stream_end(c, id, st[k].now, e)))
+			else if (!(got = stream_end(c, id, x, e)))
 				status = EXIT_INFRA;
 			cmp = "exec";
-		} else if (rebuild(&b, id, op_skip, &p) < 0 || call(c, &p, &m, &reply) < 0) {
+		} else if (stream_op(op) && !(x = stream_now(st, nst, rq, &known)) && known) {
+			skipped++;	/* its stream was not started again */
+		} else if (rebuild(&b, id, op_skip, x, &p) < 0 ||
+			   call_again(c, &p, &m, &reply, stream_op(op)) < 0) {
 			status = EXIT_INFRA;
 		} else {
 			got = to_json(m.root);
@@ -534,9 +577,14 @@ static int replay(struct dsec_client *c, const char *path)
 		dsec_buf_free(&b);
 		json_decref(e);
 	}
+	if (status == 0 && !id) {
+		fprintf(stderr, "dsec-run: %s has no entry of `dsec-run trajectory`: nothing to "
+			"replay\n", strcmp(path, "-") ? path : "standard input");
+		status = EXIT_INFRA;
+	}
 	if (status == 0)
 		printf("%zu entries replayed, every result the same%s\n", same,
-		       skipped ? " (streams with input or a terminal, and snapshots, not sent "
+		       skipped ? " (snapshots, and streams that did not start, not sent "
 		       "again)" : "");
 	if (id) {
 		struct dsec_err err;

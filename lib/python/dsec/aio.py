@@ -225,21 +225,24 @@ class Process:
             spent += delay
             delay = min(delay * 2, 0.2)
 
-    async def write(self, data: Union[bytes, str], *, eof: bool = False) -> None:
+    async def write(self, data: Union[bytes, str], *, eof: bool = False,
+                    step: Optional[int] = None) -> None:
         """Write to its stdin (started with stdin_open, or on a pty); eof
         closes it after.  Waits while the command has not read what was
-        written before."""
+        written before.  step: this action's number in the rollout
+        (trajectory=True): a step the log has writes nothing again."""
         if isinstance(data, str):
             data = data.encode()
-        await self._busy_retry("exec_write", self._f(data=data, eof=eof or None))
+        await self._busy_retry("exec_write", self._f(data=data, eof=eof or None, step=step))
 
-    async def signal(self, sig: Union[int, str]) -> None:
-        """Send a signal (15 or "TERM") to its process group."""
-        await self._busy_retry("exec_signal", self._f(signal=sig))
+    async def signal(self, sig: Union[int, str], *, step: Optional[int] = None) -> None:
+        """Send a signal (15 or "TERM") to its process group (step: as
+        write's)."""
+        await self._busy_retry("exec_signal", self._f(signal=sig, step=step))
 
-    async def resize(self, rows: int, cols: int) -> None:
-        """Set its terminal's size (pty only)."""
-        await self.sandbox.client.call("exec_resize", self._f(rows=rows, cols=cols))
+    async def resize(self, rows: int, cols: int, *, step: Optional[int] = None) -> None:
+        """Set its terminal's size (pty only; step: as write's)."""
+        await self.sandbox.client.call("exec_resize", self._f(rows=rows, cols=cols, step=step))
 
     async def wait(self) -> ExecResult:
         """Read it to its end; its result."""
