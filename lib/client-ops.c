@@ -555,8 +555,9 @@ void dsec_cmd_res_free(struct dsec_cmd_res *res)
 	dsec_buf_free(&res->err);
 }
 
-int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
-		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err)
+static int exec_start(struct dsec_client *c, const char *id, const uint64_t *step,
+		      const struct dsec_cmd *req, const struct dsec_exec_start_opts *o, char **exec,
+		      bool *replayed, struct dsec_err *err)
 {
 	static const struct dsec_exec_start_opts none = { 0 };
 	struct dsec_pk p;
@@ -580,11 +581,30 @@ int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd
 		dsec_pk_kv_u64(&p, "cols", o->cols);
 	if (o->stdin_open)
 		dsec_pk_kv_bool(&p, "stdin_open", true);
+	if (step)
+		dsec_pk_kv_u64(&p, "step", *step);
 	rc = dcl_roundtrip(c, &p, 60, &r, err);
 	if (rc == 0)
 		rc = dcl_get_str_need(&r, "exec_start", "exec", exec, err);
+	if (rc == 0 && replayed)
+		*replayed = dsec_has(r.result, "replayed");
 	dcl_reply_free(&r);
 	return rc;
+}
+
+int dsec_exec_start(struct dsec_client *c, const char *id, const struct dsec_cmd *req,
+		    const struct dsec_exec_start_opts *o, char **exec, struct dsec_err *err)
+{
+	return exec_start(c, id, NULL, req, o, exec, NULL, err);
+}
+
+int dsec_exec_start_step(struct dsec_client *c, const char *id, uint64_t step,
+			 const struct dsec_cmd *req, const struct dsec_exec_start_opts *o,
+			 char **exec, bool *replayed, struct dsec_err *err)
+{
+	if (replayed)
+		*replayed = false;
+	return exec_start(c, id, &step, req, o, exec, replayed, err);
 }
 
 /* Starts a request on sandbox id with key: val, more arguments to follow
@@ -624,8 +644,9 @@ int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, doub
 	return rc;
 }
 
-int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, const void *data,
-		    size_t len, bool eof, struct dsec_err *err)
+static int exec_write(struct dsec_client *c, const char *id, const char *exec,
+		      const uint64_t *step, const void *data, size_t len, bool eof, bool *replayed,
+		      struct dsec_err *err)
 {
 	struct dsec_pk p;
 	struct reply r;
@@ -634,9 +655,28 @@ int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, con
 	pk_exec_op(&p, "exec_write", id, exec);
 	dsec_pk_kv_bin(&p, "data", data, len);
 	dsec_pk_kv_bool(&p, "eof", eof);
+	if (step)
+		dsec_pk_kv_u64(&p, "step", *step);
 	rc = dcl_roundtrip(c, &p, 0, &r, err);
+	if (rc == 0 && replayed)
+		*replayed = dsec_has(r.result, "replayed");
 	dcl_reply_free(&r);
 	return rc;
+}
+
+int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, const void *data,
+		    size_t len, bool eof, struct dsec_err *err)
+{
+	return exec_write(c, id, exec, NULL, data, len, eof, NULL, err);
+}
+
+int dsec_exec_write_step(struct dsec_client *c, const char *id, const char *exec, uint64_t step,
+			 const void *data, size_t len, bool eof, bool *replayed,
+			 struct dsec_err *err)
+{
+	if (replayed)
+		*replayed = false;
+	return exec_write(c, id, exec, &step, data, len, eof, replayed, err);
 }
 
 int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, int sig,

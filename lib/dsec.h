@@ -749,6 +749,20 @@ int dsec_exec_read(struct dsec_client *c, const char *id, const char *exec, doub
 DSEC_API
 int dsec_exec_write(struct dsec_client *c, const char *id, const char *exec, const void *data,
 		    size_t len, bool eof, struct dsec_err *err);
+/* dsec_exec_start and dsec_exec_write as step `step` of a sandbox with a
+ * trajectory: a step its log has is answered from it without running
+ * (*replayed true, when replayed is not NULL): the logged command, which
+ * dsec_exec_read reads from its start (from the log once it has gone);
+ * an input not written again.  The same step with another request fails
+ * "diverged". */
+DSEC_API
+int dsec_exec_start_step(struct dsec_client *c, const char *id, uint64_t step,
+			 const struct dsec_cmd *req, const struct dsec_exec_start_opts *o,
+			 char **exec, bool *replayed, struct dsec_err *err);
+DSEC_API
+int dsec_exec_write_step(struct dsec_client *c, const char *id, const char *exec, uint64_t step,
+			 const void *data, size_t len, bool eof, bool *replayed,
+			 struct dsec_err *err);
 /* Sends signal sig to the command's process group. */
 DSEC_API
 int dsec_exec_signal(struct dsec_client *c, const char *id, const char *exec, int sig,

@@ -10,7 +10,7 @@
 need_container
 need_cmd dsecctl
 [ -x "$TOP/t/helper-rlc" ] || skip_all "needs t/helper-rlc (make tests)"
-plan 18
+plan 19
 
 mk_small_root "$T/base" sh cat head
 mkdir -p "$T/grader/tests"
@@ -28,6 +28,8 @@ run timeout 200 "$TOP/t/helper-rlc" "$DSEC_HOST"
 val() { printf '%s\n' "$OUT" | sed -n "s/^$1 //p"; }
 is "$(val step0) | $(val step0_again) | $(val log)" "0 ran | 0 replayed | a" \
 	"dsec_exec_step: a step sent twice runs once (the file has one line)"
+is "$(val stream) | $(val stream_again) | $(val stream_in)" "ran ran got in | replayed replayed got in | in" \
+	"dsec_exec_start_step, dsec_exec_write_step: sent twice, the command and its input run once, read whole both times"
 is "$(val watched)" "2 /etc/task.conf 0 (none) 0" "dsec_watched: the watch files, nothing changed"
 is "$(val watched_hash)" "sha256:" "... each with its hash"
 is "$(val watched_after)" "1 0" "... the file written is changed"

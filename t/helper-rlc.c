@@ -86,6 +86,38 @@ int main(int argc, char **argv)
 	say("log", "%s", s);
 	free(s);
 
+	/* A streamed command and its input as steps, sent twice: the second
+	 * time both come from the log and the input is not written again. */
+	for (int k = 0; k < 2; k++) {
+		const char *rd[] = { "sh", "-c", "read l; echo got $l; echo $l >> /data/in", NULL };
+		struct dsec_cmd sq = { .argv = rd, .timeout = 30 };
+		struct dsec_exec_start_opts so = { .stdin_open = true };
+		char out[256] = "";
+		size_t nout = 0;
+		bool r1, r2, end = false;
+		char *x;
+
+		if (dsec_exec_start_step(c, id, 100, &sq, &so, &x, &r1, &e) < 0)
+			die("exec_start_step", &e);
+		if (dsec_exec_write_step(c, id, x, 101, "in\n", 3, true, &r2, &e) < 0)
+			die("exec_write_step", &e);
+		while (!end) {
+			if (dsec_exec_read(c, id, x, 5, &res, &end, &e) < 0)
+				die("exec_read", &e);
+			if (res.out.len < sizeof(out) - nout) {
+				memcpy(out + nout, res.out.data, res.out.len);
+				nout += res.out.len;
+			}
+			dsec_cmd_res_free(&res);
+		}
+		say(k ? "stream_again" : "stream", "%s %s %.*s", r1 ? "replayed" : "ran",
+		    r2 ? "replayed" : "ran", (int)(nout ? nout - 1 : 0), out);
+		free(x);
+	}
+	s = run(id, "cat /data/in", 0);
+	say("stream_in", "%s", s);
+	free(s);
+
 	if (dsec_watched(c, id, &w, &n, &e) < 0)
 		die("watched", &e);
 	say("watched", "%zu %s %d %s %d", n, w[0].path, w[0].changed, w[1].before ? w[1].before
