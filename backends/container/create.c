@@ -667,6 +667,8 @@ static int write_map(pid_t pid, const char *file, uint32_t base)
 struct userns_setup {
 	struct ct_sb *sb;		/* the sandbox */
 	int sock;			/* where the layers go */
+	const char *noidmap;		/* the layer that could not be idmapped, or NULL */
+	int noidmap_errno;		/* and why */
 };
 
 /* Before the helper execs in its new user namespace: map root inside to the
@@ -679,7 +681,7 @@ struct userns_setup {
  * namespace uns, unless it is -1): the helper mounts them (it may not
  * walk their paths in a user namespace, nor reach them from the base
  * namespace).  0, or -1 with errno. */
-static int send_layers(struct ct_sb *sb, int sock, int uns)
+static int send_layers(struct ct_sb *sb, int sock, int uns, struct userns_setup *u)
 {
 	size_t n = sb->layers ? dsec_strv_len((const char *const *)sb->layers) : 0;
 	int fds[CT_MAX_LAYERS], nfd = 0, rc = -1, e;
@@ -693,8 +695,13 @@ static int send_layers(struct ct_sb *sb, int sock, int uns)
 			goto out;
 		fds[nfd++] = t;
 		if (uns >= 0 &&
-		    syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0)
+		    syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &ma, sizeof(ma)) < 0) {
+			if (u) {
+				u->noidmap = sb->layers[i];
+				u->noidmap_errno = errno;
+			}
 			goto out;
+		}
 	}
 	if (nfd && (rc = be_send_fds(sock, "L", 1, fds, nfd, 0)) < 0) {
 		errno = -rc;
@@ -724,7 +731,7 @@ static int userns_setup(pid_t pid, void *arg)
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
 	if ((uns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
-	rc = send_layers(sb, u->sock, uns);
+	rc = send_layers(sb, u->sock, uns, u);
 	close(uns);
 	return rc;
 }
@@ -795,7 +802,7 @@ static void create_prep_done(void *arg)
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cv) < 0 ||
 	    ((sb->ubase || (base && nl) || sb->nprobes) &&
 	     socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) ||
-	    (!sb->ubase && base && nl && send_layers(sb, sv[0], -1) < 0)) {
+	    (!sb->ubase && base && nl && send_layers(sb, sv[0], -1, NULL) < 0)) {
 		w->rc = dsec_err_set(&w->err, errno, "cannot prepare the sandbox's helper: %s",
 				     strerror(errno));
 		for (int i = 0; i < 2; i++) {
@@ -823,9 +830,9 @@ static void create_prep_done(void *arg)
 	/* Cloned in the network namespace the prep got it (netpool.c). */
 	if (sb->netns >= 0 && ct_net_enter(be, sb->netns) == 0)
 		net = 0;
-	if (sb->ubase) {
-		struct userns_setup u = { .sb = sb, .sock = sv[0] };
+	struct userns_setup u = { .sb = sb, .sock = sv[0] };
 
+	if (sb->ubase) {
 		sb->helper = spawn_helper_setup(be, argv, envp, fds, 8 + ncg,
 						CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
 						net | CLONE_NEWUTS | CLONE_NEWIPC |
@@ -860,6 +867,19 @@ static void create_prep_done(void *arg)
 	sb->st_fd = st[0];
 	sb->ctl = cv[0];
 	dsec_set_nonblock(sb->ctl, true);
+	if (sb->helper < 0 && u.noidmap) {
+		/* A kernel whose file system of a layer has no idmapped mounts
+		 * (tmpfs before 6.3, 9p, ...): no user namespace can see the
+		 * layer's files as root's. */
+		sb->helper = 0;
+		w->rc = dsec_err_setc(&w->err, DSEC_E_UNSUPPORTED, u.noidmap_errno,
+				      "cannot map layer '%s' into the sandbox's user namespace "
+				      "(an idmapped mount: %s): its file system cannot be idmapped "
+				      "on this kernel; container.userns = false runs sandboxes "
+				      "without user namespaces", u.noidmap,
+				      strerror(u.noidmap_errno));
+		return prep_fail(w);
+	}
 	if (sb->helper < 0) {
 		sb->helper = 0;
 		w->rc = dsec_err_set(&w->err, errno, "cannot fork: %s", strerror(errno));
