@@ -164,7 +164,7 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 	fs3_unmount_layer(mnt);	/* a mount there is not ours: stale */
 	if (mkdir(mnt, 0755) < 0 && errno != EEXIST)
 		return dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
-	if (mount(img, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) < 0) {
+	if (fs3_mount_erofs(img, mnt) < 0) {
 		r = dsec_err_set(err, errno, "cannot mount layer '%s' on '%s': %s", ref, mnt,
 				 strerror(errno));
 		rmdir(mnt);
@@ -447,6 +447,29 @@ static int loop_attach(const char *file, int *fd, char **dev, struct dsec_err *e
 	}
 	return dsec_err_set(err, -r, "cannot attach layer file '%s' to a loop device: %s", file,
 			    strerror(-r));
+}
+
+int fs3_mount_erofs(const char *img, const char *mnt)
+{
+	struct dsec_err e;
+	char *dev = NULL;
+	int fd = -1, r, saved;
+
+	if (mount(img, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) == 0)
+		return 0;
+	if (errno != ENOTBLK)
+		return -1;
+	/* A kernel before 6.12 mounts EROFS from a block device only. */
+	if (loop_attach(img, &fd, &dev, &e) < 0) {
+		errno = e.errnum ? e.errnum : ENOTBLK;
+		return -1;
+	}
+	r = mount(dev, mnt, "erofs", FS3_MOUNT_FLAGS, NULL);
+	saved = errno;
+	close(fd);	/* autoclear: the device goes with the mount */
+	free(dev);
+	errno = saved;
+	return r;
 }
 
 int fs3_acquired_devs(struct fs3 *fs, struct fs3_acquired *a, struct dsec_err *err)

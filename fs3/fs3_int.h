@@ -30,6 +30,11 @@ struct fs3_peer;
 
 #define FS3_MOUNT_FLAGS (MS_RDONLY | MS_NODEV | MS_NOSUID)
 
+/* Mounts the EROFS image file img on mnt with FS3_MOUNT_FLAGS: the file
+ * itself where the kernel can (6.12 on), else a read-only loop device that
+ * goes with the mount.  0, or -1 with errno. */
+int fs3_mount_erofs(const char *img, const char *mnt);
+
 /* Where a layer of the table is. */
 enum ml_state {
 	ML_MOUNTING,		/* one acquire assembles and mounts it; others wait */

@@ -33,7 +33,7 @@ static int squash_layer(struct fs3 *fs, const char *tmp, const struct fs3_layer_
 	}
 	if (mkdir(mnt, 0700) < 0 && errno != EEXIST)
 		r = dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
-	else if (mount(img, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) < 0)
+	else if (fs3_mount_erofs(img, mnt) < 0)
 		r = dsec_err_set(err, errno, "cannot mount layer 'sha256:%s' on '%s': %s", hex, mnt,
 				 strerror(errno));
 	else {
