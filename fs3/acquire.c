@@ -164,9 +164,7 @@ static int mount_layer(struct fs3 *fs, const struct fs3_layer_ref *l, const char
 	fs3_unmount_layer(mnt);	/* a mount there is not ours: stale */
 	if (mkdir(mnt, 0755) < 0 && errno != EEXIST)
 		return dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
-	if (fs3_mount_erofs(img, mnt) < 0) {
-		r = dsec_err_set(err, errno, "cannot mount layer '%s' on '%s': %s", ref, mnt,
-				 strerror(errno));
+	if ((r = fs3_mount_erofs(img, mnt, ref, err)) < 0) {
 		rmdir(mnt);
 		return r;
 	}
@@ -449,26 +447,27 @@ static int loop_attach(const char *file, int *fd, char **dev, struct dsec_err *e
 			    strerror(-r));
 }
 
-int fs3_mount_erofs(const char *img, const char *mnt)
+int fs3_mount_erofs(const char *img, const char *mnt, const char *what, struct dsec_err *err)
 {
-	struct dsec_err e;
 	char *dev = NULL;
-	int fd = -1, r, saved;
+	int fd = -1, r;
 
 	if (mount(img, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) == 0)
 		return 0;
 	if (errno != ENOTBLK)
-		return -1;
+		return dsec_err_set(err, errno, "cannot mount layer '%s' on '%s': %s", what, mnt,
+				    strerror(errno));
 	/* A kernel before 6.12 mounts EROFS from a block device only. */
-	if (loop_attach(img, &fd, &dev, &e) < 0) {
-		errno = e.errnum ? e.errnum : ENOTBLK;
-		return -1;
+	if ((r = loop_attach(img, &fd, &dev, err)) < 0) {
+		dsec_err_prefix(err, "cannot mount layer '%s' on '%s' (this kernel mounts EROFS "
+				"from a block device only)", what, mnt);
+		return r;
 	}
-	r = mount(dev, mnt, "erofs", FS3_MOUNT_FLAGS, NULL);
-	saved = errno;
+	if (mount(dev, mnt, "erofs", FS3_MOUNT_FLAGS, NULL) < 0)
+		r = dsec_err_set(err, errno, "cannot mount layer '%s' (on %s) on '%s': %s", what,
+				 dev, mnt, strerror(errno));
 	close(fd);	/* autoclear: the device goes with the mount */
 	free(dev);
-	errno = saved;
 	return r;
 }
 

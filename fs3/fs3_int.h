@@ -32,8 +32,9 @@ struct fs3_peer;
 
 /* Mounts the EROFS image file img on mnt with FS3_MOUNT_FLAGS: the file
  * itself where the kernel can (6.12 on), else a read-only loop device that
- * goes with the mount.  0, or -1 with errno. */
-int fs3_mount_erofs(const char *img, const char *mnt);
+ * goes with the mount.  0, or a negative errno with err set (what names the
+ * layer in its message). */
+int fs3_mount_erofs(const char *img, const char *mnt, const char *what, struct dsec_err *err);
 
 /* Where a layer of the table is. */
 enum ml_state {

@@ -25,6 +25,7 @@ static int squash_layer(struct fs3 *fs, const char *tmp, const struct fs3_layer_
 	_cleanup_free_ char *img = xasprintf("%s/layers/%s.erofs", fs->dir, hex);
 	_cleanup_free_ char *mine = xasprintf("%s/squash.erofs", tmp);
 	_cleanup_free_ char *mnt = xasprintf("%s/mnt", tmp);
+	_cleanup_free_ char *ref = xasprintf("sha256:%s", hex);
 	if (stat(img, &sb) < 0 || (uint64_t)sb.st_size != l->size) {
 		if ((r = fs3_layer_materialize(&fs->st, l, mine, err)) < 0)
 			return r;
@@ -33,10 +34,7 @@ static int squash_layer(struct fs3 *fs, const char *tmp, const struct fs3_layer_
 	}
 	if (mkdir(mnt, 0700) < 0 && errno != EEXIST)
 		r = dsec_err_set(err, errno, "cannot create '%s': %s", mnt, strerror(errno));
-	else if (fs3_mount_erofs(img, mnt) < 0)
-		r = dsec_err_set(err, errno, "cannot mount layer 'sha256:%s' on '%s': %s", hex, mnt,
-				 strerror(errno));
-	else {
+	else if ((r = fs3_mount_erofs(img, mnt, ref, err)) == 0) {
 		unsigned flags = first ? 0 : FS3_DIFF_MERGE | (below ? FS3_DIFF_BELOW : 0);
 
 		r = fs3_diff_copy(mnt, root, 0, 0, flags, 0, NULL, err);
