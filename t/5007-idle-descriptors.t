@@ -3,7 +3,9 @@
 # socket): its init's pidfd, cgroup directories, root and network namespace
 # are opened when an operation needs them.  So a daemon whose limit is 500
 # descriptors holds 300 sandboxes, more than 500 / 2, and every one of them
-# still works; destroying them gives the descriptors back.
+# still works; destroying them gives the descriptors back.  A descriptor
+# dsecd inherits high up does not put the sandboxes' sockets below the
+# entries every spawn copies (spawn.c's slots).
 . "$(dirname "$0")/lib.sh"
 
 need_container
@@ -14,9 +16,10 @@ hard=$(ulimit -Hn)
 [ "$hard" = unlimited ] || [ "$hard" -ge "$LIMIT" ] ||
 	skip_all "needs a hard descriptor limit of $LIMIT (it is $hard)"
 
-plan 10
+plan 11
 
 fds() { ls "/proc/$DSECD_PID/fd" | wc -l; }
+exec 400</dev/null	# inherited by dsecd, as from a careless parent
 start_dsecd --set backends=container --set default_backend=container \
 	--set max_sandboxes=$((N + 10)) --set container.max_sandboxes=$((N + 10)) \
 	--set container.memory=64M
@@ -44,6 +47,17 @@ is "$made:$failed" "$N:0" \
 	"$N sandboxes made under a limit of $LIMIT descriptors ($((LIMIT / 2)) at 2 each)"
 now=$(fds)
 per=$(( (now - base) * 100 / (N - 1) ))
+# The spawn slots: the lowest run of /dev/null entries from 32 on; what is
+# below them is copied into each child dsecd starts.
+below=$(for f in /proc/$DSECD_PID/fd/*; do
+	printf '%s %s\n' "${f##*/}" "$(readlink "$f")"; done | sort -n | awk '
+	$1 >= 32 && $2 == "/dev/null" { run = $1 == prev + 1 ? run + 1 : 1; prev = $1
+		if (run == 20) { slot0 = $1 - 19; exit } }
+	END { print slot0 + 0 }')
+socks=$(for f in /proc/$DSECD_PID/fd/*; do
+	n=${f##*/}; [ "$n" -lt "${below:-0}" ] && readlink "$f"; done | grep -c '^socket:')
+ok "$([ "$below" -ge 32 ] && [ "$below" -le 64 ] && [ "$socks" -le 10 ]; echo $?)" \
+	"spawns copy few descriptors: slots at $below (fd 400 inherited), $socks sockets below them"
 diag "dsecd descriptors: $base with one sandbox, $now with $N: $per/100 per sandbox"
 ok "$([ "$per" -le 100 ]; echo $?)" "an idle sandbox holds one descriptor ($per/100)"
 

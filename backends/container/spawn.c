@@ -29,9 +29,15 @@ struct spawn_args {
  * shares the table (CLONE_FILES) and makes its own with
  * close_range(CLOSE_RANGE_UNSHARE) from the first entries only: the loop
  * thread (the only one that spawns) has put the child's descriptors in
- * CT_SLOTS entries kept for that, above what was open when the backend
- * started, and puts /dev/null (the last slot) back in them once the child
- * has its own table. */
+ * CT_SLOTS entries kept for that, and puts /dev/null (the last slot) back
+ * in them once the child has its own table.  The entries below the slots
+ * are copied into every child (and closed there), so the slots are the
+ * lowest CT_SLOTS free in a row from 32 on (above 2 + 16 + 2, where the
+ * child places its own) when the backend starts, not above the highest
+ * descriptor open then: one inherited from whatever started dsecd (a
+ * shell's 255, a harness's pipe) would put every sandbox's control socket
+ * opened after it below the slots, and each spawn would copy and close
+ * hundreds. */
 
 static int slot_null(const struct ct_be *be)
 {
@@ -40,25 +46,35 @@ static int slot_null(const struct ct_be *be)
 
 int spawn_slots_init(struct ct_be *be)
 {
-	int hi = 2, nul, base;
+	enum { SEEN = 1024 };
+	static unsigned char open_fd[SEEN];
+	int nul, base = 32, fd;
 	struct dirent *de;
 	DIR *d;
 
-	if (!(d = opendir("/proc/self/fd")))
-		return -1;
-	while ((de = readdir(d)))
-		if (atoi(de->d_name) > hi)
-			hi = atoi(de->d_name);
-	closedir(d);
+	/* First, so that the scan sees it. */
 	if ((nul = open("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
 		return -1;
-	base = hi < 32 ? 32 : hi + 1;
+	if (!(d = opendir("/proc/self/fd"))) {
+		close(nul);
+		return -1;
+	}
+	memset(open_fd, 0, sizeof(open_fd));
+	while ((de = readdir(d)))
+		if ((fd = atoi(de->d_name)) >= 0 && fd < SEEN)
+			open_fd[fd] = 1;
+	closedir(d);
+	for (int i = 0; base + i < SEEN && i < CT_SLOTS; i++)
+		if (open_fd[base + i]) {
+			base += i + 1;
+			i = -1;
+		}
 	for (int i = 0; i < CT_SLOTS; i++) {
-		int fd = fcntl(nul, F_DUPFD_CLOEXEC, base + i);
+		int got = fcntl(nul, F_DUPFD_CLOEXEC, base + i);
 
-		if (fd != base + i) {	/* taken meanwhile: no slots */
-			if (fd >= 0)
-				close(fd);
+		if (got != base + i) {	/* taken meanwhile: no slots */
+			if (got >= 0)
+				close(got);
 			while (i-- > 0)
 				close(base + i);
 			close(nul);
