@@ -241,6 +241,20 @@ static void ct_fini(void *vbe)
 	 * the first group is removed: each removal of a memory cgroup walks
 	 * the lists of every file system still mounted, and thousands of
 	 * sandboxes dying at once take longer than one be_cg_kill waits. */
+	size_t n = 0, k = 0;
+
+	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next)
+		n++;
+	/* Their inits' watcher threads end first (ct_wait_alone): their
+	 * control sockets closed, then a wait for all of them together. */
+	pid_t *alone = n ? xcalloc(n, sizeof(*alone)) : NULL;
+
+	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
+		ct_ctl_close(sb);
+		alone[k++] = sb->helper > 0 && !sb->cw.ended ? sb->helper : 0;
+	}
+	ct_wait_alone(alone, n);
+	free(alone);
 	for (int i = 0; be->cg && i < 5 && be_cg_kill(be->cg) < 0; i++)
 		;
 	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {

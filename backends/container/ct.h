@@ -56,6 +56,7 @@
 #define CT_KILL_GRACE 5.0		/* s to wait for the status after a kill */
 #define CT_CREATE_TIMEOUT 30.0		/* s for the helper to build a sandbox */
 #define CT_FINI_REAP_NS (10 * 1000000000ULL)	/* at fini, for the inits to be reaped */
+#define CT_ALONE_WAIT_NS (50 * 1000000ULL)	/* before a kill, for inits' threads to end */
 #define CT_LOWER_MAX 3000		/* bytes of lowerdir= (overlay options fit a page) */
 #define CT_URANGE 65536u		/* uids (and gids) of one sandbox's user namespace */
 /* From one sandbox's range to the next: 128 more than a range, so that
@@ -196,6 +197,7 @@ struct ct_sb {
 	struct be_cg *cg;		/* the sandbox's group */
 	pid_t helper;			/* container-init: the sandbox's pid 1 */
 	pid_t init;			/* the same, once it reported ready */
+	pid_t alone_pid;		/* destroy: the init to wait for (ct_wait_alone) */
 	uint64_t init_start;		/* its start time (ct_init_check), 0 = none or gone */
 	int ctl;			/* commands to the init (ct_exec.h), -1 = none */
 	int filter_fd;			/* its own filter (seccomp_deny), compiled, or -1 */
@@ -505,6 +507,7 @@ int ct_init_open(const struct ct_sb *sb, const char *what, int flags);
 int ct_init_check(const struct ct_sb *sb);
 int ct_init_fds(const struct ct_sb *sb, int *pidfd, int *root);
 uint64_t ct_proc_start(pid_t pid);
+void ct_wait_alone(const pid_t *pids, size_t n);
 int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
 	     struct dsec_err *err);
 /* The system calls its filter refused (ct_exec.h): ct_count_init takes a

@@ -115,8 +115,12 @@ static void *watcher(void *arg)
 					told = n;
 					owed = false;
 				} else if (rc < 0) {
+					/* dsecd's end is gone: as for a hang-up below
+					 * (it used to go on watching the filter, and
+					 * the sandbox's destroy met it there). */
+					close(w->listener);
 					close(w->ctl);	/* the init's end stays open: its own */
-					w->ctl = -1;
+					return NULL;
 				}
 				last = now;
 			}
