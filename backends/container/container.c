@@ -251,7 +251,8 @@ static void ct_fini(void *vbe)
 
 	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
 		ct_ctl_close(sb);
-		alone[k++] = sb->helper > 0 && !sb->cw.ended ? sb->helper : 0;
+		alone[k++] = sb->helper > 0 && !sb->cw.ended && !sb->paused && !sb->snapping ?
+			     sb->helper : 0;
 	}
 	ct_wait_alone(alone, n);
 	free(alone);

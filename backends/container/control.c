@@ -555,7 +555,10 @@ void sb_maybe_destroy(struct ct_sb *sb)
 	files_stop(sb);
 	sb->init_start = 0;	/* nothing reaches the init from now on */
 	ct_ctl_close(sb);
-	sb->alone_pid = sb->helper > 0 && !sb->cw.ended ? sb->helper : 0;
+	/* Not a frozen one's: its watcher cannot run (and the kill comes
+	 * with a thaw, its threads dying together). */
+	sb->alone_pid = sb->helper > 0 && !sb->cw.ended && !sb->paused && !sb->snapping ?
+			sb->helper : 0;
 	ct_submit(be, destroy_work, destroy_done, sb);
 }
 
