@@ -251,8 +251,7 @@ static void ct_fini(void *vbe)
 
 	for (struct ct_sb *sb = be->sbs; sb; sb = sb->next) {
 		ct_ctl_close(sb);
-		alone[k++] = sb->helper > 0 && !sb->cw.ended && !sb->paused && !sb->snapping ?
-			     sb->helper : 0;
+		alone[k++] = ct_alone_pid(sb);
 	}
 	ct_wait_alone(alone, n);
 	free(alone);

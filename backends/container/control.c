@@ -423,6 +423,14 @@ void ct_wait_alone(const pid_t *pids, size_t n)
 			usleep(100);
 }
 
+/* The init ct_wait_alone is to wait for before sb's kill: 0 for one reaped
+ * (its pid may be another's) or frozen (its watcher cannot run, and the
+ * kill comes with a thaw, its threads dying together). */
+pid_t ct_alone_pid(const struct ct_sb *sb)
+{
+	return sb->helper > 0 && !sb->cw.ended && !sb->paused && !sb->snapping ? sb->helper : 0;
+}
+
 static void destroy_work(void *arg)
 {
 	struct ct_sb *sb = arg;
@@ -555,10 +563,7 @@ void sb_maybe_destroy(struct ct_sb *sb)
 	files_stop(sb);
 	sb->init_start = 0;	/* nothing reaches the init from now on */
 	ct_ctl_close(sb);
-	/* Not a frozen one's: its watcher cannot run (and the kill comes
-	 * with a thaw, its threads dying together). */
-	sb->alone_pid = sb->helper > 0 && !sb->cw.ended && !sb->paused && !sb->snapping ?
-			sb->helper : 0;
+	sb->alone_pid = ct_alone_pid(sb);
 	ct_submit(be, destroy_work, destroy_done, sb);
 }
 

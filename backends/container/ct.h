@@ -508,6 +508,7 @@ int ct_init_check(const struct ct_sb *sb);
 int ct_init_fds(const struct ct_sb *sb, int *pidfd, int *root);
 uint64_t ct_proc_start(pid_t pid);
 void ct_wait_alone(const pid_t *pids, size_t n);
+pid_t ct_alone_pid(const struct ct_sb *sb);
 int ct_usage(void *vsb, struct dsec_be_usage *out, dsec_be_done_fn done, void *arg,
 	     struct dsec_err *err);
 /* The system calls its filter refused (ct_exec.h): ct_count_init takes a

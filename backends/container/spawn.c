@@ -47,7 +47,7 @@ static int slot_null(const struct ct_be *be)
 int spawn_slots_init(struct ct_be *be)
 {
 	enum { SEEN = 1024 };
-	static unsigned char open_fd[SEEN];
+	unsigned char open_fd[SEEN] = { 0 };
 	int nul, base = 32, fd;
 	struct dirent *de;
 	DIR *d;
@@ -59,7 +59,6 @@ int spawn_slots_init(struct ct_be *be)
 		close(nul);
 		return -1;
 	}
-	memset(open_fd, 0, sizeof(open_fd));
 	while ((de = readdir(d)))
 		if ((fd = atoi(de->d_name)) >= 0 && fd < SEEN)
 			open_fd[fd] = 1;
