@@ -21,8 +21,10 @@
  *      could not be recovered.  A streamed command is started again where
  *      it was (with its step), given the input, signals and terminal
  *      sizes logged for it (exec_write, exec_signal, exec_resize, named
- *      with the new stream) and read to its end where the log has its
- *      end, its output and status compared so.
+ *      with the new stream; an input refused busy, the command not
+ *      having read what came before, is sent again every 10 ms for up to
+ *      30 s) and read to its end where the log has its end, its output
+ *      and status compared so.
  * With a snapshot in the log whose image the node can read (a store whose
  * origin the nodes share: in production a distributed file system), the
  * log is read twice: once for its last snapshot, then the sandbox is made
@@ -84,7 +86,15 @@ struct recover {
 					 * than twice as long as logged, and 10 s) */
 	bool killed;
 	struct dsec_buf out[2];		/* its stdout and stderr so far */
+	/* An input the stream started again has no room for yet ("busy": the
+	 * command has not read what came before; replay writes faster than
+	 * the trainer did) is sent again every RETRY_S until busy_until. */
+	ev_timer retry;
+	uint64_t busy_until;		/* dsec_now_ns; 0: not busy */
 };
+
+#define RETRY_S 0.01
+#define BUSY_MAX_NS (30 * 1000000000ull)
 
 /* An entry a recover from a snapshot logs again: a step, its request and
  * its reply. */
@@ -376,12 +386,63 @@ static void pack_seq_op(struct dsec_pk *p, const msgpack_object *e, bool step)
 
 /* ---- the chain --------------------------------------------------------------- */
 
+/* The stream an input, signal or size entry (v->cur) is for: the one
+ * started again for it, or -1. */
+static ssize_t stream_named(const struct recover *v, const msgpack_object *req);
+static void replayed(void *arg, const void *reply, size_t len, enum dsec_code code);
+
+/* v->cur sent again, to the stream started again for it if any. */
+static void send_again(struct recover *v, ssize_t si)
+{
+	struct dsec_pk p;
+
+	pack_again(v, dsec_map_get(v->cur, "request"), NULL, si >= 0 ? v->st[si].now : NULL, &p);
+	rlc_send(v->d, &p, replayed, v, false);
+}
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct recover *v = (struct recover *)((char *)w - offsetof(struct recover, retry));
+
+	send_again(v, stream_named(v, dsec_map_get(v->cur, "request")));
+}
+
+/* Whether a reply to an input (v->cur) said busy and is to be sent again
+ * (the timer started): until BUSY_MAX_NS after the first busy, and not
+ * while the node stops. */
+static bool input_busy(struct recover *v, const void *reply, size_t len)
+{
+	struct dsec_err err;
+	uint64_t now = dsec_now_ns();
+
+	if (!is_str(dsec_map_get(v->cur, "op"), "exec_write"))
+		return false;
+	rlc_reply_error(reply, len, "", &err);
+	if (err.code != DSEC_E_BUSY || v->d->shutting_down) {
+		v->busy_until = 0;
+		return false;
+	}
+	if (!v->busy_until)
+		v->busy_until = now + BUSY_MAX_NS;
+	if (now >= v->busy_until) {
+		log_info("recover of %s: an input still refused busy after %llu s",
+			 v->from, BUSY_MAX_NS / 1000000000ull);
+		v->busy_until = 0;
+		return false;
+	}
+	ev_timer_set(&v->retry, RETRY_S, 0);
+	ev_timer_start(v->d->loop, &v->retry);
+	return true;
+}
+
 static void replayed(void *arg, const void *reply, size_t len, enum dsec_code code)
 {
 	struct recover *v = arg;
 	const msgpack_object *e = v->cur;
 	struct dsec_msg m = { 0 };
 
+	if (reply && input_busy(v, reply, len))
+		return;
 	v->replayed++;
 	if (dsec_msg_parse_n(&m, reply, len, SIZE_MAX, SIZE_MAX, NULL) < 0 ||
 	    !same_reply(dsec_map_get(e, "op"), dsec_map_get(e, "reply"), m.root))
@@ -692,8 +753,7 @@ static void replay_next(struct recover *v)
 			continue;
 		}
 		v->cur = e;
-		pack_again(v, req, NULL, si >= 0 ? v->st[si].now : NULL, &p);
-		return rlc_send(v->d, &p, replayed, v, false);
+		return send_again(v, si);
 	}
 	if (v->end)
 		return finish(v);
@@ -887,6 +947,7 @@ void op_recover(struct dsecd_req *r)
 	dsec_pk_init(&v->differs);
 	dsec_pk_array_begin(&v->differs);
 	v->scanning = true;
+	ev_init(&v->retry, retry_cb);
 	r->d->ops_inflight++;	/* until the reply: the chain holds r */
 	fetch(v);
 }

@@ -18,11 +18,11 @@
 WHY=$(container_images_missing)
 [ -z "$WHY" ] || skip_all "$WHY"
 [ -x "$TOP/dsecd/dsecd" ] || skip_all "needs dsecd/dsecd (make)"
-plan 34
+plan 39
 
 P=$(( 21000 + ($$ + 7777) % 20000 ))
 head -c 32 /dev/urandom > "$T/key"
-mk_small_root "$T/root" sh cat echo wc
+mk_small_root "$T/root" sh cat echo wc sleep
 mkdir -p "$T/root/data"
 run env DSEC_FS3_ORIGIN="$T/origin" dsecctl --store "$T/imp" image import --tag rs:1 "$T/root"
 is "$RC" 0 "an image imported into the shared origin"
@@ -97,6 +97,39 @@ xi=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
 at "$owner" exec_write "id=$id" "exec=$xi" "data@=$T/in1" "eof?=true" "step#=22" >/dev/null
 is "$(readall "$owner" "$id" "$xi")" 'got in-1\n"exit_code":0' \
 	"a command with stdin_open at step 21 given its input at step 22, read to its end"
+# slow: a command that reads its stdin a second after its start (step 23),
+# given three inputs of 40,000 bytes (24-26) once it reads (a trainer
+# retries an input refused busy).  Sent again back to back by recover,
+# the third finds the first two unread: busy, and recover retries it.
+slow=(exec_start "argv[]=sh" "argv[]=-c" "argv[]=sleep 1; wc -c" "stdin_open?=true" \
+	"output_cap#=40000" "step#=23")
+head -c 40000 /dev/zero | tr '\0' a > "$T/in40k"
+# write_steps NODE ID EXEC [replayed]: how many of the three inputs were
+# taken (each retried while busy), or answered from the log with
+# "replayed" given.
+write_steps() {
+	local k eof n good=0
+	for k in 24 25 26; do
+		eof=false
+		[ $k = 26 ] && eof=true
+		for n in $(seq 100); do
+			out=$(at "$1" exec_write "id=$2" "exec=$3" "data@=$T/in40k" "eof?=$eof" "step#=$k")
+			printf '%s' "$out" | grep -q '"code":"busy"' || break
+			sleep 0.1
+		done
+		if [ -n "${4:-}" ]; then
+			printf '%s' "$out" | grep -q "\"ok\":true.*\"replayed\":$k" && good=$((good + 1))
+		else
+			printf '%s' "$out" | grep -q '"ok":true' && good=$((good + 1))
+		fi
+	done
+	echo $good
+}
+run at "$owner" "${slow[0]}" "id=$id" "${slow[@]:1}"
+xs=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+sleep 1.3
+is "$(write_steps "$owner" "$id" "$xs")" 3 "a command reading a second after step 23 given three inputs of 40,000 bytes"
+is "$(readall "$owner" "$id" "$xs")" '120000\n"exit_code":0' "... which it read whole"
 
 kill9 $owner
 # dead_seen DEAD NODES...: until each of NODES sees DEAD dead.
@@ -120,8 +153,8 @@ live=$(echo a b c d | tr ' ' '\n' | grep -v "^$owner$")
 dead_seen "$owner" $live
 p1=$(holder "$id" $live)
 run at "$p1" recover "id=$id"
-like "$OUT" '"entries":18,"replayed":9,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
-	"recover on $p1: made of the snapshot; steps 0-5 and 30 and its stream's end logged with their replies, 6-9, the stream at 20 and the one at 21 with its input run again"
+like "$OUT" '"entries":23,"replayed":14,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
+	"recover on $p1: made of the snapshot; steps 0-5 and 30 and its stream's end logged with their replies, 6-9, the stream at 20 and the ones at 21 and 23 with their input run again (23's third input busy, retried)"
 nid=$(printf '%s' "$OUT" | idof)
 [ -n "$nid" ] || printf "# recover: %s\n" "$OUT" >&2
 nn=${nid%%:*}
@@ -156,6 +189,11 @@ like "$OUT" '"replayed":22' "... its input step sent again: from the log (recove
 is "$(readall "$nn" "$nid" "$xi")" 'got in-1\n"exit_code":0' "... read whole from the log"
 run at "$nn" exec "id=$nid" "argv[]=cat" "argv[]=/data/i"
 like "$OUT" '"stdout":"in-1\\n"' "... and its input was read once"
+run at "$nn" "${slow[0]}" "id=$nid" "${slow[@]:1}"
+xs=$(printf '%s' "$OUT" | sed -n 's/.*"exec":"\([^"]*\)".*/\1/p')
+like "$OUT" '"replayed":23' "the slow reader's step sent again: the one recover started"
+is "$(write_steps "$nn" "$nid" "$xs" replayed)" 3 "... its three inputs sent again: answered from the log"
+is "$(readall "$nn" "$nid" "$xs")" '120000\n"exit_code":0' "... its whole input counted (recover gave it all)"
 run at "$nn" exec "id=$nid" "argv[]=wc" "argv[]=-l" "argv[]=/data/f" "step#=10"
 like "$OUT" '"stdout":"9 /data/f\\n"' "... nothing ran twice, and its next step runs"
 run at "$nn" info
@@ -212,7 +250,7 @@ before=$(stdout_of "$OUT")
 kill9 $nn
 dead_seen "$nn" "$Y"
 run at "$Y" recover "id=$nid"
-like "$OUT" '"replayed":15,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
+like "$OUT" '"replayed":20,"skipped":\[\],"differs":\[\],"snapshot":"'"$snap"'","restored":8,"imported":8' \
 	"recovered again: of the snapshot (its step logged again), steps 0-5 logged again, the rest run again"
 nid3=$(printf '%s' "$OUT" | idof)
 run at "$Y" exec "id=$nid3" "argv[]=cat" "argv[]=/data/f"
