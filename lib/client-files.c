@@ -229,7 +229,8 @@ static int write_parts(struct dsec_client *c, const char *id, const char *path, 
 		}
 		if (!done && !stage && !append && !(last && !keep) && part < SIZE_MAX)
 			legacy = true;
-		memmove(pend->data, pend->data + n, pend->len - n);
+		if (n)	/* (an empty file's part: no buffer at all) */
+			memmove(pend->data, pend->data + n, pend->len - n);
 		pend->len -= n;
 		done += n;
 		if (last)
