@@ -11,7 +11,7 @@
 
 need_container
 
-plan 17
+plan 19
 
 start_dsecd --set backends=container || bail "dsecd did not start"
 
@@ -88,6 +88,26 @@ for i in $(seq 20); do
 done
 like "$(echo $tpls | wc -w):$alive" "^[1-9][0-9]*:0$" \
 	"destroy leaves none of the sandbox's dsec-shell processes behind"
+
+# A sandbox whose commands run as another uid: warm ones too, each at the
+# commands' oom_score_adj (a non-dumpable child of that uid may not open
+# its own /proc/self/oom_score_adj: every warm command failed).
+stop_dsecd
+start_dsecd --set backends=container --set container.uid=1000 --set container.gid=1000 ||
+	bail "dsecd did not start"
+id=$(dsec-run --backend container --keep -c true 2>&1 >/dev/null | head -1)
+id=${id##* }
+warm "$id" >/dev/null
+out=
+for k in 1 2 3 4; do
+	out="$out $(dsec-run --id "$id" -c "$WARM; id -u; cat /proc/self/oom_score_adj" 2>&1 | tr '\n' ' ')"
+done
+is "$(echo $out)" "1 1000 1000 1 1000 1000 1 1000 1000 1 1000 1000" \
+	"uid 1000: warm commands, each as 1000 at oom_score_adj 1000"
+tpl=$(for p in $(pgrep -x dsec-shell); do
+	grep -q "dsec-container.$DSECD_PID/" /proc/$p/cgroup 2>/dev/null && echo $p; done | head -1)
+is "$(cat /proc/$tpl/oom_score_adj 2>&1)" 1000 "... as the template is"
+helper-req "$DSEC_HOST" destroy id="$id" >/dev/null
 
 stop_dsecd
 start_dsecd --set backends=container --set container.warm_shell=false || bail "dsecd did not start"

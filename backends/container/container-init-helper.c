@@ -806,10 +806,10 @@ _Noreturn void run_command(struct be_cg *cg, int cgns, uid_t uid, gid_t gid, con
 	int e;
 
 	/* The OOM killer takes commands first, before the init (dsecd exempts
-	 * it where it may) and the warm shell's template, which keeps the
-	 * init's setting (its children take this one themselves,
-	 * container-preload): a raise anyone may make, and a vfork child's
-	 * own (the init sharing our memory keeps its own). */
+	 * it where it may): a raise anyone may make, and a vfork child's own
+	 * (the init sharing our memory keeps its own).  The warm shell's
+	 * template sets this value itself while it is dumpable, and its
+	 * children inherit it (container-preload). */
 	if (mark != CT_MARK_TEMPLATE) {
 		if ((e = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) < 0 ||
 		    write(e, "1000", 4) != 4)

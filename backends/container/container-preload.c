@@ -149,12 +149,7 @@ static void child_main(int sock)
 	for (int i = first; i < nfd; i++)
 		if (write(high[i], "0", 1) != 1)
 			child_fail(errno, "cannot join the exec's cgroup");
-	/* The OOM killer takes a command first, the template last (as
-	 * container-init run_command). */
-	if ((null_fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)) < 0 ||
-	    write(null_fd, "1000", 4) != 4)
-		child_fail(errno, "cannot set oom_score_adj");
-	close(null_fd);
+	/* (oom_score_adj: the template's, 1000, ct_template) */
 	setsid();
 	rl.rlim_cur = rl.rlim_max = (rlim_t)h.nofile;
 	setrlimit(RLIMIT_NOFILE, &rl);
@@ -282,6 +277,19 @@ __attribute__((constructor)) static void ct_template(int argc, char **argv, char
 	if (!area.have_map || prctl(PR_GET_TID_ADDRESS, &tid_addr, 0, 0, 0) < 0 || !tid_addr ||
 	    fcntl(CT_TPL_FD, F_SETFD, FD_CLOEXEC) < 0)
 		_exit(TPL_BROKEN);
+	/* The OOM killer takes a command first (as container-init
+	 * run_command): the template is at the commands' oom_score_adj, 1000,
+	 * and so is each child from its fork.  Set here, while we are
+	 * dumpable: once not, our /proc files are root's (of the sandbox's
+	 * user namespace, or the host's without one), and a child with
+	 * another uid could not open its own. */
+	{
+		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || write(fd, "1000", 4) != 4)
+			_exit(TPL_BROKEN);
+		close(fd);
+	}
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	be_area_title(&area, "dsec-shell");
 	prctl(PR_SET_NAME, (unsigned long)"dsec-shell", 0, 0, 0);
