@@ -115,10 +115,13 @@ cases() {
 		skip "$m: this host has no $dsdt"
 	fi
 	if [ -n "$pci" ]; then
-		c=$(dsec-run --id "$id" -c "wc -c < $pci" 2>&1)
+		# (cat: wc -c of a file whose size is no multiple of a page
+		# trusts st_size, the config space's whole size, and reads
+		# nothing: 256 for a PCI device on a guest's q35)
+		c=$(dsec-run --id "$id" -c "cat $pci | wc -c" 2>&1)
 		run hro "$T/pci" file_read id="$id" path="$pci"
 		is "$(wc -c < "$T/pci"):$c" "$c:$c" \
-			"$m: the PCI config space: the API reads what a command does ($c bytes, the host's root $(wc -c < "$pci"))"
+			"$m: the PCI config space: the API reads what a command does ($c bytes, the host's root $(cat "$pci" | wc -c))"
 	else
 		skip "$m: this host has no PCI devices in /sys"
 	fi

@@ -76,6 +76,9 @@ for i in \$(seq 50); do [ -b /dev/vda ] && break; sleep 0.1; done
 mount -t ext4 /dev/vda /tmp || mount -t tmpfs tmpfs /tmp
 for d in /run /var/tmp /root /var/lib /var/log /var/cache /etc/dsec; do mount -t tmpfs tmpfs \$d; done
 mkdir -p /dev/pts /dev/shm; mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /dev/shm
+# (what a host's boot links in /dev: bash's <(...) opens /dev/fd/N)
+ln -sf /proc/self/fd /dev/fd; ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout; ln -sf /proc/self/fd/2 /dev/stderr
 cp $W/dsecd.conf /etc/dsec/dsecd.conf
 ip link set lo up
 echo "v2 guest: kernel \$(uname -r), cgroup2 controllers: \$(cat /sys/fs/cgroup/cgroup.controllers), /tmp on \$(stat -f -c %T /tmp)"
