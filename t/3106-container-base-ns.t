@@ -60,16 +60,23 @@ helper-req -q "$DSEC_HOST" destroy id="$id" >/dev/null
 # /etc/ld.so.cache over the old, as every apt run that installs a library
 # does): the base's bind still holds the old one, so the base is made again.
 command -v ldconfig >/dev/null || PATH=$PATH:/sbin:/usr/sbin
-before=$(stat -c %i /etc/ld.so.cache)
-ldconfig
-after=$(stat -c %i /etc/ld.so.cache)
-run cr -c 'stat -c %i /etc/ld.so.cache'
-is "$RC:$OUT:$([ "$before" != "$after" ]; echo $?)" "0:$after:0" \
-	"after ldconfig replaced /etc/ld.so.cache, a create works and binds the new file"
-cp -p /etc/services "$T/services" && mv "$T/services" /etc/services
-run cr -c 'grep -c "^ssh" /etc/services'
-is "$RC:$OUT" "0:$(grep -c '^ssh' /etc/services)" "... and so after /etc/services was renamed over"
-is "$(grep -c 'made it again' "$T/dsecd.log")" 2 "the base was made again once for each"
+if ! [ -w /etc ]; then
+	# (make check-v2's guest: the host's / over 9p, read-only)
+	skip "the host's /etc is read-only here: ldconfig cannot replace its cache"
+	skip "... nor can /etc/services be renamed over"
+	skip "... so the base is not made again"
+else
+	before=$(stat -c %i /etc/ld.so.cache)
+	ldconfig
+	after=$(stat -c %i /etc/ld.so.cache)
+	run cr -c 'stat -c %i /etc/ld.so.cache'
+	is "$RC:$OUT:$([ "$before" != "$after" ]; echo $?)" "0:$after:0" \
+		"after ldconfig replaced /etc/ld.so.cache, a create works and binds the new file"
+	cp -p /etc/services "$T/services" && mv "$T/services" /etc/services
+	run cr -c 'grep -c "^ssh" /etc/services'
+	is "$RC:$OUT" "0:$(grep -c '^ssh' /etc/services)" "... and so after /etc/services was renamed over"
+	is "$(grep -c 'made it again' "$T/dsecd.log")" 2 "the base was made again once for each"
+fi
 
 stop_dsecd
 ok $([ -z "$(ls -A "$T/state/backends/container" 2>/dev/null)" ]; echo $?) \
