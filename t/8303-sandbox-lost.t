@@ -13,7 +13,7 @@ need_container
 
 plan 21
 
-start_dsecd --set backends=container --set lost_grace=3 || bail "dsecd did not start"
+start_dsecd --set backends=container --set lost_grace=8 || bail "dsecd did not start"
 export HELPER_REQ_TIMEOUT=60
 req() { helper-req "$DSEC_HOST" "$@"; }
 inits() { pgrep -P "$DSECD_PID" -x dsec-init | sort; }
@@ -25,10 +25,10 @@ new() {
 	id=$(get id)
 	init=$(comm -13 <(echo "$before") <(inits))
 }
-# info_until FIELD VALUE: info on $id until FIELD (state, code) is VALUE (10 s).
+# info_until FIELD VALUE: info on $id until FIELD (state, code) is VALUE (20 s).
 info_until() {
 	local i
-	for i in $(seq 100); do
+	for i in $(seq 200); do
 		run req info id="$id"
 		[ "$(get "$1")" = "$2" ] && return
 		sleep 0.1
