@@ -38,7 +38,11 @@ run helper-req "$DSEC_HOST" snapshot id="$id" tag=snap:1
 is "$RC" 0 "snapshot succeeds"
 like "$OUT" '"image":"sha256:[0-9a-f]{64}"' "... and names the new image by digest"
 like "$OUT" '"layers":2' "... of two layers (the base and the diff)"
-like "$OUT" '"whiteouts":1,' "... with one whiteout (the replaced dir is opaque instead)"
+if no_upper_xattr; then
+	skip "a replaced directory, opaque: $NO_UPPER_XATTR"
+else
+	like "$OUT" '"whiteouts":1,' "... with one whiteout (the replaced dir is opaque instead)"
+fi
 diag "$(printf '%s' "$OUT" | grep -o '"frozen":[0-9.e-]*,"duration":[0-9.e-]*')"
 
 run dsec-run --id "$id" -c 'cat /tmp/state /data/new.txt'
@@ -49,8 +53,12 @@ run dsec-run --backend container --image snap:1 -c '
 is "$(echo $OUT)" "new changed original base" \
 	"a new sandbox from the tag has the new and changed files and the image's config"
 run dsec-run --backend container --image snap:1 -c 'ls /data; ls /data/old'
-is "$(echo $OUT)" "change.txt keep.txt new.txt old user.txt c.txt" \
-	"... the deleted file is gone (whiteout) and the replaced dir has only its new content"
+if no_upper_xattr; then
+	skip "the replaced directory in the snapshot: $NO_UPPER_XATTR"
+else
+	is "$(echo $OUT)" "change.txt keep.txt new.txt old user.txt c.txt" \
+		"... the deleted file is gone (whiteout) and the replaced dir has only its new content"
+fi
 run dsec-run --backend container --image snap:1 -c \
 	'stat -c "%u:%g %n" /data /data/new.txt /data/user.txt /tmp/state'
 is "$(echo $OUT)" "0:0 /data 0:0 /data/new.txt 1000:1000 /data/user.txt 0:0 /tmp/state" \

@@ -38,6 +38,8 @@
  * sessions.c, probe.c (stand-ins of a create's grade_layers, their probes
  * counted); ct.h is their private header.
  */
+#include <sys/xattr.h>
+
 #include "ct.h"
 
 /* Every key the backend knows; adding one is adding a row. */
@@ -216,6 +218,33 @@ static int conf_load(struct ct_be *be, struct dsec_err *err)
 }
 
 /* ---- init, fini, stats ------------------------------------------------- */
+
+/* With container.userns a sandbox's overlay is mounted in its user
+ * namespace (userxattr) and keeps what it must mark (a directory made
+ * opaque: replaced, or removed with what the image had in it) in user.*
+ * extended attributes of its writable layer, a tmpfs.  tmpfs keeps them
+ * from Linux 6.6 on; before, such a removal or replacement fails with EIO
+ * inside the sandbox (and through the file API).  Said once at start. */
+static void upper_xattr_check(struct ct_be *be)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/xattr-probe", be->host->state_dir);
+	int e = 0;
+
+	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	    mount("dsec-probe", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,mode=0700") < 0)
+		return;	/* not known: nothing said */
+	if (setxattr(dir, "user.dsec.probe", "y", 1, 0) < 0)
+		e = errno;
+	umount2(dir, MNT_DETACH);
+	rmdir(dir);
+	if (e == EOPNOTSUPP)
+		LOG(be, DSEC_LOG_WARN, "container: this kernel's tmpfs keeps no user.* extended "
+		    "attributes (before Linux 6.6), where a sandbox's overlay marks its "
+		    "directories with container.userns: removing or replacing a directory of "
+		    "a sandbox's image fails there with EIO; set container.userns = false or "
+		    "run Linux 6.6 or later");
+}
 
 static void ct_stats(void *vbe, struct dsec_be_stats *out)
 {
@@ -578,6 +607,8 @@ static int ct_init(const struct dsec_be_host *host, void **out, struct dsec_err 
 			    so, strerror(errno));
 	}
 	ct_probe_init(be);
+	if (be->conf.userns)
+		upper_xattr_check(be);
 	LOG(be, DSEC_LOG_INFO, "container: cgroup %s '%s', root %s",
 	    be->cg->mode == BE_CG_V2 ? "v2" :
 	    be->cg->n && !strcmp(be->cg->hname[be->cg->n - 1], "unified") ? "v1 + v2 (hybrid)" :
