@@ -192,7 +192,12 @@ d2=$!
 for i in $(seq 300); do helper-req -q "ipc://$T/d2.sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
 run dsec-run -H "ipc://$T/d2.sock" --backend container --image snap:1 -c \
 	'cat /data/new.txt; ls /data/old; stat -c %u /data/user.txt'
-is "$(echo $OUT)" "new c.txt 1000" "another node sharing the origin starts a sandbox from the snapshot"
+if no_upper_xattr; then
+	# (its replaced directory could not be replaced: no c.txt)
+	is "$(echo $OUT)" "new 1000" "another node sharing the origin starts a sandbox from the snapshot"
+else
+	is "$(echo $OUT)" "new c.txt 1000" "another node sharing the origin starts a sandbox from the snapshot"
+fi
 kill -TERM $d2
 wait $d2
 

@@ -230,6 +230,8 @@ static void upper_xattr_check(struct ct_be *be)
 	_cleanup_free_ char *dir = xasprintf("%s/xattr-probe", be->host->state_dir);
 	int e = 0;
 
+	while (umount2(dir, MNT_DETACH) == 0)
+		;	/* a killed daemon's */
 	if ((mkdir(dir, 0700) < 0 && errno != EEXIST) ||
 	    mount("dsec-probe", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 		  "size=4k,mode=0700") < 0)
