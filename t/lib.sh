@@ -338,10 +338,6 @@ need_container_images() {
 	[ -z "$why" ] || skip_all "$why"
 }
 
-# warm_shells ID: waits (bounded, 15 s) until container sandbox ID has its
-# warm shell (the template and a waiting child: two dsec-shell processes
-# at least); prints how many its last look saw.  A template starts after
-# 0.2 s without a command: it looks every 0.5 s.
 # no_upper_xattr: true when the daemon said this kernel's tmpfs keeps no
 # user.* xattrs (before Linux 6.6), where a sandbox's overlay in a user
 # namespace cannot mark a directory opaque (container.c's
@@ -351,6 +347,10 @@ no_upper_xattr() { grep -q "keeps no user\.\* extended attributes" "$T/dsecd.log
 # The reason of the checks that need it.
 NO_UPPER_XATTR="this kernel's tmpfs keeps no user.* xattrs (before Linux 6.6; dsecd warned): a user namespace's overlay cannot mark a directory opaque"
 
+# warm_shells ID: waits (bounded, 15 s) until container sandbox ID has its
+# warm shell (the template and a waiting child: two dsec-shell processes
+# at least); prints how many its last look saw.  A template starts after
+# 0.2 s without a command: it looks every 0.5 s.
 warm_shells() {
 	local i n=0
 	for i in $(seq 30); do
