@@ -73,6 +73,8 @@ like "$OUT" '"node":"n2"' "... restarted on the same address and state, it answe
 
 # The container backend in a node's namespace: its bridge and nftables
 # table live there beside eth0, and an allowed sandbox reaches another node.
+# (overlay may be a module not loaded yet, as need_container knows)
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null
 if [ -e "$TOP/backends/container.so" ] && [ -x "$TOP/build/libexec/container-init" ] &&
 	grep -qw overlay /proc/filesystems && [ -x /usr/bin/python3 ]; then
 	node_stop 3
