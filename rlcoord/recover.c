@@ -386,8 +386,6 @@ static void pack_seq_op(struct dsec_pk *p, const msgpack_object *e, bool step)
 
 /* ---- the chain --------------------------------------------------------------- */
 
-/* The stream an input, signal or size entry (v->cur) is for: the one
- * started again for it, or -1. */
 static ssize_t stream_named(const struct recover *v, const msgpack_object *req);
 static void replayed(void *arg, const void *reply, size_t len, enum dsec_code code);
 
